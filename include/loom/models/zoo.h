@@ -1,0 +1,43 @@
+// The model zoo: builders of forward Graphs (with a scalar loss) for the papers' models, and their
+// named presets (REFERENCE.md). Each family lives in its own file; this header is the catalogue.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loom/ir/graph.h"
+#include "loom/ir/op_def.h"
+
+namespace loom::models {
+
+// Options every preset accepts; 0 means "the preset's default".
+struct ModelOptions {
+  std::int64_t batch = 0;        // samples per step (global batch)
+  std::int64_t seq = 0;          // sequence length (tokens) or image side (pixels) for vision models
+  ir::DType dtype = ir::DType::bf16;  // activations and weights; optimizer keeps fp32 master copies
+  std::int64_t layers = 0;       // override the depth (e.g. to shrink a preset for verification)
+};
+
+struct ModelPreset {
+  std::string name;         // "gpt3-175b"
+  std::string family;       // "gpt"
+  std::string description;  // "GPT-3 175B (Brown et al. 2020): L96 h12288 a96"
+  double nominal_params = 0;  // the count the paper names the model by, e.g. 175e9
+  std::int64_t default_batch = 1;
+  std::int64_t default_seq = 0;
+  // Builds the forward graph; ops are resolved against `catalog`.
+  std::function<Expected<ir::Graph>(const ModelOptions&, const ir::OpCatalog&)> build;
+};
+
+// Every preset, in a stable order (family, then size).
+const std::vector<ModelPreset>& model_presets();
+const ModelPreset* find_preset(std::string_view name);
+
+// Builds a preset's forward graph with the built-in operator registry. Unknown names and bad
+// options are errors naming the preset and the option.
+Expected<ir::Graph> build_model(std::string_view preset, const ModelOptions& options);
+
+}  // namespace loom::models

@@ -1,0 +1,16 @@
+// Subcommands of `loom`: each adds itself to the app and records what to run when selected.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace loom::cli {
+
+void add_ops_command(CLI::App& app);
+
+// Registers the action of a subcommand; run_selected runs the one the user chose and returns the exit code.
+void on_selected(CLI::App* subcommand, std::function<int()> action);
+int run_selected(CLI::App& app);
+
+}  // namespace loom::cli

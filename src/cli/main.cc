@@ -1,0 +1,16 @@
+// `loom`: the command-line entry point. Each subcommand lives in its own file (commands.h).
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Loom: parallelization plans for deep-learning training"};
+  app.require_subcommand(1);
+  loom::cli::add_ops_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return loom::cli::run_selected(app);
+}

@@ -1,0 +1,16 @@
+#include "loom/ir/shape.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace loom::ir {
+
+std::int64_t Shape::numel() const {
+  std::int64_t n = 1;
+  for (std::int64_t d : dims) n *= d;
+  return n;
+}
+
+std::string Shape::to_string() const { return fmt::format("[{}]", fmt::join(dims, ", ")); }
+
+}  // namespace loom::ir

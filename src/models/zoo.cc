@@ -1,0 +1,37 @@
+#include "loom/models/zoo.h"
+
+#include <algorithm>
+
+#include "loom/models/families.h"
+#include "loom/ops/registry.h"
+
+namespace loom::models {
+
+const std::vector<ModelPreset>& model_presets() {
+  static const std::vector<ModelPreset> presets = [] {
+    std::vector<ModelPreset> all;
+    for (auto family : {gpt_presets, llama_presets, bert_presets, t5_presets, moe_presets, swin_presets,
+                        alphafold_presets, resnet_presets, vgg_presets, unet_presets}) {
+      std::vector<ModelPreset> part = family();
+      all.insert(all.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+    }
+    return all;
+  }();
+  return presets;
+}
+
+const ModelPreset* find_preset(std::string_view name) {
+  for (const ModelPreset& preset : model_presets())
+    if (preset.name == name) return &preset;
+  return nullptr;
+}
+
+Expected<ir::Graph> build_model(std::string_view name, const ModelOptions& options) {
+  const ModelPreset* preset = find_preset(name);
+  if (preset == nullptr) return fail(fmt::format("unknown model preset '{}'", name), "`loom models` lists the presets");
+  if (options.batch < 0 || options.seq < 0 || options.layers < 0)
+    return fail(fmt::format("model '{}': batch, seq and layers must be positive (0 keeps the preset's default)", name));
+  return with_context(preset->build(options, ops::builtin_ops()), fmt::format("model '{}'", name));
+}
+
+}  // namespace loom::models
