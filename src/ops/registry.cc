@@ -54,6 +54,7 @@ const OpRegistry& builtin_ops() {
     register_alphafold_ops(r);
     register_swin_ops(r);
     register_optimizer_ops(r);
+    register_autograd_ops(r);
     return r;
   }();
   return registry;

@@ -19,5 +19,6 @@ void register_moe_ops(OpRegistry& registry);          // gate, dispatch, combine
 void register_alphafold_ops(OpRegistry& registry);    // triangle updates, outer-product mean, MSA attention
 void register_swin_ops(OpRegistry& registry);         // window partition / reverse, patch merging, cyclic shift
 void register_optimizer_ops(OpRegistry& registry);    // sgd, adam, adamw
+void register_autograd_ops(OpRegistry& registry);     // accumulate (gradient sum), fill_like (loss seed)
 
 }  // namespace loom::ops
