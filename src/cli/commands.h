@@ -5,12 +5,19 @@
 
 #include <CLI/CLI.hpp>
 
+#include "loom/core/error.h"
+
 namespace loom::cli {
 
 void add_ops_command(CLI::App& app);
+void add_models_command(CLI::App& app);
+void add_graph_command(CLI::App& app);
 
 // Registers the action of a subcommand; run_selected runs the one the user chose and returns the exit code.
 void on_selected(CLI::App* subcommand, std::function<int()> action);
 int run_selected(CLI::App& app);
+
+// Prints "loom: error: ..." (and the hint) to stderr; returns the exit code for a user error.
+int report(const Error& error);
 
 }  // namespace loom::cli

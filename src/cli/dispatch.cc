@@ -1,5 +1,7 @@
 #include <map>
 
+#include <fmt/format.h>
+
 #include "commands.h"
 
 namespace loom::cli {
@@ -16,6 +18,12 @@ int run_selected(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands())
     if (auto it = actions().find(sub); it != actions().end()) return it->second();
   return 2;
+}
+
+int report(const Error& error) {
+  fmt::print(stderr, "loom: error: {}\n", error.message);
+  if (!error.hint.empty()) fmt::print(stderr, "hint: {}\n", error.hint);
+  return 1;
 }
 
 }  // namespace loom::cli

@@ -6,6 +6,8 @@
 int main(int argc, char** argv) {
   CLI::App app{"Loom: parallelization plans for deep-learning training"};
   app.require_subcommand(1);
+  loom::cli::add_models_command(app);
+  loom::cli::add_graph_command(app);
   loom::cli::add_ops_command(app);
   try {
     app.parse(argc, argv);

@@ -103,7 +103,7 @@ class Parser {
         while (true) {
           skip_space();
           if (peek() == ')') break;
-          if (peek() == '\0') return error(open, "'(' is never closed");
+          if (peek() == '\0' || peek() == ',' || peek() == '-') return error(open, "'(' is never closed");
           LOOM_ASSIGN_OR_RETURN(DimAtom atom, parse_atom());
           if (atom.kind == DimAtom::Kind::variadic) return error(pos_ - 1, "'*' cannot be merged inside '( )'");
           dim.atoms.push_back(std::move(atom));
@@ -195,7 +195,6 @@ Expected<void> check_annotation(const Annotation& annotation) {
   };
   if (annotation.inputs.empty() || annotation.outputs.empty()) return bad("needs at least one input and one output");
   std::map<std::string, DimFlag, std::less<>> explicit_flag;
-  std::set<std::string, std::less<>> input_names;
   bool input_variadic = false;
   for (const auto* side : {&annotation.inputs, &annotation.outputs}) {
     const bool is_input = side == &annotation.inputs;
@@ -225,9 +224,6 @@ Expected<void> check_annotation(const Annotation& annotation) {
           if (atom.name.empty()) return bad(fmt::format("{} has an unnamed identifier", where));
           if (!seen.insert(atom.name).second)
             return bad(fmt::format("identifier '{}' appears twice in {}", atom.name, where));
-          if (is_input) input_names.insert(atom.name);
-          if (atom.flag == DimFlag::reduce && !is_input)
-            return bad(fmt::format("reduction identifier '{}+' appears in {}; a reduced dimension cannot be an output", atom.name, where));
           if (atom.flag != DimFlag::none) {
             auto [it, inserted] = explicit_flag.emplace(atom.name, atom.flag);
             if (!inserted && it->second != atom.flag)
@@ -241,16 +237,22 @@ Expected<void> check_annotation(const Annotation& annotation) {
         return bad(fmt::format("{} uses '*' but no input does, so its size is unknown", where));
     }
   }
-  // Every occurrence of a reduction identifier must say so: a plain 'k' beside 'k+' is ambiguous.
-  for (const auto* side : {&annotation.inputs, &annotation.outputs})
-    for (const TensorAnnotation& tensor : *side)
-      for (const AnnotatedDim& dim : tensor.dims)
+  // A reduction identifier never reaches an output, and every input occurrence must say so:
+  // a plain 'k' beside 'k+' would be ambiguous.
+  for (const auto* side : {&annotation.inputs, &annotation.outputs}) {
+    const bool is_input = side == &annotation.inputs;
+    for (std::size_t t = 0; t < side->size(); ++t)
+      for (const AnnotatedDim& dim : (*side)[t].dims)
         for (const DimAtom& atom : dim.atoms) {
           if (atom.kind != DimAtom::Kind::identifier) continue;
           auto it = explicit_flag.find(atom.name);
-          if (it != explicit_flag.end() && it->second == DimFlag::reduce && atom.flag != DimFlag::reduce)
+          if (it == explicit_flag.end() || it->second != DimFlag::reduce) continue;
+          if (!is_input)
+            return bad(fmt::format("reduction identifier '{}+' appears in output {}; a reduced dimension cannot be an output", atom.name, t));
+          if (atom.flag != DimFlag::reduce)
             return bad(fmt::format("identifier '{}' is marked '+' in one place but not in another; mark every occurrence", atom.name));
         }
+  }
   return {};
 }
 

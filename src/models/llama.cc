@@ -1,7 +1,109 @@
+// LLaMA 1/2/3 (Touvron et al. 2023a/b; Meta 2024): a decoder-only transformer without biases,
+// pre-RMSNorm blocks, rotary position embedding on q and k (no position table), SwiGLU MLP
+// (down(silu(gate(x)) * up(x))), grouped-query attention in LLaMA-2-70B and LLaMA-3, a final
+// RMSNorm and an untied LM head.
+//
+// Parameters, with w_q = heads·d and w_kv = kv_heads·d: per layer 2·h·w_q + 2·h·w_kv (q, k, v, o)
+// + 3·h·ffn (gate, up, down) + 2·h (two RMSNorms); plus 2·V·h (embedding, head) and h (final norm).
+#include <fmt/format.h>
+
 #include "loom/models/families.h"
+#include "loom/models/transformer_blocks.h"
 
 namespace loom::models {
+namespace {
 
-std::vector<ModelPreset> llama_presets() { return {}; }
+struct LlamaConfig {
+  std::string name;
+  std::string source;
+  double nominal_params = 0;
+  std::int64_t layers = 0;
+  std::int64_t hidden = 0;
+  std::int64_t heads = 0;
+  std::int64_t kv_heads = 0;  // 0 = heads
+  std::int64_t ffn = 0;
+  std::int64_t vocab = 32000;
+  std::int64_t seq = 2048;    // training context
+  double rope_base = 10000;   // RoPE theta
+  double norm_eps = 1e-6;
+  std::int64_t batch = 1;     // global batch in sequences
+};
+
+Expected<ir::Graph> build_llama(const LlamaConfig& config, const ModelOptions& options,
+                                const ir::OpCatalog& catalog) {
+  const StepShape step = resolve_step_shape(options, config.batch, config.seq, config.layers);
+  const std::int64_t h = config.hidden;
+  const ir::DType dtype = step.dtype;
+  const NormSpec rms_norm{.kind = NormKind::rms_norm, .eps = config.norm_eps, .bias = false};
+  const AttentionSpec attention{.hidden = h,
+                                .heads = config.heads,
+                                .kv_heads = config.kv_heads,
+                                .bias = false,
+                                .fused_qkv = false,
+                                .causal = true,
+                                .rope_base = config.rope_base};
+  const MlpSpec ffn{.hidden = h, .ffn = config.ffn, .activation = Activation::swiglu, .bias = false};
+
+  ir::GraphBuilder b(config.name, catalog);
+  const ir::TensorId ids = b.input("input_ids", {step.batch, step.seq}, ir::DType::i64);
+  const ir::TensorId labels = b.input("labels", {step.batch, step.seq}, ir::DType::i64);
+  ir::TensorId x = embedding(b, "embed_tokens", ids, config.vocab, h, dtype);
+  for (std::int64_t i = 0; i < step.layers; ++i) {
+    auto layer = b.scope(fmt::format("layers.{}", i));
+    ir::TensorId attn_out, mlp_out;
+    {
+      const ir::TensorId normed = norm(b, "attn_norm", x, h, rms_norm, dtype);
+      auto s = b.scope("attn");
+      attn_out = self_attention(b, normed, attention, dtype);
+    }
+    x = b.op("add", "attn_residual", {x, attn_out});
+    {
+      const ir::TensorId normed = norm(b, "mlp_norm", x, h, rms_norm, dtype);
+      auto s = b.scope("mlp");
+      mlp_out = mlp(b, normed, ffn, dtype);
+    }
+    x = b.op("add", "mlp_residual", {x, mlp_out});
+  }
+  x = norm(b, "norm", x, h, rms_norm, dtype);
+  const ir::TensorId logits = linear(b, "lm_head", x, h, config.vocab, /*bias=*/false, dtype);
+  language_model_loss(b, logits, labels);
+  return std::move(b).finish();
+}
+
+ModelPreset make_preset(LlamaConfig config) {
+  const std::int64_t kv = config.kv_heads > 0 ? config.kv_heads : config.heads;
+  ModelPreset preset{.name = config.name,
+                     .family = "llama",
+                     .description = fmt::format("{}: L{} h{} a{} kv{} ffn {} vocab {} seq {}", config.source,
+                                                config.layers, config.hidden, config.heads, kv, config.ffn,
+                                                config.vocab, config.seq),
+                     .nominal_params = config.nominal_params,
+                     .default_batch = config.batch,
+                     .default_seq = config.seq,
+                     .build = {}};
+  preset.build = [config = std::move(config)](const ModelOptions& options, const ir::OpCatalog& catalog) {
+    return build_llama(config, options, catalog);
+  };
+  return preset;
+}
+
+}  // namespace
+
+std::vector<ModelPreset> llama_presets() {
+  // Sizes from REFERENCE.md. Contexts: 2048 (LLaMA), 4096 (LLaMA-2), 8192 (LLaMA-3). Default
+  // batches are 4M-token batches (the LLaMA and LLaMA-2 papers' setting; kept for LLaMA-3-8B).
+  // LLaMA-2 and 3 use RMSNorm eps 1e-5; LLaMA-3 raises the RoPE base to 500000.
+  std::vector<LlamaConfig> configs = {
+      {"llama-7b", "LLaMA-7B (Touvron et al. 2023)", 6.7e9, 32, 4096, 32, 0, 11008, 32000, 2048, 1e4, 1e-6, 2048},
+      {"llama-13b", "LLaMA-13B (Touvron et al. 2023)", 13e9, 40, 5120, 40, 0, 13824, 32000, 2048, 1e4, 1e-6, 2048},
+      {"llama-65b", "LLaMA-65B (Touvron et al. 2023)", 65e9, 80, 8192, 64, 0, 22016, 32000, 2048, 1e4, 1e-6, 2048},
+      {"llama2-70b", "LLaMA-2-70B (Touvron et al. 2023b)", 70e9, 80, 8192, 64, 8, 28672, 32000, 4096, 1e4, 1e-5,
+       1024},
+      {"llama3-8b", "LLaMA-3-8B (Meta 2024)", 8e9, 32, 4096, 32, 8, 14336, 128256, 8192, 5e5, 1e-5, 512},
+  };
+  std::vector<ModelPreset> presets;
+  for (LlamaConfig& config : configs) presets.push_back(make_preset(std::move(config)));
+  return presets;
+}
 
 }  // namespace loom::models

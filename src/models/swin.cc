@@ -1,7 +1,144 @@
+// Swin Transformer (Liu et al. 2021) at the papers' scale: nnScaler Table 9 and SuperScaler Table 2.
+//
+// Layout. Patch embedding (4x4 conv, stride 4, then layer norm) and four stages at C, 2C, 4C, 8C
+// channels with 2, 2, L-6, 2 blocks (Swin's distribution, the third stage takes the rest); heads
+// double with the width from the table's value (head dim C/heads, 32 for all but the 1.5K presets);
+// patch merging (2x2 gather, layer norm, 4C -> 2C linear without bias) between stages; final norm,
+// mean over the tokens, linear classifier (1000 classes), cross entropy.
+//
+// Blocks alternate regular and shifted windows: pre-norm, [cyclic shift by -ws/2], window partition,
+// multi-head attention on [b·nW, ws², C] with the learned relative position bias [heads, ws², ws²],
+// window reverse, [shift back], residual; pre-norm GELU MLP (4C), residual.
+// Simplification: shifted blocks omit the attention mask that keeps wrapped-around regions apart; it
+// changes neither parameters nor the ops' shapes, only adds a [nW, ws², ws²] term to the scores.
+//
+// Resolution: 1536x1536 (SuperScaler Sec. 6, "the highest in the paper"; nnScaler Table 9 names no
+// resolution, so its presets use the same). Window 12, which divides every stage's token grid at 1536
+// (384, 192, 96, 48) as Swin's 384-pixel fine-tuning did; 512 images per step (SuperScaler Table 2).
+// The SuperScaler presets are named swin-ss-* (its 1.8B equals nnScaler's swin-1.8b).
+#include "loom/ir/graph_builder.h"
 #include "loom/models/families.h"
+#include "loom/models/transformer_blocks.h"
 
 namespace loom::models {
+namespace {
 
-std::vector<ModelPreset> swin_presets() { return {}; }
+using ir::GraphBuilder;
+using ir::TensorId;
+using IntList = std::vector<std::int64_t>;
+
+constexpr std::int64_t kPatch = 4;
+constexpr std::int64_t kWindow = 12;
+constexpr std::int64_t kClasses = 1000;
+constexpr std::int64_t kStages = 4;
+
+struct SwinConfig {
+  std::int64_t layers = 0;  // blocks over all four stages
+  std::int64_t hidden = 0;  // stage-1 width C
+  std::int64_t heads = 0;   // stage-1 heads
+};
+
+// Blocks per stage: 2, 2, layers - 6, 2.
+std::vector<std::int64_t> stage_depths(std::int64_t layers) { return {2, 2, layers - 6, 2}; }
+
+// x [b H W C] -> [b H W C]: one (shifted) window attention block and its MLP.
+TensorId swin_block(GraphBuilder& b, TensorId x, std::int64_t channels, std::int64_t heads, bool shifted,
+                    ir::DType dt) {
+  if (!b.ok()) return {};
+  const ir::Shape shape = b.shape(x);
+  const std::int64_t height = shape[1], width = shape[2];
+  TensorId h = norm(b, "norm1", x, channels, {}, dt);
+  if (shifted) h = b.op("cyclic_shift", "shift", {h}, {{"shift", -kWindow / 2}});
+  h = b.op("window_partition", "partition", {h}, {{"window_size", kWindow}});
+  TensorId table = b.parameter("attn.relative_position_bias_table", {(2 * kWindow - 1) * (2 * kWindow - 1), heads}, dt);
+  TensorId bias = b.op("relative_position_bias", "attn.relative_position_bias", {table}, {{"window_size", kWindow}});
+  {
+    auto attn = b.scope("attn");
+    h = self_attention(b, h, {.hidden = channels, .heads = heads}, dt, bias);
+  }
+  h = b.op("window_reverse", "reverse", {h}, {{"window_size", kWindow}, {"height", height}, {"width", width}});
+  if (shifted) h = b.op("cyclic_shift", "unshift", {h}, {{"shift", kWindow / 2}});
+  x = b.op("add", "residual1", {x, h});
+  h = norm(b, "norm2", x, channels, {}, dt);
+  {
+    auto mlp_scope = b.scope("mlp");
+    h = mlp(b, h, {.hidden = channels, .ffn = 4 * channels}, dt);
+  }
+  return b.op("add", "residual2", {x, h});
+}
+
+Expected<ir::Graph> build_swin(const std::string& name, const SwinConfig& config, const ModelOptions& options,
+                               const ir::OpCatalog& catalog) {
+  const StepShape step = resolve_step_shape(options, 512, 1536, config.layers);
+  if (step.layers < 7)
+    return fail(fmt::format("{}: {} layers leave no third stage; Swin needs at least 7 (2, 2, L-6, 2)", name, step.layers));
+  const std::int64_t grain = kPatch * kWindow << (kStages - 1);
+  if (step.seq % grain != 0)
+    return fail(fmt::format("{}: image side {} must be a multiple of {} (patch {} x window {} x 2^3 merges)", name,
+                            step.seq, grain, kPatch, kWindow));
+  const ir::DType dt = step.dtype;
+  GraphBuilder b(name, catalog);
+  TensorId images = b.input("images", {step.batch, 3, step.seq, step.seq}, dt);
+  TensorId labels = b.input("labels", {step.batch}, ir::DType::i64);
+  TensorId x;
+  {
+    auto scope = b.scope("patch_embed");
+    TensorId w = b.parameter("proj.weight", {config.hidden, 3, kPatch, kPatch}, dt);
+    x = b.op("conv2d", "proj", {images, w, b.parameter("proj.bias", {config.hidden}, dt)},
+             {{"stride", IntList{kPatch}}});
+    x = b.op("permute", "to_channels_last", {x}, {{"dims", IntList{0, 2, 3, 1}}});
+    x = norm(b, "norm", x, config.hidden, {}, dt);
+  }
+  const std::vector<std::int64_t> depths = stage_depths(step.layers);
+  std::int64_t channels = config.hidden, heads = config.heads;
+  for (std::int64_t stage = 0; stage < kStages; ++stage) {
+    auto stage_scope = b.scope(fmt::format("layers.{}", stage));
+    for (std::int64_t block = 0; block < depths[static_cast<std::size_t>(stage)]; ++block) {
+      auto block_scope = b.scope(fmt::format("blocks.{}", block));
+      x = swin_block(b, x, channels, heads, block % 2 == 1, dt);
+    }
+    if (stage + 1 < kStages) {
+      auto merge = b.scope("downsample");
+      x = b.op("patch_merging", "merge", {x});
+      x = norm(b, "norm", x, 4 * channels, {}, dt);
+      x = linear(b, "reduction", x, 4 * channels, 2 * channels, false, dt);
+      channels *= 2;
+      heads *= 2;
+    }
+  }
+  x = norm(b, "norm", x, channels, {}, dt);
+  x = b.op("mean", "avgpool", {x}, {{"dims", IntList{1, 2}}});
+  TensorId logits = linear(b, "head", x, channels, kClasses, true, dt);
+  b.set_loss(b.op("cross_entropy", "loss", {logits, labels}));
+  return std::move(b).finish();
+}
+
+ModelPreset preset(std::string name, std::string source, double nominal, SwinConfig config) {
+  ModelPreset p{.name = name,
+                .family = "swin",
+                .description = fmt::format("Swin Transformer ({}): L{} C{} heads {}, 1536x1536, window {}", source,
+                                           config.layers, config.hidden, config.heads, kWindow),
+                .nominal_params = nominal,
+                .default_batch = 512,
+                .default_seq = 1536};
+  p.build = [name, config](const ModelOptions& options, const ir::OpCatalog& catalog) {
+    return build_swin(name, config, options, catalog);
+  };
+  return p;
+}
+
+}  // namespace
+
+std::vector<ModelPreset> swin_presets() {
+  return {
+      preset("swin-1.8b", "nnScaler Table 9", 1.8e9, {32, 512, 16}),
+      preset("swin-5b", "nnScaler Table 9", 5.0e9, {40, 768, 24}),
+      preset("swin-10b", "nnScaler Table 9", 10e9, {48, 1024, 32}),
+      preset("swin-27b", "nnScaler Table 9", 27e9, {56, 1536, 32}),
+      preset("swin-ss-6.6b", "SuperScaler Table 2", 6.6e9, {48, 768, 24}),
+      preset("swin-ss-13b", "SuperScaler Table 2", 13e9, {56, 1024, 32}),
+      preset("swin-ss-30b", "SuperScaler Table 2", 30e9, {64, 1536, 32}),
+  };
+}
 
 }  // namespace loom::models

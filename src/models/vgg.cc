@@ -1,7 +1,73 @@
+// VGG19 (Simonyan & Zisserman 2015, configuration E): 16 3x3 convolutions with bias and ReLU, five
+// max pools, three fully connected layers (25088 -> 4096 -> 4096 -> classes) on 224x224 images.
+// Rhino (Sec. 7.4, Table 3) replaces the last layer with a million-class classifier: 4096 x 10^6
+// weights dominate, 4.24B parameters in all; batch 128 per device.
+#include "loom/ir/graph_builder.h"
 #include "loom/models/families.h"
+#include "loom/models/transformer_blocks.h"
 
 namespace loom::models {
+namespace {
 
-std::vector<ModelPreset> vgg_presets() { return {}; }
+using ir::GraphBuilder;
+using ir::TensorId;
+using IntList = std::vector<std::int64_t>;
+
+constexpr std::int64_t kPool = 0;  // a max pool in the layer list
+const IntList kVgg19Layers = {64, 64, kPool, 128, 128, kPool, 256, 256, 256, 256, kPool,
+                              512, 512, 512, 512, kPool, 512, 512, 512, 512, kPool};
+
+Expected<ir::Graph> build_vgg19(const std::string& name, std::int64_t classes, std::int64_t default_batch,
+                                const ModelOptions& options, const ir::OpCatalog& catalog) {
+  const StepShape step = resolve_step_shape(options, default_batch, 224, 0);
+  if (options.layers > 0) return fail(fmt::format("{}: VGG19's depth is fixed; 'layers' cannot be overridden", name));
+  if (step.seq % 32 != 0)
+    return fail(fmt::format("{}: image side {} must be a multiple of 32 (five 2x2 pools)", name, step.seq));
+  const ir::DType dt = step.dtype;
+  GraphBuilder b(name, catalog);
+  TensorId x = b.input("images", {step.batch, 3, step.seq, step.seq}, dt);
+  TensorId labels = b.input("labels", {step.batch}, ir::DType::i64);
+  std::int64_t channels = 3, conv = 0, pool = 0;
+  for (std::int64_t out : kVgg19Layers) {
+    if (out == kPool) {
+      x = b.op("max_pool2d", fmt::format("features.pool{}", pool++), {x}, {{"kernel", IntList{2}}});
+      continue;
+    }
+    auto scope = b.scope(fmt::format("features.conv{}", conv++));
+    TensorId w = b.parameter("weight", {out, channels, 3, 3}, dt);
+    TensorId bias = b.parameter("bias", {out}, dt);
+    x = b.op("relu", "relu", {b.op("conv2d", "conv", {x, w, bias}, {{"padding", IntList{1}}})});
+    channels = out;
+  }
+  if (!b.ok()) return std::move(b).finish();
+  // torchvision pools adaptively to 7x7 first; at 224 the feature map is already 7x7.
+  const std::int64_t side = b.shape(x)[2];
+  const std::int64_t flat = channels * side * side;
+  x = b.op("reshape", "flatten", {x}, {{"shape", IntList{step.batch, flat}}});
+  x = b.op("relu", "classifier.relu0", {linear(b, "classifier.fc0", x, flat, 4096, true, dt)});
+  x = b.op("relu", "classifier.relu1", {linear(b, "classifier.fc1", x, 4096, 4096, true, dt)});
+  TensorId logits = linear(b, "classifier.fc2", x, 4096, classes, true, dt);
+  b.set_loss(b.op("cross_entropy", "loss", {logits, labels}));
+  return std::move(b).finish();
+}
+
+ModelPreset preset(std::string name, std::string description, double nominal, std::int64_t classes,
+                   std::int64_t default_batch) {
+  ModelPreset p{.name = name, .family = "vgg", .description = std::move(description), .nominal_params = nominal,
+                .default_batch = default_batch, .default_seq = 224};
+  p.build = [name, classes, default_batch](const ModelOptions& options, const ir::OpCatalog& catalog) {
+    return build_vgg19(name, classes, default_batch, options, catalog);
+  };
+  return p;
+}
+
+}  // namespace
+
+std::vector<ModelPreset> vgg_presets() {
+  return {
+      preset("vgg19", "VGG19 (Simonyan & Zisserman 2015), ImageNet, 1000 classes", 143.7e6, 1000, 256),
+      preset("vgg19-4.2b", "VGG19 with a 1,000,000-class classifier (Rhino Table 3), batch 128", 4.2e9, 1000000, 128),
+  };
+}
 
 }  // namespace loom::models

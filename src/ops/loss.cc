@@ -1,7 +1,79 @@
+// Losses: a scalar mean in f32. Token dims are reductions ('+'): a shard's partial loss (its tokens'
+// sum over the global count) adds up to the whole; the class dim is frozen (log-softmax over it).
 #include "loom/ops/families.h"
+#include "loom/ops/signature_helpers.h"
 
 namespace loom::ops {
+namespace {
 
-void register_loss_ops(OpRegistry& r) { (void)r; }
+using ir::OpCall;
+using ir::OpSignature;
+
+// Names of the token dims of [.., v] logits: "n" for rank 2, "b s" for rank 3, else d0 d1 ...
+TensorDims token_dims(std::size_t count) {
+  if (count == 1) return {"n+"};
+  if (count == 2) return {"b+", "s+"};
+  return flagged(indexed_dims(count), '+');
+}
+
+Expected<void> check_label_smoothing(const OpCall& call, std::string_view op) {
+  LOOM_ASSIGN_OR_RETURN(double smoothing, ir::get_real_or(call.attrs, "label_smoothing", 0.0));
+  if (smoothing < 0 || smoothing >= 1)
+    return fail(fmt::format("{}: label_smoothing {} is outside [0, 1)", op, smoothing));
+  return {};
+}
+
+// (scores [.., v], labels [..] integer) -> scalar.
+ir::SignatureFn classification_signature(std::string op, std::string scores) {
+  return [op = std::move(op), scores = std::move(scores)](const OpCall& call) -> Expected<OpSignature> {
+    LOOM_RETURN_IF_ERROR(expect_inputs(call, 2, 2, op, fmt::format("two inputs ({} [.., v], labels [..])", scores)));
+    LOOM_RETURN_IF_ERROR(expect_integer(call, 1, op, "labels"));
+    const std::size_t rank = call.input_shapes[0].rank();
+    if (rank < 1) return fail(fmt::format("{}: {} must have a class dim, got a scalar", op, scores));
+    if (call.input_shapes[1].rank() + 1 != rank)
+      return fail(fmt::format("{}: labels {} must have the shape of {} {} without its last dim", op,
+                              call.input_shapes[1].to_string(), scores, call.input_shapes[0].to_string()));
+    LOOM_RETURN_IF_ERROR(check_label_smoothing(call, op));
+    const TensorDims tokens = token_dims(rank - 1);
+    TensorDims logits = tokens;
+    logits.push_back("v^");
+    return OpSignature{annotation_text({logits, tokens}, {{}}), {}, {ir::DType::f32}};
+  };
+}
+
+Expected<OpSignature> mse_signature(const OpCall& call) {
+  LOOM_RETURN_IF_ERROR(expect_inputs(call, 2, 2, "mse_loss", "two inputs (pred, target)"));
+  const TensorDims dims = flagged(indexed_dims(call.input_shapes[0].rank()), '+');
+  return OpSignature{annotation_text({dims, dims}, {{}}), {}, {ir::DType::f32}};
+}
+
+ir::OpDef loss(std::string type, std::string summary, ir::SignatureFn signature, ir::CostFn flops,
+               std::vector<ir::AttrSpec> attrs = {}) {
+  return {.type = std::move(type),
+          .family = "loss",
+          .summary = std::move(summary),
+          .op_class = ir::OpClass::loss,
+          .attrs = std::move(attrs),
+          .signature = std::move(signature),
+          .flops = std::move(flops),
+          .backward = {.no_grad_inputs = {1}, .flops_factor = 1.0}};
+}
+
+}  // namespace
+
+void register_loss_ops(OpRegistry& r) {
+  const std::vector<ir::AttrSpec> attrs = {
+      {"ignore_index", ir::AttrKind::integer, false, "label that contributes nothing, e.g. -100"},
+      {"label_smoothing", ir::AttrKind::real, false, "in [0, 1), default 0"}};
+  // log-softmax (5 per logit) then a pick per token.
+  r.add_builtin(loss("cross_entropy", "mean token loss of logits [.., v] against integer labels [..]",
+                     classification_signature("cross_entropy", "logits"), ir::flops_per_input_element(5), attrs));
+  r.add_builtin(loss("nll_loss", "mean negative log-likelihood of log-probs [.., v] at integer labels [..]",
+                     classification_signature("nll_loss", "log_probs"),
+                     [](const ir::OpInstance& op) { return static_cast<double>(op.inputs[1].numel()); }, attrs));
+  // difference, square, sum: 3 per element.
+  r.add_builtin(loss("mse_loss", "mean squared error of pred against target", mse_signature,
+                     ir::flops_per_input_element(3)));
+}
 
 }  // namespace loom::ops

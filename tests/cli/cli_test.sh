@@ -1,21 +1,63 @@
 #!/usr/bin/env bash
-# End-to-end checks of the `loom` command line: exit codes and key output.
+# End-to-end checks of the `loom` command line: exit codes, key output, JSON round trips, bad input.
 set -u
 LOOM=${LOOM:?set LOOM to the loom binary}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 failures=0
 pass=0
+fail() { echo "FAIL $1"; [ -n "${out:-}" ] && echo "$out" | head -20; failures=$((failures+1)); }
 expect() {  # expect NAME EXPECTED_RC COMMAND... ; output in $out
   local name=$1 want=$2; shift 2
   out=$("$@" 2>&1); local rc=$?
-  if [ "$rc" != "$want" ]; then echo "FAIL $name: exit $rc, want $want"; echo "$out" | head -20; failures=$((failures+1)); return 1; fi
+  if [ "$want" = nonzero ]; then [ "$rc" != 0 ] && [ "$rc" -lt 128 ] || { fail "$name: exit $rc, want a clean non-zero exit"; return 1; }
+  elif [ "$rc" != "$want" ]; then fail "$name: exit $rc, want $want"; return 1; fi
   pass=$((pass+1)); return 0
 }
 contains() {  # contains NAME TEXT ; checks $out
-  if ! grep -qF -- "$2" <<<"$out"; then echo "FAIL $1: output lacks '$2'"; echo "$out" | head -20; failures=$((failures+1)); else pass=$((pass+1)); fi
+  if grep -qF -- "$2" <<<"$out"; then pass=$((pass+1)); else fail "$1: output lacks '$2'"; fi
 }
 
+# Commands and help.
 expect ops 0 "$LOOM" ops && contains ops-matmul "matmul"
-expect no-subcommand 106 "$LOOM"
+expect no-subcommand nonzero "$LOOM"
+for sub in models graph ops; do expect "help-$sub" 0 "$LOOM" "$sub" --help && contains "help-$sub-usage" "Usage"; done
+
+# Presets.
+expect models 0 "$LOOM" models --family gpt && contains models-175b "gpt3-175b"
+expect models-bad-family nonzero "$LOOM" models --family nosuch && contains models-bad-family-msg "no preset of family 'nosuch'"
+
+# Graph summary of a preset.
+expect graph 0 "$LOOM" graph --model gpt3-125m --batch 2 --seq 256
+contains graph-forward "forward"
+contains graph-backward "backward"
+contains graph-optimizer "optimizer"
+contains graph-params "parameters"
+
+# JSON round trip: build -> write -> read -> write gives byte-identical files.
+expect json-write 0 "$LOOM" graph --model gpt3-125m --batch 2 --seq 128 --layers 2 --json "$tmp/a.json"
+expect json-read 0 "$LOOM" graph --from "$tmp/a.json" --json "$tmp/b.json"
+if cmp -s "$tmp/a.json" "$tmp/b.json"; then pass=$((pass+1)); else fail "json-round-trip: files differ"; fi
+
+# Bad input: clear message, non-zero exit, no crash, no half-written output.
+expect unknown-preset nonzero "$LOOM" graph --model nosuch-model && contains unknown-preset-msg "unknown model preset 'nosuch-model'"
+expect both-sources nonzero "$LOOM" graph --model gpt3-125m --from "$tmp/a.json"
+expect missing-file nonzero "$LOOM" graph --from "$tmp/none.json" && contains missing-file-msg "none.json"
+head -c 500 "$tmp/a.json" > "$tmp/truncated.json"
+expect truncated-json nonzero "$LOOM" graph --from "$tmp/truncated.json" && contains truncated-json-msg "truncated.json"
+sed 's/"type":"layer_norm"/"type":"no_such_op"/' "$tmp/a.json" > "$tmp/unknown-op.json"
+expect unknown-op nonzero "$LOOM" graph --from "$tmp/unknown-op.json" && contains unknown-op-msg "no_such_op"
+# A recorded shape that contradicts the op's annotation (tensor 3 is the token embedding's output).
+sed '/{"id":3,/s/"shape":\[2,128,768\]/"shape":[2,128,769]/' "$tmp/a.json" > "$tmp/bad-shape.json"
+if cmp -s "$tmp/a.json" "$tmp/bad-shape.json"; then fail "bad-shape: the edit did not apply"; fi
+expect bad-shape nonzero "$LOOM" graph --from "$tmp/bad-shape.json" && contains bad-shape-msg "[2, 128, 769]"
+expect fwd-json 0 "$LOOM" graph --model gpt3-125m --batch 2 --seq 128 --layers 2 --forward-only --json "$tmp/f.json"
+sed '/{"id":3,/s/"shape":\[2,128,768\]/"shape":[2,128,769]/' "$tmp/f.json" > "$tmp/f-bad.json"
+expect annotation-shape nonzero "$LOOM" graph --from "$tmp/f-bad.json" && contains annotation-shape-msg "recorded shape [2, 128, 769], but the inputs give [2, 128, 768]"
+expect bad-dtype nonzero "$LOOM" graph --model gpt3-125m --dtype f13 && contains bad-dtype-msg "unknown dtype 'f13'"
+expect bad-batch nonzero "$LOOM" graph --model gpt3-125m --batch -3
+expect bad-json-dir nonzero "$LOOM" graph --model gpt3-125m --layers 1 --batch 1 --seq 64 --json "$tmp/no/such/dir/g.json"
+if [ -e "$tmp/no/such/dir/g.json" ]; then fail "bad-json-dir: wrote a file"; else pass=$((pass+1)); fi
 
 echo "$pass passed, $failures failed"
 [ "$failures" = 0 ]

@@ -6,7 +6,7 @@
 namespace loom::ops {
 
 void register_linalg_ops(OpRegistry& registry);       // matmul, bmm, linear, einsum
-void register_elementwise_ops(OpRegistry& registry);  // add, sub, mul, div, unary math, accumulate, fill_like
+void register_elementwise_ops(OpRegistry& registry);  // broadcasting arithmetic, unary math, clamp, where, masked_fill, cast
 void register_activation_ops(OpRegistry& registry);   // gelu, relu, silu, swiglu, softmax, dropout
 void register_norm_ops(OpRegistry& registry);         // layer_norm, rms_norm, batch_norm, group_norm
 void register_embedding_ops(OpRegistry& registry);    // embedding

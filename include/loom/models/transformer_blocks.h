@@ -1,0 +1,126 @@
+// Transformer building blocks shared by the language-model families (GPT, LLaMA, BERT, T5/mBART,
+// GShard MoE) and reusable by any other family: projections, norms, attention, MLPs, embeddings and
+// the language-model loss, each built from registry ops on a GraphBuilder.
+//
+// Conventions. Activations are [batch, seq, hidden]; attention works on [batch, heads, seq, head_dim].
+// Every helper names its ops and parameters after PyTorch / Megatron modules under the builder's
+// current scope (e.g. "layers.3.attn.qkv" with "layers.3.attn.qkv.weight"). Like GraphBuilder,
+// the helpers are error-sticky: once the builder holds an error they append nothing and return an
+// invalid id, so model code reads as a straight sequence of blocks and finish() reports the error.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "loom/ir/graph_builder.h"
+#include "loom/models/zoo.h"
+
+namespace loom::models {
+
+// ---- step shape ----------------------------------------------------------------------------------
+
+// The batch, sequence length and depth a graph is built with: the options, or the preset's
+// defaults where an option is 0.
+struct StepShape {
+  std::int64_t batch = 0;
+  std::int64_t seq = 0;
+  std::int64_t layers = 0;
+  ir::DType dtype = ir::DType::bf16;
+};
+StepShape resolve_step_shape(const ModelOptions& options, std::int64_t default_batch, std::int64_t default_seq,
+                             std::int64_t default_layers);
+
+// ---- basic layers --------------------------------------------------------------------------------
+
+// torch.nn.Linear: y = x W^T (+ b), parameters "<name>.weight" [out, in] and "<name>.bias" [out].
+ir::TensorId linear(ir::GraphBuilder& b, const std::string& name, ir::TensorId x, std::int64_t in_features,
+                    std::int64_t out_features, bool bias, ir::DType dtype);
+
+enum class NormKind : std::uint8_t { layer_norm, rms_norm };
+
+struct NormSpec {
+  NormKind kind = NormKind::layer_norm;
+  double eps = 1e-5;
+  bool bias = true;  // layer_norm only; rms_norm has a weight alone
+};
+
+// Normalises over the last dimension; parameters "<name>.weight" (and "<name>.bias") of [hidden].
+ir::TensorId norm(ir::GraphBuilder& b, const std::string& name, ir::TensorId x, std::int64_t hidden,
+                  const NormSpec& spec, ir::DType dtype);
+
+// Dropout with probability p; p == 0 appends nothing and returns x (inference-free models, LLaMA).
+ir::TensorId dropout(ir::GraphBuilder& b, const std::string& name, ir::TensorId x, double p);
+
+// torch.nn.Embedding: "<name>.weight" [rows, hidden] gathered by i64 ids of any rank.
+ir::TensorId embedding(ir::GraphBuilder& b, const std::string& name, ir::TensorId ids, std::int64_t rows,
+                       std::int64_t hidden, ir::DType dtype);
+
+// ---- attention -----------------------------------------------------------------------------------
+
+struct AttentionSpec {
+  std::int64_t hidden = 0;    // model width (input and output of the block)
+  std::int64_t heads = 0;     // query heads
+  std::int64_t kv_heads = 0;  // key/value heads; 0 = heads (multi-head), fewer = grouped-query (GQA)
+  std::int64_t head_dim = 0;  // 0 = hidden / heads; GPT-3 13B has heads * head_dim != hidden
+  bool bias = true;           // biases on the projections
+  // One fused [3·heads·head_dim, hidden] projection laid out per head as [heads, 3, head_dim]
+  // (Megatron's layout, so splitting heads keeps q, k, v together); otherwise separate q, k, v.
+  bool fused_qkv = true;
+  bool causal = false;
+  double rope_base = 0;  // > 0: rotary position embedding on q and k (Su et al. 2021), e.g. 10000
+  double scale = 0;      // softmax scale; 0 = 1 / sqrt(head_dim). T5 uses 1 (folded into init)
+  double dropout = 0;            // on the block's output (after the output projection)
+  double attention_dropout = 0;  // on the attention probabilities, inside the fused kernel
+
+  std::int64_t q_heads_dim() const { return heads * resolved_head_dim(); }
+  std::int64_t kv_heads_dim() const { return resolved_kv_heads() * resolved_head_dim(); }
+  std::int64_t resolved_head_dim() const { return head_dim > 0 ? head_dim : (heads > 0 ? hidden / heads : 0); }
+  std::int64_t resolved_kv_heads() const { return kv_heads > 0 ? kv_heads : heads; }
+};
+
+// Self-attention over x [b s hidden] -> [b s hidden]. Ops "qkv" (or "q", "k", "v"), "rope_q",
+// "rope_k", "sdpa", "out", ... in the current scope. `attn_bias` (optional, invalid id = none) is
+// an additive score bias [heads s s] or [b heads s s], e.g. T5's relative position bias.
+ir::TensorId self_attention(ir::GraphBuilder& b, ir::TensorId x, const AttentionSpec& spec, ir::DType dtype,
+                            ir::TensorId attn_bias = {});
+
+// Cross-attention: queries from x [b s hidden], keys and values from memory [b t hidden] (the
+// encoder output). Ops "q", "kv", "sdpa", "out" in the current scope; never causal, no rotary.
+ir::TensorId cross_attention(ir::GraphBuilder& b, ir::TensorId x, ir::TensorId memory, const AttentionSpec& spec,
+                             ir::DType dtype, ir::TensorId attn_bias = {});
+
+// [b s heads*head_dim] -> [b heads s head_dim] (reshape, then transpose), ops "<name>.view", "<name>".
+ir::TensorId split_heads(ir::GraphBuilder& b, const std::string& name, ir::TensorId x, std::int64_t heads,
+                         std::int64_t head_dim);
+// [b heads s head_dim] -> [b s heads*head_dim], ops "<name>.transpose", "<name>".
+ir::TensorId merge_heads(ir::GraphBuilder& b, const std::string& name, ir::TensorId x);
+
+// ---- feed-forward --------------------------------------------------------------------------------
+
+enum class Activation : std::uint8_t {
+  gelu,    // GPT, BERT, mBART: fc1, gelu, fc2
+  relu,    // T5 v1.0, GShard experts: wi, relu, wo
+  swiglu,  // LLaMA: down(silu(gate(x)) * up(x)) (Shazeer 2020)
+};
+
+struct MlpSpec {
+  std::int64_t hidden = 0;
+  std::int64_t ffn = 0;  // inner width
+  Activation activation = Activation::gelu;
+  bool bias = true;
+  double dropout = 0;  // on the block's output
+};
+
+// x [b s hidden] -> [b s hidden]. Ops "fc1", "act", "fc2" (gelu/relu) or "gate", "up", "act",
+// "down" (swiglu) in the current scope.
+ir::TensorId mlp(ir::GraphBuilder& b, ir::TensorId x, const MlpSpec& spec, ir::DType dtype);
+
+// ---- language-model ends -------------------------------------------------------------------------
+
+// An i64 buffer "<name>" [seq] of positions 0..seq-1 (HF's registered position_ids buffer).
+ir::TensorId position_ids(ir::GraphBuilder& b, const std::string& name, std::int64_t seq);
+
+// cross_entropy(logits [b s v], labels [b s]) -> scalar mean loss, set as the graph's loss.
+ir::TensorId language_model_loss(ir::GraphBuilder& b, ir::TensorId logits, ir::TensorId labels);
+
+}  // namespace loom::models

@@ -1,0 +1,102 @@
+// `loom graph`: build a preset's training graph (forward, backward, optimizer) or read one from
+// JSON, print its ops, parameters, FLOPs and memory, and optionally write its JSON or text form.
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "loom/core/strings.h"
+#include "loom/frontend/graph_file.h"
+#include "loom/ir/autograd.h"
+#include "loom/ir/graph_stats.h"
+#include "loom/ir/graph_text.h"
+#include "loom/models/zoo.h"
+#include "loom/ops/registry.h"
+
+namespace loom::cli {
+namespace {
+
+struct GraphArgs {
+  std::string model;
+  std::string from;
+  std::int64_t batch = 0;
+  std::int64_t seq = 0;
+  std::int64_t layers = 0;
+  std::string dtype = "bf16";
+  std::string optimizer = "adamw";
+  bool forward_only = false;
+  bool text = false;
+  std::string json_out;
+};
+
+Expected<ir::Graph> load_or_build(const GraphArgs& args) {
+  const ops::OpRegistry& catalog = ops::builtin_ops();
+  if (!args.from.empty()) return frontend::load_graph_file(args.from, catalog);
+  models::ModelOptions options;
+  options.batch = args.batch;
+  options.seq = args.seq;
+  options.layers = args.layers;
+  LOOM_ASSIGN_OR_RETURN(options.dtype, with_context(ir::parse_dtype(args.dtype), "option --dtype"));
+  LOOM_ASSIGN_OR_RETURN(ir::Graph forward, models::build_model(args.model, options));
+  if (args.forward_only) return forward;
+  ir::OptimizerOptions optimizer;
+  LOOM_ASSIGN_OR_RETURN(optimizer.kind, with_context(ir::parse_optimizer(args.optimizer), "option --optimizer"));
+  return ir::build_training_graph(forward, catalog, optimizer);
+}
+
+void print_summary(const ir::Graph& graph, const ir::GraphStats& s) {
+  const auto pass_line = [&](ir::Pass pass) {
+    const auto i = static_cast<std::size_t>(pass);
+    fmt::print("  {:<10} {:>7} ops  {:>12} FLOPs\n", ir::name(pass), s.ops[i], human_count(s.flops[i]));
+  };
+  fmt::print("graph {}\n", graph.name);
+  pass_line(ir::Pass::forward);
+  pass_line(ir::Pass::backward);
+  pass_line(ir::Pass::optimizer);
+  fmt::print("  {:<10} {:>7} ops  {:>12} FLOPs per step ({:.4e})\n", "total", s.total_ops(), human_count(s.total_flops()),
+             s.total_flops());
+  fmt::print("parameters   {} ({:L})\n", human_count(static_cast<double>(s.parameter_count)), s.parameter_count);
+  fmt::print("memory\n");
+  fmt::print("  {:<22} {:>12}\n", "parameters", human_bytes(static_cast<double>(s.parameter_bytes)));
+  fmt::print("  {:<22} {:>12}\n", "gradients", human_bytes(static_cast<double>(s.gradient_bytes)));
+  fmt::print("  {:<22} {:>12}\n", "optimizer states", human_bytes(static_cast<double>(s.optimizer_state_bytes)));
+  fmt::print("  {:<22} {:>12}\n", "inputs", human_bytes(static_cast<double>(s.input_bytes)));
+  fmt::print("  {:<22} {:>12}\n", "activations (all)", human_bytes(static_cast<double>(s.activation_bytes)));
+  fmt::print("  {:<22} {:>12}\n", "activations (saved)", human_bytes(static_cast<double>(s.saved_activation_bytes)));
+}
+
+int run_graph(const GraphArgs& args) {
+  if (args.model.empty() == args.from.empty())
+    return report(Error{"give exactly one of --model NAME or --from FILE", "`loom models` lists the presets"});
+  Expected<ir::Graph> graph = load_or_build(args);
+  if (!graph) return report(graph.error());
+  Expected<ir::GraphStats> stats = ir::compute_stats(*graph, ops::builtin_ops());
+  if (!stats) return report(stats.error());
+  if (args.text) fmt::print("{}", ir::graph_to_text(*graph));
+  print_summary(*graph, *stats);
+  if (!args.json_out.empty()) {
+    if (auto saved = frontend::save_graph_file(*graph, args.json_out); !saved) return report(saved.error());
+    fmt::print("wrote {}\n", args.json_out);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_graph_command(CLI::App& app) {
+  auto args = std::make_shared<GraphArgs>();
+  CLI::App* cmd = app.add_subcommand("graph", "Build a training graph and print its ops, FLOPs and memory");
+  cmd->add_option("--model", args->model, "Model preset (see `loom models`)");
+  cmd->add_option("--from", args->from, "Read the graph from a JSON file written by --json");
+  cmd->add_option("--batch", args->batch, "Global batch (samples per step); default: the preset's")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seq", args->seq, "Sequence length, or image side for vision models; default: the preset's")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--layers", args->layers, "Override the number of layers")->check(CLI::PositiveNumber);
+  cmd->add_option("--dtype", args->dtype, "Weights and activations: bf16, f16 or f32")->capture_default_str();
+  cmd->add_option("--optimizer", args->optimizer, "sgd, adam or adamw")->capture_default_str();
+  cmd->add_flag("--forward-only", args->forward_only, "Build only the forward pass");
+  cmd->add_flag("--text", args->text, "Print every tensor and op in the text form");
+  cmd->add_option("--json", args->json_out, "Write the graph's JSON form to this file");
+  on_selected(cmd, [args] { return run_graph(*args); });
+}
+
+}  // namespace loom::cli

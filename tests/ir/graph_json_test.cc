@@ -1,0 +1,201 @@
+#include "loom/ir/graph_json.h"
+
+#include <cmath>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "loom/ir/autograd.h"
+#include "loom/ir/graph_builder.h"
+#include "loom/ops/registry.h"
+
+namespace loom::ir {
+namespace {
+
+// x[2, 3] -> linear(w[4, 3]) -> fc[2, 4]; loss = sum(fc * v) via einsum "ij,ij->".
+Graph tiny_graph() {
+  GraphBuilder b("tiny", ops::builtin_ops());
+  TensorId x = b.input("x", {2, 3}, DType::f32);
+  TensorId w = b.parameter("w", {4, 3}, DType::f32);
+  TensorId v = b.parameter("v", {2, 4}, DType::f32);
+  TensorId fc = b.op("linear", "fc", {x, w});
+  b.set_loss(b.op("einsum", "loss", {fc, v}, {{"equation", std::string("ij,ij->")}}));
+  Expected<Graph> graph = std::move(b).finish();
+  EXPECT_TRUE(graph) << graph.error().to_string();
+  return graph.value_or(Graph{});
+}
+
+// A graph built by hand (no catalog) whose op carries one attribute of every kind.
+Graph attrs_graph() {
+  Graph g;
+  g.name = "attrs";
+  TensorId a = g.add_tensor({{}, "a", Shape{4}, DType::bf16, TensorRole::input, {}, {}});
+  g.inputs.push_back(a);
+  Op op;
+  op.name = "o";
+  op.type = "custom";
+  op.inputs = {a};
+  op.outputs = {g.add_tensor({{}, "b", Shape{4}, DType::bf16, TensorRole::activation, {}, {}})};
+  op.annotation = "n -> n";
+  op.attrs = {{"int", std::int64_t{1}},
+              {"real", 1.0},
+              {"half", 0.5},
+              {"tiny", 1e-300},
+              {"negzero", -0.0},
+              {"big_int", std::numeric_limits<std::int64_t>::max()},
+              {"inf", std::numeric_limits<double>::infinity()},
+              {"minus_inf", -std::numeric_limits<double>::infinity()},
+              {"flag", true},
+              {"text", std::string("say \"hi\"\n")},
+              {"list", std::vector<std::int64_t>{1, -2, 3}},
+              {"empty", std::vector<std::int64_t>{}}};
+  g.add_op(std::move(op));
+  return g;
+}
+
+std::string replace_once(std::string text, std::string_view from, std::string_view to) {
+  const std::size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << "test setup: '" << from << "' not in the JSON";
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+std::string error_of(std::string_view text) {
+  Expected<Graph> graph = graph_from_json(text);
+  EXPECT_FALSE(graph) << "expected an error for:\n" << text;
+  return graph ? std::string() : graph.error().message;
+}
+
+TEST(GraphJson, GoldenTinyGraph) {
+  const std::string expected = R"({
+  "format": "loom-graph",
+  "version": 1,
+  "name": "tiny",
+  "inputs": [0],
+  "parameters": [1,2],
+  "loss": 4,
+  "tensors": [
+    {"id":0,"name":"x","role":"input","dtype":"f32","shape":[2,3]},
+    {"id":1,"name":"w","role":"parameter","dtype":"f32","shape":[4,3]},
+    {"id":2,"name":"v","role":"parameter","dtype":"f32","shape":[2,4]},
+    {"id":3,"name":"fc","role":"activation","dtype":"f32","shape":[2,4]},
+    {"id":4,"name":"loss","role":"activation","dtype":"f32","shape":[]}
+  ],
+  "ops": [
+    {"id":0,"name":"fc","type":"linear","pass":"forward","inputs":[0,1],"outputs":[3],"annotation":"* i+, o i+ -> * o","attrs":{}},
+    {"id":1,"name":"loss","type":"einsum","pass":"forward","inputs":[3,2],"outputs":[4],"annotation":"i+ j+, i+ j+ ->","attrs":{"equation":"ij,ij->"}}
+  ]
+}
+)";
+  EXPECT_EQ(graph_to_json(tiny_graph()), expected);
+}
+
+// tiny_graph's training step: backward ops (mirror_of), gradients (owner), updated tensors (updates).
+Graph training_graph() {
+  Expected<Graph> graph = build_training_graph(tiny_graph(), ops::builtin_ops(), OptimizerOptions{});
+  EXPECT_TRUE(graph) << graph.error().to_string();
+  return graph.value_or(Graph{});
+}
+
+TEST(GraphJson, RoundTripIsExactAndByteIdentical) {
+  for (const Graph& original : {tiny_graph(), attrs_graph(), training_graph(), Graph{}}) {
+    const std::string first = graph_to_json(original);
+    Expected<Graph> read = graph_from_json(first);
+    ASSERT_TRUE(read) << read.error().to_string();
+    EXPECT_EQ(*read, original);
+    EXPECT_EQ(graph_to_json(*read), first);
+  }
+}
+
+TEST(GraphJson, AttributeKindsSurvive) {
+  const std::string text = graph_to_json(attrs_graph());
+  EXPECT_NE(text.find(R"("int":1,)"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("real":{"real":1.0})"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("inf":{"real":"inf"})"), std::string::npos) << text;
+  Expected<Graph> read = graph_from_json(text);
+  ASSERT_TRUE(read) << read.error().to_string();
+  const Attrs& attrs = read->ops[0].attrs;
+  EXPECT_EQ(kind_of(attrs.at("int")), AttrKind::integer);
+  EXPECT_EQ(kind_of(attrs.at("real")), AttrKind::real);
+  EXPECT_EQ(std::get<double>(attrs.at("real")), 1.0);
+  EXPECT_EQ(kind_of(attrs.at("flag")), AttrKind::boolean);
+  EXPECT_EQ(kind_of(attrs.at("text")), AttrKind::string);
+  EXPECT_EQ(kind_of(attrs.at("empty")), AttrKind::int_list);
+  EXPECT_TRUE(std::signbit(std::get<double>(attrs.at("negzero"))));
+  EXPECT_EQ(std::get<double>(attrs.at("minus_inf")), -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(std::get<std::int64_t>(attrs.at("big_int")), std::numeric_limits<std::int64_t>::max());
+}
+
+TEST(GraphJson, UntaggedFractionalNumberReadsAsRealAndNanIsTagged) {
+  std::string text = replace_once(graph_to_json(attrs_graph()), R"("half":{"real":0.5})", R"("half":0.25)");
+  text = replace_once(text, R"("real":{"real":1.0})", R"("real":{"real":"nan"})");
+  Expected<Graph> read = graph_from_json(text);
+  ASSERT_TRUE(read) << read.error().to_string();
+  EXPECT_EQ(std::get<double>(read->ops[0].attrs.at("half")), 0.25);
+  EXPECT_TRUE(std::isnan(std::get<double>(read->ops[0].attrs.at("real"))));
+}
+
+TEST(GraphJson, ErrorsNameTheJsonPath) {
+  const std::string good = graph_to_json(tiny_graph());
+  EXPECT_EQ(error_of(replace_once(good, R"("inputs":[3,2])", R"("inputs":[3,99])")),
+            "ops[1].inputs[1]: tensor id 99 out of range (graph has 5 tensors)");
+  EXPECT_EQ(error_of(replace_once(good, R"("inputs":[3,2])", R"("inputs":[3,-1])")),
+            "ops[1].inputs[1]: tensor id -1 out of range (graph has 5 tensors)");
+  EXPECT_EQ(error_of(replace_once(good, R"("inputs":[3,2])", R"("inputs":[3,1.5])")),
+            "ops[1].inputs[1]: expected a tensor id (an integer), got the number 1.5");
+  EXPECT_EQ(error_of(replace_once(good, R"("shape":[4,3])", R"("shape":"4x3")")),
+            "tensors[1].shape: expected an array of sizes, got the string \"4x3\"");
+  EXPECT_EQ(error_of(replace_once(good, R"("shape":[4,3])", R"("shape":[4,0])")),
+            "tensors[1].shape[1]: size 0 must be positive");
+  EXPECT_EQ(error_of(replace_once(good, R"("shape":[4,3])", R"("shape":[4,4294967296,4294967296])")),
+            "tensors[1].shape: the tensor has more than 2^56 elements");
+  EXPECT_EQ(error_of(replace_once(good, R"("type":"linear",)", "")), "ops[0]: missing field 'type'");
+  EXPECT_EQ(error_of(replace_once(good, R"("role":"input")", R"("role":"input","rank":2)")),
+            "tensors[0]: unknown field 'rank'");
+  EXPECT_EQ(error_of(replace_once(good, R"("id":1,"name":"w")", R"("id":7,"name":"w")")),
+            "tensors[1].id: is 7, but an id must equal its position in the list (1)");
+  EXPECT_EQ(error_of(replace_once(good, R"("dtype":"f32")", R"("dtype":"f33")")), "tensors[0].dtype: unknown dtype 'f33'");
+  EXPECT_EQ(error_of(replace_once(good, R"("pass":"forward")", R"("pass":"sideways")")),
+            "ops[0].pass: unknown pass 'sideways'");
+  EXPECT_EQ(error_of(replace_once(good, R"("pass":"forward")", R"("pass":"forward","mirror_of":2)")),
+            "ops[0].mirror_of: op id 2 out of range (graph has 2 ops)");
+  EXPECT_EQ(error_of(replace_once(good, R"("equation":"ij,ij->")", R"("equation":null)")),
+            "ops[1].attrs.equation: expected an integer, a real ({\"real\": 0.5}), a boolean, a string or an integer "
+            "list, got null");
+  EXPECT_EQ(error_of(replace_once(good, R"("equation":"ij,ij->")", R"("equation":[1,true])")),
+            "ops[1].attrs.equation[1]: expected an integer, got true");
+  EXPECT_EQ(error_of(replace_once(good, R"("equation":"ij,ij->")", R"("equation":{"real":1,"x":2})")),
+            "ops[1].attrs.equation: unknown field 'x'");
+  EXPECT_EQ(error_of(replace_once(good, R"("loss": 4)", R"("loss": 5)")),
+            "loss: tensor id 5 out of range (graph has 5 tensors)");
+  EXPECT_EQ(error_of(replace_once(good, R"("parameters": [1,2])", R"("parameters": {})")),
+            "parameters: expected an array of tensor ids, got an object");
+  EXPECT_EQ(error_of(replace_once(good, R"("name": "tiny",)", "")), "top level: missing field 'name'");
+  EXPECT_EQ(error_of("[1, 2]"), "top level: expected an object, got an array");
+}
+
+TEST(GraphJson, RejectsOtherFormatsAndVersions) {
+  const std::string good = graph_to_json(tiny_graph());
+  EXPECT_EQ(error_of(replace_once(good, R"("version": 1)", R"("version": 2)")),
+            "version: graph format version 2 is not supported (this build reads version 1)");
+  EXPECT_EQ(error_of(replace_once(good, R"("version": 1)", R"("version": "1")")),
+            "version: expected an integer, got the string \"1\"");
+  EXPECT_EQ(error_of(replace_once(good, R"("format": "loom-graph")", R"("format": "onnx")")),
+            "format: is 'onnx', expected 'loom-graph'");
+}
+
+TEST(GraphJson, MalformedJsonIsAnErrorWithThePosition) {
+  const std::string message = error_of("{\"format\": \"loom-graph\",\n \"version\": }");
+  EXPECT_TRUE(message.starts_with("malformed JSON: parse error at line 2, column 13")) << message;
+  EXPECT_TRUE(error_of("").starts_with("malformed JSON: ")) << error_of("");
+}
+
+TEST(GraphJson, RunsTheStructuralChecks) {
+  const std::string good = graph_to_json(tiny_graph());
+  // The einsum now reads its own output: not produced before it is read.
+  EXPECT_EQ(error_of(replace_once(good, R"("inputs":[3,2])", R"("inputs":[3,4])")),
+            "op 'loss' reads tensor 'loss' before any op produces it");
+}
+
+}  // namespace
+}  // namespace loom::ir
