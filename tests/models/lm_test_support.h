@@ -12,6 +12,7 @@
 
 #include "loom/ir/autograd.h"
 #include "loom/ir/graph.h"
+#include "loom/ir/graph_stats.h"
 #include "loom/ir/validate.h"
 #include "loom/models/zoo.h"
 #include "loom/ops/registry.h"
@@ -27,23 +28,11 @@ inline std::int64_t parameter_count(const ir::Graph& graph) {
 
 // Forward FLOPs of the whole graph: every op resolved again against the built-in registry.
 inline double total_forward_flops(const ir::Graph& graph) {
-  const ops::OpRegistry& registry = ops::builtin_ops();
+  Expected<std::vector<double>> flops = ir::op_flops(graph, ops::builtin_ops());
+  EXPECT_TRUE(flops.has_value()) << (flops ? "" : flops.error().to_string());
   double total = 0;
-  for (const ir::Op& op : graph.ops) {
-    const ir::OpDef* def = registry.find(op.type);
-    EXPECT_NE(def, nullptr) << op.type;
-    if (def == nullptr) continue;
-    std::vector<ir::Shape> shapes;
-    std::vector<ir::DType> dtypes;
-    for (ir::TensorId in : op.inputs) {
-      shapes.push_back(graph.tensor(in).shape);
-      dtypes.push_back(graph.tensor(in).dtype);
-    }
-    Expected<ir::ResolvedOp> resolved = ir::resolve_op(*def, op.attrs, shapes, dtypes);
-    EXPECT_TRUE(resolved.has_value()) << op.name << ": " << (resolved ? "" : resolved.error().to_string());
-    if (!resolved) continue;
-    total += ir::forward_flops(*def, op.attrs, shapes, dtypes, *resolved);
-  }
+  if (flops)
+    for (double f : *flops) total += f;
   return total;
 }
 
