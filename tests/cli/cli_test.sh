@@ -59,5 +59,25 @@ expect bad-batch nonzero "$LOOM" graph --model gpt3-125m --batch -3
 expect bad-json-dir nonzero "$LOOM" graph --model gpt3-125m --layers 1 --batch 1 --seq 64 --json "$tmp/no/such/dir/g.json"
 if [ -e "$tmp/no/such/dir/g.json" ]; then fail "bad-json-dir: wrote a file"; else pass=$((pass+1)); fi
 
+# `loom comm`: RVD search between layouts, text and JSON, bad layouts and clusters.
+expect comm 0 "$LOOM" comm --shape 1024 --from "R(1)V(8)D(1)@0-7" --to "R(1)V(1)D(8)@8-15" --cluster v100x8x2
+contains comm-reduce-scatter "V->D reduce-scatter"
+contains comm-time "predicted time"
+contains comm-baseline "p2p baseline"
+contains comm-tiers "infiniband"
+expect comm-json 0 "$LOOM" comm --shape 1024 --from "R(1)V(8)D(1)@0-7" --to "R(1)V(1)D(8)@8-15" --cluster v100x8x2 --dtype f32 --json
+contains comm-json-baseline '"p2p_baseline_time_s"'
+contains comm-json-steps '"rule": "V->D reduce-scatter"'
+expect comm-help 0 "$LOOM" comm --help && contains comm-help-usage "Usage"
+expect comm-bad-product nonzero "$LOOM" comm --shape 1024 --from "R(1)V(8)D(2)@0-7" --to "R(1)V(1)D(8)@8-15"
+contains comm-bad-product-msg "loom: error: option --from: layout R(1)V(8)D(2)@0-7: R·V·D = 16 but 8 devices"
+expect comm-indivisible nonzero "$LOOM" comm --shape 1000 --from "R(1)V(1)D(16)@0-15" --to "R(1)V(1)D(8)@0-7"
+contains comm-indivisible-msg "not divisible by D factor 16"
+expect comm-bad-cluster nonzero "$LOOM" comm --shape 1024 --from "R(1)V(8)D(1)@0-7" --to "R(1)V(1)D(8)@8-15" --cluster tpu-v4
+contains comm-bad-cluster-msg "unknown cluster 'tpu-v4'"
+expect comm-device-outside nonzero "$LOOM" comm --shape 1024 --from "R(1)V(8)D(1)@0-7" --to "R(1)V(1)D(8)@8-15" --cluster v100x8
+contains comm-device-outside-msg "device 8 is not in cluster 'v100x8'"
+expect comm-bad-shape nonzero "$LOOM" comm --shape 10x2 --from "R(1)V(1)D(1)@0" --to "R(1)V(1)D(1)@1"
+
 echo "$pass passed, $failures failed"
 [ "$failures" = 0 ]

@@ -1,0 +1,63 @@
+// The RVD layout search (SuperScaler §4): Dijkstra over layouts from the producer's to the consumer's.
+//
+// States are layouts in canonical form (layout.h), so a state is an RVD plus the devices that hold each
+// piece. Edges: the intra-group rules on the state's own devices; from producer-side states, the
+// inter-group rules onto the consumer's devices (SuperScaler's cross-graph edges); and from every state a
+// plain p2p edge straight to the consumer layout, so a path always exists and the result is never
+// slower than plain p2p from the producer. Weights: the cost model's step time plus 1 ns per step (2 ns
+// for a p2p step), which breaks ties towards fewer primitives and towards collectives (on NVSwitch an
+// all-gather and the equivalent sends cost the same under α-β).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "loom/cluster/cluster.h"
+#include "loom/comm/cost_model.h"
+#include "loom/comm/layout.h"
+#include "loom/comm/step.h"
+
+namespace loom::comm {
+
+struct TransitionRequest {
+  TensorSpec tensor;
+  Layout producer;
+  Layout consumer;
+};
+
+struct PlannedStep {
+  Step step;
+  Layout after;       // canonical
+  double time = 0;    // seconds, from the cost model
+};
+
+struct TransitionPlan {
+  std::vector<PlannedStep> steps;  // empty when producer and consumer already agree
+  double time = 0;                 // Σ step times
+  std::map<cluster::LinkKind, std::int64_t> bytes_per_tier;
+  PlannedStep baseline;            // plain p2p from producer to consumer
+  double baseline_time = 0;
+  std::int64_t states_explored = 0;
+};
+
+// Errors: invalid layouts, a layout that does not fit the tensor or the cluster.
+Expected<TransitionPlan> search_transition(const TransitionRequest& request, const cluster::Cluster& cluster,
+                                           const CommCostModel& cost);
+
+// Remembers plans by (shape, dtype, producer, consumer, cluster and cost model), so repeated
+// transitions of a plan (every layer's activation, every micro-batch) are searched once.
+class TransitionCache {
+ public:
+  Expected<TransitionPlan> find(const TransitionRequest& request, const cluster::Cluster& cluster,
+                                const CommCostModel& cost);
+  std::size_t size() const { return plans_.size(); }
+  std::int64_t hits() const { return hits_; }
+
+ private:
+  std::map<std::string, TransitionPlan> plans_;
+  std::int64_t hits_ = 0;
+};
+
+}  // namespace loom::comm

@@ -1,0 +1,24 @@
+// One registration function per op family (src/verify/kernels_<family>.cc), mirroring src/ops/.
+#pragma once
+
+#include "loom/verify/kernels.h"
+
+namespace loom::verify {
+
+void register_linalg_kernels(KernelRegistry& registry);
+void register_elementwise_kernels(KernelRegistry& registry);
+void register_activation_kernels(KernelRegistry& registry);
+void register_norm_kernels(KernelRegistry& registry);
+void register_embedding_kernels(KernelRegistry& registry);
+void register_attention_kernels(KernelRegistry& registry);
+void register_conv_pool_kernels(KernelRegistry& registry);
+void register_shape_kernels(KernelRegistry& registry);
+void register_reduce_kernels(KernelRegistry& registry);
+void register_loss_kernels(KernelRegistry& registry);
+void register_moe_kernels(KernelRegistry& registry);
+void register_alphafold_kernels(KernelRegistry& registry);
+void register_swin_kernels(KernelRegistry& registry);
+void register_optimizer_kernels(KernelRegistry& registry);
+void register_autograd_kernels(KernelRegistry& registry);
+
+}  // namespace loom::verify

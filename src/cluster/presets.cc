@@ -1,0 +1,129 @@
+// Numbers from REFERENCE.md "Cluster presets" unless marked. Conventions:
+// - Intra-node figures quoted by NVIDIA (NVSwitch 300 / 600 / 900 GB/s per GPU, 3090 bridge 112.5 GB/s)
+//   are both directions together; a tier stores one direction, so they are halved.
+// - NIC rates (100 / 200 / 400 Gb/s) are per direction; inter-node bandwidth per GPU = node NIC total /
+//   GPUs per node (all GPUs sending at once, the case collectives see).
+// - Latencies are not in REFERENCE.md. They are per-hop α (one ring step or one send), in the spirit of
+//   NCCL's tuning model (hardware latency per step ≈ 0.6 µs NVLink, 1 µs PCIe, a few µs network), rounded
+//   up (assumption): NVLink/NVSwitch 1 µs, PCIe 2 µs, InfiniBand 5 µs, RoCE 6 µs. The fixed cost of
+//   launching a collective is the cost model's, not the link's (comm/cost_model.h).
+#include "loom/cluster/presets.h"
+
+#include <charconv>
+#include <functional>
+#include <utility>
+
+#include "loom/core/strings.h"
+
+namespace loom::cluster {
+namespace {
+
+constexpr double kGB = 1e9;
+constexpr double kTFLOPs = 1e12;
+constexpr double kGbit = 1e9 / 8;  // bytes/s in one Gb/s
+constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+
+constexpr double kNvlinkLatency = 1e-6;
+constexpr double kPcieLatency = 2e-6;
+constexpr double kInfinibandLatency = 5e-6;
+constexpr double kRoceLatency = 6e-6;
+
+// V100: 125 TFLOP/s fp16 tensor, 15.7 fp32, 32 GB, 900 GB/s; no bf16 path.
+GpuSpec v100() { return {"V100-32GB", 0, 125 * kTFLOPs, 15.7 * kTFLOPs, 32 * kGiB, 900 * kGB}; }
+// A100: 312 TFLOP/s bf16/fp16 dense; fp32 19.5 TFLOP/s (NVIDIA datasheet, not in REFERENCE.md).
+GpuSpec a100() { return {"A100-SXM-80GB", 312 * kTFLOPs, 312 * kTFLOPs, 19.5 * kTFLOPs, 80 * kGiB, 2000 * kGB}; }
+// H100: 989 TFLOP/s bf16/fp16 dense; fp32 67 TFLOP/s (NVIDIA datasheet, not in REFERENCE.md).
+GpuSpec h100() { return {"H100-SXM-80GB", 989 * kTFLOPs, 989 * kTFLOPs, 67 * kTFLOPs, 80 * kGiB, 3350 * kGB}; }
+// RTX 3090: 71 TFLOP/s fp16 tensor (REFERENCE.md; bf16 the same), fp32 35.6 TFLOP/s, 24 GB, 936 GB/s.
+GpuSpec rtx3090() { return {"RTX3090", 71 * kTFLOPs, 71 * kTFLOPs, 35.6 * kTFLOPs, 24 * kGiB, 936 * kGB}; }
+
+// V100 NVLink2: 6 links × 25 GB/s per direction (used for the hybrid cube-mesh, an assumption).
+constexpr double kV100Nvlink = 150 * kGB;
+// PCIe 4.0 x16: 31.5 GB/s per direction.
+constexpr double kPcie4 = 31.5 * kGB;
+
+Cluster node_preset(std::string name, int gpus, GpuSpec gpu, LinkTier intra, LinkKind nic_kind, int nics,
+                    double nic_gbit) {
+  Cluster c;
+  c.name = std::move(name);
+  c.gpus_per_node = gpus;
+  c.gpu = std::move(gpu);
+  c.intra = intra;
+  c.nics_per_node = nics;
+  c.nic_bandwidth = nic_gbit * kGbit;
+  const double latency = nic_kind == LinkKind::roce ? kRoceLatency : kInfinibandLatency;
+  c.inter = LinkTier{nic_kind, c.node_nic_bandwidth() / gpus, latency};
+  return c;
+}
+
+struct Preset {
+  const char* name;
+  std::function<Cluster()> make;
+};
+
+const std::vector<Preset>& presets() {
+  static const std::vector<Preset> table = {
+      {"dgx2",  // 16 × V100, NVSwitch 300 GB/s per GPU (both directions), 8 × 100 Gb/s IB per node
+       [] { return node_preset("dgx2", 16, v100(), {LinkKind::nvswitch, 150 * kGB, kNvlinkLatency}, LinkKind::infiniband, 8, 100); }},
+      {"dgx1",  // 8 × V100, NVLink hybrid cube-mesh, 1 × 100 Gb/s IB per node
+       [] { return node_preset("dgx1", 8, v100(), {LinkKind::nvlink, kV100Nvlink, kNvlinkLatency}, LinkKind::infiniband, 1, 100); }},
+      {"v100x8",  // SuperScaler: 8 × V100 NVLink, 100 Gb/s IB per node
+       [] { return node_preset("v100x8", 8, v100(), {LinkKind::nvlink, kV100Nvlink, kNvlinkLatency}, LinkKind::infiniband, 1, 100); }},
+      {"m8",  // Rhino: 8 × V100-SXM2-32GB NVLink2, 1 × 100 Gb/s RoCE
+       [] { return node_preset("m8", 8, v100(), {LinkKind::nvlink, kV100Nvlink, kNvlinkLatency}, LinkKind::roce, 1, 100); }},
+      {"dgx-a100",  // 8 × A100, NVSwitch 600 GB/s per GPU (both directions), 8 × 200 Gb/s HDR IB
+       [] { return node_preset("dgx-a100", 8, a100(), {LinkKind::nvswitch, 300 * kGB, kNvlinkLatency}, LinkKind::infiniband, 8, 200); }},
+      {"dgx-h100",  // 8 × H100, NVSwitch 900 GB/s per GPU (both directions), 8 × 400 Gb/s NDR IB
+       [] { return node_preset("dgx-h100", 8, h100(), {LinkKind::nvswitch, 450 * kGB, kNvlinkLatency}, LinkKind::infiniband, 8, 400); }},
+      {"rtx3090-nvlink",  // Oases: 4 × RTX 3090, NVLink bridge 0–1 and 2–3 (112.5 GB/s both directions), else PCIe 4.0
+       [] {
+         Cluster c = node_preset("rtx3090-nvlink", 4, rtx3090(), {LinkKind::pcie, kPcie4, kPcieLatency}, LinkKind::infiniband, 1, 100);
+         c.bridge = PairBridge{{LinkKind::nvlink, 56.25 * kGB, kNvlinkLatency}};
+         return c;
+       }},
+      {"rtx3090",  // Oases: 4 × RTX 3090, PCIe 4.0 only, 100 Gb/s IB
+       [] { return node_preset("rtx3090", 4, rtx3090(), {LinkKind::pcie, kPcie4, kPcieLatency}, LinkKind::infiniband, 1, 100); }},
+  };
+  return table;
+}
+
+const Preset* find_preset(std::string_view name) {
+  for (const Preset& p : presets())
+    if (name == p.name) return &p;
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  for (const Preset& p : presets()) names.emplace_back(p.name);
+  return names;
+}
+
+Expected<Cluster> make_cluster(std::string_view name) {
+  const auto unknown = [&] {
+    return fail(fmt::format("unknown cluster '{}'", name),
+                fmt::format("use a preset, optionally with a node count as \"<preset>x<nodes>\" (e.g. v100x8x2): {}",
+                            join(preset_names(), ", ")));
+  };
+  int nodes = 1;
+  const Preset* preset = find_preset(name);
+  if (preset == nullptr) {
+    const std::size_t cut = name.rfind('x');
+    if (cut == std::string_view::npos || cut == 0) return unknown();
+    preset = find_preset(name.substr(0, cut));
+    if (preset == nullptr) return unknown();
+    const std::string_view count = name.substr(cut + 1);
+    const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), nodes);
+    if (ec != std::errc{} || end != count.data() + count.size() || nodes < 1 || nodes > 65536)
+      return fail(fmt::format("bad node count '{}' in cluster '{}'", count, name),
+                  "write a positive number of nodes after the preset, e.g. v100x8x2");
+  }
+  Cluster cluster = preset->make();
+  cluster.name = std::string(name);
+  cluster.nodes = nodes;
+  return cluster;
+}
+
+}  // namespace loom::cluster

@@ -1,0 +1,135 @@
+#include "loom/comm/cost_model.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace loom::comm {
+namespace {
+
+using cluster::Cluster;
+using cluster::LinkTier;
+
+// Per-node bytes crossing the node boundary in one step, out and in.
+struct NicLoad {
+  std::vector<double> out, in;
+  explicit NicLoad(int nodes) : out(static_cast<std::size_t>(nodes), 0), in(static_cast<std::size_t>(nodes), 0) {}
+  void add(const Cluster& c, int src, int dst, double bytes) {
+    out[static_cast<std::size_t>(c.node_of(src))] += bytes;
+    in[static_cast<std::size_t>(c.node_of(dst))] += bytes;
+  }
+  double time(const Cluster& c) const {
+    const double nic = c.node_nic_bandwidth();
+    if (nic <= 0) return 0;
+    double worst = 0;
+    for (double b : out) worst = std::max(worst, b / nic);
+    for (double b : in) worst = std::max(worst, b / nic);
+    return worst;
+  }
+};
+
+std::vector<int> ring_order(std::vector<int> group) {
+  std::ranges::sort(group);  // devices are node-major, so the ring leaves each node once
+  return group;
+}
+
+double ring_steps(Primitive p, std::size_t n) {
+  return p == Primitive::all_reduce ? 2.0 * static_cast<double>(n - 1) : static_cast<double>(n - 1);
+}
+
+}  // namespace
+
+AlphaBetaCostModel::AlphaBetaCostModel(cluster::Cluster cluster, CommCostOptions options)
+    : cluster_(std::move(cluster)), options_(options) {}
+
+std::string AlphaBetaCostModel::fingerprint() const {
+  const Cluster& c = cluster_;
+  std::string f = fmt::format("alpha-beta share_nics={} launch={} {} {}x{} intra={}/{} inter={}/{} nic={}x{}", options_.share_nics,
+                              options_.launch_latency, c.name, c.nodes, c.gpus_per_node, c.intra.bandwidth, c.intra.latency, c.inter.bandwidth,
+                              c.inter.latency, c.nics_per_node, c.nic_bandwidth);
+  if (c.bridge) f += fmt::format(" bridge={}/{}", c.bridge->tier.bandwidth, c.bridge->tier.latency);
+  return f;
+}
+
+double AlphaBetaCostModel::step_time(const Step& step) const {
+  const Cluster& c = cluster_;
+  // A link's bandwidth for one flow: a node-crossing flow gets one NIC when NICs are shared per step.
+  const auto flow = [&](int a, int b) {
+    LinkTier link = cluster::link_between(c, a, b);
+    if (options_.share_nics && c.node_of(a) != c.node_of(b)) link.bandwidth = c.nic_bandwidth;
+    return link;
+  };
+  NicLoad nics(c.nodes);
+  double worst = 0;
+  if (step.primitive == Primitive::p2p) {
+    std::vector<double> send(static_cast<std::size_t>(c.device_count()), 0), recv(send.size(), 0);
+    for (const Transfer& t : step.transfers) {
+      if (t.src == t.dst || t.bytes == 0) continue;
+      const LinkTier link = flow(t.src, t.dst);
+      const double seconds = link.latency + static_cast<double>(t.bytes) / link.bandwidth;
+      send[static_cast<std::size_t>(t.src)] += seconds;
+      recv[static_cast<std::size_t>(t.dst)] += seconds;
+      if (c.node_of(t.src) != c.node_of(t.dst)) nics.add(c, t.src, t.dst, static_cast<double>(t.bytes));
+    }
+    for (std::size_t i = 0; i < send.size(); ++i) worst = std::max({worst, send[i], recv[i]});
+  } else if (is_collective(step.primitive)) {
+    for (const std::vector<int>& members : step.groups) {
+      const std::size_t n = members.size();
+      if (n < 2) continue;
+      const std::vector<int> ring = ring_order(members);
+      double bandwidth = 0, latency = 0;
+      bool first = true;
+      const auto use = [&](const LinkTier& link) {
+        bandwidth = first ? link.bandwidth : std::min(bandwidth, link.bandwidth);
+        latency = std::max(latency, link.latency);
+        first = false;
+      };
+      const auto moved = static_cast<double>(step.bytes_per_device);
+      if (step.primitive == Primitive::all_to_all) {
+        const double piece = static_cast<double>(step.buffer_bytes) / static_cast<double>(n);
+        for (int a : ring)
+          for (int b : ring) {
+            if (a == b) continue;
+            use(flow(a, b));
+            if (c.node_of(a) != c.node_of(b)) nics.add(c, a, b, piece);
+          }
+      } else {
+        for (std::size_t i = 0; i < n; ++i) {
+          const int a = ring[i], b = ring[(i + 1) % n];
+          use(flow(a, b));
+          if (c.node_of(a) != c.node_of(b)) nics.add(c, a, b, moved);
+        }
+      }
+      worst = std::max(worst, ring_steps(step.primitive, n) * latency + moved / bandwidth);
+    }
+  }
+  if (options_.share_nics) worst = std::max(worst, nics.time(c));
+  return worst > 0 ? options_.launch_latency + worst : 0;  // a step that moves nothing launches nothing
+}
+
+std::map<cluster::LinkKind, std::int64_t> bytes_per_tier(const Step& step, const cluster::Cluster& c) {
+  std::map<cluster::LinkKind, std::int64_t> bytes;
+  const auto add = [&](int a, int b, std::int64_t n) {
+    if (a != b && n > 0) bytes[cluster::link_between(c, a, b).kind] += n;
+  };
+  if (step.primitive == Primitive::p2p) {
+    for (const Transfer& t : step.transfers) add(t.src, t.dst, t.bytes);
+  } else if (is_collective(step.primitive)) {
+    for (const std::vector<int>& members : step.groups) {
+      const std::vector<int> ring = ring_order(members);
+      const std::size_t n = ring.size();
+      if (n < 2) continue;
+      if (step.primitive == Primitive::all_to_all) {
+        const std::int64_t piece = step.buffer_bytes / static_cast<std::int64_t>(n);
+        for (int a : ring)
+          for (int b : ring) add(a, b, piece);
+      } else {
+        for (std::size_t i = 0; i < n; ++i) add(ring[i], ring[(i + 1) % n], step.bytes_per_device);
+      }
+    }
+  }
+  return bytes;
+}
+
+}  // namespace loom::comm

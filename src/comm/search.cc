@@ -1,0 +1,129 @@
+#include "loom/comm/search.h"
+
+#include <algorithm>
+#include <optional>
+#include <queue>
+
+#include "loom/comm/inter_rules.h"
+#include "loom/comm/intra_rules.h"
+#include "loom/comm/p2p_fetch.h"
+
+namespace loom::comm {
+namespace {
+
+// Seconds added per step while searching, never reported: among equally fast paths prefer fewer steps,
+// and a library collective to the same data moved by sends (SuperScaler §4: collectives "often
+// outperform" send/recv, a difference the α-β model does not see), so p2p counts double.
+constexpr double kStepTieBreak = 1e-9;
+double tie_break(const Step& step) { return step.primitive == Primitive::p2p ? 2 * kStepTieBreak : kStepTieBreak; }
+
+struct Node {
+  Layout layout;
+  double distance = 0;
+  std::optional<std::size_t> parent;
+  std::optional<Step> via;  // the step from the parent
+  bool done = false;
+};
+
+class Dijkstra {
+ public:
+  Dijkstra(const TransitionRequest& request, const cluster::Cluster& cluster, const CommCostModel& cost)
+      : request_(request), cluster_(cluster), cost_(cost) {}
+
+  TransitionPlan run(const Layout& start, const Layout& goal) {
+    const std::vector<int> producer_devices = device_set(start);
+    const std::vector<int> consumer_devices = device_set(goal);
+    const bool inter = producer_devices != consumer_devices;
+    reach(start, 0, std::nullopt, std::nullopt);
+    std::size_t goal_index = 0;
+    while (!queue_.empty()) {
+      const auto [distance, index] = queue_.top();
+      queue_.pop();
+      if (nodes_[index].done || distance > nodes_[index].distance) continue;
+      nodes_[index].done = true;
+      ++explored_;
+      const Layout here = nodes_[index].layout;
+      if (here == goal) {
+        goal_index = index;
+        break;
+      }
+      for (Transition& t : intra_transitions(here, request_.tensor)) relax(index, std::move(t));
+      if (inter && device_set(here) == producer_devices)
+        for (Transition& t : inter_transitions(here, request_.tensor, goal.devices, cluster_)) relax(index, std::move(t));
+      relax(index, Transition{goal, p2p_fetch(here, goal, request_.tensor, cluster_)});
+    }
+    return plan_to(goal_index);
+  }
+
+ private:
+  void reach(const Layout& layout, double distance, std::optional<std::size_t> parent, std::optional<Step> via) {
+    auto [it, inserted] = index_.try_emplace(layout, nodes_.size());
+    if (inserted) nodes_.push_back(Node{layout, distance, parent, std::move(via), false});
+    else if (distance < nodes_[it->second].distance && !nodes_[it->second].done)
+      nodes_[it->second] = Node{layout, distance, parent, std::move(via), false};
+    else return;
+    queue_.emplace(distance, it->second);
+  }
+
+  void relax(std::size_t from, Transition t) {
+    const double weight = cost_.step_time(t.step) + tie_break(t.step);
+    reach(canonical(t.after), nodes_[from].distance + weight, from, std::move(t.step));
+  }
+
+  TransitionPlan plan_to(std::size_t goal_index) {
+    TransitionPlan plan;
+    for (std::optional<std::size_t> i = goal_index; nodes_[*i].parent; i = nodes_[*i].parent) {
+      const Node& n = nodes_[*i];
+      plan.steps.push_back(PlannedStep{*n.via, n.layout, cost_.step_time(*n.via)});
+    }
+    std::ranges::reverse(plan.steps);
+    for (const PlannedStep& s : plan.steps) {
+      plan.time += s.time;
+      for (const auto& [tier, bytes] : bytes_per_tier(s.step, cluster_)) plan.bytes_per_tier[tier] += bytes;
+    }
+    plan.states_explored = explored_;
+    return plan;
+  }
+
+  const TransitionRequest& request_;
+  const cluster::Cluster& cluster_;
+  const CommCostModel& cost_;
+  std::vector<Node> nodes_;
+  std::map<Layout, std::size_t> index_;
+  using Entry = std::pair<double, std::size_t>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue_;
+  std::int64_t explored_ = 0;
+};
+
+}  // namespace
+
+Expected<TransitionPlan> search_transition(const TransitionRequest& request, const cluster::Cluster& cluster,
+                                           const CommCostModel& cost) {
+  LOOM_RETURN_IF_ERROR(with_context(validate(request.producer, request.tensor, cluster), "producer"));
+  LOOM_RETURN_IF_ERROR(with_context(validate(request.consumer, request.tensor, cluster), "consumer"));
+  const Layout start = canonical(request.producer);
+  const Layout goal = canonical(request.consumer);
+  TransitionPlan plan = Dijkstra(request, cluster, cost).run(start, goal);
+  Step baseline = p2p_fetch(start, goal, request.tensor, cluster);
+  plan.baseline_time = cost.step_time(baseline);
+  plan.baseline = PlannedStep{std::move(baseline), goal, plan.baseline_time};
+  return plan;
+}
+
+Expected<TransitionPlan> TransitionCache::find(const TransitionRequest& request, const cluster::Cluster& cluster,
+                                               const CommCostModel& cost) {
+  LOOM_RETURN_IF_ERROR(with_context(validate(request.producer, request.tensor, cluster), "producer"));
+  LOOM_RETURN_IF_ERROR(with_context(validate(request.consumer, request.tensor, cluster), "consumer"));
+  std::string key = fmt::format("{} {} {} {} | {} {} | {}", request.tensor.shape.to_string(),
+                                ir::name(request.tensor.dtype), to_string(canonical(request.producer)),
+                                to_string(canonical(request.consumer)), cluster.name, cluster.device_count(),
+                                cost.fingerprint());
+  if (auto it = plans_.find(key); it != plans_.end()) {
+    ++hits_;
+    return it->second;
+  }
+  LOOM_ASSIGN_OR_RETURN(TransitionPlan plan, search_transition(request, cluster, cost));
+  return plans_.emplace(std::move(key), std::move(plan)).first->second;
+}
+
+}  // namespace loom::comm

@@ -1,0 +1,58 @@
+#include "loom/cluster/presets.h"
+
+#include <gtest/gtest.h>
+
+namespace loom::cluster {
+namespace {
+
+TEST(MakeCluster, EveryPresetBuildsOneNode) {
+  for (const std::string& name : preset_names()) {
+    Expected<Cluster> c = make_cluster(name);
+    ASSERT_TRUE(c.has_value()) << name;
+    EXPECT_EQ(c->nodes, 1);
+    EXPECT_EQ(c->name, name);
+    EXPECT_GT(c->intra.bandwidth, c->inter.bandwidth) << name;
+    EXPECT_GT(c->gpu.memory_bytes, 0) << name;
+  }
+}
+
+TEST(MakeCluster, Dgx2InterNodeBandwidthIsNicTotalOverGpus) {
+  Expected<Cluster> c = make_cluster("dgx2x2");
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->nodes, 2);
+  EXPECT_EQ(c->gpus_per_node, 16);
+  EXPECT_EQ(c->device_count(), 32);
+  EXPECT_EQ(c->intra.kind, LinkKind::nvswitch);
+  EXPECT_DOUBLE_EQ(c->intra.bandwidth, 150e9);  // 300 GB/s both directions
+  EXPECT_DOUBLE_EQ(c->inter.bandwidth, 8 * 12.5e9 / 16);
+  EXPECT_DOUBLE_EQ(c->node_nic_bandwidth(), 100e9);
+}
+
+TEST(MakeCluster, NodeCountSuffix) {
+  Expected<Cluster> c = make_cluster("v100x8x2");
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->nodes, 2);
+  EXPECT_EQ(c->gpus_per_node, 8);
+  EXPECT_EQ(c->name, "v100x8x2");
+  EXPECT_EQ(make_cluster("v100x8")->nodes, 1);
+  EXPECT_EQ(make_cluster("dgx-h100x4")->device_count(), 32);
+  EXPECT_EQ(make_cluster("m8x3")->inter.kind, LinkKind::roce);
+}
+
+TEST(MakeCluster, UnknownPresetListsPresets) {
+  Expected<Cluster> c = make_cluster("tpu-v4x2");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error().message, "unknown cluster 'tpu-v4x2'");
+  EXPECT_NE(c.error().hint.find("dgx2, dgx1, v100x8"), std::string::npos);
+}
+
+TEST(MakeCluster, BadNodeCount) {
+  EXPECT_FALSE(make_cluster("v100x8x0").has_value());
+  EXPECT_FALSE(make_cluster("v100x8x-1").has_value());
+  EXPECT_FALSE(make_cluster("v100x8x2a").has_value());
+  EXPECT_FALSE(make_cluster("x2").has_value());
+  EXPECT_NE(make_cluster("dgx2x0").error().message.find("bad node count"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace loom::cluster

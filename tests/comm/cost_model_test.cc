@@ -1,0 +1,84 @@
+#include "loom/comm/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include "loom/cluster/presets.h"
+
+namespace loom::comm {
+namespace {
+
+cluster::Cluster v100x8x2() { return cluster::make_cluster("v100x8x2").value(); }
+constexpr double kNvlink = 150e9, kNic = 12.5e9, kAlphaNv = 1e-6, kAlphaIb = 5e-6, kLaunch = 8e-6;
+
+Step collective(Primitive p, std::vector<std::vector<int>> groups, std::int64_t s, std::int64_t moved) {
+  return Step{"test", p, std::move(groups), s, moved, {}};
+}
+
+TEST(AlphaBetaCostModel, RingAllReduceInsideANode) {
+  const AlphaBetaCostModel model(v100x8x2());
+  const std::int64_t s = 8'000'000;
+  const Step step = collective(Primitive::all_reduce, {{0, 1, 2, 3, 4, 5, 6, 7}}, s, 2 * 7 * s / 8);
+  EXPECT_DOUBLE_EQ(model.step_time(step), kLaunch + 14 * kAlphaNv + (2.0 * 7 * s / 8) / kNvlink);
+}
+
+TEST(AlphaBetaCostModel, ConcurrentGroupsTakeTheLongest) {
+  const AlphaBetaCostModel model(v100x8x2());
+  const Step one = collective(Primitive::all_gather, {{0, 1}}, 1'000'000, 500'000);
+  const Step two = collective(Primitive::all_gather, {{0, 1}, {2, 3}}, 1'000'000, 500'000);
+  EXPECT_DOUBLE_EQ(model.step_time(one), model.step_time(two));
+}
+
+TEST(AlphaBetaCostModel, GroupAcrossNodesIsBoundByTheNic) {
+  const AlphaBetaCostModel shared(v100x8x2());
+  const Step step = collective(Primitive::all_gather, {{0, 8}}, 2'000'000, 1'000'000);
+  EXPECT_DOUBLE_EQ(shared.step_time(step), kLaunch + kAlphaIb + 1e6 / kNic);
+  // Without NIC sharing every crossing runs at the per-GPU share, 1/8 of the node's NIC.
+  const AlphaBetaCostModel per_gpu(v100x8x2(), {.share_nics = false});
+  EXPECT_DOUBLE_EQ(per_gpu.step_time(step), kLaunch + kAlphaIb + 1e6 / (kNic / 8));
+}
+
+TEST(AlphaBetaCostModel, P2pSendsShareTheNodeNic) {
+  const AlphaBetaCostModel model(v100x8x2());
+  Step one{"p2p", Primitive::p2p, {}, 1'000'000, 1'000'000, {{0, 8, 1'000'000}}};
+  EXPECT_DOUBLE_EQ(model.step_time(one), kLaunch + kAlphaIb + 1e6 / kNic);
+  Step eight{"p2p", Primitive::p2p, {}, 8'000'000, 1'000'000, {}};
+  for (int i = 0; i < 8; ++i) eight.transfers.push_back({i, 8 + i, 1'000'000});
+  EXPECT_DOUBLE_EQ(model.step_time(eight), kLaunch + 8e6 / kNic);  // the NIC, not a device, is the bottleneck
+  Step local{"p2p", Primitive::p2p, {}, 0, 0, {{3, 3, 1'000'000}}};
+  EXPECT_DOUBLE_EQ(model.step_time(local), 0);
+}
+
+TEST(AlphaBetaCostModel, LaunchLatencyIsAnOption) {
+  const AlphaBetaCostModel model(v100x8x2(), {.launch_latency = 0});
+  const Step step = collective(Primitive::all_gather, {{0, 1}}, 2'000'000, 1'000'000);
+  EXPECT_DOUBLE_EQ(model.step_time(step), kAlphaNv + 1e6 / kNvlink);
+  EXPECT_NE(model.fingerprint(), AlphaBetaCostModel(v100x8x2()).fingerprint());
+}
+
+TEST(AlphaBetaCostModel, LocalStepsAreFree) {
+  const AlphaBetaCostModel model(v100x8x2());
+  EXPECT_DOUBLE_EQ(model.step_time(collective(Primitive::local_chunk, {{0, 1}}, 0, 0)), 0);
+}
+
+TEST(AlphaBetaCostModel, Rtx3090GroupSpanningPcieUsesPcie) {
+  const AlphaBetaCostModel model(cluster::make_cluster("rtx3090-nvlink").value());
+  const Step pair = collective(Primitive::all_reduce, {{0, 1}}, 1'000'000, 1'000'000);
+  const Step quad = collective(Primitive::all_reduce, {{0, 1, 2, 3}}, 1'000'000, 1'500'000);
+  EXPECT_DOUBLE_EQ(model.step_time(pair), kLaunch + 2 * 1e-6 + 1e6 / 56.25e9);
+  EXPECT_DOUBLE_EQ(model.step_time(quad), kLaunch + 6 * 2e-6 + 1.5e6 / 31.5e9);
+}
+
+TEST(BytesPerTier, CountsEveryRingLinkAndTransfer) {
+  const cluster::Cluster c = v100x8x2();
+  const auto ring = bytes_per_tier(collective(Primitive::all_gather, {{0, 1, 8, 9}}, 4000, 3000), c);
+  EXPECT_EQ(ring.at(cluster::LinkKind::nvlink), 2 * 3000);
+  EXPECT_EQ(ring.at(cluster::LinkKind::infiniband), 2 * 3000);
+  Step p2p{"p2p", Primitive::p2p, {}, 0, 0, {{0, 8, 100}, {1, 2, 50}, {4, 4, 70}}};
+  const auto sends = bytes_per_tier(p2p, c);
+  EXPECT_EQ(sends.at(cluster::LinkKind::infiniband), 100);
+  EXPECT_EQ(sends.at(cluster::LinkKind::nvlink), 50);
+  EXPECT_FALSE(sends.contains(cluster::LinkKind::local));
+}
+
+}  // namespace
+}  // namespace loom::comm

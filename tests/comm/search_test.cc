@@ -1,0 +1,162 @@
+#include "loom/comm/search.h"
+
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "loom/cluster/presets.h"
+#include "loom/comm/intra_rules.h"
+#include "loom/comm/superscaler_cases.h"
+
+namespace loom::comm {
+namespace {
+
+Layout parse(std::string_view text) { return parse_layout(text).value(); }
+const cluster::Cluster kCluster = cluster::make_cluster("v100x8x2").value();
+
+TransitionPlan plan(const TensorSpec& tensor, std::string_view from, std::string_view to,
+                    const cluster::Cluster& c = kCluster) {
+  const AlphaBetaCostModel model(c);
+  Expected<TransitionPlan> p = search_transition({tensor, parse(from), parse(to)}, c, model);
+  EXPECT_TRUE(p.has_value()) << p.error().to_string();
+  return p.value_or(TransitionPlan{});
+}
+
+std::vector<std::string> rules(const TransitionPlan& p) {
+  std::vector<std::string> out;
+  for (const PlannedStep& s : p.steps) out.push_back(s.step.rule);
+  return out;
+}
+
+const TensorSpec kBig{ir::Shape{64 << 20}, ir::DType::f32};  // 256 MiB
+
+TEST(SearchTransition, IntraGroupPicksTheTextbookCollective) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(rules(plan(kBig, "R(1)V(8)D(1)@0-7", "R(8)V(1)D(1)@0-7")), V{"V->R all-reduce"});
+  EXPECT_EQ(rules(plan(kBig, "R(1)V(1)D(8)@0-7", "R(8)V(1)D(1)@0-7")), V{"D->R all-gather"});
+  EXPECT_EQ(rules(plan(kBig, "R(1)V(8)D(1)@0-7", "R(1)V(1)D(8)@0-7")), V{"V->D reduce-scatter"});
+  EXPECT_EQ(rules(plan(kBig, "R(8)V(1)D(1)@0-7", "R(1)V(1)D(8)@0-7")), V{"R->D local chunk"});
+  const TensorSpec matrix{ir::Shape{4096, 4096}, ir::DType::f32};
+  EXPECT_EQ(rules(plan(matrix, "R(1)V(1)D(8,1)@0-7", "R(1)V(1)D(1,8)@0-7")), V{"D->D all-to-all"});
+  EXPECT_EQ(rules(plan(kBig, "R(1)V(1)D(8)@0-7", "R(1)V(1)D(8)@0-7")), V{});
+}
+
+TEST(SearchTransition, AllReduceTimeMatchesTheRingFormula) {
+  const TransitionPlan p = plan(kBig, "R(1)V(8)D(1)@0-7", "R(8)V(1)D(1)@0-7");
+  const double s = 256.0 * (1 << 20);
+  EXPECT_DOUBLE_EQ(p.time, 8e-6 + 14 * 1e-6 + 2 * 7.0 / 8 * s / 150e9);
+  EXPECT_EQ(p.bytes_per_tier.at(cluster::LinkKind::nvlink), 8 * (2 * 7 * (256LL << 20) / 8));
+}
+
+TEST(SearchTransition, Figure11NoSlowerThanThePapersPath) {
+  // SuperScaler's path: all-reduce over value parts, then all-to-all. With two members, an exchange of
+  // value parts by p2p moves the same bytes with one hop less, so the search may pick that instead.
+  const TensorSpec t{ir::Shape{1024, 1024}, ir::DType::f32};
+  const AlphaBetaCostModel model(kCluster);
+  const Transition reduce = all_reduce_v_to_r(parse("R(1)V(2)D(1,2)@0-3"), t, 2).value();
+  const Transition swap = all_to_all_d_to_d(reduce.after, t, 1, 0, 2).value();
+  EXPECT_EQ(canonical(swap.after), canonical(parse("R(2)V(1)D(2,1)@0-3")));
+  const double paper = model.step_time(reduce.step) + model.step_time(swap.step);
+  const TransitionPlan p = plan(t, "R(1)V(2)D(1,2)@0-3", "R(2)V(1)D(2,1)@0-3");
+  EXPECT_LE(p.time, paper);
+}
+
+TEST(SearchTransition, Figure18aReplicatedToReplicatedAcrossServers) {
+  const TransitionPlan p = plan(kBig, "R(4)V(1)D(1)@0-3", "R(8)V(1)D(1)@8-15");
+  EXPECT_EQ(rules(p), (std::vector<std::string>{"R->D local chunk", "RD-scatter", "D->R all-gather"}));
+  EXPECT_EQ(p.bytes_per_tier.at(cluster::LinkKind::infiniband), 256LL << 20);  // the tensor crosses once
+  EXPECT_GT(p.baseline_time / p.time, 5);
+}
+
+TEST(SearchTransition, Figure18bValuePartsToChunksAcrossServers) {
+  const TransitionPlan p = plan(kBig, "R(1)V(4)D(1)@0-3", "R(1)V(1)D(8)@8-15");
+  ASSERT_FALSE(p.steps.empty());
+  EXPECT_EQ(p.steps.front().step.rule, "V->D reduce-scatter");
+  EXPECT_EQ(p.bytes_per_tier.at(cluster::LinkKind::infiniband), 256LL << 20);
+}
+
+TEST(SearchTransition, Table3NeverWorseThanP2p) {
+  const AlphaBetaCostModel model(kCluster);
+  int faster = 0;
+  for (const NamedRequest& c : superscaler_table3_cases(kBig)) {
+    Expected<TransitionPlan> p = search_transition(c.request, kCluster, model);
+    ASSERT_TRUE(p.has_value()) << c.name;
+    EXPECT_LE(p->time, p->baseline_time) << c.name;
+    EXPECT_EQ(p->steps.empty() ? canonical(c.request.producer) : p->steps.back().after, canonical(c.request.consumer))
+        << c.name;
+    faster += p->time < 0.99 * p->baseline_time ? 1 : 0;
+  }
+  EXPECT_GE(faster, 12);  // SuperScaler improves 12 of 18; D(8)->D(8) and the like cannot improve
+}
+
+TEST(SearchTransition, ErrorsNameTheBadLayout) {
+  const AlphaBetaCostModel model(kCluster);
+  const TensorSpec t{ir::Shape{1000}, ir::DType::f32};
+  Expected<TransitionPlan> p = search_transition({t, parse("R(1)V(1)D(16)@0-15"), parse("R(1)V(1)D(8)@0-7")}, kCluster, model);
+  ASSERT_FALSE(p.has_value());
+  EXPECT_NE(p.error().message.find("producer: layout R(1)V(1)D(16)@0-15"), std::string::npos);
+  p = search_transition({t, parse("R(1)V(1)D(8)@0-7"), parse("R(1)V(1)D(8)@16-23")}, kCluster, model);
+  ASSERT_FALSE(p.has_value());
+  EXPECT_NE(p.error().message.find("consumer"), std::string::npos);
+}
+
+TEST(TransitionCache, SecondLookupIsAHitWithTheSamePlan) {
+  const AlphaBetaCostModel model(kCluster);
+  TransitionCache cache;
+  const TransitionRequest r{kBig, parse("R(1)V(8)D(1)@0-7"), parse("R(1)V(1)D(8)@8-15")};
+  const TransitionPlan first = cache.find(r, kCluster, model).value();
+  const TransitionPlan second = cache.find(r, kCluster, model).value();
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(cache.hits(), 1);
+  EXPECT_EQ(first.time, second.time);
+  EXPECT_EQ(rules(first), rules(second));
+  EXPECT_FALSE(cache.find({kBig, parse("R(1)V(8)D(1)@0-7"), parse("R(1)V(1)D(8)@16-23")}, kCluster, model).has_value());
+}
+
+// Property: for random layouts on random small device sets, the path ends at the consumer layout and
+// costs between 0 and plain p2p.
+Layout random_layout(std::mt19937& rng, const ir::Shape& shape, const std::vector<int>& pool) {
+  const int n_options[] = {1, 2, 4};
+  const auto pick = [&](int hi) { return std::uniform_int_distribution<int>(0, hi)(rng); };
+  Layout l;
+  l.r = n_options[pick(2)];
+  l.v = n_options[pick(2)];
+  for (std::size_t i = 0; i < shape.rank(); ++i) l.d.push_back(n_options[pick(2)]);
+  while (l.size() > static_cast<std::int64_t>(pool.size())) {  // shrink the largest factor
+    std::int64_t* biggest = &l.r;
+    if (l.v > *biggest) biggest = &l.v;
+    for (auto& k : l.d)
+      if (k > *biggest) biggest = &k;
+    *biggest /= 2;
+  }
+  std::vector<int> devices = pool;
+  std::shuffle(devices.begin(), devices.end(), rng);
+  devices.resize(static_cast<std::size_t>(l.size()));
+  l.devices = devices;
+  return l;
+}
+
+TEST(SearchTransitionProperty, RandomLayoutsReachTheConsumerNoSlowerThanP2p) {
+  std::mt19937 rng(7);
+  for (const char* name : {"v100x8x2", "rtx3090-nvlinkx2"}) {
+    const cluster::Cluster c = cluster::make_cluster(name).value();
+    const AlphaBetaCostModel model(c);
+    for (int trial = 0; trial < 60; ++trial) {
+      const ir::Shape shape = trial % 2 == 0 ? ir::Shape{64} : ir::Shape{16, 8};
+      std::vector<int> pool;
+      for (int dev = 0; dev < c.device_count(); ++dev)
+        if (std::uniform_int_distribution<int>(0, 1)(rng) == 1) pool.push_back(dev);
+      if (pool.empty()) pool.push_back(0);
+      const TransitionRequest r{{shape, ir::DType::f16}, random_layout(rng, shape, pool), random_layout(rng, shape, pool)};
+      Expected<TransitionPlan> p = search_transition(r, c, model);
+      ASSERT_TRUE(p.has_value()) << p.error().to_string();
+      const Layout reached = p->steps.empty() ? canonical(r.producer) : p->steps.back().after;
+      EXPECT_EQ(reached, canonical(r.consumer)) << to_string(r.producer) << " -> " << to_string(r.consumer);
+      EXPECT_GE(p->time, 0);
+      EXPECT_LE(p->time, p->baseline_time * (1 + 1e-12)) << to_string(r.producer) << " -> " << to_string(r.consumer);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace loom::comm
