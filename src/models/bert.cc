@@ -89,20 +89,17 @@ Expected<ir::Graph> build_bert(const BertConfig& config, const ModelOptions& opt
   return std::move(b).finish();
 }
 
-ModelPreset make_preset(BertConfig config) {
-  ModelPreset preset{.name = config.name,
-                     .family = "bert",
-                     .description = fmt::format("{}: L{} h{} a{} ffn {} vocab {} seq {}", config.source,
-                                                config.layers, config.hidden, config.heads, 4 * config.hidden,
-                                                config.vocab, config.seq),
-                     .nominal_params = config.nominal_params,
-                     .default_batch = config.batch,
-                     .default_seq = config.seq,
-                     .build = {}};
-  preset.build = [config = std::move(config)](const ModelOptions& options, const ir::OpCatalog& catalog) {
-    return build_bert(config, options, catalog);
-  };
-  return preset;
+ModelPreset make_preset(const BertConfig& config) {
+  return preset_from(config,
+                     {.name = config.name,
+                      .family = "bert",
+                      .description = fmt::format("{}: L{} h{} a{} ffn {} vocab {} seq {}", config.source,
+                                                 config.layers, config.hidden, config.heads, 4 * config.hidden,
+                                                 config.vocab, config.seq),
+                      .nominal_params = config.nominal_params,
+                      .default_batch = config.batch,
+                      .default_seq = config.seq},
+                     build_bert);
 }
 
 }  // namespace
@@ -120,7 +117,7 @@ std::vector<ModelPreset> bert_presets() {
       {"dnabert", "DNABERT-6 (Ji et al. 2021; Rhino Table 3)", 162e6, 12, 768, 12, 4101, 512, 512, 32},
   };
   std::vector<ModelPreset> presets;
-  for (BertConfig& config : configs) presets.push_back(make_preset(std::move(config)));
+  for (const BertConfig& config : configs) presets.push_back(make_preset(config));
   return presets;
 }
 

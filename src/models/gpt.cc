@@ -51,27 +51,11 @@ Expected<ir::Graph> build_gpt(const GptConfig& config, const ModelOptions& optio
   ir::GraphBuilder b(config.name, catalog);
   const ir::TensorId ids = b.input("input_ids", {step.batch, step.seq}, ir::DType::i64);
   const ir::TensorId labels = b.input("labels", {step.batch, step.seq}, ir::DType::i64);
-  const ir::TensorId wte = b.parameter("wte.weight", {vocab, h}, dtype);
-  const ir::TensorId tokens = b.op("embedding", "wte", {ids, wte});
-  const ir::TensorId positions =
-      embedding(b, "wpe", position_ids(b, "position_ids", step.seq), config.context, h, dtype);
-  ir::TensorId x = dropout(b, "embed_dropout", b.op("add", "embed", {tokens, positions}), kDropout);
-
+  auto [x, wte] = learned_embeddings(b, ids, vocab, config.context, h, kDropout, dtype);
   for (std::int64_t i = 0; i < step.layers; ++i) {
     auto layer = b.scope(fmt::format("layers.{}", i));
-    ir::TensorId attn_out, mlp_out;
-    {
-      const ir::TensorId normed = norm(b, "ln1", x, h, layer_norm, dtype);
-      auto s = b.scope("attn");
-      attn_out = self_attention(b, normed, attention, dtype);
-    }
-    x = b.op("add", "attn_residual", {x, attn_out});
-    {
-      const ir::TensorId normed = norm(b, "ln2", x, h, layer_norm, dtype);
-      auto s = b.scope("mlp");
-      mlp_out = mlp(b, normed, ffn, dtype);
-    }
-    x = b.op("add", "mlp_residual", {x, mlp_out});
+    x = pre_norm_block(b, x, layer_norm, attention, dtype, "mlp", "mlp_residual",
+                       [&](ir::TensorId n) { return mlp(b, n, ffn, dtype); });
   }
   x = norm(b, "ln_f", x, h, layer_norm, dtype);
   // Tied head (Press & Wolf 2017, as in GPT-2/3): the token embedding [V h] is the linear weight.
@@ -80,21 +64,18 @@ Expected<ir::Graph> build_gpt(const GptConfig& config, const ModelOptions& optio
   return std::move(b).finish();
 }
 
-ModelPreset make_preset(GptConfig config) {
+ModelPreset make_preset(const GptConfig& config) {
   const std::int64_t head_dim = config.head_dim > 0 ? config.head_dim : config.hidden / config.heads;
-  ModelPreset preset{.name = config.name,
-                     .family = "gpt",
-                     .description = fmt::format("{}: L{} h{} a{} d_head {} ffn {} vocab {} n_ctx {}", config.source,
-                                                config.layers, config.hidden, config.heads, head_dim,
-                                                4 * config.hidden, config.vocab, config.context),
-                     .nominal_params = config.nominal_params,
-                     .default_batch = config.batch,
-                     .default_seq = config.context,
-                     .build = {}};
-  preset.build = [config = std::move(config)](const ModelOptions& options, const ir::OpCatalog& catalog) {
-    return build_gpt(config, options, catalog);
-  };
-  return preset;
+  return preset_from(config,
+                     {.name = config.name,
+                      .family = "gpt",
+                      .description = fmt::format("{}: L{} h{} a{} d_head {} ffn {} vocab {} n_ctx {}", config.source,
+                                                 config.layers, config.hidden, config.heads, head_dim,
+                                                 4 * config.hidden, config.vocab, config.context),
+                      .nominal_params = config.nominal_params,
+                      .default_batch = config.batch,
+                      .default_seq = config.context},
+                     build_gpt);
 }
 
 }  // namespace
@@ -131,7 +112,7 @@ std::vector<ModelPreset> gpt_presets() {
       {"gpt3-15b-16k", "GPT-3 long-sequence (SuperScaler Table 2)", 15e9, 48, 5120, 32, 0, 16384, 50257, 512},
   };
   std::vector<ModelPreset> presets;
-  for (GptConfig& config : configs) presets.push_back(make_preset(std::move(config)));
+  for (const GptConfig& config : configs) presets.push_back(make_preset(config));
   return presets;
 }
 

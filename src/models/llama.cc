@@ -50,19 +50,10 @@ Expected<ir::Graph> build_llama(const LlamaConfig& config, const ModelOptions& o
   ir::TensorId x = embedding(b, "embed_tokens", ids, config.vocab, h, dtype);
   for (std::int64_t i = 0; i < step.layers; ++i) {
     auto layer = b.scope(fmt::format("layers.{}", i));
-    ir::TensorId attn_out, mlp_out;
-    {
-      const ir::TensorId normed = norm(b, "attn_norm", x, h, rms_norm, dtype);
-      auto s = b.scope("attn");
-      attn_out = self_attention(b, normed, attention, dtype);
-    }
-    x = b.op("add", "attn_residual", {x, attn_out});
-    {
-      const ir::TensorId normed = norm(b, "mlp_norm", x, h, rms_norm, dtype);
-      auto s = b.scope("mlp");
-      mlp_out = mlp(b, normed, ffn, dtype);
-    }
-    x = b.op("add", "mlp_residual", {x, mlp_out});
+    x = pre_norm_residual(b, x, {.norm = "attn_norm", .scope = "attn", .residual = "attn_residual"}, h, rms_norm,
+                          dtype, [&](ir::TensorId n) { return self_attention(b, n, attention, dtype); });
+    x = pre_norm_residual(b, x, {.norm = "mlp_norm", .scope = "mlp", .residual = "mlp_residual"}, h, rms_norm, dtype,
+                          [&](ir::TensorId n) { return mlp(b, n, ffn, dtype); });
   }
   x = norm(b, "norm", x, h, rms_norm, dtype);
   const ir::TensorId logits = linear(b, "lm_head", x, h, config.vocab, /*bias=*/false, dtype);
@@ -70,21 +61,18 @@ Expected<ir::Graph> build_llama(const LlamaConfig& config, const ModelOptions& o
   return std::move(b).finish();
 }
 
-ModelPreset make_preset(LlamaConfig config) {
+ModelPreset make_preset(const LlamaConfig& config) {
   const std::int64_t kv = config.kv_heads > 0 ? config.kv_heads : config.heads;
-  ModelPreset preset{.name = config.name,
-                     .family = "llama",
-                     .description = fmt::format("{}: L{} h{} a{} kv{} ffn {} vocab {} seq {}", config.source,
-                                                config.layers, config.hidden, config.heads, kv, config.ffn,
-                                                config.vocab, config.seq),
-                     .nominal_params = config.nominal_params,
-                     .default_batch = config.batch,
-                     .default_seq = config.seq,
-                     .build = {}};
-  preset.build = [config = std::move(config)](const ModelOptions& options, const ir::OpCatalog& catalog) {
-    return build_llama(config, options, catalog);
-  };
-  return preset;
+  return preset_from(config,
+                     {.name = config.name,
+                      .family = "llama",
+                      .description = fmt::format("{}: L{} h{} a{} kv{} ffn {} vocab {} seq {}", config.source,
+                                                 config.layers, config.hidden, config.heads, kv, config.ffn,
+                                                 config.vocab, config.seq),
+                      .nominal_params = config.nominal_params,
+                      .default_batch = config.batch,
+                      .default_seq = config.seq},
+                     build_llama);
 }
 
 }  // namespace
@@ -102,7 +90,7 @@ std::vector<ModelPreset> llama_presets() {
       {"llama3-8b", "LLaMA-3-8B (Meta 2024)", 8e9, 32, 4096, 32, 8, 14336, 128256, 8192, 5e5, 1e-5, 512},
   };
   std::vector<ModelPreset> presets;
-  for (LlamaConfig& config : configs) presets.push_back(make_preset(std::move(config)));
+  for (const LlamaConfig& config : configs) presets.push_back(make_preset(config));
   return presets;
 }
 

@@ -83,29 +83,14 @@ Expected<ir::Graph> build_moe(const MoeConfig& config, const ModelOptions& optio
   ir::GraphBuilder b(config.name, catalog);
   const ir::TensorId ids = b.input("input_ids", {step.batch, step.seq}, ir::DType::i64);
   const ir::TensorId labels = b.input("labels", {step.batch, step.seq}, ir::DType::i64);
-  const ir::TensorId wte = b.parameter("wte.weight", {config.vocab, h}, dtype);
-  const ir::TensorId tokens = b.op("embedding", "wte", {ids, wte});
-  const ir::TensorId positions =
-      embedding(b, "wpe", position_ids(b, "position_ids", step.seq), config.context, h, dtype);
-  ir::TensorId x = dropout(b, "embed_dropout", b.op("add", "embed", {tokens, positions}), kDropout);
+  auto [x, wte] = learned_embeddings(b, ids, config.vocab, config.context, h, kDropout, dtype);
   for (std::int64_t i = 0; i < step.layers; ++i) {
     auto layer = b.scope(fmt::format("layers.{}", i));
-    ir::TensorId attn_out, ffn_out;
-    {
-      const ir::TensorId normed = norm(b, "ln1", x, h, layer_norm, dtype);
-      auto s = b.scope("attn");
-      attn_out = self_attention(b, normed, attention, dtype);
-    }
-    x = b.op("add", "attn_residual", {x, attn_out});
-    const ir::TensorId normed = norm(b, "ln2", x, h, layer_norm, dtype);
-    if (i % 2 == 1) {
-      auto s = b.scope("moe");
-      ffn_out = moe_ffn(b, normed, config, step.seq, dtype);
-    } else {
-      auto s = b.scope("mlp");
-      ffn_out = mlp(b, normed, dense, dtype);
-    }
-    x = b.op("add", "ffn_residual", {x, ffn_out});
+    const bool experts = i % 2 == 1;
+    x = pre_norm_block(b, x, layer_norm, attention, dtype, experts ? "moe" : "mlp", "ffn_residual",
+                       [&](ir::TensorId n) {
+                         return experts ? moe_ffn(b, n, config, step.seq, dtype) : mlp(b, n, dense, dtype);
+                       });
   }
   x = norm(b, "ln_f", x, h, layer_norm, dtype);
   const ir::TensorId logits = b.op("linear", "lm_head", {x, wte});
@@ -113,21 +98,18 @@ Expected<ir::Graph> build_moe(const MoeConfig& config, const ModelOptions& optio
   return std::move(b).finish();
 }
 
-ModelPreset make_preset(MoeConfig config) {
-  ModelPreset preset{.name = config.name,
-                     .family = "moe",
-                     .description = fmt::format("GShard MoE (Rhino Table 2): L{} h{} ffn {} a{} {} experts top-2, "
-                                                "vocab {} seq {}",
-                                                config.layers, config.hidden, config.ffn, config.heads,
-                                                config.experts, config.vocab, config.context),
-                     .nominal_params = config.nominal_params,
-                     .default_batch = config.batch,
-                     .default_seq = config.context,
-                     .build = {}};
-  preset.build = [config = std::move(config)](const ModelOptions& options, const ir::OpCatalog& catalog) {
-    return build_moe(config, options, catalog);
-  };
-  return preset;
+ModelPreset make_preset(const MoeConfig& config) {
+  return preset_from(config,
+                     {.name = config.name,
+                      .family = "moe",
+                      .description = fmt::format("GShard MoE (Rhino Table 2): L{} h{} ffn {} a{} {} experts top-2, "
+                                                 "vocab {} seq {}",
+                                                 config.layers, config.hidden, config.ffn, config.heads,
+                                                 config.experts, config.vocab, config.context),
+                      .nominal_params = config.nominal_params,
+                      .default_batch = config.batch,
+                      .default_seq = config.context},
+                     build_moe);
 }
 
 }  // namespace
@@ -140,7 +122,7 @@ std::vector<ModelPreset> moe_presets() {
       {"moe-10b", 10e9, 16, 1536, 12288, 16, 32},
   };
   std::vector<ModelPreset> presets;
-  for (MoeConfig& config : configs) presets.push_back(make_preset(std::move(config)));
+  for (const MoeConfig& config : configs) presets.push_back(make_preset(config));
   return presets;
 }
 

@@ -108,16 +108,11 @@ ir::TensorId embed(ir::GraphBuilder& b, const Stack& stack, ir::TensorId ids, ir
   return dropout(b, "embed_dropout", x, kDropout);
 }
 
-// One pre-norm sublayer: x + f(norm(x)), with f built in scope `name`.
-template <class Body>
-ir::TensorId residual(ir::GraphBuilder& b, const Stack& stack, const std::string& name, ir::TensorId x, Body body) {
-  const ir::TensorId normed = norm(b, name + "_norm", x, stack.config.hidden, stack.norm_spec, stack.dtype);
-  ir::TensorId out;
-  {
-    auto s = b.scope(name);
-    out = body(normed);
-  }
-  return b.op("add", name + "_residual", {x, out});
+// One pre-norm sublayer of a stack: "<name>_norm", `sublayer` in scope `name`, "<name>_residual".
+ir::TensorId residual(ir::GraphBuilder& b, const Stack& stack, const std::string& name, ir::TensorId x,
+                      const Sublayer& sublayer) {
+  return pre_norm_residual(b, x, {.norm = name + "_norm", .scope = name, .residual = name + "_residual"},
+                           stack.config.hidden, stack.norm_spec, stack.dtype, sublayer);
 }
 
 ir::TensorId encoder(ir::GraphBuilder& b, const Stack& stack, ir::TensorId ids, ir::TensorId shared,
@@ -181,20 +176,17 @@ Expected<ir::Graph> build_encoder_decoder(const EncDecConfig& config, const Mode
   return std::move(b).finish();
 }
 
-ModelPreset make_preset(EncDecConfig config) {
-  ModelPreset preset{.name = config.name,
-                     .family = config.style == Style::t5 ? "t5" : "mbart",
-                     .description = fmt::format("{}: L{} ({} + {}) h{} a{} ffn {} vocab {} seq {}", config.source,
-                                                config.layers, config.layers / 2, config.layers / 2, config.hidden,
-                                                config.heads, config.ffn(), config.vocab, config.seq),
-                     .nominal_params = config.nominal_params,
-                     .default_batch = config.batch,
-                     .default_seq = config.seq,
-                     .build = {}};
-  preset.build = [config = std::move(config)](const ModelOptions& options, const ir::OpCatalog& catalog) {
-    return build_encoder_decoder(config, options, catalog);
-  };
-  return preset;
+ModelPreset make_preset(const EncDecConfig& config) {
+  return preset_from(config,
+                     {.name = config.name,
+                      .family = config.style == Style::t5 ? "t5" : "mbart",
+                      .description = fmt::format("{}: L{} ({} + {}) h{} a{} ffn {} vocab {} seq {}", config.source,
+                                                 config.layers, config.layers / 2, config.layers / 2, config.hidden,
+                                                 config.heads, config.ffn(), config.vocab, config.seq),
+                      .nominal_params = config.nominal_params,
+                      .default_batch = config.batch,
+                      .default_seq = config.seq},
+                     build_encoder_decoder);
 }
 
 }  // namespace
@@ -220,7 +212,7 @@ std::vector<ModelPreset> t5_presets() {
       {"mbart-32b", mbart, Style::mbart, 32e9, 56, 6144, 32, 500000, 1024, 512},
   };
   std::vector<ModelPreset> presets;
-  for (EncDecConfig& config : configs) presets.push_back(make_preset(std::move(config)));
+  for (const EncDecConfig& config : configs) presets.push_back(make_preset(config));
   return presets;
 }
 

@@ -206,6 +206,37 @@ TensorId mlp(GraphBuilder& b, TensorId x, const MlpSpec& spec, ir::DType dtype) 
   return dropout(b, "dropout", out, spec.dropout);
 }
 
+TensorId pre_norm_residual(GraphBuilder& b, TensorId x, const ResidualNames& names, std::int64_t hidden,
+                           const NormSpec& spec, ir::DType dtype, const Sublayer& sublayer) {
+  const TensorId normed = norm(b, names.norm, x, hidden, spec, dtype);
+  TensorId out;
+  {
+    auto s = b.scope(names.scope);
+    out = sublayer(normed);
+  }
+  return b.op("add", names.residual, {x, out});
+}
+
+TensorId pre_norm_block(GraphBuilder& b, TensorId x, const NormSpec& norm_spec, const AttentionSpec& attention,
+                        ir::DType dtype, const std::string& ffn_scope, const std::string& ffn_residual,
+                        const Sublayer& ffn) {
+  const std::int64_t h = attention.hidden;
+  x = pre_norm_residual(b, x, {.norm = "ln1", .scope = "attn", .residual = "attn_residual"}, h, norm_spec, dtype,
+                        [&](TensorId n) { return self_attention(b, n, attention, dtype); });
+  return pre_norm_residual(b, x, {.norm = "ln2", .scope = ffn_scope, .residual = ffn_residual}, h, norm_spec, dtype,
+                           ffn);
+}
+
+Embedded learned_embeddings(GraphBuilder& b, TensorId ids, std::int64_t vocab, std::int64_t positions,
+                            std::int64_t hidden, double dropout_p, ir::DType dtype) {
+  if (!usable(b, ids)) return {};
+  const std::int64_t seq = dims(b, ids).back();  // ids [b s]
+  const TensorId table = b.parameter("wte.weight", {vocab, hidden}, dtype);
+  const TensorId tokens = b.op("embedding", "wte", {ids, table});
+  const TensorId pos = embedding(b, "wpe", position_ids(b, "position_ids", seq), positions, hidden, dtype);
+  return {.x = dropout(b, "embed_dropout", b.op("add", "embed", {tokens, pos}), dropout_p), .token_table = table};
+}
+
 TensorId position_ids(GraphBuilder& b, const std::string& name, std::int64_t seq) {
   if (!b.ok()) return {};
   return b.buffer(name, {seq}, ir::DType::i64);

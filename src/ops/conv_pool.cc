@@ -172,7 +172,8 @@ void register_conv_pool_ops(OpRegistry& r) {
                            pair_attr("dilation", false, "[d] or [dh, dw], default 1"),
                            {"groups", ir::AttrKind::integer, false, "default 1"}},
                  .signature = conv2d_signature,
-                 .flops = conv2d_flops});
+                 .flops = conv2d_flops,
+                 .additive_inputs = {2}});
   r.add_builtin({.type = "conv_transpose2d",
                  .family = "conv_pool",
                  .summary = "2-D transposed convolution, x [n ci h w], weight [ci co kh kw], optional bias [co]",
@@ -182,7 +183,8 @@ void register_conv_pool_ops(OpRegistry& r) {
                            pair_attr("output_padding", false, "[p] or [ph, pw], default 0"),
                            pair_attr("dilation", false, "[d] or [dh, dw], default 1")},
                  .signature = conv_transpose2d_signature,
-                 .flops = conv_transpose2d_flops});
+                 .flops = conv_transpose2d_flops,
+                 .additive_inputs = {2}});
   const std::vector<ir::AttrSpec> pool_attrs = {pair_attr("kernel", true, "[k] or [kh, kw]"),
                                                 pair_attr("stride", false, "default: the kernel"),
                                                 pair_attr("padding", false, "default 0")};

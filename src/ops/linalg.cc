@@ -88,7 +88,8 @@ void register_linalg_ops(OpRegistry& r) {
                        if (call.input_shapes.size() == 3) return OpSignature{"* i+, o i+, o -> * o", {}, {}};
                        return fail("linear takes (x, weight) or (x, weight, bias)");
                      },
-                 .flops = ir::contraction_flops()});
+                 .flops = ir::contraction_flops(),
+                 .additive_inputs = {2}});
   r.add_builtin({.type = "einsum",
                  .family = "linalg",
                  .summary = "tensor contraction given by an einsum equation",

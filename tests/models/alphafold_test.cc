@@ -3,15 +3,12 @@
 #include "loom/ir/autograd.h"
 #include "loom/models/zoo.h"
 #include "loom/ops/registry.h"
+#include "model_test_support.h"
 
 namespace loom::models {
 namespace {
 
-std::int64_t parameter_count(const ir::Graph& g) {
-  std::int64_t total = 0;
-  for (ir::TensorId p : g.parameters) total += g.tensor(p).shape.numel();
-  return total;
-}
+using testing::parameter_count;
 
 // Evoformer block, sub-module by sub-module (AF2 supplementary Alg. 6-15), head dim 32, cz = cm / 2.
 std::int64_t evoformer_params(std::int64_t cm, std::int64_t heads, std::int64_t blocks) {

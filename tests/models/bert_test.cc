@@ -12,7 +12,6 @@ using testing::build_or_fail;
 using testing::find_op;
 using testing::find_tensor;
 using testing::parameter_count;
-using testing::relative_gap;
 
 struct BertShape {
   std::string name;
@@ -46,9 +45,7 @@ TEST(BertPresets, EveryPresetMatchesTheClosedFormCount) {
     const ir::Graph graph = build_or_fail(s.name, {.batch = 1, .seq = 16});
     const std::int64_t count = parameter_count(graph);
     EXPECT_EQ(count, bert_params(s, s.layers));
-    const double gap = relative_gap(static_cast<double>(count), preset->nominal_params);
-    std::printf("%s: %lld parameters, %+.2f%% from the nominal %.3g\n", s.name.c_str(),
-                static_cast<long long>(count), 100 * gap, preset->nominal_params);
+    const double gap = testing::report_gap(*preset, count);
     EXPECT_LT(std::abs(gap), s.max_gap);
   }
 }
@@ -98,10 +95,7 @@ TEST(BertOptions, OptionsAndLimits) {
 }
 
 TEST(BertPresets, EveryPresetValidatesAndDifferentiates) {
-  for (const auto& s : kShapes) {
-    SCOPED_TRACE(s.name);
-    testing::expect_valid_for_training(build_or_fail(s.name, {.batch = 2, .seq = 16, .layers = 2}));
-  }
+  testing::expect_presets_valid_for_training(kShapes);
 }
 
 }  // namespace

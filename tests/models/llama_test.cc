@@ -45,9 +45,7 @@ TEST(LlamaPresets, EveryPresetMatchesTheClosedFormCount) {
     const ir::Graph graph = build_or_fail(s.name, {.batch = 1, .seq = 8});
     const std::int64_t count = parameter_count(graph);
     EXPECT_EQ(count, llama_params(s, s.layers));
-    const double gap = relative_gap(static_cast<double>(count), preset->nominal_params);
-    std::printf("%s: %lld parameters, %+.2f%% from the nominal %.3g\n", s.name.c_str(),
-                static_cast<long long>(count), 100 * gap, preset->nominal_params);
+    const double gap = testing::report_gap(*preset, count);
     EXPECT_LT(std::abs(gap), 0.02);
   }
 }
@@ -117,10 +115,7 @@ TEST(LlamaOptions, OptionsShapeTheGraph) {
 }
 
 TEST(LlamaPresets, EveryPresetValidatesAndDifferentiates) {
-  for (const auto& s : kShapes) {
-    SCOPED_TRACE(s.name);
-    testing::expect_valid_for_training(build_or_fail(s.name, {.batch = 2, .seq = 16, .layers = 2}));
-  }
+  testing::expect_presets_valid_for_training(kShapes);
 }
 
 // The shared attention block rejects a head grouping that cannot exist, naming the block.

@@ -1,75 +1,28 @@
-// Helpers shared by the language-model zoo tests: totals recomputed from a built graph,
-// independently of the model code.
+// Helpers shared by the language-model zoo tests, over their tables of preset shapes.
 #pragma once
 
-#include <gtest/gtest.h>
-
-#include <cmath>
 #include <cstdint>
-#include <string>
-#include <string_view>
-#include <vector>
+#include <cstdio>
 
-#include "loom/ir/autograd.h"
-#include "loom/ir/graph.h"
-#include "loom/ir/graph_stats.h"
-#include "loom/ir/validate.h"
-#include "loom/models/zoo.h"
-#include "loom/ops/registry.h"
+#include "model_test_support.h"
 
 namespace loom::models::testing {
 
-// Sum of numel over graph.parameters.
-inline std::int64_t parameter_count(const ir::Graph& graph) {
-  std::int64_t total = 0;
-  for (ir::TensorId id : graph.parameters) total += graph.tensor(id).shape.numel();
-  return total;
+// Prints a preset's parameter count against the count its name gives and returns the relative gap.
+inline double report_gap(const ModelPreset& preset, std::int64_t count) {
+  const double gap = relative_gap(static_cast<double>(count), preset.nominal_params);
+  std::printf("%s: %lld parameters, %+.2f%% from the nominal %.3g\n", preset.name.c_str(),
+              static_cast<long long>(count), 100 * gap, preset.nominal_params);
+  return gap;
 }
 
-// Forward FLOPs of the whole graph: every op resolved again against the built-in registry.
-inline double total_forward_flops(const ir::Graph& graph) {
-  Expected<std::vector<double>> flops = ir::op_flops(graph, ops::builtin_ops());
-  EXPECT_TRUE(flops.has_value()) << (flops ? "" : flops.error().to_string());
-  double total = 0;
-  if (flops)
-    for (double f : *flops) total += f;
-  return total;
-}
-
-inline const ir::Op* find_op(const ir::Graph& graph, std::string_view name) {
-  for (const ir::Op& op : graph.ops)
-    if (op.name == name) return &op;
-  return nullptr;
-}
-
-inline const ir::FullTensor* find_tensor(const ir::Graph& graph, std::string_view name) {
-  for (const ir::FullTensor& tensor : graph.tensors)
-    if (tensor.name == name) return &tensor;
-  return nullptr;
-}
-
-inline std::size_t count_ops(const ir::Graph& graph, std::string_view type) {
-  std::size_t n = 0;
-  for (const ir::Op& op : graph.ops) n += op.type == type ? 1 : 0;
-  return n;
-}
-
-// (actual - nominal) / nominal
-inline double relative_gap(double actual, double nominal) { return (actual - nominal) / nominal; }
-
-// Builds a preset or fails the test with the builder's message.
-inline ir::Graph build_or_fail(std::string_view preset, const ModelOptions& options = {}) {
-  Expected<ir::Graph> graph = build_model(preset, options);
-  EXPECT_TRUE(graph.has_value()) << preset << ": " << (graph ? "" : graph.error().to_string());
-  return graph ? std::move(*graph) : ir::Graph{};
-}
-
-// The graph passes semantic validation and the backward pass can be derived from it.
-inline void expect_valid_for_training(const ir::Graph& graph) {
-  const Expected<void> valid = ir::validate_graph(graph, ops::builtin_ops());
-  EXPECT_TRUE(valid.has_value()) << graph.name << ": " << (valid ? "" : valid.error().to_string());
-  const Expected<ir::Graph> backward = ir::add_backward(graph, ops::builtin_ops());
-  EXPECT_TRUE(backward.has_value()) << graph.name << ": " << (backward ? "" : backward.error().to_string());
+// Every preset named in `shapes` (rows with a .name) builds at 2 layers, validates and differentiates.
+template <class Shapes>
+void expect_presets_valid_for_training(const Shapes& shapes) {
+  for (const auto& s : shapes) {
+    SCOPED_TRACE(s.name);
+    expect_valid_for_training(build_or_fail(s.name, {.batch = 2, .seq = 16, .layers = 2}));
+  }
 }
 
 }  // namespace loom::models::testing

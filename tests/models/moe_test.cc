@@ -12,7 +12,6 @@ using testing::build_or_fail;
 using testing::find_op;
 using testing::find_tensor;
 using testing::parameter_count;
-using testing::relative_gap;
 
 struct MoeShape {
   std::string name;
@@ -45,9 +44,7 @@ TEST(MoePresets, ClosedFormCountsNearTheNames) {
     const ir::Graph graph = build_or_fail(s.name, {.batch = 1, .seq = 16});
     const std::int64_t count = parameter_count(graph);
     EXPECT_EQ(count, moe_params(s, s.layers));
-    const double gap = relative_gap(static_cast<double>(count), preset->nominal_params);
-    std::printf("%s: %lld parameters, %+.2f%% from the nominal %.3g\n", s.name.c_str(),
-                static_cast<long long>(count), 100 * gap, preset->nominal_params);
+    const double gap = testing::report_gap(*preset, count);
     EXPECT_LT(std::abs(gap), 0.04);
   }
 }
@@ -97,10 +94,7 @@ TEST(MoeOptions, OptionsAndErrors) {
 }
 
 TEST(MoePresets, EveryPresetValidatesAndDifferentiates) {
-  for (const auto& s : kShapes) {
-    SCOPED_TRACE(s.name);
-    testing::expect_valid_for_training(build_or_fail(s.name, {.batch = 2, .seq = 16, .layers = 2}));
-  }
+  testing::expect_presets_valid_for_training(kShapes);
 }
 
 }  // namespace

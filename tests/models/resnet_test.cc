@@ -1,15 +1,12 @@
 #include <gtest/gtest.h>
 
 #include "loom/models/zoo.h"
+#include "model_test_support.h"
 
 namespace loom::models {
 namespace {
 
-std::int64_t parameter_count(const ir::Graph& g) {
-  std::int64_t total = 0;
-  for (ir::TensorId p : g.parameters) total += g.tensor(p).shape.numel();
-  return total;
-}
+using testing::parameter_count;
 
 // Layer by layer: stem 7x7 conv + BN; bottlenecks (1x1, 3x3 widened, 1x1 to 4w, each + BN; a 1x1
 // projection + BN on each stage's first block); fc with bias.

@@ -1,15 +1,12 @@
 #include <gtest/gtest.h>
 
 #include "loom/models/zoo.h"
+#include "model_test_support.h"
 
 namespace loom::models {
 namespace {
 
-std::int64_t parameter_count(const ir::Graph& g) {
-  std::int64_t total = 0;
-  for (ir::TensorId p : g.parameters) total += g.tensor(p).shape.numel();
-  return total;
-}
+using testing::parameter_count;
 
 // Closed form: patch embed (4x4 conv with bias, LN); per block 12C^2 + 13C (LN, qkv, proj, LN, MLP 4C)
 // plus the relative position table (2*12-1)^2 x heads; patch merging LN(4C) + 4C x 2C; final LN, head.

@@ -1,15 +1,12 @@
 #include <gtest/gtest.h>
 
 #include "loom/models/zoo.h"
+#include "model_test_support.h"
 
 namespace loom::models {
 namespace {
 
-std::int64_t parameter_count(const ir::Graph& g) {
-  std::int64_t total = 0;
-  for (ir::TensorId p : g.parameters) total += g.tensor(p).shape.numel();
-  return total;
-}
+using testing::parameter_count;
 
 // Double conv (two bias-free 3x3 conv + BN) per level, 2x2 transposed conv with bias going up, 1x1 head.
 std::int64_t unet_params() {

@@ -1,15 +1,12 @@
 #include <gtest/gtest.h>
 
 #include "loom/models/zoo.h"
+#include "model_test_support.h"
 
 namespace loom::models {
 namespace {
 
-std::int64_t parameter_count(const ir::Graph& g) {
-  std::int64_t total = 0;
-  for (ir::TensorId p : g.parameters) total += g.tensor(p).shape.numel();
-  return total;
-}
+using testing::parameter_count;
 
 // 16 biased 3x3 convs of configuration E, then 25088 -> 4096 -> 4096 -> classes with biases.
 std::int64_t vgg19_params(std::int64_t classes) {

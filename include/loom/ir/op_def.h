@@ -89,6 +89,10 @@ struct OpDef {
   CostFn flops;  // forward FLOPs of one instance
   CostFn bytes;  // forward memory traffic; when empty, inputs read plus outputs written
   BackwardRule backward;
+  // Inputs added to the result after every reduction (biases). When a plan splits a '+' identifier
+  // they lack, they become value parts like the outputs, so the parts' sum adds them once; every other
+  // input lacking the identifier is replicated (it multiplies, so each partial product needs it whole).
+  std::vector<int> additive_inputs;
 };
 
 // Looks up operator definitions by type. Implemented by ops::OpRegistry.

@@ -10,14 +10,26 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 
 #include "loom/ir/graph_builder.h"
 #include "loom/models/zoo.h"
 
 namespace loom::models {
 
-// ---- step shape ----------------------------------------------------------------------------------
+// ---- presets and step shape ----------------------------------------------------------------------
+
+// `fields` with build() bound to `build(config, options, catalog)` on a copy of `config`: each
+// family's make_preset then lists only its catalogue fields.
+template <class Config, class Build>
+ModelPreset preset_from(Config config, ModelPreset fields, Build build) {
+  fields.build = [config = std::move(config), build](const ModelOptions& options, const ir::OpCatalog& catalog) {
+    return build(config, options, catalog);
+  };
+  return fields;
+}
 
 // The batch, sequence length and depth a graph is built with: the options, or the preset's
 // defaults where an option is 0.
@@ -115,7 +127,38 @@ struct MlpSpec {
 // "down" (swiglu) in the current scope.
 ir::TensorId mlp(ir::GraphBuilder& b, ir::TensorId x, const MlpSpec& spec, ir::DType dtype);
 
+// ---- residual blocks -----------------------------------------------------------------------------
+
+// Builds a sublayer (attention, MLP, MoE, ...) on its normalised input.
+using Sublayer = std::function<ir::TensorId(ir::TensorId)>;
+
+struct ResidualNames {
+  std::string norm;      // the norm op, in the current scope ("ln1")
+  std::string scope;     // where the sublayer is built ("attn")
+  std::string residual;  // the sum ("attn_residual")
+};
+
+// Pre-norm residual branch: x + sublayer(norm(x)), named as `names` says.
+ir::TensorId pre_norm_residual(ir::GraphBuilder& b, ir::TensorId x, const ResidualNames& names, std::int64_t hidden,
+                               const NormSpec& spec, ir::DType dtype, const Sublayer& sublayer);
+
+// GPT-2 style pre-LN layer, in the current scope ("layers.3"): "ln1", self-attention in "attn",
+// "attn_residual"; then "ln2", `ffn` built in scope `ffn_scope`, summed as `ffn_residual` (a
+// parameter because GPT says "mlp_residual" and GShard MoE "ffn_residual").
+ir::TensorId pre_norm_block(ir::GraphBuilder& b, ir::TensorId x, const NormSpec& norm_spec,
+                            const AttentionSpec& attention, ir::DType dtype, const std::string& ffn_scope,
+                            const std::string& ffn_residual, const Sublayer& ffn);
+
 // ---- language-model ends -------------------------------------------------------------------------
+
+// Token plus learned position embeddings with GPT-2's names: "wte" (table "wte.weight" [vocab
+// hidden]), "wpe" over the "position_ids" buffer, their sum "embed" and "embed_dropout".
+struct Embedded {
+  ir::TensorId x;            // [b s hidden]
+  ir::TensorId token_table;  // "wte.weight", for a tied LM head
+};
+Embedded learned_embeddings(ir::GraphBuilder& b, ir::TensorId ids, std::int64_t vocab, std::int64_t positions,
+                            std::int64_t hidden, double dropout_p, ir::DType dtype);
 
 // An i64 buffer "<name>" [seq] of positions 0..seq-1 (HF's registered position_ids buffer).
 ir::TensorId position_ids(ir::GraphBuilder& b, const std::string& name, std::int64_t seq);

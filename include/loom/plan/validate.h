@@ -1,0 +1,26 @@
+// Plan validation (DESIGN.md, "Validation"): every live sub-op on a device; every produced FullTensor
+// produced exactly (at each element, value parts that tile the whole); data dependencies and order
+// edges acyclic, a cycle being a deadlock reported by sub-op names. Orders left open are completed by
+// a deterministic topological sort.
+#pragma once
+
+#include <vector>
+
+#include "loom/plan/plan.h"
+
+namespace loom::plan {
+
+Expected<void> validate_plan(const Plan& plan, int num_devices);
+
+// Producer -> consumer edges between live sub-ops whose SubTensors overlap, plus the order edges.
+std::vector<std::vector<SubOpId>> dependency_edges(const Plan& plan);
+
+// A global order of the live sub-ops consistent with every dependency, ties broken by the ops'
+// program order and then by sub-op id; and each device's program in that order.
+struct ExecutionOrder {
+  std::vector<SubOpId> global;
+  std::vector<std::vector<SubOpId>> per_device;
+};
+Expected<ExecutionOrder> complete_order(const Plan& plan, int num_devices);
+
+}  // namespace loom::plan

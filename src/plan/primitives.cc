@@ -1,0 +1,227 @@
+#include "loom/plan/primitives.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "loom/ir/autograd.h"
+
+namespace loom::plan {
+namespace {
+
+// Where identifier x sits in one tensor: the dimension it names (alone or first of a merged dim),
+// -1 when absent; an error when it is a later atom of a merged dim (that cannot be split).
+Expected<int> dim_of(const ir::TensorAnnotation& tensor, std::string_view x, std::string_view where) {
+  if (tensor.opaque) return -1;
+  for (std::size_t d = 0; d < tensor.dims.size(); ++d) {
+    const auto& atoms = tensor.dims[d].atoms;
+    for (std::size_t a = 0; a < atoms.size(); ++a) {
+      if (atoms[a].kind != ir::DimAtom::Kind::identifier || atoms[a].name != x) continue;
+      if (a > 0)
+        return fail(fmt::format("'{}' is not the first identifier of the merged dimension {} of {}; only the first may be split",
+                                x, to_string(ir::TensorAnnotation{false, {tensor.dims[d]}}), where));
+      return static_cast<int>(d);
+    }
+  }
+  return -1;
+}
+
+// How one trans changes each tensor of the op.
+struct SplitShape {
+  bool replicate = false;
+  bool reduce = false;
+  bool strided = false;
+  std::vector<int> input_dims;   // split dim per input, -1 if the identifier is absent
+  std::vector<int> output_dims;  // per output
+  std::vector<bool> additive;    // per input
+};
+
+Expected<SplitShape> describe(const Plan& plan, const SubOp& original, const TransAlgo& algo, int n) {
+  const OpLayout& layout = plan.layouts[original.op.index()];
+  SplitShape split;
+  split.input_dims.assign(layout.annotation.inputs.size(), -1);
+  split.output_dims.assign(layout.annotation.outputs.size(), -1);
+  split.additive.assign(layout.annotation.inputs.size(), false);
+  for (int i : layout.additive_inputs)
+    if (i >= 0 && static_cast<std::size_t>(i) < split.additive.size()) split.additive[static_cast<std::size_t>(i)] = true;
+  if (std::holds_alternative<ReplicateAlgo>(algo)) {
+    split.replicate = true;
+    return split;
+  }
+  const SplitAlgo& s = std::get<SplitAlgo>(algo);
+  const std::string text = to_string(layout.annotation);
+  const std::vector<std::string> names = layout.annotation.identifiers();
+  if (std::find(names.begin(), names.end(), s.identifier) == names.end())
+    return fail(fmt::format("op '{}' has no identifier '{}' in its annotation '{}'", original.name, s.identifier, text),
+                fmt::format("split one of: {}", fmt::join(names, ", ")));
+  const ir::DimFlag flag = layout.annotation.flag_of(s.identifier);
+  if (flag == ir::DimFlag::frozen)
+    return fail(fmt::format("identifier '{}' of op '{}' is frozen ('^' in '{}') and cannot be split", s.identifier,
+                            original.name, text),
+                "the op is not linear along it; split another identifier");
+  split.reduce = flag == ir::DimFlag::reduce;
+  split.strided = s.strided;
+  bool in_output = false;
+  const auto locate = [&](const std::vector<ir::TensorAnnotation>& side, std::vector<int>& dims,
+                          const std::vector<SubTensor>& tensors, const char* kind) -> Expected<void> {
+    for (std::size_t t = 0; t < side.size(); ++t) {
+      const std::string where = fmt::format("{} {} of op '{}'", kind, t, original.name);
+      LOOM_ASSIGN_OR_RETURN(dims[t], dim_of(side[t], s.identifier, where));
+      if (dims[t] < 0) continue;
+      const auto d = static_cast<std::size_t>(dims[t]);
+      if (s.strided && side[t].dims[d].merged())
+        return fail(fmt::format("'{}' starts a merged dimension of {}; a strided split would not be one range", s.identifier, where),
+                    "split it evenly (strided = false)");
+      const std::int64_t size = tensors[t].box[d].size();
+      if (size % n != 0)
+        return fail(fmt::format("'{}' has {} elements in {} ({}), not divisible into {} parts", s.identifier, size, where,
+                                tensors[t].to_string(), n));
+    }
+    return {};
+  };
+  LOOM_RETURN_IF_ERROR(locate(layout.annotation.inputs, split.input_dims, original.inputs, "input"));
+  LOOM_RETURN_IF_ERROR(locate(layout.annotation.outputs, split.output_dims, original.outputs, "output"));
+  for (int d : split.output_dims) in_output |= d >= 0;
+  if (!split.reduce && !in_output)
+    return fail(fmt::format("identifier '{}' of op '{}' reaches no output of '{}', so splitting it has no meaning",
+                            s.identifier, original.name, text),
+                "an identifier summed away must be marked '+' (linear) or '^' (not splittable)");
+  return split;
+}
+
+void slice(SubTensor& tensor, int dim, int n, int k, bool strided) {
+  if (dim < 0) return;
+  auto& range = tensor.box[static_cast<std::size_t>(dim)];
+  range = split_range(range, n, k, strided);
+}
+
+SubOp new_part(Plan& plan, const SubOp& original, int n, int k) {
+  SubOp part = original;
+  part.id = SubOpId(static_cast<std::uint32_t>(plan.sub_ops.size()));
+  part.name = fmt::format("{}[{}/{}]", original.name, k, n);
+  part.mirror = {};
+  part.live = true;
+  return part;
+}
+
+// The k-th part of the forward sub-op.
+SubOp forward_part(Plan& plan, const SubOp& original, const SplitShape& split, int n, int k) {
+  SubOp part = new_part(plan, original, n, k);
+  const ValuePart kth{k, n};
+  for (std::size_t i = 0; i < part.inputs.size(); ++i) {
+    slice(part.inputs[i], split.input_dims[i], n, k, split.strided);
+    if (split.reduce && split.input_dims[i] < 0 && split.additive[i]) part.inputs[i].value = nested(part.inputs[i].value, kth);
+  }
+  for (std::size_t j = 0; j < part.outputs.size(); ++j) {
+    slice(part.outputs[j], split.output_dims[j], n, k, split.strided);
+    if (split.reduce && split.output_dims[j] < 0) part.outputs[j].value = nested(part.outputs[j].value, kth);
+  }
+  return part;
+}
+
+// The k-th part of the backward sub-op, derived from the k-th forward part (see primitives.h).
+Expected<SubOp> backward_part(Plan& plan, const SubOp& backward, const SubOp& forward, const SplitShape& split, int n,
+                              int k) {
+  LOOM_ASSIGN_OR_RETURN(ir::MirrorLayout layout, ir::mirror_layout(plan.graph->op(backward.op)));
+  SubOp part = new_part(plan, backward, n, k);
+  const ValuePart kth{k, n};
+  std::size_t pos = 0;
+  if (layout.saved_inputs)
+    for (const SubTensor& in : forward.inputs) part.inputs[pos++] = in;
+  if (layout.saved_outputs)
+    for (const SubTensor& out : forward.outputs) part.inputs[pos++] = out;
+  for (int j : layout.grad_outputs) {
+    SubTensor& grad = part.inputs[pos++];
+    slice(grad, split.output_dims[static_cast<std::size_t>(j)], n, k, split.strided);
+    if (split.replicate) grad.value = nested(grad.value, kth);
+  }
+  for (std::size_t q = 0; q < layout.grad_inputs.size(); ++q) {
+    const auto i = static_cast<std::size_t>(layout.grad_inputs[q]);
+    SubTensor& grad = part.outputs[q];
+    const bool sliced = split.input_dims[i] >= 0;
+    slice(grad, split.input_dims[i], n, k, split.strided);
+    const bool partial = split.replicate || (!sliced && (!split.reduce || !split.additive[i]));
+    if (partial) grad.value = nested(grad.value, kth);
+  }
+  return part;
+}
+
+// Replaces `old` in its op's live-part list by `parts`, keeping the position.
+void replace_parts(Plan& plan, const SubOp& old, const std::vector<SubOpId>& parts) {
+  auto& list = plan.parts[old.op.index()];
+  auto it = std::find(list.begin(), list.end(), old.id);
+  it = list.erase(it);
+  list.insert(it, parts.begin(), parts.end());
+  plan.sub_op(old.id).live = false;
+}
+
+Expected<const SubOp*> live(const Plan& plan, SubOpId id, std::string_view what) {
+  if (!id.valid() || id.index() >= plan.sub_ops.size()) return fail(fmt::format("{}: no sub-op ${}", what, id.value));
+  const SubOp& s = plan.sub_op(id);
+  if (!s.live)
+    return fail(fmt::format("{}: sub-op '{}' was already transformed into parts", what, s.name),
+                "apply the primitive to its parts (plan.parts of the op)");
+  return &s;
+}
+
+}  // namespace
+
+Expected<std::vector<SubOpId>> trans(Plan& plan, SubOpId id, const TransAlgo& algo, int n) {
+  LOOM_ASSIGN_OR_RETURN(const SubOp* found, live(plan, id, "trans"));
+  const SubOp original = *found;  // copied: sub_ops grows below
+  if (plan.op_of(id).is_mirror())
+    return fail(fmt::format("trans: sub-op '{}' is a backward op", original.name),
+                "transform its forward op; the backward op follows");
+  if (n < 1) return fail(fmt::format("trans: cannot split sub-op '{}' into {} parts", original.name, n));
+  LOOM_ASSIGN_OR_RETURN(SplitShape split, describe(plan, original, algo, n));
+
+  std::vector<SubOp> forward_parts, backward_parts;
+  const bool has_backward = original.mirror.valid() && plan.sub_op(original.mirror).live;
+  const SubOp backward = has_backward ? plan.sub_op(original.mirror) : SubOp{};
+  for (int k = 0; k < n; ++k) {
+    forward_parts.push_back(forward_part(plan, original, split, n, k));
+    plan.sub_ops.push_back(forward_parts.back());
+    if (!has_backward) continue;
+    LOOM_ASSIGN_OR_RETURN(SubOp b, backward_part(plan, backward, forward_parts.back(), split, n, k));
+    b.mirror = forward_parts.back().id;
+    plan.sub_op(forward_parts.back().id).mirror = b.id;
+    plan.sub_ops.push_back(b);
+    backward_parts.push_back(std::move(b));
+  }
+  std::vector<SubOpId> ids, backward_ids;
+  for (const SubOp& p : forward_parts) ids.push_back(p.id);
+  for (const SubOp& p : backward_parts) backward_ids.push_back(p.id);
+  replace_parts(plan, original, ids);
+  if (has_backward) replace_parts(plan, backward, backward_ids);
+  return ids;
+}
+
+Expected<void> assign(Plan& plan, SubOpId id, int device) {
+  LOOM_ASSIGN_OR_RETURN(const SubOp* s, live(plan, id, "assign"));
+  if (plan.op_of(id).is_mirror())
+    return fail(fmt::format("assign: sub-op '{}' is a backward op", s->name), "assign its forward op; the backward op follows");
+  if (device < 0) return fail(fmt::format("assign: device {} for sub-op '{}' is negative", device, s->name));
+  plan.sub_op(id).device = device;
+  if (s->mirror.valid()) plan.sub_op(s->mirror).device = device;
+  return {};
+}
+
+Expected<void> order(Plan& plan, SubOpId first, SubOpId second) {
+  LOOM_RETURN_IF_ERROR(live(plan, first, "order"));
+  LOOM_RETURN_IF_ERROR(live(plan, second, "order"));
+  if (first == second) return fail(fmt::format("order: sub-op '{}' cannot come before itself", plan.sub_op(first).name));
+  plan.orders.emplace_back(first, second);
+  return {};
+}
+
+std::optional<std::string> dim_identifier(const Plan& plan, SubOpId id, bool output, std::size_t tensor, std::size_t dim) {
+  const ir::Annotation& a = plan.layouts[plan.sub_op(id).op.index()].annotation;
+  const auto& side = output ? a.outputs : a.inputs;
+  if (tensor >= side.size() || side[tensor].opaque || dim >= side[tensor].dims.size()) return std::nullopt;
+  const ir::DimAtom& atom = side[tensor].dims[dim].atoms[0];
+  if (atom.kind != ir::DimAtom::Kind::identifier) return std::nullopt;
+  return atom.name;
+}
+
+}  // namespace loom::plan

@@ -1,0 +1,140 @@
+#include "loom/plan/validate.h"
+
+#include <algorithm>
+#include <map>
+#include <queue>
+
+#include <fmt/format.h>
+
+#include "loom/core/strings.h"
+
+namespace loom::plan {
+namespace {
+
+Expected<void> check_devices(const Plan& plan, int num_devices) {
+  for (const SubOp& s : plan.sub_ops) {
+    if (!s.live) continue;
+    if (s.device == kUnassigned)
+      return fail(fmt::format("sub-op '{}' is on no device", s.name), "assign every part of every op (assign(plan, sub_op, device))");
+    if (s.device >= num_devices)
+      return fail(fmt::format("sub-op '{}' is on device {}, but the plan has {} devices", s.name, s.device, num_devices));
+  }
+  return {};
+}
+
+// Every tensor some graph op produces must be produced whole: the parts of its producers tile it
+// (a tensor whose producing parts are all gone is caught too).
+Expected<void> check_production(const Plan& plan) {
+  std::map<std::uint32_t, std::vector<SubTensor>> produced;
+  for (const ir::Op& op : plan.graph->ops)
+    for (ir::TensorId out : op.outputs) produced[out.value];
+  for (const SubOp& s : plan.sub_ops)
+    if (s.live)
+      for (const SubTensor& out : s.outputs) produced[out.tensor.value].push_back(out);
+  for (const auto& [tensor, pieces] : produced) {
+    const ir::FullTensor& full = plan.graph->tensor(ir::TensorId(tensor));
+    LOOM_RETURN_IF_ERROR(check_coverage(SubTensor::whole(full.id, full.shape), pieces, full.name));
+  }
+  return {};
+}
+
+// The cycle through `start` found by DFS colouring, as names "a -> b -> a".
+std::string describe_cycle(const Plan& plan, const std::vector<SubOpId>& cycle) {
+  std::vector<std::string> names;
+  for (SubOpId id : cycle) names.push_back(plan.sub_op(id).name);
+  names.push_back(plan.sub_op(cycle.front()).name);
+  return join(names, " -> ");
+}
+
+Expected<void> check_acyclic(const Plan& plan, const std::vector<std::vector<SubOpId>>& edges) {
+  enum : char { white, grey, black };
+  std::vector<char> colour(plan.sub_ops.size(), white);
+  std::vector<SubOpId> parent(plan.sub_ops.size());
+  for (const SubOp& root : plan.sub_ops) {
+    if (!root.live || colour[root.id.index()] != white) continue;
+    // Iterative DFS: (node, next edge index).
+    std::vector<std::pair<SubOpId, std::size_t>> stack = {{root.id, 0}};
+    colour[root.id.index()] = grey;
+    while (!stack.empty()) {
+      auto& [node, next] = stack.back();
+      const auto& out = edges[node.index()];
+      if (next == out.size()) {
+        colour[node.index()] = black;
+        stack.pop_back();
+        continue;
+      }
+      const SubOpId to = out[next++];
+      if (colour[to.index()] == grey) {
+        std::vector<SubOpId> cycle = {to};
+        for (auto it = stack.rbegin(); it != stack.rend() && it->first != to; ++it) cycle.insert(cycle.begin() + 1, it->first);
+        return fail(fmt::format("deadlock: the plan's dependencies form a cycle: {}", describe_cycle(plan, cycle)),
+                    "remove an order edge on the cycle, or order the ops as their data flows");
+      }
+      if (colour[to.index()] == white) {
+        colour[to.index()] = grey;
+        stack.emplace_back(to, 0);
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<std::vector<SubOpId>> dependency_edges(const Plan& plan) {
+  std::vector<std::vector<SubOpId>> edges(plan.sub_ops.size());
+  // Per FullTensor, who writes which part and who reads which part.
+  std::map<std::uint32_t, std::vector<std::pair<SubOpId, const SubTensor*>>> writers, readers;
+  for (const SubOp& s : plan.sub_ops) {
+    if (!s.live) continue;
+    for (const SubTensor& out : s.outputs) writers[out.tensor.value].emplace_back(s.id, &out);
+    for (const SubTensor& in : s.inputs) readers[in.tensor.value].emplace_back(s.id, &in);
+  }
+  for (const auto& [tensor, reads] : readers) {
+    auto it = writers.find(tensor);
+    if (it == writers.end()) continue;  // a leaf: inputs, parameters, states exist before the step
+    for (const auto& [reader, in] : reads)
+      for (const auto& [writer, out] : it->second)
+        // A reader needs the whole value of its box: any writer of an overlapping box feeds it.
+        if (writer != reader && box_intersection(*in, *out)) edges[writer.index()].push_back(reader);
+  }
+  for (const auto& [first, second] : plan.orders) edges[first.index()].push_back(second);
+  for (auto& out : edges) {
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  }
+  return edges;
+}
+
+Expected<void> validate_plan(const Plan& plan, int num_devices) {
+  if (num_devices < 1) return fail(fmt::format("a plan needs at least one device, got {}", num_devices));
+  LOOM_RETURN_IF_ERROR(check_devices(plan, num_devices));
+  LOOM_RETURN_IF_ERROR(check_production(plan));
+  return check_acyclic(plan, dependency_edges(plan));
+}
+
+Expected<ExecutionOrder> complete_order(const Plan& plan, int num_devices) {
+  LOOM_RETURN_IF_ERROR(validate_plan(plan, num_devices));
+  const auto edges = dependency_edges(plan);
+  std::vector<int> indegree(plan.sub_ops.size(), 0);
+  for (const auto& out : edges)
+    for (SubOpId to : out) ++indegree[to.index()];
+  // Ready sub-ops by (program position of their op, id): deterministic and close to program order.
+  using Key = std::pair<std::uint32_t, std::uint32_t>;
+  std::priority_queue<Key, std::vector<Key>, std::greater<>> ready;
+  for (const SubOp& s : plan.sub_ops)
+    if (s.live && indegree[s.id.index()] == 0) ready.emplace(s.op.value, s.id.value);
+  ExecutionOrder result;
+  result.per_device.resize(static_cast<std::size_t>(num_devices));
+  while (!ready.empty()) {
+    const SubOpId id(ready.top().second);
+    ready.pop();
+    result.global.push_back(id);
+    result.per_device[static_cast<std::size_t>(plan.sub_op(id).device)].push_back(id);
+    for (SubOpId to : edges[id.index()])
+      if (--indegree[to.index()] == 0) ready.emplace(plan.sub_op(to).op.value, to.value);
+  }
+  return result;
+}
+
+}  // namespace loom::plan
