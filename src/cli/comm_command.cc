@@ -20,6 +20,7 @@ struct CommArgs {
   std::string cluster = "v100x8x2";
   std::string dtype = "f32";
   bool json = false;
+  std::int64_t max_states = comm::SearchOptions{}.max_states;
 };
 
 Expected<ir::Shape> parse_shape(std::string_view text) {
@@ -33,6 +34,11 @@ Expected<ir::Shape> parse_shape(std::string_view text) {
                   "give positive sizes separated by commas, e.g. --shape 1024,512");
     shape.dims.push_back(size);
   }
+  // The same cap as graph JSON (ir::kMaxElements): element and byte counts are int64 products, and a
+  // wrapped one printed "0 B / 0 us" for 4294967296,4294967296.
+  if (!shape.within_limits())
+    return fail(fmt::format("option --shape: {} has more than 2^48 elements, Loom's limit", text),
+                "give a smaller tensor");
   return shape;
 }
 
@@ -84,7 +90,8 @@ int run_comm(const CommArgs& args) {
 
   const comm::TransitionRequest request{{*shape, *dtype}, *from, *to};
   const comm::AlphaBetaCostModel model(*cluster);
-  Expected<comm::TransitionPlan> plan = comm::search_transition(request, *cluster, model);
+  const comm::SearchOptions options{.max_states = args.max_states};
+  Expected<comm::TransitionPlan> plan = comm::search_transition(request, *cluster, model, options);
   if (!plan) return report(plan.error());
 
   const double speedup = plan->time > 0 ? plan->baseline_time / plan->time : 1.0;
@@ -102,7 +109,8 @@ int run_comm(const CommArgs& args) {
                                 {"p2p_baseline_time_s", plan->baseline_time},
                                 {"p2p_baseline_bytes_per_tier", tiers_json(comm::bytes_per_tier(plan->baseline.step, *cluster))},
                                 {"speedup_over_p2p", speedup},
-                                {"states_explored", plan->states_explored}};
+                                {"states_explored", plan->states_explored},
+                                {"stopped_early", plan->stopped_early}};
     fmt::print("{}\n", out.dump(2));
     return 0;
   }
@@ -117,6 +125,10 @@ int run_comm(const CommArgs& args) {
   fmt::print("predicted time       {}\n", seconds_text(plan->time));
   fmt::print("p2p baseline         {} ({}; {:.2f}x the searched plan)\n", seconds_text(plan->baseline_time),
              tiers_text(comm::bytes_per_tier(plan->baseline.step, *cluster)), speedup);
+  if (plan->stopped_early)
+    fmt::print("note: the search stopped early after {} states (budget --max-states {}); the plan above is "
+               "plain p2p\n",
+               plan->states_explored, options.max_states);
   return 0;
 }
 
@@ -131,6 +143,10 @@ void add_comm_command(CLI::App& app) {
   cmd->add_option("--cluster", args->cluster, "Cluster preset, optionally with nodes: <preset>x<nodes>")
       ->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "Element type: f32, bf16, f16, ...")->capture_default_str();
+  cmd->add_option("--max-states", args->max_states,
+                  "Search budget in states (a state on more than 16 devices counts more); past it, plain p2p")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", args->json, "Print the result as JSON");
   on_selected(cmd, [args] { return run_comm(*args); });
 }

@@ -86,11 +86,12 @@ void add_graph_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("graph", "Build a training graph and print its ops, FLOPs and memory");
   cmd->add_option("--model", args->model, "Model preset (see `loom models`)");
   cmd->add_option("--from", args->from, "Read the graph from a JSON file written by --json");
+  const auto positive_up_to = [](std::int64_t max) { return CLI::Range(std::int64_t{1}, max); };
   cmd->add_option("--batch", args->batch, "Global batch (samples per step); default: the preset's")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_up_to(models::kMaxBatchOrSeq));
   cmd->add_option("--seq", args->seq, "Sequence length, or image side for vision models; default: the preset's")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--layers", args->layers, "Override the number of layers")->check(CLI::PositiveNumber);
+      ->check(positive_up_to(models::kMaxBatchOrSeq));
+  cmd->add_option("--layers", args->layers, "Override the number of layers")->check(positive_up_to(models::kMaxLayers));
   cmd->add_option("--dtype", args->dtype, "Weights and activations: bf16, f16 or f32")->capture_default_str();
   cmd->add_option("--optimizer", args->optimizer, "sgd, adam or adamw")->capture_default_str();
   cmd->add_flag("--forward-only", args->forward_only, "Build only the forward pass");

@@ -1,8 +1,12 @@
 #include "loom/comm/layout.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
+
+#include "loom/core/checked_math.h"
 
 namespace loom::comm {
 
@@ -38,10 +42,17 @@ std::size_t Layout::position_of(const GridCoord& coord) const {
 
 Expected<void> validate(const Layout& layout) {
   const std::string text = to_string(layout);
-  for (std::int64_t k : layout.grid())
+  const auto listed = static_cast<std::int64_t>(layout.devices.size());
+  const std::vector<std::int64_t> grid = layout.grid();
+  for (std::int64_t k : grid)
     if (k < 1) return fail(fmt::format("layout {}: every R, V and D factor must be at least 1", text));
-  if (layout.size() != static_cast<std::int64_t>(layout.devices.size()))
-    return fail(fmt::format("layout {}: R·V·D = {} but {} devices are listed", text, layout.size(), layout.devices.size()),
+  // Overflow-checked: a wrapped r·v·Πd could equal the device count and let a huge layout through.
+  const std::optional<std::int64_t> product = checked_product(grid, std::numeric_limits<std::int64_t>::max());
+  if (!product)
+    return fail(fmt::format("layout {}: R·V·D overflows 64 bits, far more than the {} devices listed", text, listed),
+                "list as many devices as the product of the factors");
+  if (*product != listed)
+    return fail(fmt::format("layout {}: R·V·D = {} but {} devices are listed", text, *product, listed),
                 "list as many devices as the product of the factors");
   std::set<int> seen;
   for (int dev : layout.devices) {
@@ -71,8 +82,8 @@ Expected<void> validate(const Layout& layout, const TensorSpec& tensor, const cl
   LOOM_RETURN_IF_ERROR(validate(layout, tensor));
   for (int dev : layout.devices)
     if (!cluster.contains(dev))
-      return fail(fmt::format("layout {}: device {} is not in cluster '{}' (devices 0-{})", to_string(layout), dev,
-                              cluster.name, cluster.device_count() - 1));
+      return fail(fmt::format("layout {}: device {} is not in cluster '{}' ({} devices, 0-{})", to_string(layout), dev,
+                              cluster.name, cluster.device_count(), cluster.device_count() - 1));
   return {};
 }
 

@@ -1,5 +1,6 @@
 // Text form of layouts: "R(1)V(8)D(1)@0-7", "R(2)V(1)D(2,2)@0,2,4,6,8-11".
 #include <charconv>
+#include <limits>
 
 #include "loom/comm/layout.h"
 #include "loom/core/strings.h"
@@ -30,17 +31,28 @@ Expected<std::string_view> take_factor(std::string_view& rest, char letter, std:
   return inside;
 }
 
+// A device id as written; devices are ints, so a larger id must fail here rather than truncate
+// ("@4294967296" would otherwise become device 0).
+Expected<std::int64_t> parse_device(std::string_view text, std::string_view whole) {
+  LOOM_ASSIGN_OR_RETURN(std::int64_t dev, parse_int(text, "device", whole));
+  if (dev < 0) return fail(fmt::format("layout '{}': negative device {}", whole, dev));
+  if (dev > std::numeric_limits<int>::max())
+    return fail(fmt::format("layout '{}': device {} is out of range (the largest device id is {})", whole, dev,
+                            std::numeric_limits<int>::max()));
+  return dev;
+}
+
 Expected<std::vector<int>> parse_devices(std::string_view text, std::string_view whole) {
   std::vector<int> devices;
   for (const std::string& item : split(text, ',')) {
     const std::size_t dash = item.find('-', 1);
     if (dash == std::string::npos) {
-      LOOM_ASSIGN_OR_RETURN(std::int64_t dev, parse_int(item, "device", whole));
+      LOOM_ASSIGN_OR_RETURN(std::int64_t dev, parse_device(item, whole));
       devices.push_back(static_cast<int>(dev));
       continue;
     }
-    LOOM_ASSIGN_OR_RETURN(std::int64_t first, parse_int(std::string_view(item).substr(0, dash), "device", whole));
-    LOOM_ASSIGN_OR_RETURN(std::int64_t last, parse_int(std::string_view(item).substr(dash + 1), "device", whole));
+    LOOM_ASSIGN_OR_RETURN(std::int64_t first, parse_device(std::string_view(item).substr(0, dash), whole));
+    LOOM_ASSIGN_OR_RETURN(std::int64_t last, parse_device(std::string_view(item).substr(dash + 1), whole));
     if (last < first || last - first > 1'000'000)
       return fail(fmt::format("layout '{}': bad device range '{}'", whole, item), "write ranges low-high, e.g. 0-7");
     for (std::int64_t dev = first; dev <= last; ++dev) devices.push_back(static_cast<int>(dev));

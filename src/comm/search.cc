@@ -27,15 +27,17 @@ struct Node {
 
 class Dijkstra {
  public:
-  Dijkstra(const TransitionRequest& request, const cluster::Cluster& cluster, const CommCostModel& cost)
-      : request_(request), cluster_(cluster), cost_(cost) {}
+  Dijkstra(const TransitionRequest& request, const cluster::Cluster& cluster, const CommCostModel& cost,
+           const SearchOptions& options)
+      : request_(request), cluster_(cluster), cost_(cost), options_(options) {}
 
-  TransitionPlan run(const Layout& start, const Layout& goal) {
+  // nullopt when the budget ran out before the goal was reached.
+  std::optional<TransitionPlan> run(const Layout& start, const Layout& goal) {
     const std::vector<int> producer_devices = device_set(start);
     const std::vector<int> consumer_devices = device_set(goal);
     const bool inter = producer_devices != consumer_devices;
     reach(start, 0, std::nullopt, std::nullopt);
-    std::size_t goal_index = 0;
+    std::optional<std::size_t> goal_index;
     while (!queue_.empty()) {
       const auto [distance, index] = queue_.top();
       queue_.pop();
@@ -47,13 +49,21 @@ class Dijkstra {
         goal_index = index;
         break;
       }
+      // Weighted by the work of an expansion (SearchOptions): the p2p edge pairs every target with holders.
+      const auto pairs = static_cast<std::int64_t>(here.devices.size() * goal.devices.size());
+      budget_used_ += std::max<std::int64_t>(1, (pairs + 255) / 256);
+      if (budget_used_ > options_.max_states) break;
       for (Transition& t : intra_transitions(here, request_.tensor)) relax(index, std::move(t));
       if (inter && device_set(here) == producer_devices)
         for (Transition& t : inter_transitions(here, request_.tensor, goal.devices, cluster_)) relax(index, std::move(t));
       relax(index, Transition{goal, p2p_fetch(here, goal, request_.tensor, cluster_)});
     }
-    return plan_to(goal_index);
+    // The p2p edge from every state keeps the goal reachable, so only the budget ends without it.
+    if (!goal_index) return std::nullopt;
+    return plan_to(*goal_index);
   }
+
+  std::int64_t explored() const { return explored_; }
 
  private:
   void reach(const Layout& layout, double distance, std::optional<std::size_t> parent, std::optional<Step> via) {
@@ -88,41 +98,60 @@ class Dijkstra {
   const TransitionRequest& request_;
   const cluster::Cluster& cluster_;
   const CommCostModel& cost_;
+  const SearchOptions& options_;
   std::vector<Node> nodes_;
   std::map<Layout, std::size_t> index_;
   using Entry = std::pair<double, std::size_t>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue_;
   std::int64_t explored_ = 0;
+  std::int64_t budget_used_ = 0;  // weighted states (SearchOptions::max_states)
 };
 
 }  // namespace
 
 Expected<TransitionPlan> search_transition(const TransitionRequest& request, const cluster::Cluster& cluster,
-                                           const CommCostModel& cost) {
+                                           const CommCostModel& cost, const SearchOptions& options) {
+  // Byte counts are int64 products of the shape: keep them far from overflow.
+  if (!request.tensor.shape.within_limits())
+    return fail(fmt::format("tensor {}: sizes must be positive, with at most 2^48 elements (Loom's limit)",
+                            request.tensor.shape.to_string()));
   LOOM_RETURN_IF_ERROR(with_context(validate(request.producer, request.tensor, cluster), "producer"));
   LOOM_RETURN_IF_ERROR(with_context(validate(request.consumer, request.tensor, cluster), "consumer"));
   const Layout start = canonical(request.producer);
   const Layout goal = canonical(request.consumer);
-  TransitionPlan plan = Dijkstra(request, cluster, cost).run(start, goal);
+  Dijkstra search(request, cluster, cost, options);
+  std::optional<TransitionPlan> found = search.run(start, goal);
   Step baseline = p2p_fetch(start, goal, request.tensor, cluster);
-  plan.baseline_time = cost.step_time(baseline);
-  plan.baseline = PlannedStep{std::move(baseline), goal, plan.baseline_time};
+  const double baseline_time = cost.step_time(baseline);
+  PlannedStep baseline_step{std::move(baseline), goal, baseline_time};
+  TransitionPlan plan;
+  if (found) {
+    plan = std::move(*found);
+  } else {  // out of budget: plain p2p is always a valid plan
+    plan.steps = {baseline_step};
+    plan.time = baseline_time;
+    plan.bytes_per_tier = bytes_per_tier(baseline_step.step, cluster);
+    plan.states_explored = search.explored();
+    plan.stopped_early = true;
+  }
+  plan.baseline_time = baseline_time;
+  plan.baseline = std::move(baseline_step);
   return plan;
 }
 
 Expected<TransitionPlan> TransitionCache::find(const TransitionRequest& request, const cluster::Cluster& cluster,
-                                               const CommCostModel& cost) {
+                                               const CommCostModel& cost, const SearchOptions& options) {
   LOOM_RETURN_IF_ERROR(with_context(validate(request.producer, request.tensor, cluster), "producer"));
   LOOM_RETURN_IF_ERROR(with_context(validate(request.consumer, request.tensor, cluster), "consumer"));
-  std::string key = fmt::format("{} {} {} {} | {} {} | {}", request.tensor.shape.to_string(),
+  std::string key = fmt::format("{} {} {} {} | {} {} | {} | {}", request.tensor.shape.to_string(),
                                 ir::name(request.tensor.dtype), to_string(canonical(request.producer)),
                                 to_string(canonical(request.consumer)), cluster.name, cluster.device_count(),
-                                cost.fingerprint());
+                                cost.fingerprint(), options.max_states);
   if (auto it = plans_.find(key); it != plans_.end()) {
     ++hits_;
     return it->second;
   }
-  LOOM_ASSIGN_OR_RETURN(TransitionPlan plan, search_transition(request, cluster, cost));
+  LOOM_ASSIGN_OR_RETURN(TransitionPlan plan, search_transition(request, cluster, cost, options));
   return plans_.emplace(std::move(key), std::move(plan)).first->second;
 }
 

@@ -2,6 +2,8 @@
 // layout. The passes themselves live in backward_pass.cc and optimizer_pass.cc.
 #include "loom/ir/autograd.h"
 
+#include <limits>
+
 #include <array>
 
 namespace loom::ir {
@@ -30,7 +32,7 @@ Expected<std::vector<int>> positions(const Op& op, std::string_view key) {
   LOOM_ASSIGN_OR_RETURN(std::vector<std::int64_t> values, get_int_list(op.attrs, key));
   std::vector<int> result;
   for (std::int64_t v : values) {
-    if (v < 0 || (!result.empty() && v <= result.back()))
+    if (v < 0 || v > std::numeric_limits<int>::max() || (!result.empty() && v <= result.back()))
       return fail(fmt::format("backward op '{}': '{}' must list increasing non-negative positions, got {}", op.name,
                               key, to_string(AttrValue(values))));
     result.push_back(static_cast<int>(v));

@@ -31,6 +31,12 @@ TensorId GraphBuilder::add_leaf(const std::string& name, Shape shape, DType dtyp
                       "check the model options (batch, sequence length, hidden size)"});
       return {};
     }
+  if (!shape.within_limits()) {
+    set_error(Error{fmt::format("{} '{}' of shape {} has more than 2^48 elements", ir::name(role), qualified(name),
+                                shape.to_string()),
+                    "check the model options (batch, sequence length, hidden size)"});
+    return {};
+  }
   TensorId id = graph_.add_tensor(FullTensor{{}, qualified(name), std::move(shape), dtype, role, {}, {}});
   if (role == TensorRole::input) graph_.inputs.push_back(id);
   if (role == TensorRole::parameter) graph_.parameters.push_back(id);

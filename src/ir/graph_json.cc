@@ -214,8 +214,8 @@ Expected<Shape> read_shape(const Json& j, std::string_view path) {
     LOOM_ASSIGN_OR_RETURN(std::int64_t size, read_int64(j[i], child(path, i)));
     if (size <= 0) return fail(fmt::format("{}: size {} must be positive", where(child(path, i)), size));
     // Later code multiplies sizes (element and byte counts): keep them far from overflow.
-    if (__builtin_mul_overflow(numel, size, &numel) || numel > (std::int64_t{1} << 56))
-      return fail(fmt::format("{}: the tensor has more than 2^56 elements", where(path)));
+    if (__builtin_mul_overflow(numel, size, &numel) || numel > ir::kMaxElements)
+      return fail(fmt::format("{}: the tensor has more than 2^48 elements, Loom's limit", where(path)));
     shape.dims.push_back(size);
   }
   return shape;

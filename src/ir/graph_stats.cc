@@ -1,6 +1,9 @@
 #include "loom/ir/graph_stats.h"
 
+#include <cstdint>
 #include <map>
+
+#include "loom/core/checked_math.h"
 
 namespace loom::ir {
 
@@ -48,27 +51,27 @@ Expected<GraphStats> compute_stats(const Graph& graph, const OpCatalog& catalog)
     switch (t.role) {
       case TensorRole::parameter:
         if (!t.updates.valid()) {
-          stats.parameter_count += t.shape.numel();
-          stats.parameter_bytes += t.bytes();
+          stats.parameter_count = checked_add(stats.parameter_count, t.shape.numel()).value_or(INT64_MAX);
+          stats.parameter_bytes += static_cast<double>(t.bytes());
         }
         break;
       case TensorRole::gradient:
         if (t.owner.valid() && graph.tensor(t.owner).role == TensorRole::parameter) final_gradient[t.owner.value] = t.id;
         break;
       case TensorRole::optimizer_state:
-        if (!t.updates.valid()) stats.optimizer_state_bytes += t.bytes();
+        if (!t.updates.valid()) stats.optimizer_state_bytes += static_cast<double>(t.bytes());
         break;
-      case TensorRole::input: stats.input_bytes += t.bytes(); break;
+      case TensorRole::input: stats.input_bytes += static_cast<double>(t.bytes()); break;
       case TensorRole::activation:
         if (forward_output[t.id.index()]) {
-          stats.activation_bytes += t.bytes();
-          if (read_by_backward[t.id.index()]) stats.saved_activation_bytes += t.bytes();
+          stats.activation_bytes += static_cast<double>(t.bytes());
+          if (read_by_backward[t.id.index()]) stats.saved_activation_bytes += static_cast<double>(t.bytes());
         }
         break;
       case TensorRole::buffer: break;
     }
   }
-  for (const auto& [param, grad] : final_gradient) stats.gradient_bytes += graph.tensor(grad).bytes();
+  for (const auto& [param, grad] : final_gradient) stats.gradient_bytes += static_cast<double>(graph.tensor(grad).bytes());
   return stats;
 }
 

@@ -1,5 +1,6 @@
 #include "loom/ir/op_def.h"
 
+#include <algorithm>
 #include <array>
 
 #include <fmt/ranges.h>
@@ -32,6 +33,16 @@ Expected<void> check_attrs(const OpDef& def, const Attrs& attrs) {
     if (kind != spec->kind && !integer_as_real)
       return fail(fmt::format("attribute '{}' of op type '{}' must be {} but is {} ({})", key, def.type,
                               name(spec->kind), name(kind), to_string(value)));
+    // Integers are sizes, strides, paddings, dims, seeds: none exceeds the largest tensor, and the bound
+    // keeps the signatures' sums and differences of them from wrapping.
+    const auto too_large = [](std::int64_t v) { return v > kMaxElements || v < -kMaxElements; };
+    bool out_of_range = false;
+    if (const auto* integer = std::get_if<std::int64_t>(&value)) out_of_range = too_large(*integer);
+    if (const auto* list = std::get_if<std::vector<std::int64_t>>(&value))
+      out_of_range = std::any_of(list->begin(), list->end(), too_large);
+    if (out_of_range)
+      return fail(fmt::format("attribute '{}' of op type '{}' holds {}, beyond Loom's limit of 2^48 in magnitude", key,
+                              def.type, to_string(value)));
   }
   for (const AttrSpec& spec : def.attrs)
     if (spec.required && !attrs.contains(spec.name))

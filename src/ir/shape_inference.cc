@@ -2,6 +2,8 @@
 
 #include <fmt/ranges.h>
 
+#include "loom/core/checked_math.h"
+
 namespace loom::ir {
 
 std::int64_t DimBinding::size(std::string_view identifier) const {
@@ -47,10 +49,11 @@ struct Binder {
     const DimAtom* unknown = nullptr;
     int unknown_count = 0;
     for (const DimAtom& atom : dim.atoms) {
-      if (atom.kind == DimAtom::Kind::number) {
-        known_product *= atom.size;
-      } else if (auto it = binding.sizes.find(atom.name); it != binding.sizes.end()) {
-        known_product *= it->second;
+      const std::int64_t factor = atom.kind == DimAtom::Kind::number ? atom.size : binding.size(atom.name);
+      if (factor > 0) {
+        auto product = checked_mul(known_product, factor);
+        if (!product || *product > kMaxElements) return error(fmt::format("{}: its merged parts multiply past 2^48", where));
+        known_product = *product;
       } else {
         unknown = &atom;
         ++unknown_count;
@@ -157,7 +160,7 @@ Expected<std::vector<Shape>> output_shapes(const Annotation& annotation, const D
       std::int64_t size = 1;
       for (const DimAtom& atom : dim.atoms) {
         if (atom.kind == DimAtom::Kind::number) {
-          size *= atom.size;
+          size = checked_mul(size, atom.size).value_or(kMaxElements + 1);
           continue;
         }
         const std::int64_t bound = binding.size(atom.name);
@@ -165,10 +168,14 @@ Expected<std::vector<Shape>> output_shapes(const Annotation& annotation, const D
           return fail(fmt::format("annotation '{}': output {} needs the size of '{}', which no input has", to_string(annotation), t,
                                   atom.name),
                       "the operator must give it as an attribute");
-        size *= bound;
+        size = checked_mul(size, bound).value_or(kMaxElements + 1);
       }
       shape.dims.push_back(size);
     }
+    if (!shape.within_limits())
+      return fail(fmt::format("annotation '{}': output {} would have shape {}, more than 2^48 elements", to_string(annotation), t,
+                              shape.to_string()),
+                  "check the operator's size attributes");
     shapes.push_back(std::move(shape));
   }
   return shapes;

@@ -31,6 +31,16 @@ Expected<ir::Graph> build_model(std::string_view name, const ModelOptions& optio
   if (preset == nullptr) return fail(fmt::format("unknown model preset '{}'", name), "`loom models` lists the presets");
   if (options.batch < 0 || options.seq < 0 || options.layers < 0)
     return fail(fmt::format("model '{}': batch, seq and layers must be positive (0 keeps the preset's default)", name));
+  // Bounds that keep a build finite: no real training step is this large, and past them the
+  // graph would take minutes and gigabytes to build.
+  if (options.layers > kMaxLayers)
+    return fail(fmt::format("model '{}': {} layers is over Loom's limit of {}", name, options.layers, kMaxLayers));
+  if (options.batch > kMaxBatchOrSeq || options.seq > kMaxBatchOrSeq)
+    return fail(fmt::format("model '{}': batch {} or seq {} is over Loom's limit of {}", name, options.batch, options.seq,
+                            kMaxBatchOrSeq));
+  if (!ir::is_floating(options.dtype))
+    return fail(fmt::format("model '{}': dtype {} is not a floating type", name, ir::name(options.dtype)),
+                "use bf16, f16, f32 or f64");
   return with_context(preset->build(options, ops::builtin_ops()), fmt::format("model '{}'", name));
 }
 

@@ -44,7 +44,7 @@ ir::SignatureFn softmax_signature(std::string op) {
 Expected<OpSignature> dropout_signature(const OpCall& call) {
   LOOM_RETURN_IF_ERROR(expect_inputs(call, 1, 1, "dropout", "one input (x)"));
   LOOM_ASSIGN_OR_RETURN(double p, ir::get_real_or(call.attrs, "p", 0.1));
-  if (p < 0 || p >= 1) return fail(fmt::format("dropout: probability p = {} is outside [0, 1)", p));
+  if (!(p >= 0 && p < 1)) return fail(fmt::format("dropout: probability p = {} is outside [0, 1)", p));
   return OpSignature{"* -> *", {}, {}};
 }
 

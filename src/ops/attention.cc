@@ -1,6 +1,8 @@
 // Fused attention and rotary position embedding. Attention is non-linear across the key length
 // (softmax) and its head sizes are contracted inside the kernel, so t, d and e are frozen; batch,
 // heads and query length split freely (sequence parallelism splits s).
+#include <cmath>
+
 #include "loom/ops/families.h"
 #include "loom/ops/signature_helpers.h"
 
@@ -18,9 +20,9 @@ Expected<OpSignature> sdpa_signature(const OpCall& call) {
   LOOM_RETURN_IF_ERROR(expect_rank(call, 1, 4, kSdpa, "[b, hk, t, d] (k)"));
   LOOM_RETURN_IF_ERROR(expect_rank(call, 2, 4, kSdpa, "[b, hk, t, e] (v)"));
   LOOM_ASSIGN_OR_RETURN(double dropout, ir::get_real_or(call.attrs, "dropout", 0.0));
-  if (dropout < 0 || dropout >= 1) return fail(fmt::format("{}: dropout {} is outside [0, 1)", kSdpa, dropout));
+  if (!(dropout >= 0 && dropout < 1)) return fail(fmt::format("{}: dropout {} is outside [0, 1)", kSdpa, dropout));
   LOOM_ASSIGN_OR_RETURN(double scale, ir::get_real_or(call.attrs, "scale", 1.0));
-  if (scale <= 0) return fail(fmt::format("{}: scale {} must be positive", kSdpa, scale));
+  if (!(scale > 0 && std::isfinite(scale))) return fail(fmt::format("{}: scale {} must be positive", kSdpa, scale));
 
   const std::int64_t q_heads = call.input_shapes[0][1], kv_heads = call.input_shapes[1][1];
   if (q_heads % kv_heads != 0)
@@ -66,7 +68,7 @@ Expected<OpSignature> rotary_signature(const OpCall& call) {
   if (head_dim % 2 != 0)
     return fail(fmt::format("rotary_embedding: head dim {} is odd", head_dim), "rotary pairs need an even head dim");
   LOOM_ASSIGN_OR_RETURN(double base, ir::get_real_or(call.attrs, "base", 10000.0));
-  if (base <= 0) return fail(fmt::format("rotary_embedding: base {} must be positive", base));
+  if (!(base > 0 && std::isfinite(base))) return fail(fmt::format("rotary_embedding: base {} must be positive", base));
   // d pairs elements (i, i + d/2): frozen. s is positional but each position is independent.
   return OpSignature{"b h s d^ -> b h s d^", {}, {}};
 }

@@ -4,6 +4,7 @@
 // them leaves partial sums, as a row-parallel linear does).
 #include <array>
 
+#include "loom/core/checked_math.h"
 #include "loom/ops/families.h"
 
 namespace loom::ops {
@@ -29,7 +30,9 @@ Expected<Pair> get_pair(const ir::Attrs& attrs, std::string_view op, std::string
 // floor((in + 2 pad - dilation (k - 1) - 1) / stride) + 1, as torch.nn.Conv2d / MaxPool2d define it.
 Expected<std::int64_t> sliding_output(std::string_view op, std::string_view axis, std::int64_t in, std::int64_t kernel,
                                       std::int64_t stride, std::int64_t pad, std::int64_t dilation) {
-  const std::int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1;
+  // Attributes are bounded by 2^48 (check_attrs), so only the product can overflow.
+  const std::optional<std::int64_t> reach = checked_mul(dilation, kernel - 1);
+  const std::int64_t span = reach ? in + 2 * pad - *reach - 1 : -1;
   if (span < 0)
     return fail(fmt::format("{}: output {} would be <= 0 (input {}, kernel {}, stride {}, padding {}, dilation {})", op,
                             axis, in, kernel, stride, pad, dilation),
@@ -97,7 +100,10 @@ Expected<OpSignature> conv_transpose2d_signature(const OpCall& call) {
     if (extra[a] >= stride[a] && extra[a] >= dilation[a])
       return fail(fmt::format("conv_transpose2d: output_padding {} must be smaller than stride {} or dilation {}",
                               extra[a], stride[a], dilation[a]));
-    out[a] = (x[2 + a] - 1) * stride[a] - 2 * padding[a] + dilation[a] * (w[2 + a] - 1) + extra[a] + 1;
+    const auto grown = checked_mul(x[2 + a] - 1, stride[a]), reach = checked_mul(dilation[a], w[2 + a] - 1);
+    if (!grown || !reach || *grown > ir::kMaxElements || *reach > ir::kMaxElements)
+      return fail(fmt::format("conv_transpose2d: stride {} or dilation {} makes the output too large", stride[a], dilation[a]));
+    out[a] = *grown - 2 * padding[a] + *reach + extra[a] + 1;
     if (out[a] <= 0)
       return fail(fmt::format("conv_transpose2d: output {} would be {} (<= 0)", a == 0 ? "height" : "width", out[a]),
                   "use less padding");
@@ -154,7 +160,9 @@ Expected<OpSignature> upsample_nearest2d_signature(const OpCall& call) {
   LOOM_ASSIGN_OR_RETURN(std::int64_t scale, ir::get_int(call.attrs, "scale"));
   if (scale < 1) return fail(fmt::format("upsample_nearest2d: scale must be >= 1, got {}", scale));
   const ir::Shape& x = call.input_shapes[0];
-  return OpSignature{"n c h^ w^ -> n c oh^ ow^", {{"oh", x[2] * scale}, {"ow", x[3] * scale}}, {}};
+  const auto oh = checked_mul(x[2], scale), ow = checked_mul(x[3], scale);
+  if (!oh || !ow) return fail(fmt::format("upsample_nearest2d: scale {} makes {} too large", scale, x.to_string()));
+  return OpSignature{"n c h^ w^ -> n c oh^ ow^", {{"oh", *oh}, {"ow", *ow}}, {}};
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ TensorDims token_dims(std::size_t count) {
 
 Expected<void> check_label_smoothing(const OpCall& call, std::string_view op) {
   LOOM_ASSIGN_OR_RETURN(double smoothing, ir::get_real_or(call.attrs, "label_smoothing", 0.0));
-  if (smoothing < 0 || smoothing >= 1)
+  if (!(smoothing >= 0 && smoothing < 1))
     return fail(fmt::format("{}: label_smoothing {} is outside [0, 1)", op, smoothing));
   return {};
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "loom/core/checked_math.h"
 #include "loom/core/strings.h"
 #include "loom/ops/signature_helpers.h"
 
@@ -16,7 +17,10 @@ Expected<ir::Shape> resolve_target_shape(const ir::Shape& from, std::span<const 
   for (std::int64_t d : target) {
     if (d == -1) continue;
     if (d <= 0) return fail(fmt::format("{}: target shape {} has size {}", op, to.to_string(), d), "sizes must be positive or a single -1");
-    known *= d;
+    const auto product = checked_mul(known, d);
+    if (!product || *product > ir::kMaxElements)
+      return fail(fmt::format("{}: target shape {} has more than 2^48 elements", op, to.to_string()));
+    known = *product;
   }
   if (inferred == 1) {
     if (from.numel() % known != 0)
@@ -28,9 +32,10 @@ Expected<ir::Shape> resolve_target_shape(const ir::Shape& from, std::span<const 
 }
 
 Expected<ir::OpSignature> reshape_signature(const ir::Shape& from, const ir::Shape& to, std::string_view op) {
+  // Checked first: the grouping below multiplies sizes and relies on equal, bounded totals.
   for (const ir::Shape* s : {&from, &to})
-    if (std::any_of(s->dims.begin(), s->dims.end(), [](std::int64_t d) { return d <= 0; }))
-      return fail(fmt::format("{}: shape {} has a non-positive size", op, s->to_string()));
+    if (!s->within_limits())
+      return fail(fmt::format("{}: shape {} has a non-positive size or more than 2^48 elements", op, s->to_string()));
   if (from.numel() != to.numel())
     return fail(fmt::format("{}: cannot reshape {} ({} elements) to {} ({} elements)", op, from.to_string(),
                             from.numel(), to.to_string(), to.numel()),

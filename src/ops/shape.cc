@@ -2,6 +2,7 @@
 // a plan that splits a dim before the op finds the same dim (by name) after it.
 #include <algorithm>
 
+#include "loom/core/checked_math.h"
 #include "loom/ops/families.h"
 #include "loom/ops/reshape_signature.h"
 #include "loom/ops/signature_helpers.h"
@@ -106,7 +107,7 @@ Expected<OpSignature> split_parts(const Shape& x, std::size_t dim, const std::ve
   std::int64_t total = 0;
   for (std::int64_t p : parts) {
     if (p <= 0) return fail(fmt::format("{}: part size {} must be positive", op, p));
-    total += p;
+    total = checked_add(total, p).value_or(ir::kMaxElements + 1);
   }
   if (total != x[dim])
     return fail(fmt::format("{}: parts add up to {}, but dim {} of {} has size {}", op, total, dim, x.to_string(), x[dim]));
@@ -141,7 +142,7 @@ Expected<OpSignature> chunk_signature(const OpCall& call) {
   LOOM_ASSIGN_OR_RETURN(std::int64_t dim_attr, ir::get_int_or(call.attrs, "dim", 0));
   LOOM_ASSIGN_OR_RETURN(std::size_t dim, normalize_dim(dim_attr, x.rank(), "chunk"));
   if (chunks <= 0) return fail(fmt::format("chunk: 'chunks' = {} must be positive", chunks));
-  const std::int64_t size = (x[dim] + chunks - 1) / chunks;
+  const std::int64_t size = (x[dim] - 1) / chunks + 1;  // ceil(x / chunks) without overflow
   std::vector<std::int64_t> parts;
   for (std::int64_t left = x[dim]; left > 0; left -= size) parts.push_back(std::min(size, left));
   return split_parts(x, dim, parts, "chunk");
@@ -162,7 +163,7 @@ Expected<OpSignature> concat_signature(const OpCall& call) {
   for (std::size_t t = 0; t < call.input_shapes.size(); ++t) {
     TensorDims in = indexed_dims(rank);
     in[dim] = fmt::format("p{}^", t);
-    total += call.input_shapes[t][dim];
+    total = checked_add(total, call.input_shapes[t][dim]).value_or(ir::kMaxElements + 1);
     inputs.push_back(std::move(in));
   }
   TensorDims out = indexed_dims(rank);

@@ -65,6 +65,7 @@ bool contains(const IndexRange& outer, const IndexRange& inner) {
 }
 
 IndexRange split_range(const IndexRange& range, std::int64_t parts, std::int64_t index, bool strided) {
+  if (parts < 1 || index < 0 || index >= parts) return {0, 0, 1};  // no such part
   const std::int64_t chunk = range.size() / parts;
   if (strided) return IndexRange{range.start + index * range.step, range.stop, range.step * parts}.normalized();
   const std::int64_t first = range.start + index * chunk * range.step;

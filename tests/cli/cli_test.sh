@@ -79,5 +79,32 @@ expect comm-device-outside nonzero "$LOOM" comm --shape 1024 --from "R(1)V(8)D(1
 contains comm-device-outside-msg "device 8 is not in cluster 'v100x8'"
 expect comm-bad-shape nonzero "$LOOM" comm --shape 10x2 --from "R(1)V(1)D(1)@0" --to "R(1)V(1)D(1)@1"
 
+# `loom comm` limits: each case must end, cleanly. Under `timeout`, a hang is killed and exits 137, which
+# `expect` counts as a failure (not as a clean non-zero exit).
+limit() { if command -v timeout >/dev/null; then timeout -s KILL --preserve-status 30 "$@"; else "$@"; fi; }
+# 274177 · 67280421310721 wrapped to 1 and the search never ended.
+expect comm-factor-overflow nonzero limit "$LOOM" comm --shape 8 --from "R(274177)V(67280421310721)D(1)@0" --to "R(1)V(1)D(1)@1" --cluster v100x8x2
+contains comm-factor-overflow-msg "option --from: layout R(274177)V(67280421310721)D(1)@0: R·V·D overflows"
+expect comm-shape-too-big nonzero limit "$LOOM" comm --shape 4294967296,4294967296 --from "R(1)V(1)D(1,1)@0" --to "R(1)V(1)D(1,1)@1"
+contains comm-shape-too-big-msg "more than 2^48 elements"
+expect comm-shape-zero nonzero "$LOOM" comm --shape 8,0 --from "R(1)V(1)D(1,1)@0" --to "R(1)V(1)D(1,1)@1"
+contains comm-shape-zero-msg "bad dimension '0'"
+expect comm-device-over-int nonzero "$LOOM" comm --shape 8 --from "R(1)V(1)D(1)@4294967296" --to "R(1)V(1)D(1)@1"
+contains comm-device-over-int-msg "device 4294967296 is out of range"
+expect comm-device-max-int nonzero "$LOOM" comm --shape 8 --from "R(1)V(1)D(1)@2147483647" --to "R(1)V(1)D(1)@1" --cluster v100x8x2
+contains comm-device-max-int-msg "device 2147483647 is not in cluster 'v100x8x2' (16 devices"
+# Past the search budget: plain p2p and a note, never a hang (small budget; the default stops D(256) in ~3 s).
+expect comm-budget 0 limit "$LOOM" comm --shape 1024,1024 --from "R(1)V(1)D(16,1)@0-15" --to "R(16)V(1)D(1,1)@0-15" --cluster v100x8x2 --max-states 50
+contains comm-budget-note "note: the search stopped early"
+expect comm-budget-json 0 limit "$LOOM" comm --shape 1024,1024 --from "R(1)V(1)D(16,1)@0-15" --to "R(16)V(1)D(1,1)@0-15" --cluster v100x8x2 --max-states 50 --json
+contains comm-budget-json-flag '"stopped_early": true'
+expect comm-budget-bad nonzero "$LOOM" comm --shape 8 --from "R(1)V(1)D(1)@0" --to "R(1)V(1)D(1)@1" --max-states 0
+
+# Option bounds: clean errors instead of wrapped sizes or runaway builds.
+expect huge-batch nonzero "$LOOM" graph --model gpt3-125m --batch 9223372036854775807 && contains huge-batch-msg "not in range"
+expect zero-layers nonzero "$LOOM" graph --model gpt3-125m --layers 0
+expect deep-layers nonzero "$LOOM" graph --model gpt3-125m --layers 100000
+expect integer-dtype nonzero "$LOOM" graph --model gpt3-125m --dtype i64 && contains integer-dtype-msg "not a floating type"
+
 echo "$pass passed, $failures failed"
 [ "$failures" = 0 ]

@@ -36,6 +36,40 @@ TEST(ParseLayout, Errors) {
   EXPECT_NE(parse_layout("R(1)V(1)D(2)@3-1").error().message.find("bad device range"), std::string::npos);
 }
 
+TEST(ParseLayout, HugeFactorsDoNotWrapToTheDeviceCount) {
+  // 274177 · 67280421310721 = 2^64 + 1: unchecked, the product wrapped to 1 and matched the one device.
+  Expected<Layout> l = parse_layout("R(274177)V(67280421310721)D(1)@0");
+  ASSERT_FALSE(l.has_value());
+  EXPECT_NE(l.error().message.find("layout R(274177)V(67280421310721)D(1)@0: R·V·D overflows"), std::string::npos)
+      << l.error().message;
+  // Four factors of 2^16 give 2^64, which wraps to 0: also no match for an empty-looking layout.
+  Layout wraps{.r = 65536, .v = 65536, .d = {65536, 65536}, .devices = {}};
+  EXPECT_FALSE(validate(wraps).has_value());
+  EXPECT_NE(parse_layout("R(1)V(3)D(1)@0,1").error().message.find("R·V·D = 3 but 2 devices"), std::string::npos);
+}
+
+TEST(ParseLayout, DeviceIdsBeyondIntAreErrorsNotTruncated) {
+  // static_cast<int> turned 4294967296 into device 0 and -4294967296 into 0 as well.
+  for (std::string_view text : {"R(1)V(1)D(1)@4294967296", "R(1)V(1)D(2)@2147483647-2147483648"}) {
+    Expected<Layout> l = parse_layout(text);
+    ASSERT_FALSE(l.has_value()) << text;
+    EXPECT_NE(l.error().message.find("is out of range"), std::string::npos) << l.error().message;
+  }
+  EXPECT_NE(parse_layout("R(1)V(1)D(1)@4294967296").error().message.find("device 4294967296"), std::string::npos);
+  EXPECT_NE(parse_layout("R(1)V(1)D(1)@-4294967296").error().message.find("negative device -4294967296"),
+            std::string::npos);
+  EXPECT_EQ(parse("R(1)V(1)D(1)@2147483647").devices, std::vector<int>{2147483647});
+}
+
+TEST(Validate, DeviceOutsideTheClusterNamesDeviceAndClusterSize) {
+  const TensorSpec t{ir::Shape{8}, ir::DType::f32};
+  const cluster::Cluster c = *cluster::make_cluster("v100x8");
+  Expected<void> v = validate(parse("R(1)V(1)D(1)@2147483647"), t, c);
+  ASSERT_FALSE(v.has_value());
+  EXPECT_NE(v.error().message.find("device 2147483647 is not in cluster 'v100x8' (8 devices, 0-7)"), std::string::npos)
+      << v.error().message;
+}
+
 TEST(Validate, TensorRankAndDivisibility) {
   const TensorSpec t{ir::Shape{1000}, ir::DType::f32};
   EXPECT_TRUE(validate(parse("R(1)V(1)D(8)@0-7"), t).has_value());

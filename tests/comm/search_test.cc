@@ -100,6 +100,46 @@ TEST(SearchTransition, ErrorsNameTheBadLayout) {
   EXPECT_NE(p.error().message.find("consumer"), std::string::npos);
 }
 
+TEST(SearchTransition, TensorOverTheElementLimitIsAnError) {
+  // 2^64 elements wrapped to 0 bytes and a 0 us plan.
+  const AlphaBetaCostModel model(kCluster);
+  const TensorSpec huge{ir::Shape{4294967296, 4294967296}, ir::DType::f32};
+  Expected<TransitionPlan> p =
+      search_transition({huge, parse("R(1)V(1)D(1,1)@0"), parse("R(1)V(1)D(1,1)@1")}, kCluster, model);
+  ASSERT_FALSE(p.has_value());
+  EXPECT_NE(p.error().message.find("2^48"), std::string::npos) << p.error().message;
+}
+
+TEST(SearchTransition, OutOfBudgetAnswersTheP2pBaselineAndSaysSo) {
+  const AlphaBetaCostModel model(kCluster);
+  const TransitionRequest r{kBig, parse("R(4)V(1)D(1)@0-3"), parse("R(8)V(1)D(1)@8-15")};
+  const TransitionPlan p = search_transition(r, kCluster, model, SearchOptions{.max_states = 2}).value();
+  EXPECT_TRUE(p.stopped_early);
+  EXPECT_LE(p.states_explored, 3);
+  ASSERT_EQ(p.steps.size(), 1u);
+  EXPECT_EQ(p.steps[0].step, p.baseline.step);
+  EXPECT_EQ(p.steps[0].after, canonical(r.consumer));
+  EXPECT_EQ(p.time, p.baseline_time);
+  EXPECT_EQ(p.bytes_per_tier, bytes_per_tier(p.baseline.step, kCluster));
+  // The default budget is ample for this case.
+  EXPECT_FALSE(search_transition(r, kCluster, model).value().stopped_early);
+}
+
+TEST(SearchTransition, LargeDeviceCountsFinishWithinTheDefaultBudget) {
+  // 256 devices: far beyond the budget (this ran for minutes without one). A state here weighs 256, so
+  // the default budget stops after about 80 of them, a few seconds.
+  const cluster::Cluster dgx = cluster::make_cluster("dgx2x16").value();
+  const AlphaBetaCostModel model(dgx);
+  const TensorSpec t{ir::Shape{4096, 4096}, ir::DType::f32};
+  const TransitionRequest r{t, parse("R(1)V(1)D(256,1)@0-255"), parse("R(256)V(1)D(1,1)@0-255")};
+  const TransitionPlan p = search_transition(r, dgx, model).value();
+  EXPECT_TRUE(p.stopped_early);
+  EXPECT_LE(p.states_explored, SearchOptions{}.max_states / 256 + 1);
+  EXPECT_EQ(p.time, p.baseline_time);
+  // A budget below one such state's weight stops before expanding anything.
+  EXPECT_EQ(search_transition(r, dgx, model, SearchOptions{.max_states = 200}).value().states_explored, 1);
+}
+
 TEST(TransitionCache, SecondLookupIsAHitWithTheSamePlan) {
   const AlphaBetaCostModel model(kCluster);
   TransitionCache cache;

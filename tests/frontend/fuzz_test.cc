@@ -37,6 +37,30 @@ std::string seed_document() {
   return ir::graph_to_json(training ? *training : *forward);
 }
 
+// A forward graph of shape and image ops, so mutated sizes and attributes reach their signature code
+// (the training seed above has none of them).
+std::string shape_ops_document() {
+  ir::GraphBuilder b("fuzz_shapes", ops::builtin_ops());
+  ir::TensorId x = b.input("x", {2, 3, 8, 8}, ir::DType::f32);
+  ir::TensorId w = b.parameter("w", {4, 3, 3, 3}, ir::DType::f32);
+  using Ints = std::vector<std::int64_t>;
+  ir::TensorId c = b.op("conv2d", "conv", {x, w}, {{"padding", Ints{1}}, {"stride", Ints{1, 1}}});       // [2 4 8 8]
+  ir::TensorId p = b.op("max_pool2d", "pool", {c}, {{"kernel", Ints{2}}});                               // [2 4 4 4]
+  ir::TensorId u = b.op("upsample_nearest2d", "up", {p}, {{"scale", std::int64_t{2}}});                  // [2 4 8 8]
+  ir::TensorId t = b.op("transpose", "t", {u}, {{"dim0", std::int64_t{2}}, {"dim1", std::int64_t{3}}});  // [2 4 8 8]
+  ir::TensorId r = b.op("reshape", "r", {t}, {{"shape", Ints{2, 4, -1}}});                              // [2 4 64]
+  std::vector<ir::TensorId> halves = b.ops("chunk", "halves", {r}, {{"chunks", std::int64_t{2}}, {"dim", std::int64_t{1}}});
+  std::vector<ir::TensorId> parts =
+      b.ops("split", "parts", {halves.at(0)}, {{"sizes", Ints{16, 48}}, {"dim", std::int64_t{2}}});  // [2 2 16], [2 2 48]
+  ir::TensorId s = b.op("slice", "s", {parts.at(1)},
+                        {{"dim", std::int64_t{2}}, {"start", std::int64_t{0}}, {"end", std::int64_t{32}},
+                         {"step", std::int64_t{2}}});  // [2 2 16]
+  b.op("concat", "cat", {parts.at(0), s, halves.at(1)}, {{"dim", std::int64_t{2}}});  // [2 2 96]
+  Expected<ir::Graph> graph = std::move(b).finish();
+  EXPECT_TRUE(graph) << graph.error().to_string();
+  return graph ? ir::graph_to_json(*graph) : std::string();
+}
+
 enum class Outcome { parse_error, invalid, valid };
 
 // The property every input must satisfy. Returns how far the input got, for coverage accounting.
@@ -127,7 +151,8 @@ class Mutator {
  private:
   static constexpr std::string_view kNumbers[] = {
       "-1",  "0",   "1",    "2",     "3",     "4294967295", "4294967296", "18446744073709551616", "9223372036854775807",
-      "-9223372036854775808", "1e308", "1e999", "-0", "0.5", "2.0", "1e-9", "1000000000", "7"};
+      "-9223372036854775808", "1e308", "1e999", "-0", "0.5", "2.0", "1e-9", "1000000000", "7",
+      "6148914691236517206"};  // ~2^64 / 3: three of them multiply past int64 to a small positive number
   static constexpr std::string_view kStrings[] = {
       R"("")",         R"("f32")",     R"("bf16")",       R"("i64")",       R"("parameter")", R"("gradient")",
       R"("input")",    R"("optimizer_state")", R"("backward")", R"("forward")", R"("optimizer")", R"("linear")",
@@ -157,43 +182,57 @@ class Mutator {
   std::mt19937_64 rng_;
 };
 
-TEST(GraphFuzz, SeedDocumentValidates) {
-  const std::string document = seed_document();
-  ASSERT_FALSE(document.empty());
-  EXPECT_EQ(check_document(document, "seed document"), Outcome::valid);
+// Both seeds: the training graph (reader, autograd roles, optimizer attrs) and the shape-op graph.
+std::vector<std::pair<std::string, std::string>> seed_documents() {
+  return {{"training seed", seed_document()}, {"shape-op seed", shape_ops_document()}};
 }
 
-TEST(GraphFuzz, EveryTruncationIsAnError) {
-  const std::string document = seed_document();
-  ASSERT_FALSE(document.empty());
-  // Every prefix short of the closing brace is malformed JSON. (The trailing newline may go.)
-  const std::size_t end = document.rfind('}');
-  for (std::size_t length = 0; length < end; ++length) {
-    const Outcome outcome = check_document(document.substr(0, length), fmt::format("truncation to {} bytes", length));
-    ASSERT_EQ(outcome, Outcome::parse_error) << "truncation to " << length << " bytes was accepted";
-    if (::testing::Test::HasFailure()) FAIL() << "stopped at truncation to " << length << " bytes";
+TEST(GraphFuzz, SeedDocumentValidates) {
+  for (const auto& [name, document] : seed_documents()) {
+    ASSERT_FALSE(document.empty()) << name;
+    EXPECT_EQ(check_document(document, name), Outcome::valid);
   }
 }
 
-TEST(GraphFuzz, RandomMutationsNeverCrash) {
-  const std::string document = seed_document();
-  ASSERT_FALSE(document.empty());
-  constexpr std::uint64_t kBaseSeed = 20240601;
+TEST(GraphFuzz, EveryTruncationIsAnError) {
+  for (const auto& [name, document] : seed_documents()) {
+    ASSERT_FALSE(document.empty()) << name;
+    // Every prefix short of the closing brace is malformed JSON. (The trailing newline may go.)
+    const std::size_t end = document.rfind('}');
+    for (std::size_t length = 0; length < end; ++length) {
+      const Outcome outcome =
+          check_document(document.substr(0, length), fmt::format("{}: truncation to {} bytes", name, length));
+      ASSERT_EQ(outcome, Outcome::parse_error) << name << ": truncation to " << length << " bytes was accepted";
+      if (::testing::Test::HasFailure()) FAIL() << name << ": stopped at truncation to " << length << " bytes";
+    }
+  }
+}
+
+void check_random_mutations(const std::string& name, const std::string& document, std::uint64_t base_seed) {
+  ASSERT_FALSE(document.empty()) << name;
   constexpr int kCases = 6000;
   int counts[3] = {0, 0, 0};
   for (int i = 0; i < kCases; ++i) {
-    const std::uint64_t seed = kBaseSeed + static_cast<std::uint64_t>(i);
+    const std::uint64_t seed = base_seed + static_cast<std::uint64_t>(i);
     Mutator mutator(seed);
     std::string text = document;
     const std::size_t rounds = 1 + mutator.pick(3);
     for (std::size_t r = 0; r < rounds; ++r) mutator.mutate(text);
-    ++counts[static_cast<int>(check_document(text, fmt::format("mutation seed {}", seed)))];
-    if (::testing::Test::HasFailure()) FAIL() << "stopped at mutation seed " << seed << "; the input was:\n" << text;
+    ++counts[static_cast<int>(check_document(text, fmt::format("{}: mutation seed {}", name, seed)))];
+    if (::testing::Test::HasFailure())
+      FAIL() << name << ": stopped at mutation seed " << seed << "; the input was:\n" << text;
   }
   // The mutations must reach past the JSON parser, or the test checks little of the reader.
-  EXPECT_GT(counts[static_cast<int>(Outcome::invalid)], kCases / 40);
-  EXPECT_GT(counts[static_cast<int>(Outcome::valid)], kCases / 100);
-  std::printf("mutations: %d parse errors, %d invalid graphs, %d valid graphs\n", counts[0], counts[1], counts[2]);
+  EXPECT_GT(counts[static_cast<int>(Outcome::invalid)], kCases / 40) << name;
+  EXPECT_GT(counts[static_cast<int>(Outcome::valid)], kCases / 100) << name;
+  std::printf("%s mutations: %d parse errors, %d invalid graphs, %d valid graphs\n", name.c_str(), counts[0],
+              counts[1], counts[2]);
+}
+
+TEST(GraphFuzz, RandomMutationsNeverCrash) { check_random_mutations("training seed", seed_document(), 20240601); }
+
+TEST(GraphFuzz, ShapeOpMutationsNeverCrash) {
+  check_random_mutations("shape-op seed", shape_ops_document(), 20240901);
 }
 
 }  // namespace

@@ -148,7 +148,7 @@ TEST(GraphJson, ErrorsNameTheJsonPath) {
   EXPECT_EQ(error_of(replace_once(good, R"("shape":[4,3])", R"("shape":[4,0])")),
             "tensors[1].shape[1]: size 0 must be positive");
   EXPECT_EQ(error_of(replace_once(good, R"("shape":[4,3])", R"("shape":[4,4294967296,4294967296])")),
-            "tensors[1].shape: the tensor has more than 2^56 elements");
+            "tensors[1].shape: the tensor has more than 2^48 elements, Loom's limit");
   EXPECT_EQ(error_of(replace_once(good, R"("type":"linear",)", "")), "ops[0]: missing field 'type'");
   EXPECT_EQ(error_of(replace_once(good, R"("role":"input")", R"("role":"input","rank":2)")),
             "tensors[0]: unknown field 'rank'");

@@ -42,7 +42,7 @@ struct Layout {
   std::vector<int> devices;     // canonical order (above)
 
   std::vector<std::int64_t> grid() const;  // {r, v, d1, .., dn}
-  std::int64_t size() const;               // r · v · Πd
+  std::int64_t size() const;               // r · v · Πd; unchecked, so only for validated layouts
   GridCoord coord_of(std::size_t position) const;
   std::size_t position_of(const GridCoord& coord) const;
   int device_at(const GridCoord& coord) const { return devices[position_of(coord)]; }
@@ -50,7 +50,8 @@ struct Layout {
   auto operator<=>(const Layout&) const = default;
 };
 
-// Checks the layout alone: positive factors, r·v·Πd = device count, distinct non-negative devices.
+// Checks the layout alone: positive factors, r·v·Πd = device count (overflow-checked), distinct
+// non-negative devices.
 Expected<void> validate(const Layout& layout);
 // Also checks it fits the tensor: D rank = tensor rank and each dimension divisible by its d_i.
 Expected<void> validate(const Layout& layout, const TensorSpec& tensor);

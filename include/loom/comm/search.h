@@ -27,6 +27,16 @@ struct TransitionRequest {
   Layout consumer;
 };
 
+// Bounds the search: many devices with many factors make the state space explode (D(256,1) -> R(256) on
+// 256 devices ran for minutes), so past the budget the search gives up and answers plain p2p.
+struct SearchOptions {
+  // Budget in states expanded (taken off the queue). Expanding a state costs about (its devices) x
+  // (consumer devices), so a state counts max(1, ceil(that product / 256)): one state on up to 16 devices,
+  // 16 on 64, 256 on 256. 20,000 then bounds any search to a few seconds on one core (about 5 s on 16
+  // devices, 2-3 s on 64 or 256) while still solving e.g. D(32)->R(32) (3,521 states of weight 4).
+  std::int64_t max_states = 20'000;
+};
+
 struct PlannedStep {
   Step step;
   Layout after;       // canonical
@@ -40,18 +50,21 @@ struct TransitionPlan {
   PlannedStep baseline;            // plain p2p from producer to consumer
   double baseline_time = 0;
   std::int64_t states_explored = 0;
+  // The search ran out of SearchOptions::max_states: `steps` is the p2p baseline alone, not the best plan.
+  bool stopped_early = false;
 };
 
-// Errors: invalid layouts, a layout that does not fit the tensor or the cluster.
+// Errors: a tensor over ir::kMaxElements, invalid layouts, a layout that does not fit the tensor or the
+// cluster. Never runs past options.max_states (see TransitionPlan::stopped_early).
 Expected<TransitionPlan> search_transition(const TransitionRequest& request, const cluster::Cluster& cluster,
-                                           const CommCostModel& cost);
+                                           const CommCostModel& cost, const SearchOptions& options = {});
 
 // Remembers plans by (shape, dtype, producer, consumer, cluster and cost model), so repeated
 // transitions of a plan (every layer's activation, every micro-batch) are searched once.
 class TransitionCache {
  public:
   Expected<TransitionPlan> find(const TransitionRequest& request, const cluster::Cluster& cluster,
-                                const CommCostModel& cost);
+                                const CommCostModel& cost, const SearchOptions& options = {});
   std::size_t size() const { return plans_.size(); }
   std::int64_t hits() const { return hits_; }
 

@@ -15,12 +15,13 @@ struct GraphStats {
   std::array<std::size_t, 3> ops{};  // indexed by Pass
   std::array<double, 3> flops{};     // indexed by Pass; a backward op costs flops_factor x its forward op
   std::int64_t parameter_count = 0;  // elements of the trainable parameters (not their updated versions)
-  std::int64_t parameter_bytes = 0;
-  std::int64_t gradient_bytes = 0;         // the final gradient of each parameter
-  std::int64_t optimizer_state_bytes = 0;  // master copies and moments (not their updated versions)
-  std::int64_t input_bytes = 0;
-  std::int64_t activation_bytes = 0;       // every tensor the forward pass produces
-  std::int64_t saved_activation_bytes = 0; // forward activations that backward ops read
+  // Byte totals are doubles: exact below 2^53 and never wrapping for absurd inputs.
+  double parameter_bytes = 0;
+  double gradient_bytes = 0;         // the final gradient of each parameter
+  double optimizer_state_bytes = 0;  // master copies and moments (not their updated versions)
+  double input_bytes = 0;
+  double activation_bytes = 0;       // every tensor the forward pass produces
+  double saved_activation_bytes = 0; // forward activations that backward ops read
 
   double total_flops() const { return flops[0] + flops[1] + flops[2]; }
   std::size_t total_ops() const { return ops[0] + ops[1] + ops[2]; }

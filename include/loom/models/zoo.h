@@ -32,6 +32,9 @@ struct ModelPreset {
   std::function<Expected<ir::Graph>(const ModelOptions&, const ir::OpCatalog&)> build;
 };
 
+inline constexpr std::int64_t kMaxLayers = 1024;
+inline constexpr std::int64_t kMaxBatchOrSeq = std::int64_t{1} << 24;
+
 // Every preset, in a stable order (family, then size).
 const std::vector<ModelPreset>& model_presets();
 const ModelPreset* find_preset(std::string_view name);
