@@ -90,6 +90,14 @@ Expected<SplitShape> describe(const Plan& plan, const SubOp& original, const Tra
   return split;
 }
 
+// The gradient of input i comes out as a value part when the part saw that input only partially:
+// every input of a replica, an input lacking a plain split identifier, a multiplying input lacking a
+// reduced one (additive inputs such as biases get their whole gradient in every part).
+bool gradient_divided(const SplitShape& split, std::size_t i) {
+  const bool sliced = split.input_dims[i] >= 0;
+  return split.replicate || (!sliced && (!split.reduce || !split.additive[i]));
+}
+
 void slice(SubTensor& tensor, int dim, int n, int k, bool strided) {
   if (dim < 0) return;
   auto& range = tensor.box[static_cast<std::size_t>(dim)];
@@ -139,10 +147,8 @@ Expected<SubOp> backward_part(Plan& plan, const SubOp& backward, const SubOp& fo
   for (std::size_t q = 0; q < layout.grad_inputs.size(); ++q) {
     const auto i = static_cast<std::size_t>(layout.grad_inputs[q]);
     SubTensor& grad = part.outputs[q];
-    const bool sliced = split.input_dims[i] >= 0;
     slice(grad, split.input_dims[i], n, k, split.strided);
-    const bool partial = split.replicate || (!sliced && (!split.reduce || !split.additive[i]));
-    if (partial) grad.value = nested(grad.value, kth);
+    if (gradient_divided(split, i)) grad.value = nested(grad.value, kth);
   }
   return part;
 }
@@ -154,6 +160,25 @@ void replace_parts(Plan& plan, const SubOp& old, const std::vector<SubOpId>& par
   it = list.erase(it);
   list.insert(it, parts.begin(), parts.end());
   plan.sub_op(old.id).live = false;
+}
+
+// Value parts are identified by their interval only, so two replicas of one piece divided along
+// different decompositions would carry equal labels with different contents, and no tiling could tell
+// them apart. Until value parts record their lineage, dividing the value of a piece that a sibling
+// part also produces is refused. (A tensor's producers are the parts of one op: the graph is SSA.)
+Expected<void> refuse_dividing_replicas(const Plan& plan, const SubOp& sub, const std::vector<bool>& divided) {
+  for (SubOpId sibling : plan.parts[sub.op.index()]) {
+    if (sibling == sub.id) continue;
+    for (std::size_t j = 0; j < divided.size(); ++j)
+      if (divided[j] && plan.sub_op(sibling).outputs[j] == sub.outputs[j])
+        return fail(fmt::format("trans: splitting '{}' would divide the value of '{}' {}, which '{}' also produces; value "
+                                "parts of replicated pieces cannot be told apart yet",
+                                sub.name, plan.graph->tensor(sub.outputs[j].tensor).name, sub.outputs[j].to_string(),
+                                plan.sub_op(sibling).name),
+                    "apply the splits that divide values first (e.g. the data-parallel batch split before a row-parallel "
+                    "split or a replication), or split along an identifier every output has");
+  }
+  return {};
 }
 
 Expected<const SubOp*> live(const Plan& plan, SubOpId id, std::string_view what) {
@@ -179,6 +204,16 @@ Expected<std::vector<SubOpId>> trans(Plan& plan, SubOpId id, const TransAlgo& al
   std::vector<SubOp> forward_parts, backward_parts;
   const bool has_backward = original.mirror.valid() && plan.sub_op(original.mirror).live;
   const SubOp backward = has_backward ? plan.sub_op(original.mirror) : SubOp{};
+  std::vector<bool> divided_outputs(original.outputs.size(), false);
+  for (std::size_t j = 0; j < divided_outputs.size(); ++j) divided_outputs[j] = split.reduce && split.output_dims[j] < 0;
+  LOOM_RETURN_IF_ERROR(refuse_dividing_replicas(plan, original, divided_outputs));
+  if (has_backward) {
+    LOOM_ASSIGN_OR_RETURN(ir::MirrorLayout layout, ir::mirror_layout(plan.graph->op(backward.op)));
+    std::vector<bool> divided_grads(backward.outputs.size(), false);
+    for (std::size_t q = 0; q < layout.grad_inputs.size(); ++q)
+      divided_grads[q] = gradient_divided(split, static_cast<std::size_t>(layout.grad_inputs[q]));
+    LOOM_RETURN_IF_ERROR(refuse_dividing_replicas(plan, backward, divided_grads));
+  }
   for (int k = 0; k < n; ++k) {
     forward_parts.push_back(forward_part(plan, original, split, n, k));
     plan.sub_ops.push_back(forward_parts.back());

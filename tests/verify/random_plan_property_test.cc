@@ -176,35 +176,19 @@ ir::Graph training(const ir::Graph& forward, Rng& rng) {
   return graph ? *graph : ir::Graph{};
 }
 
-// Random trans calls (refused ones skipped) then a random assignment; `log` records the accepted calls.
-// Left out: plans where one tensor is written by replicas that are then subdivided differently. Equal
-// value intervals then hold different partial sums, which no interval-based materialization can tell
-// apart (a defect of the plan rules, reported; see the DISABLED_ tests in plan_interpreter_test.cc).
-// Replicas arise (a) from replicate, for the forward outputs: no reduction split may follow; (b) from a
-// reduction split, for the additive inputs' gradients: no replicate and no split along an identifier
-// an additive input lacks may follow.
+// Random trans calls (refused ones skipped, e.g. dividing the value of replicated pieces, which trans
+// refuses until value parts record their lineage) then a random assignment; `log` records the calls.
 Plan random_plan(const ir::Graph& graph, Rng& rng, int& devices, std::string& log) {
   auto made = plan::make_plan(graph, ops::builtin_ops());
   EXPECT_TRUE(made) << made.error().to_string();
   Plan plan = *made;
-  std::set<std::uint32_t> replicated, bias_replicated;  // ops under (a) and (b) above
   const int steps = rng.uniform(1, 12);
   for (int s = 0; s < steps; ++s) {
     std::vector<SubOpId> candidates;
     for (SubOpId id : plan.live_sub_ops())
       if (!plan.op_of(id).is_mirror()) candidates.push_back(id);
     const SubOpId target = rng.pick(candidates);
-    const ir::OpId op = plan.sub_op(target).op;
-    const ir::Annotation& annotation = plan.layouts[op.index()].annotation;
-    const auto lacked_by_additive = [&](const std::string& x) {
-      for (int i : plan.layouts[op.index()].additive_inputs) {
-        if (static_cast<std::size_t>(i) >= annotation.inputs.size()) continue;
-        const auto ids = ir::Annotation{{annotation.inputs[static_cast<std::size_t>(i)]}, {}}.identifiers();
-        if (std::find(ids.begin(), ids.end(), x) == ids.end()) return true;
-      }
-      return false;
-    };
-    bool reduces = false;
+    const ir::Annotation& annotation = plan.layouts[plan.sub_op(target).op.index()].annotation;
     const int n = rng.uniform(2, 3);
     plan::TransAlgo algo = plan::ReplicateAlgo{};
     std::string what = "replicate";
@@ -213,19 +197,12 @@ Plan random_plan(const ir::Graph& graph, Rng& rng, int& devices, std::string& lo
       if (names.empty()) continue;
       const bool strided = rng.chance(0.3);
       const plan::SplitAlgo split{rng.pick(names), strided};
-      reduces = annotation.flag_of(split.identifier) == ir::DimFlag::reduce;
-      if (replicated.contains(op.value) && reduces) continue;
-      if (bias_replicated.contains(op.value) && !reduces && lacked_by_additive(split.identifier)) continue;
       what = fmt::format("split '{}'{}", split.identifier, strided ? " strided" : "");
       algo = split;
     }
-    const bool replicate = std::holds_alternative<plan::ReplicateAlgo>(algo);
-    if (replicate && bias_replicated.contains(op.value)) continue;
     const std::string name = plan.sub_op(target).name;
     if (!plan::trans(plan, target, algo, n)) continue;
     log += fmt::format("trans(${} '{}', {}, {})\n", target.value, name, what, n);
-    if (replicate) replicated.insert(op.value);
-    if (reduces && lacked_by_additive(std::get<plan::SplitAlgo>(algo).identifier)) bias_replicated.insert(op.value);
   }
   devices = rng.uniform(1, 4);
   for (SubOpId id : plan.live_sub_ops())
