@@ -51,7 +51,8 @@ void register_autograd_ops(OpRegistry& r) {
                  .signature = fill_like_signature,
                  .flops = ir::no_flops(),
                  // The output does not depend on x's values.
-                 .backward = {.differentiable = false, .saves_inputs = false}});
+                 .backward = {.differentiable = false, .saves_inputs = false},
+                 .shape_only_inputs = {0}});
 }
 
 }  // namespace loom::ops

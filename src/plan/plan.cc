@@ -1,5 +1,7 @@
 #include "loom/plan/plan.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "loom/core/strings.h"
@@ -40,6 +42,10 @@ SubTensor whole(const ir::Graph& graph, ir::TensorId id) { return SubTensor::who
 
 }  // namespace
 
+bool OpLayout::shape_only(std::size_t input) const {
+  return std::find(shape_only_inputs.begin(), shape_only_inputs.end(), static_cast<int>(input)) != shape_only_inputs.end();
+}
+
 std::vector<SubOpId> Plan::live_sub_ops() const {
   std::vector<SubOpId> ids;
   for (const SubOp& s : sub_ops)
@@ -59,7 +65,8 @@ Expected<Plan> make_plan(const ir::Graph& graph, const ir::OpCatalog& catalog) {
       return fail(fmt::format("op '{}' has unknown type '{}'", op.name, forward.type), "`loom ops` lists the known types");
     LOOM_ASSIGN_OR_RETURN(ir::Annotation annotation,
                           with_context(ir::parse_annotation(forward.annotation), fmt::format("op '{}'", op.name)));
-    plan.layouts[op.id.index()] = OpLayout{expand_variadic(std::move(annotation), graph, forward), def->additive_inputs};
+    plan.layouts[op.id.index()] =
+        OpLayout{expand_variadic(std::move(annotation), graph, forward), def->additive_inputs, def->shape_only_inputs};
 
     SubOp sub;
     sub.id = SubOpId(static_cast<std::uint32_t>(plan.sub_ops.size()));

@@ -88,7 +88,9 @@ std::vector<std::vector<SubOpId>> dependency_edges(const Plan& plan) {
   for (const SubOp& s : plan.sub_ops) {
     if (!s.live) continue;
     for (const SubTensor& out : s.outputs) writers[out.tensor.value].emplace_back(s.id, &out);
-    for (const SubTensor& in : s.inputs) readers[in.tensor.value].emplace_back(s.id, &in);
+    const OpLayout& layout = plan.layouts[s.op.index()];
+    for (std::size_t i = 0; i < s.inputs.size(); ++i)
+      if (!layout.shape_only(i)) readers[s.inputs[i].tensor.value].emplace_back(s.id, &s.inputs[i]);
   }
   for (const auto& [tensor, reads] : readers) {
     auto it = writers.find(tensor);

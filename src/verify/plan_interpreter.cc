@@ -106,14 +106,24 @@ Expected<std::vector<NdArray>> run_forward_part(const State& state, const SubOp&
   const Kernel* kernel = kernels.find(op.type);
   if (kernel == nullptr || !kernel->forward) return failf("no reference kernel for '{}'", op.type);
   LOOM_RETURN_IF_ERROR(check_position_strides(op, s));
-  LOOM_ASSIGN_OR_RETURN(std::vector<NdArray> inputs, state.read_all(s.inputs));
+  // Shape-only inputs (the loss-gradient seed's loss) carry no data dependency: the plan may run
+  // this part before their producers, so the kernel gets zeros of the right shape.
+  const plan::OpLayout& layout = state.plan.layouts[s.op.index()];
+  std::vector<NdArray> inputs;
+  for (std::size_t i = 0; i < s.inputs.size(); ++i) {
+    if (layout.shape_only(i)) {
+      inputs.emplace_back(s.inputs[i].local_shape());
+      continue;
+    }
+    LOOM_ASSIGN_OR_RETURN(NdArray value, state.read(s.inputs[i]));
+    inputs.push_back(std::move(value));
+  }
   const Placement placement(state.graph(), s);
   return kernel->forward(placement.context(op.attrs), inputs);
 }
 
 // A backward part runs the backward kernel of the forward op's type under the forward op's attrs and
-// the forward part's placement. Forward tensors the op did not save are read through the forward
-// part's SubTensors: their producers ran earlier, so no recompute is needed.
+// the forward part's placement. Forward tensors the op does not save are passed as zeros (see below).
 Expected<std::vector<NdArray>> run_backward_part(const State& state, const SubOp& s, const ir::Op& op,
                                                  const KernelRegistry& kernels) {
   const ir::Op& forward = state.graph().op(op.mirror_of);
@@ -127,18 +137,24 @@ Expected<std::vector<NdArray>> run_backward_part(const State& state, const SubOp
                             (layout.saved_outputs ? forward_part.outputs.size() : 0);
   if (s.inputs.size() != saved + layout.grad_outputs.size() || s.outputs.size() != layout.grad_inputs.size())
     return fail("inputs and outputs do not match its mirror layout");
-  const std::span<const SubTensor> own(s.inputs);
+  // Saved forward tensors are this part's own leading inputs. Tensors the op does not save get zeros
+  // of their local shape: kernels may read their shapes (pooling, windows) but not their values, so an
+  // op that needs unsaved values shows up here as a mismatch with the single-device run.
   std::size_t pos = 0;
-  const auto saved_or_forward = [&](bool is_saved, const std::vector<SubTensor>& fallback) {
-    if (!is_saved) return std::span<const SubTensor>(fallback);
-    const std::span<const SubTensor> taken = own.subspan(pos, fallback.size());
-    pos += fallback.size();
-    return taken;
+  const auto saved_or_zeros = [&](bool is_saved, const std::vector<SubTensor>& forward_tensors) -> Expected<std::vector<NdArray>> {
+    std::vector<NdArray> values;
+    for (const SubTensor& t : forward_tensors) {
+      if (!is_saved) {
+        values.emplace_back(t.local_shape());
+        continue;
+      }
+      LOOM_ASSIGN_OR_RETURN(NdArray value, state.read(s.inputs[pos++]));
+      values.push_back(std::move(value));
+    }
+    return values;
   };
-  LOOM_ASSIGN_OR_RETURN(std::vector<NdArray> inputs,
-                        state.read_all(saved_or_forward(layout.saved_inputs, forward_part.inputs)));
-  LOOM_ASSIGN_OR_RETURN(std::vector<NdArray> outputs,
-                        state.read_all(saved_or_forward(layout.saved_outputs, forward_part.outputs)));
+  LOOM_ASSIGN_OR_RETURN(std::vector<NdArray> inputs, saved_or_zeros(layout.saved_inputs, forward_part.inputs));
+  LOOM_ASSIGN_OR_RETURN(std::vector<NdArray> outputs, saved_or_zeros(layout.saved_outputs, forward_part.outputs));
   std::vector<NdArray> grad_outputs;
   for (const SubTensor& out : forward_part.outputs) grad_outputs.emplace_back(out.local_shape());
   for (std::size_t g = 0; g < layout.grad_outputs.size(); ++g) {

@@ -93,6 +93,9 @@ struct OpDef {
   // they lack, they become value parts like the outputs, so the parts' sum adds them once; every other
   // input lacking the identifier is replicated (it multiplies, so each partial product needs it whole).
   std::vector<int> additive_inputs;
+  // Inputs read for their shape alone (fill_like): no data dependency, nothing to communicate. The
+  // loss-gradient seed reads the loss this way, so backward passes need not wait for every micro-batch.
+  std::vector<int> shape_only_inputs;
 };
 
 // Looks up operator definitions by type. Implemented by ops::OpRegistry.

@@ -38,6 +38,9 @@ struct SubOp {
 struct OpLayout {
   ir::Annotation annotation;
   std::vector<int> additive_inputs;
+  std::vector<int> shape_only_inputs;  // read for their shape alone: no data dependency
+
+  bool shape_only(std::size_t input) const;
 };
 
 struct Plan {

@@ -1,0 +1,20 @@
+// The batch identifier of each forward op (DESIGN.md, "Primitives": micro-batching is trans along the
+// batch identifier of a whole subgraph), found with dim_identifier alone, as a user would.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "loom/plan/plan.h"
+
+namespace loom::plan {
+
+// By OpId: the identifier of the op's annotation that runs along the batch, for forward ops that see
+// the batch; nullopt for the others (parameter-only forward ops, backward and optimizer ops).
+// Dimension 0 of every graph input is the batch. In program order, an op whose input has a known batch
+// dimension named by a splittable identifier (not '^', not a number) takes that identifier, and each of
+// its outputs holding the identifier gets its batch dimension where the identifier sits.
+std::vector<std::optional<std::string>> batch_identifiers(const Plan& plan);
+
+}  // namespace loom::plan

@@ -1,0 +1,38 @@
+#include "loom/plan/batch.h"
+
+#include "loom/plan/primitives.h"
+
+namespace loom::plan {
+
+std::vector<std::optional<std::string>> batch_identifiers(const Plan& plan) {
+  const ir::Graph& graph = *plan.graph;
+  std::vector<std::optional<std::string>> result(graph.ops.size());
+  // Batch dimension of each tensor, -1 when unknown or absent.
+  std::vector<int> batch_dim(graph.tensors.size(), -1);
+  for (ir::TensorId in : graph.inputs)
+    if (graph.tensor(in).shape.rank() > 0) batch_dim[in.index()] = 0;
+  for (const ir::Op& op : graph.ops) {
+    if (op.pass != ir::Pass::forward || plan.parts[op.id.index()].empty()) continue;
+    // Any part of the op names the same annotation; dim_identifier needs only the op.
+    const SubOpId any = plan.parts[op.id.index()].front();
+    const ir::Annotation& annotation = plan.layouts[op.id.index()].annotation;  // read only: the '^' flag
+    for (std::size_t i = 0; i < op.inputs.size() && !result[op.id.index()]; ++i) {
+      const int d = batch_dim[op.inputs[i].index()];
+      if (d < 0) continue;
+      auto id = dim_identifier(plan, any, false, i, static_cast<std::size_t>(d));
+      if (id && annotation.flag_of(*id) != ir::DimFlag::frozen) result[op.id.index()] = std::move(id);
+    }
+    if (!result[op.id.index()]) continue;
+    for (std::size_t j = 0; j < op.outputs.size(); ++j) {
+      const std::size_t rank = graph.tensor(op.outputs[j]).shape.rank();
+      for (std::size_t d = 0; d < rank; ++d)
+        if (dim_identifier(plan, any, true, j, d) == result[op.id.index()]) {
+          batch_dim[op.outputs[j].index()] = static_cast<int>(d);
+          break;
+        }
+    }
+  }
+  return result;
+}
+
+}  // namespace loom::plan
