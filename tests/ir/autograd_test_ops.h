@@ -3,10 +3,35 @@
 // no-gradient inputs, non-differentiable ops, several outputs), independent of the other families.
 #pragma once
 
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loom/ir/graph.h"
 #include "loom/ops/families.h"
 #include "loom/ops/registry.h"
 
 namespace loom::ir::testing {
+
+// Lookups by name shared by the autograd and optimizer tests.
+inline const FullTensor* find_tensor(const Graph& g, std::string_view name) {
+  for (const FullTensor& t : g.tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+inline const Op* find_op(const Graph& g, std::string_view name) {
+  for (const Op& op : g.ops)
+    if (op.name == name) return &op;
+  return nullptr;
+}
+
+inline std::vector<std::string> names(const Graph& g, const std::vector<TensorId>& ids) {
+  std::vector<std::string> result;
+  for (TensorId id : ids) result.push_back(g.tensor(id).name);
+  return result;
+}
+
 
 inline const ops::OpRegistry& autograd_test_ops() {
   static const ops::OpRegistry registry = [] {

@@ -9,24 +9,10 @@ namespace loom::ir {
 namespace {
 
 using testing::autograd_test_ops;
+using testing::find_op;
+using testing::find_tensor;
+using testing::names;
 
-const FullTensor* find_tensor(const Graph& g, std::string_view name) {
-  for (const FullTensor& t : g.tensors)
-    if (t.name == name) return &t;
-  return nullptr;
-}
-
-const Op* find_op(const Graph& g, std::string_view name) {
-  for (const Op& op : g.ops)
-    if (op.name == name) return &op;
-  return nullptr;
-}
-
-std::vector<std::string> names(const Graph& g, const std::vector<TensorId>& ids) {
-  std::vector<std::string> result;
-  for (TensorId id : ids) result.push_back(g.tensor(id).name);
-  return result;
-}
 
 // x -> linear(w) -> loss; w of the given dtype, plus an unused parameter.
 Graph forward(DType dtype) {

@@ -31,6 +31,19 @@ inline ir::Graph mlp_training_graph() {
   return *training;
 }
 
+// One MLP graph per test binary (plans keep a pointer to their graph, so it must outlive them).
+inline const ir::Graph& graph() {
+  static const ir::Graph g = mlp_training_graph();
+  return g;
+}
+
+// A plan of graph(): one whole, unassigned sub-op per op.
+inline Plan fresh_plan() {
+  auto plan = make_plan(graph(), ops::builtin_ops());
+  EXPECT_TRUE(plan) << plan.error().to_string();
+  return *plan;
+}
+
 inline SubOpId only_part(const Plan& plan, std::string_view op_name) {
   for (const ir::Op& op : plan.graph->ops)
     if (op.name == op_name) {

@@ -9,19 +9,11 @@ namespace loom::plan {
 namespace {
 
 using testing::assign_all;
+using testing::fresh_plan;
+using testing::graph;
 using testing::mlp_training_graph;
 using testing::only_part;
 
-const ir::Graph& graph() {
-  static const ir::Graph g = mlp_training_graph();
-  return g;
-}
-
-Plan fresh_plan() {
-  auto plan = make_plan(graph(), ops::builtin_ops());
-  EXPECT_TRUE(plan) << plan.error().to_string();
-  return *plan;
-}
 
 TEST(MakePlan, OneWholeSubOpPerOpWithBackwardLinked) {
   Plan plan = fresh_plan();

@@ -12,19 +12,15 @@ namespace loom::plan {
 namespace {
 
 using testing::assign_all;
+using testing::fresh_plan;
+using testing::graph;
 using testing::mlp_training_graph;
 using testing::only_part;
 
-const ir::Graph& graph() {
-  static const ir::Graph g = mlp_training_graph();
-  return g;
-}
-
 Plan assigned_plan() {
-  auto plan = make_plan(graph(), ops::builtin_ops());
-  EXPECT_TRUE(plan);
-  assign_all(*plan, 0);
-  return *plan;
+  Plan plan = fresh_plan();
+  assign_all(plan, 0);
+  return plan;
 }
 
 TEST(ValidatePlan, UnassignedAndOutOfRangeDevices) {
