@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tiny_graph.h"
+
 #include "loom/ir/autograd.h"
 #include "loom/ir/graph_builder.h"
 #include "loom/ops/registry.h"
@@ -12,18 +14,8 @@
 namespace loom::ir {
 namespace {
 
-// x[2, 3] -> linear(w[4, 3]) -> fc[2, 4]; loss = sum(fc * v) via einsum "ij,ij->".
-Graph tiny_graph() {
-  GraphBuilder b("tiny", ops::builtin_ops());
-  TensorId x = b.input("x", {2, 3}, DType::f32);
-  TensorId w = b.parameter("w", {4, 3}, DType::f32);
-  TensorId v = b.parameter("v", {2, 4}, DType::f32);
-  TensorId fc = b.op("linear", "fc", {x, w});
-  b.set_loss(b.op("einsum", "loss", {fc, v}, {{"equation", std::string("ij,ij->")}}));
-  Expected<Graph> graph = std::move(b).finish();
-  EXPECT_TRUE(graph) << graph.error().to_string();
-  return graph.value_or(Graph{});
-}
+using testing::tiny_graph;
+
 
 // A graph built by hand (no catalog) whose op carries one attribute of every kind.
 Graph attrs_graph() {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tiny_graph.h"
+
 #include "loom/ir/autograd.h"
 #include "loom/ir/graph_builder.h"
 #include "loom/ops/registry.h"
@@ -10,20 +12,7 @@ namespace loom::ir {
 namespace {
 
 const OpCatalog& catalog() { return ops::builtin_ops(); }
-
-// x[2, 3] -> linear(w[4, 3]) -> fc[2, 4]; loss = sum(fc * v) via einsum "ij,ij->".
-// Tensors: 0 x, 1 w, 2 v, 3 fc, 4 loss. Ops: 0 fc, 1 loss.
-Graph tiny_graph() {
-  GraphBuilder b("tiny", catalog());
-  TensorId x = b.input("x", {2, 3}, DType::f32);
-  TensorId w = b.parameter("w", {4, 3}, DType::f32);
-  TensorId v = b.parameter("v", {2, 4}, DType::f32);
-  TensorId fc = b.op("linear", "fc", {x, w});
-  b.set_loss(b.op("einsum", "loss", {fc, v}, {{"equation", std::string("ij,ij->")}}));
-  Expected<Graph> graph = std::move(b).finish();
-  EXPECT_TRUE(graph) << graph.error().to_string();
-  return graph.value_or(Graph{});
-}
+using testing::tiny_graph;
 
 // tiny_graph plus, by hand, a seed gradient for fc (tensor 5, op 2) and the backward op mirroring
 // fc that gives w's gradient (tensor 6, op 3).

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "loom/ops/registry.h"
+#include "op_test_util.h"
 
 namespace loom::ops {
 namespace {
@@ -8,18 +9,10 @@ namespace {
 using ir::DType;
 using ir::Shape;
 
-struct Resolved {
-  Expected<ir::ResolvedOp> op;
-  double flops = 0;
-};
+using testing::Attempt;
 
-Resolved resolve(const std::string& type, std::vector<Shape> shapes, ir::Attrs attrs = {}) {
-  const ir::OpDef* def = builtin_ops().find(type);
-  EXPECT_NE(def, nullptr) << type;
-  std::vector<DType> dtypes(shapes.size(), DType::bf16);
-  Resolved r{ir::resolve_op(*def, attrs, shapes, dtypes)};
-  if (r.op) r.flops = ir::forward_flops(*def, attrs, shapes, dtypes, *r.op);
-  return r;
+Attempt resolve(const std::string& type, std::vector<Shape> shapes, ir::Attrs attrs = {}) {
+  return testing::attempt(type, std::move(shapes), std::move(attrs));
 }
 
 // Small Evoformer sizes: batch 1, s 4 sequences, r 6 residues, cm 16, cz 8, 2 heads of 4.

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "loom/ops/registry.h"
+#include "op_test_util.h"
 
 namespace loom::ops {
 namespace {
@@ -9,18 +10,10 @@ using ir::DType;
 using ir::Shape;
 using IntList = std::vector<std::int64_t>;
 
-struct Resolved {
-  Expected<ir::ResolvedOp> op;
-  double flops = 0;
-};
+using testing::Attempt;
 
-Resolved resolve(const std::string& type, std::vector<Shape> shapes, ir::Attrs attrs = {}) {
-  const ir::OpDef* def = builtin_ops().find(type);
-  EXPECT_NE(def, nullptr) << type;
-  std::vector<DType> dtypes(shapes.size(), DType::bf16);
-  Resolved r{ir::resolve_op(*def, attrs, shapes, dtypes)};
-  if (r.op) r.flops = ir::forward_flops(*def, attrs, shapes, dtypes, *r.op);
-  return r;
+Attempt resolve(const std::string& type, std::vector<Shape> shapes, ir::Attrs attrs = {}) {
+  return testing::attempt(type, std::move(shapes), std::move(attrs));
 }
 
 TEST(Conv2d, ResNetStemShapeAnnotationAndFlops) {

@@ -28,6 +28,23 @@ inline Expected<Resolved> resolve(std::string_view type, const std::vector<ir::S
   return Resolved{std::move(op), flops};
 }
 
+// A resolution kept whole even when it fails (`op` holds the error; flops stay 0), with bf16 inputs
+// by default, for tests that inspect failures and successes alike.
+struct Attempt {
+  Expected<ir::ResolvedOp> op;
+  double flops = 0;
+};
+
+inline Attempt attempt(std::string_view type, std::vector<ir::Shape> shapes, ir::Attrs attrs = {},
+                       ir::DType dtype = ir::DType::bf16) {
+  const ir::OpDef* def = builtin_ops().find(type);
+  if (def == nullptr) return Attempt{fail(fmt::format("no op '{}'", type))};
+  std::vector<ir::DType> dtypes(shapes.size(), dtype);
+  Attempt a{ir::resolve_op(*def, attrs, shapes, dtypes)};
+  if (a.op) a.flops = ir::forward_flops(*def, attrs, shapes, dtypes, *a.op);
+  return a;
+}
+
 // The error of a failed resolution, or a marker that makes any fragment check fail.
 template <class T>
 std::string error_text(const Expected<T>& result) {
