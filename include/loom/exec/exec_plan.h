@@ -1,0 +1,113 @@
+// ExecPlan (DESIGN.md, "ExecPlan"): one ordered instruction list per device, produced from a validated
+// Plan by materialization (materialize.h). Data lives in buffers: each buffer is one SubTensor (a box
+// and a value part of a FullTensor) held by one device, written once, by exactly one instruction.
+//
+// A buffer labelled "value part k of n" holds one of n parts that sum to the whole; which of a group's
+// parts a device holds is a name, not a fixed decomposition, so consumers may read any member of a
+// complete decomposition. A buffer of a leaf (parameter, input) holds its box of the leaf's value, times
+// its value fraction (1/n for a part of n), as the plan interpreter assumes.
+//
+// Instruction semantics (what the verifying interpreter runs, and what codegen must emit):
+//   compute     run a sub-op on its input buffers (aligned with the op's inputs; kNoBuffer for
+//               shape-only inputs), writing its output buffers.
+//   load        write a leaf buffer from the leaf's initial value (parameters, data).
+//   collective  one member's part of a collective over `group` (devices, in the order of their
+//               pieces), matched across members by `tag`. Sum kinds (all-reduce, reduce-scatter):
+//               output = the sum of all members' inputs, restricted to the output's box. Gather kinds
+//               (all-gather, all-to-all): output = the members' inputs placed by their boxes.
+//   send/recv   point-to-point: the recv's buffer gets the data of the matching send (same pair of
+//               devices and tag) of an equal SubTensor.
+//   slice       output = input restricted to a smaller box, same value part.
+//   scale       output = input times output fraction / input fraction: a value split (R->V).
+//   combine     output = at each element, inputs whose value parts tile the output's (summed), or
+//               failing that inputs tiling the whole, summed and times the output's fraction: concat
+//               and sum, the general fallback's assembly.
+//   free        the buffer is dead on this device from here on.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "loom/comm/step.h"
+#include "loom/core/strong_id.h"
+#include "loom/plan/plan.h"
+
+namespace loom::exec {
+
+struct BufferTag;
+using BufferId = StrongId<BufferTag>;
+inline constexpr BufferId kNoBuffer{};
+
+struct Buffer {
+  int device = 0;
+  plan::SubTensor piece;
+  std::int64_t bytes = 0;
+};
+
+struct Compute {
+  plan::SubOpId sub_op;
+  std::vector<BufferId> inputs;   // aligned with the sub-op's inputs; kNoBuffer for shape-only ones
+  std::vector<BufferId> outputs;  // aligned with the sub-op's outputs
+};
+struct Load {
+  BufferId output;
+};
+struct Collective {
+  comm::Primitive kind = comm::Primitive::all_reduce;  // one of comm::is_collective
+  std::vector<int> group;                              // every member's device, in piece order
+  std::int64_t tag = 0;                                // equal on all members of one collective
+  BufferId input;
+  BufferId output;
+};
+struct Send {
+  int peer = 0;
+  std::int64_t tag = 0;
+  BufferId buffer;
+};
+struct Recv {
+  int peer = 0;
+  std::int64_t tag = 0;
+  BufferId buffer;
+};
+enum class LocalKind : std::uint8_t { slice, scale, combine };
+struct Local {
+  LocalKind kind = LocalKind::slice;
+  std::vector<BufferId> inputs;  // slice and scale: exactly one
+  BufferId output;
+};
+struct Free {
+  BufferId buffer;
+};
+
+using Instruction = std::variant<Compute, Load, Collective, Send, Recv, Local, Free>;
+
+// What each collective tag moved, for reports and the simulator: the tensor it serves and the step
+// of the layout search (or the fallback) it came from.
+struct CollectiveInfo {
+  ir::TensorId tensor;
+  std::string rule;  // e.g. "V->R all-reduce"
+};
+
+struct ExecPlan {
+  const plan::Plan* plan = nullptr;  // not owned
+  int num_devices = 0;
+  std::vector<Buffer> buffers;                      // by BufferId
+  std::vector<std::vector<Instruction>> programs;   // by device, in execution order
+  std::vector<CollectiveInfo> collectives;          // by tag (tags are 0, 1, ...; sends share the numbering)
+  // Device classes: devices whose programs are equal up to renaming of devices and buffers share a
+  // class; class_of[d] is d's class and representatives[c] the first device of class c.
+  std::vector<int> class_of;
+  std::vector<int> representatives;
+
+  const Buffer& buffer(BufferId id) const { return buffers[id.index()]; }
+  BufferId add_buffer(int device, plan::SubTensor piece, std::int64_t bytes) {
+    buffers.push_back(Buffer{device, std::move(piece), bytes});
+    return BufferId(static_cast<std::uint32_t>(buffers.size() - 1));
+  }
+};
+
+std::string_view name(LocalKind kind);  // "slice", "scale", "combine"
+
+}  // namespace loom::exec
