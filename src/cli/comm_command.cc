@@ -127,7 +127,7 @@ int run_comm(const CommArgs& args) {
              tiers_text(comm::bytes_per_tier(plan->baseline.step, *cluster)), speedup);
   if (plan->stopped_early)
     fmt::print("note: the search stopped early after {} states (budget --max-states {}); the plan above is "
-               "plain p2p\n",
+               "the best found within the budget\n",
                plan->states_explored, options.max_states);
   return 0;
 }

@@ -58,9 +58,16 @@ class Dijkstra {
         for (Transition& t : inter_transitions(here, request_.tensor, goal.devices, cluster_)) relax(index, std::move(t));
       relax(index, Transition{goal, p2p_fetch(here, goal, request_.tensor, cluster_)});
     }
-    // The p2p edge from every state keeps the goal reachable, so only the budget ends without it.
-    if (!goal_index) return std::nullopt;
-    return plan_to(*goal_index);
+    // The p2p edge from every state keeps the goal reachable, so only the budget ends without it. Out
+    // of budget, the goal still holds the best path through the states expanded so far (the start's
+    // own edges included, e.g. a direct all-reduce): good, though not proven best.
+    if (goal_index) return plan_to(*goal_index);
+    if (const auto it = index_.find(goal); it != index_.end()) {
+      TransitionPlan plan = plan_to(it->second);
+      plan.stopped_early = true;
+      return plan;
+    }
+    return std::nullopt;
   }
 
   std::int64_t explored() const { return explored_; }
@@ -125,9 +132,9 @@ Expected<TransitionPlan> search_transition(const TransitionRequest& request, con
   const double baseline_time = cost.step_time(baseline);
   PlannedStep baseline_step{std::move(baseline), goal, baseline_time};
   TransitionPlan plan;
-  if (found) {
+  if (found && (!found->stopped_early || found->time < baseline_time)) {
     plan = std::move(*found);
-  } else {  // out of budget: plain p2p is always a valid plan
+  } else {  // out of budget with nothing better: plain p2p is always a valid plan
     plan.steps = {baseline_step};
     plan.time = baseline_time;
     plan.bytes_per_tier = bytes_per_tier(baseline_step.step, cluster);

@@ -93,7 +93,7 @@ expect comm-device-over-int nonzero "$LOOM" comm --shape 8 --from "R(1)V(1)D(1)@
 contains comm-device-over-int-msg "device 4294967296 is out of range"
 expect comm-device-max-int nonzero "$LOOM" comm --shape 8 --from "R(1)V(1)D(1)@2147483647" --to "R(1)V(1)D(1)@1" --cluster v100x8x2
 contains comm-device-max-int-msg "device 2147483647 is not in cluster 'v100x8x2' (16 devices"
-# Past the search budget: plain p2p and a note, never a hang (small budget; the default stops D(256) in ~3 s).
+# Past the search budget: the best path found so far and a note, never a hang (small budget; the default stops D(256) in ~3 s).
 expect comm-budget 0 limit "$LOOM" comm --shape 1024,1024 --from "R(1)V(1)D(16,1)@0-15" --to "R(16)V(1)D(1,1)@0-15" --cluster v100x8x2 --max-states 50
 contains comm-budget-note "note: the search stopped early"
 expect comm-budget-json 0 limit "$LOOM" comm --shape 1024,1024 --from "R(1)V(1)D(16,1)@0-15" --to "R(16)V(1)D(1,1)@0-15" --cluster v100x8x2 --max-states 50 --json

@@ -4,6 +4,8 @@
 // α-β with ring algorithms. A group of n devices:
 //   all-reduce      L + 2(n−1)·α + 2(n−1)/n·S / β    all-gather, reduce-scatter   L + (n−1)·α + (n−1)/n·S / β
 //   all-to-all      L + (n−1)·α + (n−1)/n·S / β      (pairwise exchange)
+// An all-reduce takes the faster of the ring and NCCL's tree, L + 2⌈log2 n⌉·α + 2·S / β, which wins for
+// small buffers on many devices.
 // L is a fixed cost per communication step (launch and synchronisation, NCCL's "base latency"), α the
 // per-hop latency of the link. Without L a chain of small collectives (recursive halving/doubling)
 // would look cheaper than one ring for every size, which NCCL's own tuning model does not predict.
@@ -16,8 +18,8 @@
 // full rate, but all flows leaving (or entering) a node in one step share the node's NICs, so a step
 // also takes at least (bytes crossing a node's boundary) / (node NIC total). Off: every node-crossing
 // link runs at the per-GPU share (node NIC total / GPUs per node) and nothing is shared.
-// Not modelled: intra-node contention (NVSwitch is non-blocking), the compute of reductions,
-// tree algorithms.
+// Not modelled: intra-node contention (NVSwitch is non-blocking), the compute of reductions, trees
+// for collectives other than all-reduce.
 #pragma once
 
 #include <cstdint>

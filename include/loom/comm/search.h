@@ -28,7 +28,7 @@ struct TransitionRequest {
 };
 
 // Bounds the search: many devices with many factors make the state space explode (D(256,1) -> R(256) on
-// 256 devices ran for minutes), so past the budget the search gives up and answers plain p2p.
+// 256 devices ran for minutes), so past the budget the search stops with the best path found so far.
 struct SearchOptions {
   // Budget in states expanded (taken off the queue). Expanding a state costs about (its devices) x
   // (consumer devices), so a state counts max(1, ceil(that product / 256)): one state on up to 16 devices,
@@ -50,7 +50,8 @@ struct TransitionPlan {
   PlannedStep baseline;            // plain p2p from producer to consumer
   double baseline_time = 0;
   std::int64_t states_explored = 0;
-  // The search ran out of SearchOptions::max_states: `steps` is the p2p baseline alone, not the best plan.
+  // The search ran out of SearchOptions::max_states: `steps` is the best path through the states it
+  // expanded (at worst the p2p baseline), not proven the best plan.
   bool stopped_early = false;
 };
 

@@ -88,6 +88,10 @@ using Instruction = std::variant<Compute, Load, Collective, Send, Recv, Local, F
 struct CollectiveInfo {
   ir::TensorId tensor;
   std::string rule;  // e.g. "V->R all-reduce"
+  // The autograd partner (DESIGN.md: all-gather <-> reduce-scatter, all-to-all <-> all-to-all): the tag of
+  // the collective moving this tensor's gradient the opposite way, or of the forward collective whose
+  // gradient this moves; -1 when none (an all-reduce pairs with the identity).
+  std::int64_t paired = -1;
 };
 
 struct ExecPlan {

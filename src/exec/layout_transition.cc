@@ -1,0 +1,165 @@
+#include "layout_transition.h"
+
+#include <algorithm>
+#include <map>
+
+namespace loom::exec::detail {
+namespace {
+
+using Holding = std::map<int, BufferId>;  // device -> the buffer it holds of the moving tensor
+
+struct StepContext {
+  ProgramBuilder& builder;
+  ir::TensorId tensor;
+  std::span<const plan::IndexRange> region;
+};
+
+Expected<BufferId> held(const Holding& holding, int device) {
+  const auto it = holding.find(device);
+  if (it == holding.end()) return failf("device {} holds nothing of the tensor before this step", device);
+  return it->second;
+}
+
+Expected<Holding> lower_collective(const StepContext& ctx, const comm::PlannedStep& planned, const Holding& holding) {
+  const comm::Layout& after = planned.after;
+  std::map<int, std::size_t> position;
+  for (std::size_t p = 0; p < after.devices.size(); ++p) position[after.devices[p]] = p;
+  Holding next;
+  for (int d : after.devices)
+    if (holding.contains(d)) next[d] = holding.at(d);
+  for (const std::vector<int>& group : planned.step.groups) {
+    std::vector<BufferId> inputs;
+    std::vector<plan::SubTensor> outputs;
+    for (int member : group) {
+      LOOM_ASSIGN_OR_RETURN(BufferId in, held(holding, member));
+      if (!position.contains(member)) return failf("collective member {} is not in the layout after the step", member);
+      inputs.push_back(in);
+      outputs.push_back(piece_at(after, position.at(member), ctx.tensor, ctx.region));
+    }
+    const std::vector<BufferId> out =
+        ctx.builder.collective(planned.step.primitive, group, inputs, outputs, ctx.tensor, planned.step.rule);
+    for (std::size_t i = 0; i < group.size(); ++i) next[group[i]] = out[i];
+  }
+  return next;
+}
+
+// Point-to-point steps carry no slices, so each device of the new layout fetches its piece from the
+// old one. Value parts must stay one decomposition: the devices of one new value group draw, for each
+// old chunk, from a single old group, chosen by the new group's replica index (member i gives part i
+// when the part counts agree; otherwise each takes the whole old group and combine rescales it) —
+// mixing old groups would mix decompositions. A whole piece may come from any old group.
+Expected<Holding> lower_p2p(const StepContext& ctx, const comm::PlannedStep& planned, const comm::Layout& before,
+                            const Holding& holding) {
+  // Old chunks: chunk coordinates -> replica groups, each its devices by value index.
+  struct OldChunk {
+    plan::SubTensor piece;  // the chunk's box (value part ignored)
+    std::vector<std::vector<int>> groups;
+  };
+  std::map<comm::GridCoord, OldChunk> chunks;
+  for (std::size_t p = 0; p < before.devices.size(); ++p) {
+    const comm::GridCoord c = before.coord_of(p);
+    OldChunk& chunk = chunks[comm::GridCoord(c.begin() + 2, c.end())];
+    if (chunk.groups.empty()) {
+      chunk.piece = piece_at(before, p, ctx.tensor, ctx.region);
+      chunk.groups.assign(static_cast<std::size_t>(before.r), std::vector<int>(static_cast<std::size_t>(before.v)));
+    }
+    chunk.groups[static_cast<std::size_t>(c[comm::kAxisR])][static_cast<std::size_t>(c[comm::kAxisV])] = before.devices[p];
+  }
+  const comm::Layout& after = planned.after;
+  const bool same_parts = after.v == before.v && after.v > 1;
+  Holding next;
+  for (std::size_t p = 0; p < after.devices.size(); ++p) {
+    const int device = after.devices[p];
+    const comm::GridCoord c = after.coord_of(p);
+    const plan::SubTensor target = piece_at(after, p, ctx.tensor, ctx.region);
+    std::vector<BufferId> parts;
+    for (const auto& [coord, chunk] : chunks) {
+      const auto common = plan::box_intersection(chunk.piece, target);
+      if (!common) continue;
+      const std::vector<int>* group = &chunk.groups[static_cast<std::size_t>(c[comm::kAxisR] % before.r)];
+      if (after.v == 1)  // a whole piece may come from any group: prefer the one this device is in
+        for (const std::vector<int>& g : chunk.groups)
+          if (std::ranges::find(g, device) != g.end()) group = &g;
+      const std::vector<int> members =
+          same_parts ? std::vector<int>{(*group)[static_cast<std::size_t>(c[comm::kAxisV])]} : *group;
+      for (int member : members) {
+        LOOM_ASSIGN_OR_RETURN(BufferId source, held(holding, member));
+        parts.push_back(ctx.builder.transfer(ctx.builder.slice(source, *common), device, planned.step.rule));
+      }
+    }
+    if (parts.empty()) return failf("no old chunk meets {}", target.to_string());
+    next[device] = ctx.builder.combine(device, std::move(parts), target);
+  }
+  return next;
+}
+
+Expected<Holding> lower_step(const StepContext& ctx, const comm::PlannedStep& planned, const comm::Layout& before,
+                             const Holding& holding) {
+  const comm::Layout& after = planned.after;
+  Holding next;
+  switch (planned.step.primitive) {
+    case comm::Primitive::all_reduce:
+    case comm::Primitive::all_gather:
+    case comm::Primitive::reduce_scatter:
+    case comm::Primitive::all_to_all:
+      return lower_collective(ctx, planned, holding);
+    case comm::Primitive::local_chunk:
+    case comm::Primitive::local_value_split:
+      for (std::size_t p = 0; p < after.devices.size(); ++p) {
+        const int device = after.devices[p];
+        LOOM_ASSIGN_OR_RETURN(BufferId source, held(holding, device));
+        const plan::SubTensor target = piece_at(after, p, ctx.tensor, ctx.region);
+        next[device] = planned.step.primitive == comm::Primitive::local_chunk ? ctx.builder.slice(source, target.box)
+                                                                               : ctx.builder.scale(source, target.value);
+      }
+      return next;
+    case comm::Primitive::p2p:
+      return lower_p2p(ctx, planned, before, holding);
+  }
+  return fail("unknown primitive");
+}
+
+}  // namespace
+
+Expected<std::optional<std::vector<BufferId>>> layout_transition(ProgramBuilder& builder, const SearchContext& search,
+                                                                 std::span<const BufferId> producers,
+                                                                 std::span<const PlacedPiece> needs) {
+  std::vector<PlacedPiece> produced;
+  for (BufferId b : producers) produced.push_back({builder.device(b), builder.piece(b)});
+  std::vector<PlacedPiece> all = produced;
+  all.insert(all.end(), needs.begin(), needs.end());
+  const auto region = bounding_box(all);
+  if (!region) return std::nullopt;
+  const auto from = layout_of(produced, *region);
+  const auto to = layout_of(needs, *region);
+  if (!from || !to || to->v != 1) return std::nullopt;
+
+  const ir::TensorId tensor = needs.front().piece.tensor;
+  const comm::TensorSpec spec{region_shape(*region), builder.exec().plan->graph->tensor(tensor).dtype};
+  LOOM_ASSIGN_OR_RETURN(comm::TransitionPlan plan,
+                        search.cache.find({spec, *from, *to}, search.cluster, search.cost, search.options));
+  Holding holding;
+  for (BufferId b : producers) holding[builder.device(b)] = b;
+  const StepContext ctx{builder, tensor, *region};
+  comm::Layout before = comm::canonical(*from);
+  for (const comm::PlannedStep& planned : plan.steps) {
+    Expected<Holding> next = lower_step(ctx, planned, before, holding);
+    if (!next)
+      return std::unexpected(with_context(next.error(), fmt::format("lowering '{}' of {} -> {}", planned.step.rule,
+                                                                    comm::to_string(*from), comm::to_string(*to))));
+    holding = std::move(*next);
+    before = planned.after;
+  }
+  builder.stats().transitions_searched++;
+  std::vector<BufferId> result;
+  for (const PlacedPiece& need : needs) {
+    const auto it = holding.find(need.device);
+    if (it == holding.end() || builder.piece(it->second).box != need.piece.box)
+      return failf("the layout search left device {} without {} ({} -> {})", need.device, need.piece.to_string(),
+                   comm::to_string(*from), comm::to_string(*to));
+    result.push_back(it->second);
+  }
+  return result;
+}
+
+}  // namespace loom::exec::detail

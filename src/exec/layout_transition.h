@@ -1,0 +1,29 @@
+// Private to materialization: moving one group of pieces with the RVD layout search (comm/search.h)
+// and lowering its steps to instructions.
+#pragma once
+
+#include <optional>
+#include <span>
+
+#include "loom/comm/cost_model.h"
+#include "loom/comm/search.h"
+#include "piece_layout.h"
+#include "program_builder.h"
+
+namespace loom::exec::detail {
+
+struct SearchContext {
+  const cluster::Cluster& cluster;
+  const comm::CommCostModel& cost;
+  const comm::SearchOptions& options;
+  comm::TransitionCache& cache;
+};
+
+// `producers` (buffers on distinct devices) to `needs` (whole-valued pieces on distinct devices), both
+// over `region`. Returns the buffers holding the needs, in order; nullopt when either side is not an
+// RVD layout over the region, so the caller falls back.
+Expected<std::optional<std::vector<BufferId>>> layout_transition(ProgramBuilder& builder, const SearchContext& search,
+                                                                 std::span<const BufferId> producers,
+                                                                 std::span<const PlacedPiece> needs);
+
+}  // namespace loom::exec::detail

@@ -1,0 +1,235 @@
+#include "loom/exec/materialize.h"
+
+#include <numeric>
+#include <unordered_map>
+
+#include "fetch.h"
+#include "loom/exec/autograd_pairs.h"
+#include "free_buffers.h"
+#include "layout_transition.h"
+#include "loom/cluster/presets.h"
+#include "loom/plan/validate.h"
+
+namespace loom::exec {
+namespace {
+
+using detail::PlacedPiece;
+using detail::ProgramBuilder;
+using plan::SubOp;
+using plan::SubOpId;
+using plan::SubTensor;
+
+SubTensor normalized(SubTensor t) {
+  for (plan::IndexRange& r : t.box) r = r.normalized();
+  return t;
+}
+
+// A piece wanted on a device, as a hash key.
+struct NeedKey {
+  int device;
+  SubTensor piece;
+  bool operator==(const NeedKey&) const = default;
+};
+struct NeedKeyHash {
+  std::size_t operator()(const NeedKey& k) const {
+    std::size_t h = std::hash<std::uint32_t>{}(k.piece.tensor.value) * 1000003u ^ static_cast<std::size_t>(k.device);
+    const auto mix = [&](std::int64_t v) { h = (h ^ static_cast<std::size_t>(v)) * 0x100000001b3ull; };
+    for (const plan::IndexRange& r : k.piece.box) {
+      mix(r.start);
+      mix(r.stop);
+      mix(r.step);
+    }
+    mix(k.piece.value.index);
+    mix(k.piece.value.count);
+    return h;
+  }
+};
+
+// The pieces of one tensor that one consumer op needs, split into groups connected through the producer
+// pieces they overlap: each group is one candidate for the layout search (e.g. one micro-batch's rows).
+struct NeedGroup {
+  std::vector<PlacedPiece> needs;
+  std::vector<std::pair<SubOpId, std::size_t>> producers;  // (sub-op, output index)
+  bool tried = false;
+};
+struct ConsumerNeeds {
+  std::vector<NeedGroup> groups;
+  std::unordered_map<NeedKey, std::size_t, NeedKeyHash> group_of;
+};
+
+class Materializer {
+ public:
+  Materializer(const plan::Plan& plan, int num_devices, const MaterializeOptions& options,
+               const detail::SearchContext& search)
+      : plan_(plan), options_(options), search_(search), builder_(plan, num_devices) {
+    const ir::Graph& graph = *plan.graph;
+    producers_.resize(graph.tensors.size());
+    written_.resize(graph.tensors.size());
+    outputs_.resize(plan.sub_ops.size());
+    for (const SubOp& s : plan.sub_ops)
+      if (s.live)
+        for (std::size_t k = 0; k < s.outputs.size(); ++k) producers_[s.outputs[k].tensor.index()].emplace_back(s.id, k);
+  }
+
+  Expected<void> emit(const SubOp& s) {
+    const plan::OpLayout& layout = plan_.layouts[s.op.index()];
+    Compute compute{s.id, {}, {}};
+    for (std::size_t i = 0; i < s.inputs.size(); ++i) {
+      if (layout.shape_only(i)) {
+        compute.inputs.push_back(kNoBuffer);
+        continue;
+      }
+      Expected<BufferId> input = need(s, normalized(s.inputs[i]));
+      if (!input)
+        return std::unexpected(with_context(input.error(), fmt::format("input {} of sub-op '{}'", i, s.name)));
+      compute.inputs.push_back(*input);
+    }
+    for (const SubTensor& out : s.outputs) {
+      const BufferId b = builder_.new_buffer(s.device, out);
+      compute.outputs.push_back(b);
+      outputs_[s.id.index()].push_back(b);
+      written_[out.tensor.index()].push_back(b);
+      // Whole pieces are the data itself and may be read in place; a value part holds one producer's
+      // partial sum, while a consumer of a value part reads a fraction of the whole (exec_plan.h).
+      if (out.value.is_whole()) available_.try_emplace(NeedKey{s.device, normalized(out)}, b);
+    }
+    builder_.compute(s.device, std::move(compute));
+    return {};
+  }
+
+  Materialized finish() && {
+    Materialized result{std::move(builder_.exec()), std::move(builder_.stats())};
+    if (options_.free_buffers) detail::free_after_last_use(result.exec);
+    result.stats.autograd_pairs = pair_autograd_collectives(result.exec);
+    return result;
+  }
+
+ private:
+  Expected<BufferId> need(const SubOp& consumer, const SubTensor& piece) {
+    const NeedKey key{consumer.device, piece};
+    if (auto it = available_.find(key); it != available_.end()) return it->second;
+    const std::size_t tensor = piece.tensor.index();
+    BufferId b;
+    if (producers_[tensor].empty()) {
+      b = builder_.load(consumer.device, piece);
+    } else {
+      if (piece.value.is_whole() && options_.use_layout_search) LOOM_RETURN_IF_ERROR(try_group(consumer, key));
+      if (auto it = available_.find(key); it != available_.end()) return it->second;
+      b = detail::fetch(builder_, consumer.device, piece, written_[tensor], "fallback");
+    }
+    available_.emplace(key, b);
+    return b;
+  }
+
+  // Moves the whole group holding `key` with the layout search, once, if its producers have all run.
+  Expected<void> try_group(const SubOp& consumer, const NeedKey& key) {
+    ConsumerNeeds& needs = consumer_needs(consumer.op, key.piece.tensor);
+    const auto at = needs.group_of.find(key);
+    if (at == needs.group_of.end()) return {};
+    NeedGroup& group = needs.groups[at->second];
+    if (group.tried) return {};
+    group.tried = true;
+    std::vector<BufferId> sources;
+    for (const auto& [sub_op, k] : group.producers) {
+      if (outputs_[sub_op.index()].empty()) return {};  // not run yet: this group cannot move at once
+      sources.push_back(outputs_[sub_op.index()][k]);
+    }
+    LOOM_ASSIGN_OR_RETURN(std::optional<std::vector<BufferId>> moved,
+                          detail::layout_transition(builder_, search_, sources, group.needs));
+    if (!moved) return {};
+    for (std::size_t i = 0; i < group.needs.size(); ++i)
+      available_.try_emplace(NeedKey{group.needs[i].device, group.needs[i].piece}, (*moved)[i]);
+    return {};
+  }
+
+  ConsumerNeeds& consumer_needs(ir::OpId op, ir::TensorId tensor) {
+    auto [it, fresh] = needs_.try_emplace({op.value, tensor.value});
+    if (!fresh) return it->second;
+    ConsumerNeeds& result = it->second;
+    std::vector<PlacedPiece> needs;
+    std::unordered_map<NeedKey, std::size_t, NeedKeyHash> index;
+    const plan::OpLayout& layout = plan_.layouts[op.index()];
+    for (SubOpId part : plan_.parts[op.index()]) {
+      const SubOp& s = plan_.sub_op(part);
+      for (std::size_t i = 0; i < s.inputs.size(); ++i) {
+        if (s.inputs[i].tensor != tensor || layout.shape_only(i) || !s.inputs[i].value.is_whole()) continue;
+        NeedKey key{s.device, normalized(s.inputs[i])};
+        if (index.try_emplace(key, needs.size()).second) needs.push_back({s.device, key.piece});
+      }
+    }
+    // Union-find over needs and producer pieces joined by overlapping boxes.
+    const auto& producers = producers_[tensor.index()];
+    std::vector<std::size_t> parent(needs.size() + producers.size());
+    std::iota(parent.begin(), parent.end(), 0);
+    const auto root = [&](std::size_t x) {
+      while (parent[x] != x) x = parent[x] = parent[parent[x]];
+      return x;
+    };
+    for (std::size_t n = 0; n < needs.size(); ++n)
+      for (std::size_t p = 0; p < producers.size(); ++p) {
+        const SubTensor& out = plan_.sub_op(producers[p].first).outputs[producers[p].second];
+        if (plan::box_intersection(needs[n].piece, out)) parent[root(n)] = root(needs.size() + p);
+      }
+    std::unordered_map<std::size_t, std::size_t> group_of_root;
+    const auto group_at = [&](std::size_t x) {
+      auto [g, made] = group_of_root.try_emplace(root(x), result.groups.size());
+      if (made) result.groups.emplace_back();
+      return g->second;
+    };
+    for (std::size_t n = 0; n < needs.size(); ++n) {
+      const std::size_t g = group_at(n);
+      result.groups[g].needs.push_back(needs[n]);
+      result.group_of.emplace(NeedKey{needs[n].device, needs[n].piece}, g);
+    }
+    for (std::size_t p = 0; p < producers.size(); ++p)
+      if (group_of_root.contains(root(needs.size() + p))) result.groups[group_at(needs.size() + p)].producers.push_back(producers[p]);
+    return result;
+  }
+
+  const plan::Plan& plan_;
+  const MaterializeOptions& options_;
+  const detail::SearchContext& search_;
+  ProgramBuilder builder_;
+  std::vector<std::vector<std::pair<SubOpId, std::size_t>>> producers_;  // by tensor
+  std::vector<std::vector<BufferId>> written_;                           // by tensor: producer outputs so far
+  std::vector<std::vector<BufferId>> outputs_;                           // by sub-op, once emitted
+  std::unordered_map<NeedKey, BufferId, NeedKeyHash> available_;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, ConsumerNeeds> needs_;  // by (consumer op, tensor)
+};
+
+Expected<cluster::Cluster> cluster_for(const MaterializeOptions& options, int num_devices) {
+  if (options.cluster) {
+    if (options.cluster->device_count() < num_devices)
+      return fail(fmt::format("the plan uses {} devices, but cluster '{}' has {}", num_devices, options.cluster->name,
+                              options.cluster->device_count()),
+                  "pick a cluster with enough GPUs (e.g. dgx-a100x<nodes>)");
+    return *options.cluster;
+  }
+  const int nodes = (num_devices + 7) / 8;
+  return cluster::make_cluster(nodes == 1 ? std::string("dgx-a100") : fmt::format("dgx-a100x{}", nodes));
+}
+
+}  // namespace
+
+std::shared_ptr<const comm::CommCostModel> bandwidth_only_cost(cluster::Cluster cluster) {
+  cluster.intra.latency = 0;
+  cluster.inter.latency = 0;
+  if (cluster.bridge) cluster.bridge->tier.latency = 0;
+  return std::make_shared<comm::AlphaBetaCostModel>(std::move(cluster), comm::CommCostOptions{.launch_latency = 0});
+}
+
+Expected<Materialized> materialize(const plan::Plan& plan, int num_devices, const MaterializeOptions& options) {
+  if (plan.graph == nullptr) return fail("the plan has no graph");
+  LOOM_RETURN_IF_ERROR(plan::validate_plan(plan, num_devices));
+  LOOM_ASSIGN_OR_RETURN(plan::ExecutionOrder order, plan::complete_order(plan, num_devices));
+  LOOM_ASSIGN_OR_RETURN(cluster::Cluster cluster, cluster_for(options, num_devices));
+  const std::shared_ptr<const comm::CommCostModel> cost =
+      options.cost_model ? options.cost_model : std::make_shared<comm::AlphaBetaCostModel>(cluster);
+  comm::TransitionCache cache;
+  const detail::SearchContext search{cluster, *cost, options.search, cache};
+  Materializer materializer(plan, num_devices, options, search);
+  for (SubOpId id : order.global) LOOM_RETURN_IF_ERROR(materializer.emit(plan.sub_op(id)));
+  return std::move(materializer).finish();
+}
+
+}  // namespace loom::exec

@@ -1,0 +1,46 @@
+// Private to materialization: appends instructions to an ExecPlan's per-device programs, allocating
+// buffers and tags, and counting what it emits.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "loom/exec/materialize.h"
+
+namespace loom::exec::detail {
+
+class ProgramBuilder {
+ public:
+  ProgramBuilder(const plan::Plan& plan, int num_devices);
+
+  ExecPlan& exec() { return exec_; }
+  MaterializeStats& stats() { return stats_; }
+  const plan::SubTensor& piece(BufferId b) const { return exec_.buffer(b).piece; }
+  int device(BufferId b) const { return exec_.buffer(b).device; }
+
+  BufferId new_buffer(int device, plan::SubTensor piece);
+  BufferId load(int device, const plan::SubTensor& piece);
+  void compute(int device, Compute compute);
+  // `piece` restricted to `box` on the buffer's device (the buffer itself when the box is its own).
+  BufferId slice(BufferId from, std::vector<plan::IndexRange> box);
+  BufferId scale(BufferId from, plan::ValuePart value);
+  BufferId combine(int device, std::vector<BufferId> inputs, plan::SubTensor target);
+  // The buffer's data on `to`: itself when already there, else a send and a receive.
+  BufferId transfer(BufferId from, int to, const std::string& rule);
+  // One collective over `group` (devices in piece order): inputs[i] on group[i] gives a buffer holding
+  // outputs[i] there. Returns the output buffers.
+  std::vector<BufferId> collective(comm::Primitive kind, std::span<const int> group, std::span<const BufferId> inputs,
+                                   std::span<const plan::SubTensor> outputs, ir::TensorId tensor, const std::string& rule);
+
+ private:
+  std::int64_t next_tag(ir::TensorId tensor, const std::string& rule);
+  void emit(int device, Instruction instruction) { exec_.programs[static_cast<std::size_t>(device)].push_back(std::move(instruction)); }
+
+  ExecPlan exec_;
+  MaterializeStats stats_;
+};
+
+std::int64_t piece_bytes(const ir::Graph& graph, const plan::SubTensor& piece);
+
+}  // namespace loom::exec::detail
