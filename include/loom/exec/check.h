@@ -1,0 +1,32 @@
+// The ExecPlan check (DESIGN.md, "ExecPlan"): the guarantee materialization promises, verified rather
+// than trusted. A plan that passes cannot hang, and every read is of data written before it.
+//
+// Structure:
+//  - one program per device; buffers on devices in range, of tensors the graph has;
+//  - every buffer written exactly once, by an instruction on its own device; every read on that device,
+//    after the write in program order and before any free; a buffer freed at most once;
+//  - compute: a live sub-op assigned to this device, buffers aligned with its inputs and outputs; an
+//    output buffer holds exactly the output SubTensor; an input buffer holds the input's tensor and box
+//    and a value part of the same count (value-part indices are names, exec_plan.h); kNoBuffer only for
+//    shape-only inputs;
+//  - load: a leaf tensor (no op produces it);
+//  - collective: a collective kind, this device in its group, the group's devices distinct and in range;
+//    every member runs exactly one instruction with the tag, all agreeing on kind and group, and no
+//    other device uses the tag;
+//  - send / recv: matched one to one by (sender, receiver, tag), with equal pieces and bytes;
+//  - local: slice reads one buffer whose box contains the output's, same value part; scale reads one
+//    buffer of the output's box; combine reads at least one, all of the output's tensor.
+// Progress: execution is simulated with loads, computes, locals, frees and sends never blocking (sends
+// are buffered), a recv waiting for its send, and a collective for all its members. Devices still
+// blocked at the end form a wait-for graph with a cycle, reported as a deadlock naming the devices and
+// what each waits in. Both passes are about linear in the total instruction count.
+#pragma once
+
+#include "loom/core/error.h"
+#include "loom/exec/exec_plan.h"
+
+namespace loom::exec {
+
+Expected<void> check_exec_plan(const ExecPlan& exec);
+
+}  // namespace loom::exec

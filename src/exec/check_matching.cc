@@ -1,0 +1,131 @@
+// Matching for check_exec_plan (check.h): sends with recvs, and the members of each collective. Sites
+// are sorted by key (a flat sort beats a hash map at millions of instructions), then each run of equal
+// keys is checked; errors come in key order, so the same plan always gets the same message.
+#include <algorithm>
+#include <limits>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "check_internal.h"
+#include "loom/comm/layout.h"
+#include "loom/exec/exec_text.h"
+
+namespace loom::exec::detail {
+namespace {
+
+constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+
+template <class T>
+const T& instruction_at(const ExecPlan& exec, const Links& links, std::uint32_t global) {
+  return std::get<T>(exec.programs[static_cast<std::size_t>(links.device_of(global))][links.index_of(global)]);
+}
+
+// The run [first, last) of one (sender, receiver, tag): sends first, then recvs, each in program order.
+Expected<void> match_transfer(const ExecPlan& exec, const TransferSite* first, const TransferSite* last, Links& links) {
+  const TransferSite* recvs = std::find_if(first, last, [](const TransferSite& s) { return s.recv; });
+  for (const auto& [from, to] : {std::pair{first, recvs}, std::pair{recvs, last}})
+    if (to - from > 1)
+      return fail(fmt::format("{}: repeats tag {} between devices {} and {} (first at instruction {})",
+                              site_to_text(exec, links, from[1].global), first->tag, first->sender, first->receiver,
+                              links.index_of(from->global)),
+                  "tags tell apart the transfers between a pair of devices: give each its own");
+  if (recvs == first)
+    return fail(fmt::format("{} has no matching send on device {}", site_to_text(exec, links, first->global), first->sender),
+                "every recv needs a send from its peer with the same tag");
+  if (recvs == last)
+    return fail(fmt::format("{} has no matching recv on device {}", site_to_text(exec, links, first->global), first->receiver),
+                "every send needs a recv on its peer with the same tag");
+  const BufferId sent = instruction_at<Send>(exec, links, first->global).buffer;
+  const BufferId got = instruction_at<Recv>(exec, links, recvs->global).buffer;
+  const Buffer& from = exec.buffer(sent);
+  const Buffer& to = exec.buffer(got);
+  if (!same_piece(from.piece, to.piece) || from.bytes != to.bytes)
+    return fail(fmt::format("send #{} from device {} to {} carries {} ({} bytes), but the recv writes {} ({} bytes): pieces differ",
+                            first->tag, first->sender, first->receiver, buffer_to_text(exec, sent), from.bytes,
+                            buffer_to_text(exec, got), to.bytes),
+                "a recv's buffer holds the same SubTensor, of the same bytes, as its send's");
+  links.link[first->global] = recvs->global;
+  links.link[recvs->global] = first->global;
+  return {};
+}
+
+// The group of a tag's first member: devices in range, each once. `seen` marks devices by slot.
+Expected<void> check_group(const ExecPlan& exec, const Links& links, std::uint32_t global, std::uint32_t slot,
+                           std::vector<std::uint32_t>& seen) {
+  const auto& group = instruction_at<Collective>(exec, links, global).group;
+  for (int m : group) {
+    if (m < 0 || m >= exec.num_devices)
+      return fail(fmt::format("{}: has group {} with devices outside 0-{}", site_to_text(exec, links, global),
+                              comm::devices_to_string(group), exec.num_devices - 1),
+                  "a group lists devices of the plan");
+    if (seen[static_cast<std::size_t>(m)] == slot)
+      return fail(fmt::format("{}: has group {}, which lists a device twice", site_to_text(exec, links, global),
+                              comm::devices_to_string(group)),
+                  "a group lists each member once");
+    seen[static_cast<std::size_t>(m)] = slot;
+  }
+  return {};
+}
+
+// The run [first, last) of one tag, in program order (so by device).
+Expected<void> match_collective(const ExecPlan& exec, const CollectiveSite* first, const CollectiveSite* last,
+                                std::uint32_t slot, std::vector<std::uint32_t>& seen, std::vector<std::uint32_t>& present,
+                                Links& links) {
+  LOOM_RETURN_IF_ERROR(check_group(exec, links, first->global, slot, seen));
+  const auto& reference = instruction_at<Collective>(exec, links, first->global);
+  int previous = -1;
+  for (const CollectiveSite* s = first; s != last; ++s) {
+    const int device = links.device_of(s->global);
+    const auto& c = instruction_at<Collective>(exec, links, s->global);
+    auto disagree = [&](std::string_view what, std::string_view hint) {
+      return fail(fmt::format("{}: {} disagree: device {}, instruction {} runs {}", site_to_text(exec, links, s->global), what,
+                              links.device_of(first->global), links.index_of(first->global), collective_label(exec, reference)),
+                  std::string(hint));
+    };
+    if (c.kind != reference.kind) return disagree("kinds", "members of a collective run one kind");
+    if (c.group != reference.group) return disagree("groups", "members of a collective list one group, in one order");
+    if (device == previous)
+      return fail(fmt::format("{}: runs collective tag {} twice (first at instruction {})", site_to_text(exec, links, s->global),
+                              s->tag, links.index_of(s[-1].global)),
+                  "each member runs a collective once; give each collective its own tag");
+    previous = device;
+    present[static_cast<std::size_t>(device)] = slot;
+    links.link[s->global] = slot;
+  }
+  // Every site's device is in its (equal) group and appears once, so a short run means a missing member.
+  for (int m : reference.group)
+    if (present[static_cast<std::size_t>(m)] != slot)
+      return fail(fmt::format("{}: device {} of its group never runs it", collective_label(exec, reference), m),
+                  "every member of a collective's group runs it exactly once");
+  return {};
+}
+
+}  // namespace
+
+Expected<void> match_transfers(const ExecPlan& exec, std::vector<TransferSite>& sites, Links& links) {
+  auto key = [](const TransferSite& s) { return std::tuple(s.sender, s.receiver, s.tag); };
+  std::sort(sites.begin(), sites.end(), [&](const TransferSite& a, const TransferSite& b) {
+    return std::tuple(key(a), a.recv, a.global) < std::tuple(key(b), b.recv, b.global);
+  });
+  for (std::size_t i = 0, j = 0; i < sites.size(); i = j) {
+    while (j < sites.size() && key(sites[j]) == key(sites[i])) ++j;
+    LOOM_RETURN_IF_ERROR(match_transfer(exec, sites.data() + i, sites.data() + j, links));
+  }
+  return {};
+}
+
+Expected<void> match_collectives(const ExecPlan& exec, std::vector<CollectiveSite>& sites, Links& links) {
+  std::sort(sites.begin(), sites.end(),
+            [](const CollectiveSite& a, const CollectiveSite& b) { return std::tie(a.tag, a.global) < std::tie(b.tag, b.global); });
+  std::vector<std::uint32_t> seen(static_cast<std::size_t>(exec.num_devices), kNone);
+  std::vector<std::uint32_t> present(static_cast<std::size_t>(exec.num_devices), kNone);
+  for (std::size_t i = 0, j = 0; i < sites.size(); i = j) {
+    while (j < sites.size() && sites[j].tag == sites[i].tag) ++j;
+    LOOM_RETURN_IF_ERROR(match_collective(exec, sites.data() + i, sites.data() + j, links.slots, seen, present, links));
+    ++links.slots;
+  }
+  return {};
+}
+
+}  // namespace loom::exec::detail

@@ -1,0 +1,143 @@
+// The progress half of check_exec_plan (check.h): runs the programs abstractly. Every instruction but a
+// recv or a collective completes at once (sends are buffered); a recv waits for its send, a collective
+// for all its members. A worklist of runnable devices visits each instruction once and each collective
+// member once more when the collective completes, so the cost is linear in the instruction count.
+#include <fmt/format.h>
+
+#include "check_internal.h"
+#include "loom/exec/exec_text.h"
+
+namespace loom::exec::detail {
+namespace {
+
+class Simulation {
+ public:
+  Simulation(const ExecPlan& exec, const Links& links)
+      : exec_(exec), links_(links), pc_(static_cast<std::size_t>(exec.num_devices), 0),
+        blocked_(static_cast<std::size_t>(exec.num_devices), false), arrived_(links.slots, 0) {}
+
+  void run() {
+    std::vector<int> runnable;
+    for (int d = exec_.num_devices - 1; d >= 0; --d) runnable.push_back(d);
+    while (!runnable.empty()) {
+      const int d = runnable.back();
+      runnable.pop_back();
+      advance(d, runnable);
+    }
+  }
+
+  // After run(): the first device that did not finish, or -1.
+  int first_stuck() const {
+    for (int d = 0; d < exec_.num_devices; ++d)
+      if (pc_[static_cast<std::size_t>(d)] < program(d).size()) return d;
+    return -1;
+  }
+
+  // A stuck device waits for another stuck one: a recv's sender has not reached the send (else the
+  // recv would have completed), a collective's missing member has not reached it. Structure guarantees
+  // both exist in those programs, so they are stuck too, and following the waits must close a cycle.
+  struct Wait {
+    int on = -1;
+    std::string clause;  // "waits at instruction 3 in all-reduce #5 (group 0,1) for device 1"
+    bool recv = false;   // waits for a send (else for a collective's member)
+  };
+  Wait wait_of(int d) const {
+    const std::uint32_t at = pc_[static_cast<std::size_t>(d)];
+    const Instruction& instruction = program(d)[at];
+    if (const auto* r = std::get_if<Recv>(&instruction))
+      return {r->peer, fmt::format("waits at instruction {} for a send from device {} (tag {})", at, r->peer, r->tag), true};
+    const auto& c = std::get<Collective>(instruction);
+    const std::uint32_t slot = links_.link[links_.global(d, at)];
+    for (int m : c.group)
+      if (!waits_in(m, slot))
+        return {m, fmt::format("waits at instruction {} in {} for device {}", at, collective_label(exec_, c), m), false};
+    return {};  // unreachable for a structurally valid plan: the collective would have completed
+  }
+
+ private:
+  const std::vector<Instruction>& program(int d) const { return exec_.programs[static_cast<std::size_t>(d)]; }
+
+  bool waits_in(int m, std::uint32_t slot) const {
+    const std::uint32_t at = pc_[static_cast<std::size_t>(m)];
+    return at < program(m).size() && std::holds_alternative<Collective>(program(m)[at]) &&
+           links_.link[links_.global(m, at)] == slot;
+  }
+
+  void advance(int d, std::vector<int>& runnable) {
+    const auto& prog = program(d);
+    std::uint32_t& pc = pc_[static_cast<std::size_t>(d)];
+    blocked_[static_cast<std::size_t>(d)] = false;
+    for (; pc < prog.size(); ++pc) {
+      const std::uint32_t partner = links_.link[links_.global(d, pc)];
+      if (const auto* r = std::get_if<Recv>(&prog[pc])) {
+        // The send has run when its device's program counter is past it.
+        if (pc_[static_cast<std::size_t>(r->peer)] <= partner - offset(r->peer)) {
+          blocked_[static_cast<std::size_t>(d)] = true;
+          return;
+        }
+      } else if (const auto* s = std::get_if<Send>(&prog[pc])) {
+        const std::size_t to = static_cast<std::size_t>(s->peer);
+        if (blocked_[to] && pc_[to] == partner - offset(s->peer)) {
+          blocked_[to] = false;  // re-runs its recv, which now finds the send done (pc moves on below)
+          runnable.push_back(s->peer);
+        }
+      } else if (const auto* c = std::get_if<Collective>(&prog[pc])) {
+        if (++arrived_[partner] < c->group.size()) {
+          blocked_[static_cast<std::size_t>(d)] = true;
+          return;
+        }
+        // The last member to arrive releases the others past the collective.
+        for (int m : c->group)
+          if (m != d) {
+            ++pc_[static_cast<std::size_t>(m)];
+            blocked_[static_cast<std::size_t>(m)] = false;
+            runnable.push_back(m);
+          }
+      }
+    }
+  }
+  std::uint32_t offset(int d) const { return links_.offsets[static_cast<std::size_t>(d)]; }
+
+  const ExecPlan& exec_;
+  const Links& links_;
+  std::vector<std::uint32_t> pc_;  // by device: instructions before it have run
+  std::vector<bool> blocked_;      // by device: waiting at pc (in a recv or a collective)
+  std::vector<std::uint32_t> arrived_;  // by collective slot: members that reached it
+};
+
+}  // namespace
+
+Expected<void> check_progress(const ExecPlan& exec, const Links& links) {
+  Simulation simulation(exec, links);
+  simulation.run();
+  const int start = simulation.first_stuck();
+  if (start < 0) return {};
+  // Follow the waits from the first stuck device until a device repeats: that closes the cycle.
+  std::vector<int> position(static_cast<std::size_t>(exec.num_devices), -1);
+  std::vector<int> devices;
+  std::vector<Simulation::Wait> waits;
+  int d = start;
+  for (; position[static_cast<std::size_t>(d)] < 0; d = waits.back().on) {
+    position[static_cast<std::size_t>(d)] = static_cast<int>(devices.size());
+    devices.push_back(d);
+    waits.push_back(simulation.wait_of(d));
+    if (waits.back().on < 0)  // cannot happen after check_structure: a complete collective would have run
+      return fail(fmt::format("device {} is stuck in a collective that has all its members", d),
+                  "this is a bug in check_exec_plan; please report the plan");
+  }
+  // "device a <wait>, which <wait>, ...": each clause ends naming the next device.
+  auto chain = [&](std::size_t from, std::size_t to) {
+    std::string text = fmt::format("device {} {}", devices[from], waits[from].clause);
+    for (std::size_t i = from + 1; i < to; ++i) text += ", which " + waits[i].clause;
+    return text;
+  };
+  const std::size_t entry = static_cast<std::size_t>(position[static_cast<std::size_t>(d)]);
+  std::string message = "deadlock: " + chain(entry, devices.size());
+  if (entry > 0)  // the first stuck device is not on the cycle, only waiting on it
+    message += fmt::format("; {}{}", chain(0, entry), waits[entry - 1].recv ? " that never comes" : ", which never arrives");
+  return fail(std::move(message),
+              "collectives must run in one relative order on all their members, and no send may wait on its own "
+              "recv: build each device's program as a subsequence of one global order, as materialize does");
+}
+
+}  // namespace loom::exec::detail

@@ -1,0 +1,274 @@
+// The structural half of check_exec_plan (check.h): one walk over every device's program in order,
+// tracking each buffer's state and recording transfers and collective members for the matching.
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "check_internal.h"
+#include "loom/exec/exec_text.h"
+
+namespace loom::exec::detail {
+namespace {
+
+constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+constexpr const char* kWriters = "a load, compute, collective, recv or local instruction";
+
+enum class State : std::uint8_t { unwritten, written, freed };
+
+bool box_contains(const std::vector<plan::IndexRange>& outer, const std::vector<plan::IndexRange>& inner) {
+  if (outer.size() != inner.size()) return false;
+  for (std::size_t d = 0; d < outer.size(); ++d)
+    if (!plan::contains(outer[d], inner[d])) return false;
+  return true;
+}
+
+class StructureCheck {
+ public:
+  explicit StructureCheck(const ExecPlan& exec) : exec_(exec) {}
+
+  Expected<Links> run() {
+    LOOM_RETURN_IF_ERROR(check_shape());
+    LOOM_RETURN_IF_ERROR(check_buffers());
+    state_.assign(exec_.buffers.size(), State::unwritten);
+    writer_.assign(exec_.buffers.size(), kNone);
+    freer_.assign(exec_.buffers.size(), kNone);
+    producers_ = ir::producers(*exec_.plan->graph);
+    std::size_t total = 0;
+    links_.offsets.push_back(0);
+    for (const auto& program : exec_.programs) {
+      total += program.size();
+      if (total >= kNone)
+        return fail(fmt::format("the exec plan has {} instructions or more, too many to check", total),
+                    "split the step into smaller plans");
+      links_.offsets.push_back(static_cast<std::uint32_t>(total));
+    }
+    links_.link.assign(total, kNone);
+    for (device_ = 0; device_ < exec_.num_devices; ++device_) {
+      const auto& program = exec_.programs[static_cast<std::size_t>(device_)];
+      for (index_ = 0; index_ < program.size(); ++index_)
+        LOOM_RETURN_IF_ERROR(std::visit([this](const auto& i) { return check(i); }, program[index_]));
+    }
+    // Unmatched collectives and transfers first: a buffer left unwritten is usually their consequence.
+    LOOM_RETURN_IF_ERROR(match_collectives(exec_, collectives_, links_));
+    LOOM_RETURN_IF_ERROR(match_transfers(exec_, transfers_, links_));
+    LOOM_RETURN_IF_ERROR(check_all_written());
+    return std::move(links_);
+  }
+
+ private:
+  Expected<void> check_shape() const {
+    if (exec_.plan == nullptr || exec_.plan->graph == nullptr)
+      return fail("the exec plan has no plan (or its plan no graph)", "materialize sets ExecPlan::plan; keep the plan alive");
+    if (exec_.num_devices < 1)
+      return fail(fmt::format("the exec plan has {} devices", exec_.num_devices), "a plan needs at least one device");
+    if (exec_.programs.size() != static_cast<std::size_t>(exec_.num_devices))
+      return fail(fmt::format("the exec plan has {} devices but {} programs", exec_.num_devices, exec_.programs.size()),
+                  "give every device one program, possibly empty");
+    return {};
+  }
+
+  // Also copies each buffer's device into a flat array: the walk asks for it at every operand, and a
+  // Buffer (with its heap-held box) is far larger than the int.
+  Expected<void> check_buffers() {
+    const ir::Graph& graph = *exec_.plan->graph;
+    device_of_.reserve(exec_.buffers.size());
+    for (std::size_t b = 0; b < exec_.buffers.size(); ++b) {
+      const Buffer& buffer = exec_.buffers[b];
+      device_of_.push_back(buffer.device);
+      if (buffer.device < 0 || buffer.device >= exec_.num_devices)
+        return fail(fmt::format("buffer b{} is on device {}, but the plan has {} devices", b, buffer.device, exec_.num_devices),
+                    "place every buffer on a device of the plan");
+      const ir::TensorId t = buffer.piece.tensor;
+      if (!t.valid() || t.index() >= graph.tensors.size())
+        return fail(fmt::format("buffer b{} holds tensor %{}, which the graph does not have", b, t.value),
+                    "a buffer holds a SubTensor of one of the plan's graph tensors");
+      if (buffer.piece.box.size() != graph.tensor(t).shape.rank())
+        return fail(fmt::format("buffer b{} ({}) has a box of {} dims, but the tensor has {}", b,
+                                piece_to_text(exec_, buffer.piece), buffer.piece.box.size(), graph.tensor(t).shape.rank()),
+                    "a box has one range per dimension of its tensor");
+    }
+    return {};
+  }
+
+  std::unexpected<Error> error(std::string what, std::string hint) const {
+    return fail(fmt::format("{}: {}", site_to_text(exec_, device_, index_), what), std::move(hint));
+  }
+  std::uint32_t global() const { return links_.global(device_, static_cast<std::uint32_t>(index_)); }
+
+  // The buffer exists and lives on this instruction's device.
+  Expected<void> local_buffer(BufferId id) const {
+    if (!id.valid()) return error("refers to no buffer", "every operand but a compute's shape-only inputs needs a buffer");
+    if (id.index() >= exec_.buffers.size())
+      return error(fmt::format("refers to buffer b{}, but the plan has {} buffers", id.value, exec_.buffers.size()),
+                   "create buffers with ExecPlan::add_buffer");
+    if (device_of_[id.index()] != device_)
+      return error(fmt::format("uses {}, which lives on device {}", buffer_to_text(exec_, id), device_of_[id.index()]),
+                   "an instruction touches only its own device's buffers; move data with send/recv or a collective");
+    return {};
+  }
+
+  Expected<void> read(BufferId id) const {
+    LOOM_RETURN_IF_ERROR(local_buffer(id));
+    if (state_[id.index()] == State::unwritten)
+      return error(fmt::format("reads {} before it is written", buffer_to_text(exec_, id)),
+                   fmt::format("write every buffer ({}) earlier in its device's program than any read", kWriters));
+    if (state_[id.index()] == State::freed)
+      return error(fmt::format("reads {} after it is freed (by instruction {})", buffer_to_text(exec_, id), freer_[id.index()]),
+                   "free a buffer after its last read");
+    return {};
+  }
+
+  Expected<void> write(BufferId id) {
+    LOOM_RETURN_IF_ERROR(local_buffer(id));
+    if (state_[id.index()] != State::unwritten)
+      return error(fmt::format("{} is written twice (first by instruction {})", buffer_to_text(exec_, id), writer_[id.index()]),
+                   "buffers are written once: give each write its own buffer");
+    state_[id.index()] = State::written;
+    writer_[id.index()] = static_cast<std::uint32_t>(index_);
+    return {};
+  }
+
+  Expected<void> check(const Free& f) {
+    LOOM_RETURN_IF_ERROR(local_buffer(f.buffer));
+    const std::size_t b = f.buffer.index();
+    if (state_[b] == State::unwritten)
+      return error(fmt::format("frees {} before it is written", buffer_to_text(exec_, f.buffer)), "free a buffer after its last read");
+    if (state_[b] == State::freed)
+      return error(fmt::format("{} is freed twice (first by instruction {})", buffer_to_text(exec_, f.buffer), freer_[b]),
+                   "free each buffer at most once");
+    state_[b] = State::freed;
+    freer_[b] = static_cast<std::uint32_t>(index_);
+    return {};
+  }
+
+  Expected<void> check(const Load& l) {
+    LOOM_RETURN_IF_ERROR(write(l.output));
+    const ir::TensorId t = exec_.buffer(l.output).piece.tensor;
+    if (producers_[t.index()].valid())
+      return error(fmt::format("loads a piece of '{}', which op '{}' computes", exec_.plan->graph->tensor(t).name,
+                               exec_.plan->graph->op(producers_[t.index()]).name),
+                   "load only leaves (inputs, parameters, states); compute or receive the rest");
+    return {};
+  }
+
+  Expected<void> check(const Compute& c) {
+    const plan::Plan& plan = *exec_.plan;
+    if (c.sub_op.index() >= plan.sub_ops.size())
+      return error(fmt::format("runs sub-op ${}, but the plan has {} sub-ops", c.sub_op.value, plan.sub_ops.size()),
+                   "computes name sub-ops of ExecPlan::plan");
+    const plan::SubOp& s = plan.sub_op(c.sub_op);
+    if (!s.live) return error(fmt::format("runs sub-op '{}', which is no longer live", s.name), "run the parts it was transformed into");
+    if (s.device != device_)
+      return error(fmt::format("runs sub-op '{}', which is assigned to device {}", s.name, s.device),
+                   "emit each compute in its sub-op's device's program");
+    if (c.inputs.size() != s.inputs.size() || c.outputs.size() != s.outputs.size())
+      return error(fmt::format("gives '{}' {} inputs and {} outputs, but it has {} and {}", s.name, c.inputs.size(),
+                               c.outputs.size(), s.inputs.size(), s.outputs.size()),
+                   "align the buffers with the sub-op's inputs and outputs");
+    const plan::OpLayout& layout = plan.layouts[s.op.index()];
+    for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+      const plan::SubTensor& want = s.inputs[i];
+      if (c.inputs[i] == kNoBuffer) {
+        if (layout.shape_only(i)) continue;
+        return error(fmt::format("has no buffer for input {} of '{}' ({}), which it reads", i, s.name, piece_to_text(exec_, want)),
+                     "kNoBuffer is only for shape-only inputs");
+      }
+      LOOM_RETURN_IF_ERROR(read(c.inputs[i]));
+      const plan::SubTensor& got = exec_.buffer(c.inputs[i]).piece;
+      if (got.tensor != want.tensor || !same_box(got.box, want.box) || got.value.count != want.value.count)
+        return error(fmt::format("input {} of '{}' is {}, but the sub-op reads {}", i, s.name, buffer_to_text(exec_, c.inputs[i]),
+                                 piece_to_text(exec_, want)),
+                     "an input buffer holds the input's box and a value part of the same count");
+    }
+    for (std::size_t i = 0; i < c.outputs.size(); ++i) {
+      LOOM_RETURN_IF_ERROR(write(c.outputs[i]));
+      if (!same_piece(exec_.buffer(c.outputs[i]).piece, s.outputs[i]))
+        return error(fmt::format("output {} of '{}' is {}, but the sub-op writes {}", i, s.name,
+                                 buffer_to_text(exec_, c.outputs[i]), piece_to_text(exec_, s.outputs[i])),
+                     "an output buffer holds exactly the sub-op's output SubTensor");
+    }
+    return {};
+  }
+
+  Expected<void> check(const Local& l) {
+    for (BufferId in : l.inputs) LOOM_RETURN_IF_ERROR(read(in));
+    LOOM_RETURN_IF_ERROR(write(l.output));
+    const plan::SubTensor& out = exec_.buffer(l.output).piece;
+    if (l.kind == LocalKind::combine) {
+      if (l.inputs.empty()) return error("combines no inputs", "a combine assembles its output from at least one buffer");
+      for (BufferId in : l.inputs)
+        if (exec_.buffer(in).piece.tensor != out.tensor)
+          return error(fmt::format("combines {} into a piece of another tensor", buffer_to_text(exec_, in)),
+                       "a combine sums and concatenates pieces of its output's tensor");
+      return {};
+    }
+    if (l.inputs.size() != 1)
+      return error(fmt::format("has {} inputs, but a {} has one", l.inputs.size(), name(l.kind)), "use a combine to assemble several");
+    const plan::SubTensor& in = exec_.buffer(l.inputs.front()).piece;
+    if (l.kind == LocalKind::scale && (in.tensor != out.tensor || !same_box(in.box, out.box)))
+      return error("scales into a different box", "a scale changes only the value part; slice to change the box");
+    if (l.kind == LocalKind::slice && (in.tensor != out.tensor || in.value != out.value || !box_contains(in.box, out.box)))
+      return error("slices a box outside its input, or changes the value part",
+                   "a slice keeps the value part and restricts the box to one inside the input's");
+    return {};
+  }
+
+  Expected<void> check(const Send& s) {
+    LOOM_RETURN_IF_ERROR(peer(s.peer));
+    LOOM_RETURN_IF_ERROR(read(s.buffer));
+    transfers_.push_back({device_, s.peer, s.tag, false, global()});
+    return {};
+  }
+  Expected<void> check(const Recv& r) {
+    LOOM_RETURN_IF_ERROR(peer(r.peer));
+    LOOM_RETURN_IF_ERROR(write(r.buffer));
+    transfers_.push_back({r.peer, device_, r.tag, true, global()});
+    return {};
+  }
+  Expected<void> peer(int p) const {
+    if (p < 0 || p >= exec_.num_devices)
+      return error(fmt::format("has peer {}, but the plan has {} devices", p, exec_.num_devices), "a peer is a device of the plan");
+    if (p == device_) return error("has itself as peer", "data already on the device needs no transfer");
+    return {};
+  }
+
+  Expected<void> check(const Collective& c) {
+    if (!comm::is_collective(c.kind))
+      return error(fmt::format("has kind {}, which is not a collective", comm::name(c.kind)),
+                   "collectives are all-reduce, all-gather, reduce-scatter and all-to-all");
+    if (std::find(c.group.begin(), c.group.end(), device_) == c.group.end())
+      return error(fmt::format("is not run by a member of its group: device {} is not in it", device_),
+                   "a collective runs on exactly the devices of its group");
+    LOOM_RETURN_IF_ERROR(read(c.input));
+    LOOM_RETURN_IF_ERROR(write(c.output));
+    collectives_.push_back({c.tag, global()});
+    return {};
+  }
+
+  Expected<void> check_all_written() const {
+    for (std::size_t b = 0; b < exec_.buffers.size(); ++b)
+      if (state_[b] == State::unwritten)
+        return fail(fmt::format("buffer {} on device {} is never written", buffer_to_text(exec_, BufferId(static_cast<std::uint32_t>(b))),
+                                exec_.buffers[b].device),
+                    fmt::format("every buffer has exactly one writer: {} on its device", kWriters));
+    return {};
+  }
+
+  const ExecPlan& exec_;
+  int device_ = 0;
+  std::size_t index_ = 0;
+  std::vector<State> state_;
+  std::vector<std::uint32_t> writer_, freer_;  // by buffer: the instruction (on its device) that wrote / freed it
+  std::vector<int> device_of_;                 // by buffer
+  std::vector<ir::OpId> producers_;            // by tensor: loads are of leaves
+  Links links_;
+  std::vector<TransferSite> transfers_;
+  std::vector<CollectiveSite> collectives_;
+};
+
+}  // namespace
+
+Expected<Links> check_structure(const ExecPlan& exec) { return StructureCheck(exec).run(); }
+
+}  // namespace loom::exec::detail
