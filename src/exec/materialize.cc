@@ -68,7 +68,10 @@ class Materializer {
     outputs_.resize(plan.sub_ops.size());
     for (const SubOp& s : plan.sub_ops)
       if (s.live)
-        for (std::size_t k = 0; k < s.outputs.size(); ++k) producers_[s.outputs[k].tensor.index()].emplace_back(s.id, k);
+        for (std::size_t k = 0; k < s.outputs.size(); ++k) {
+          producers_[s.outputs[k].tensor.index()].emplace_back(s.id, k);
+          if (!s.outputs[k].value.is_whole()) produced_on_.try_emplace(NeedKey{s.device, normalized(s.outputs[k])}, s.id, k);
+        }
   }
 
   Expected<void> emit(const SubOp& s) {
@@ -106,6 +109,7 @@ class Materializer {
 
  private:
   Expected<BufferId> need(const SubOp& consumer, const SubTensor& piece) {
+    if (!piece.value.is_whole() && !producers_[piece.tensor.index()].empty()) return need_value_part(consumer, piece);
     const NeedKey key{consumer.device, piece};
     if (auto it = available_.find(key); it != available_.end()) return it->second;
     const std::size_t tensor = piece.tensor.index();
@@ -119,6 +123,39 @@ class Materializer {
     }
     available_.emplace(key, b);
     return b;
+  }
+
+  // A value part of a produced tensor: any decomposition will do, as long as one consumer op reads one
+  // decomposition (exec_plan.h). When every value part the op reads of the tensor lies ready on its own
+  // device (e.g. a replicated op's backward reading the partial sums of a split one), it reads those in
+  // place, moving nothing; otherwise each is fetched as the whole times its fraction. Decided once per
+  // (op, tensor) and cached per op, so no op mixes the two.
+  Expected<BufferId> need_value_part(const SubOp& consumer, const SubTensor& piece) {
+    auto [cache, fresh] = part_cache_.try_emplace({consumer.op.value, piece.tensor.value});
+    if (fresh) cache->second.in_place = all_parts_in_place(consumer.op, piece.tensor);
+    const NeedKey key{consumer.device, piece};
+    if (auto it = cache->second.buffers.find(key); it != cache->second.buffers.end()) return it->second;
+    BufferId b;
+    if (cache->second.in_place) {
+      const auto [sub_op, k] = produced_on_.at(key);
+      b = outputs_[sub_op.index()].at(k);
+    } else {
+      b = detail::fetch(builder_, consumer.device, piece, written_[piece.tensor.index()], "fallback");
+    }
+    cache->second.buffers.emplace(key, b);
+    return b;
+  }
+
+  bool all_parts_in_place(ir::OpId op, ir::TensorId tensor) const {
+    const plan::OpLayout& layout = plan_.layouts[op.index()];
+    for (SubOpId part : plan_.parts[op.index()]) {
+      const SubOp& s = plan_.sub_op(part);
+      for (std::size_t i = 0; i < s.inputs.size(); ++i)
+        if (s.inputs[i].tensor == tensor && !layout.shape_only(i) &&
+            !produced_on_.contains(NeedKey{s.device, normalized(s.inputs[i])}))
+          return false;
+    }
+    return true;
   }
 
   // Moves the whole group holding `key` with the layout search, once, if its producers have all run.
@@ -195,6 +232,14 @@ class Materializer {
   std::vector<std::vector<BufferId>> outputs_;                           // by sub-op, once emitted
   std::unordered_map<NeedKey, BufferId, NeedKeyHash> available_;
   std::map<std::pair<std::uint32_t, std::uint32_t>, ConsumerNeeds> needs_;  // by (consumer op, tensor)
+  // Value parts: where each is produced (device and label -> its first producer), and per (consumer op,
+  // tensor) whether they are read in place and the buffers given out.
+  std::unordered_map<NeedKey, std::pair<SubOpId, std::size_t>, NeedKeyHash> produced_on_;
+  struct PartCache {
+    bool in_place = false;
+    std::unordered_map<NeedKey, BufferId, NeedKeyHash> buffers;
+  };
+  std::map<std::pair<std::uint32_t, std::uint32_t>, PartCache> part_cache_;
 };
 
 Expected<cluster::Cluster> cluster_for(const MaterializeOptions& options, int num_devices) {

@@ -23,19 +23,38 @@ namespace {
 using ir::GraphBuilder;
 using ir::TensorId;
 
-constexpr std::int64_t kHeadDim = 32;
-constexpr std::int64_t kOuterHidden = 32;
-constexpr std::int64_t kTransition = 4;
-constexpr std::int64_t kDistogramBins = 64;
-constexpr std::int64_t kIterations = 4;  // 3 recycling forward passes + the one with a backward
-
 struct EvoformerConfig {
   std::int64_t blocks = 48;
   std::int64_t msa = 256;  // cm
   std::int64_t msa_heads = 8;
+  std::int64_t head_dim = 32;
+  std::int64_t outer_hidden = 32;  // outer-product-mean projection width
+  std::int64_t transition = 4;     // transition widening factor
+  std::int64_t bins = 64;          // distogram bins
+  std::int64_t iterations = 4;     // 3 recycling forward passes + the one with a backward
+  std::int64_t sequences = 128;    // MSA rows (SuperScaler Sec. 6: 128 sequences x 256 residues)
+  std::int64_t residues = 256;     // the default `seq`
+  std::int64_t batch = 128;
   std::int64_t pair() const { return msa / 2; }
-  std::int64_t pair_heads() const { return pair() / kHeadDim; }
+  std::int64_t pair_heads() const { return pair() / head_dim; }
 };
+
+// The verification-sized Evoformer (ModelOptions::shrink): one block holds every sub-module; one
+// recycling pass keeps the recycling embedder and its detach.
+EvoformerConfig shrink(EvoformerConfig config) {
+  config.blocks = 1;
+  config.msa = 32;        // cm 32, cz 16 (AF2's 2:1)
+  config.head_dim = 4;    // 8 MSA heads and 4 pair heads of 4: divisible by 4
+  config.msa_heads = 8;
+  config.outer_hidden = 4;
+  config.transition = 4;  // AF2's factor
+  config.bins = 16;
+  config.iterations = 2;  // one recycled pass + the one with a backward
+  config.sequences = 4;
+  config.residues = 8;
+  config.batch = 4;
+  return config;
+}
 
 using Weights = std::vector<TensorId>;
 
@@ -55,11 +74,11 @@ Dense make_dense(GraphBuilder& b, const std::string& name, std::int64_t in, std:
 
 // Gated attention: w_qkvg [4 h d c], b_g [h d], (w_bias [h cz]), w_o [c h d], b_o [c].
 Weights make_gated_attention(GraphBuilder& b, const std::string& name, std::int64_t channels, std::int64_t heads,
-                             std::int64_t bias_channels, ir::DType dt) {
-  Weights w{b.parameter(name + ".qkvg.weight", {4, heads, kHeadDim, channels}, dt),
-            b.parameter(name + ".gate.bias", {heads, kHeadDim}, dt)};
+                             std::int64_t head_dim, std::int64_t bias_channels, ir::DType dt) {
+  Weights w{b.parameter(name + ".qkvg.weight", {4, heads, head_dim, channels}, dt),
+            b.parameter(name + ".gate.bias", {heads, head_dim}, dt)};
   if (bias_channels > 0) w.push_back(b.parameter(name + ".pair_bias.weight", {heads, bias_channels}, dt));
-  w.push_back(b.parameter(name + ".out.weight", {channels, heads, kHeadDim}, dt));
+  w.push_back(b.parameter(name + ".out.weight", {channels, heads, head_dim}, dt));
   w.push_back(b.parameter(name + ".out.bias", {channels}, dt));
   return w;
 }
@@ -76,9 +95,10 @@ struct Transition {
   Norm norm;
   Dense up, down;
 };
-Transition make_transition(GraphBuilder& b, const std::string& name, std::int64_t channels, ir::DType dt) {
-  return {make_norm(b, name + ".norm", channels, dt), make_dense(b, name + ".linear1", channels, kTransition * channels, dt),
-          make_dense(b, name + ".linear2", kTransition * channels, channels, dt)};
+Transition make_transition(GraphBuilder& b, const std::string& name, std::int64_t channels, std::int64_t factor,
+                           ir::DType dt) {
+  return {make_norm(b, name + ".norm", channels, dt), make_dense(b, name + ".linear1", channels, factor * channels, dt),
+          make_dense(b, name + ".linear2", factor * channels, channels, dt)};
 }
 
 struct BlockWeights {
@@ -92,24 +112,25 @@ BlockWeights make_block(GraphBuilder& b, const EvoformerConfig& c, ir::DType dt)
   BlockWeights w;
   w.row_norm_m = make_norm(b, "msa_row_attention.norm_m", cm, dt);
   w.row_norm_z = make_norm(b, "msa_row_attention.norm_z", cz, dt);
-  w.row_attention = make_gated_attention(b, "msa_row_attention", cm, c.msa_heads, cz, dt);
+  w.row_attention = make_gated_attention(b, "msa_row_attention", cm, c.msa_heads, c.head_dim, cz, dt);
   w.col_norm = make_norm(b, "msa_column_attention.norm", cm, dt);
-  w.col_attention = make_gated_attention(b, "msa_column_attention", cm, c.msa_heads, 0, dt);
-  w.msa_transition = make_transition(b, "msa_transition", cm, dt);
+  w.col_attention = make_gated_attention(b, "msa_column_attention", cm, c.msa_heads, c.head_dim, 0, dt);
+  w.msa_transition = make_transition(b, "msa_transition", cm, c.transition, dt);
   w.opm_norm = make_norm(b, "outer_product_mean.norm", cm, dt);
-  w.opm = {b.parameter("outer_product_mean.ab.weight", {2, kOuterHidden, cm}, dt),
-           b.parameter("outer_product_mean.ab.bias", {2, kOuterHidden}, dt),
-           b.parameter("outer_product_mean.out.weight", {cz, kOuterHidden * kOuterHidden}, dt),
+  const std::int64_t outer = c.outer_hidden;
+  w.opm = {b.parameter("outer_product_mean.ab.weight", {2, outer, cm}, dt),
+           b.parameter("outer_product_mean.ab.bias", {2, outer}, dt),
+           b.parameter("outer_product_mean.out.weight", {cz, outer * outer}, dt),
            b.parameter("outer_product_mean.out.bias", {cz}, dt)};
   w.tri_out_norm = make_norm(b, "triangle_multiplication_outgoing.norm_in", cz, dt);
   w.tri_out = make_triangle_multiplication(b, "triangle_multiplication_outgoing", cz, dt);
   w.tri_in_norm = make_norm(b, "triangle_multiplication_incoming.norm_in", cz, dt);
   w.tri_in = make_triangle_multiplication(b, "triangle_multiplication_incoming", cz, dt);
   w.tri_start_norm = make_norm(b, "triangle_attention_starting.norm", cz, dt);
-  w.tri_start = make_gated_attention(b, "triangle_attention_starting", cz, c.pair_heads(), cz, dt);
+  w.tri_start = make_gated_attention(b, "triangle_attention_starting", cz, c.pair_heads(), c.head_dim, cz, dt);
   w.tri_end_norm = make_norm(b, "triangle_attention_ending.norm", cz, dt);
-  w.tri_end = make_gated_attention(b, "triangle_attention_ending", cz, c.pair_heads(), cz, dt);
-  w.pair_transition = make_transition(b, "pair_transition", cz, dt);
+  w.tri_end = make_gated_attention(b, "triangle_attention_ending", cz, c.pair_heads(), c.head_dim, cz, dt);
+  w.pair_transition = make_transition(b, "pair_transition", cz, c.transition, dt);
   return w;
 }
 
@@ -167,14 +188,14 @@ std::pair<TensorId, TensorId> evoformer_block(GraphBuilder& b, TensorId m, Tenso
   return {m, z};
 }
 
-Expected<ir::Graph> build_alphafold(const std::string& name, const EvoformerConfig& config, const ModelOptions& options,
+Expected<ir::Graph> build_alphafold(const std::string& name, const EvoformerConfig& preset, const ModelOptions& options,
                                     const ir::OpCatalog& catalog) {
-  constexpr std::int64_t kSequences = 128;  // SuperScaler Sec. 6: 128 sequences x 256 residues
-  const StepShape step = resolve_step_shape(options, 128, 256, config.blocks);
+  const EvoformerConfig config = options.shrink ? shrink(preset) : preset;
+  const StepShape step = resolve_step_shape(options, config.batch, config.residues, config.blocks);
   const ir::DType dt = step.dtype;
   const std::int64_t cm = config.msa, cz = config.pair(), r = step.seq;
   GraphBuilder b(name, catalog);
-  const TensorId msa = b.input("msa", {step.batch, kSequences, r, cm}, dt);
+  const TensorId msa = b.input("msa", {step.batch, config.sequences, r, cm}, dt);
   const TensorId pair = b.input("pair", {step.batch, r, r, cz}, dt);
   const TensorId labels = b.input("distogram_bins", {step.batch, r, r}, ir::DType::i64);
   const Norm recycle_m = make_norm(b, "recycling.norm_m", cm, dt);
@@ -184,9 +205,9 @@ Expected<ir::Graph> build_alphafold(const std::string& name, const EvoformerConf
     auto scope = b.scope(fmt::format("evoformer.{}", i));
     blocks.push_back(make_block(b, config, dt));
   }
-  const Dense head = make_dense(b, "distogram", cz, kDistogramBins, dt);
+  const Dense head = make_dense(b, "distogram", cz, config.bins, dt);
   TensorId m = msa, z = pair;
-  for (std::int64_t iteration = 0; iteration < kIterations; ++iteration) {
+  for (std::int64_t iteration = 0; iteration < config.iterations; ++iteration) {
     auto scope = b.scope(fmt::format("iteration{}", iteration));
     if (iteration > 0) {
       TensorId m_prev = b.op("recycle_detach", "recycling.detach_m", {m});

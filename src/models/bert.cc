@@ -31,7 +31,20 @@ constexpr std::int64_t kTokenTypes = 2;  // sentence A / B
 constexpr double kDropout = 0.1;         // BERT's hidden and attention dropout
 constexpr double kLayerNormEps = 1e-12;  // BERT's LayerNorm epsilon
 
-Expected<ir::Graph> build_bert(const BertConfig& config, const ModelOptions& options, const ir::OpCatalog& catalog) {
+// The verification-sized BERT (ModelOptions::shrink): two post-LN layers, the MLM head kept.
+BertConfig shrink(BertConfig config) {
+  using Tiny = TinyTransformer;
+  config.layers = Tiny::layers;
+  config.hidden = Tiny::hidden;
+  config.heads = Tiny::heads;
+  config.vocab = Tiny::vocab;
+  config.max_positions = config.seq = Tiny::seq;
+  config.batch = Tiny::batch;
+  return config;  // the two token types are kept
+}
+
+Expected<ir::Graph> build_bert(const BertConfig& preset, const ModelOptions& options, const ir::OpCatalog& catalog) {
+  const BertConfig config = options.shrink ? shrink(preset) : preset;
   const StepShape step = resolve_step_shape(options, config.batch, config.seq, config.layers);
   if (step.seq > config.max_positions)
     return fail(fmt::format("seq {} exceeds the {} learned positions of {}", step.seq, config.max_positions,

@@ -29,8 +29,26 @@ struct LlamaConfig {
   std::int64_t batch = 1;     // global batch in sequences
 };
 
-Expected<ir::Graph> build_llama(const LlamaConfig& config, const ModelOptions& options,
+// The verification-sized LLaMA (ModelOptions::shrink).
+LlamaConfig shrink(LlamaConfig config) {
+  using Tiny = TinyTransformer;
+  const bool grouped = config.kv_heads > 0 && config.kv_heads < config.heads;
+  config.layers = Tiny::layers;
+  // Grouped-query presets keep GQA with 8 query heads sharing 4 key/value heads, so both head counts
+  // stay divisible by tensor-parallel degrees 2 and 4; the others keep 4 heads.
+  config.heads = grouped ? 2 * Tiny::heads : Tiny::heads;
+  config.kv_heads = grouped ? Tiny::heads : 0;
+  config.hidden = Tiny::head_dim * config.heads;
+  config.ffn = 3 * config.hidden;  // SwiGLU's ~8/3 x hidden, rounded to a multiple of 4
+  config.vocab = Tiny::vocab;
+  config.seq = Tiny::seq;
+  config.batch = Tiny::batch;
+  return config;  // RoPE base and RMSNorm eps are kept
+}
+
+Expected<ir::Graph> build_llama(const LlamaConfig& preset, const ModelOptions& options,
                                 const ir::OpCatalog& catalog) {
+  const LlamaConfig config = options.shrink ? shrink(preset) : preset;
   const StepShape step = resolve_step_shape(options, config.batch, config.seq, config.layers);
   const std::int64_t h = config.hidden;
   const ir::DType dtype = step.dtype;

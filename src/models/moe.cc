@@ -63,7 +63,22 @@ ir::TensorId moe_ffn(ir::GraphBuilder& b, ir::TensorId x, const MoeConfig& confi
   return dropout(b, "dropout", b.op("moe_combine", "combine", {out, combine}), kDropout);
 }
 
-Expected<ir::Graph> build_moe(const MoeConfig& config, const ModelOptions& options, const ir::OpCatalog& catalog) {
+// The verification-sized MoE (ModelOptions::shrink): a dense layer and an expert layer.
+MoeConfig shrink(MoeConfig config) {
+  using Tiny = TinyTransformer;
+  config.layers = Tiny::layers;  // layer 0 dense, layer 1 the mixture of experts
+  config.hidden = Tiny::hidden;
+  config.heads = Tiny::heads;
+  config.ffn = 2 * Tiny::hidden;  // the presets use 8 x hidden; 2 x keeps the experts small
+  config.experts = 4;             // divisible by expert-parallel degrees 2 and 4; capacity 2·8/4 = 4 slots
+  config.vocab = Tiny::vocab;
+  config.context = Tiny::seq;
+  config.batch = Tiny::batch;
+  return config;
+}
+
+Expected<ir::Graph> build_moe(const MoeConfig& preset, const ModelOptions& options, const ir::OpCatalog& catalog) {
+  const MoeConfig config = options.shrink ? shrink(preset) : preset;
   const StepShape step = resolve_step_shape(options, config.batch, config.context, config.layers);
   if (step.layers < 2)
     return fail(fmt::format("{} needs at least 2 layers (every other FFN is an MoE layer), got {}", config.name,

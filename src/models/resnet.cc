@@ -1,6 +1,8 @@
 // ResNet (He et al. 2016) and Wide-ResNet as Rhino benchmarks it (Rhino Table 4, following Alpa's
 // wide_resnet: the bottleneck's 3x3 conv widened by `width_factor`, stage widths channels·2^i).
 // NCHW images, 224x224 ImageNet by default; batch norm after every conv; a 1000-class head.
+#include <algorithm>
+
 #include "loom/models/families.h"
 #include "loom/ir/graph_builder.h"
 #include "loom/models/transformer_blocks.h"
@@ -16,7 +18,22 @@ struct ResNetConfig {
   std::int64_t width_factor = 1;   // widening of the 3x3 conv (1: plain ResNet)
   std::vector<std::int64_t> blocks;  // bottleneck blocks per stage
   std::int64_t classes = 1000;
+  std::int64_t image = 224;  // default image side
+  std::int64_t batch = 256;  // default batch
 };
+
+// The verification-sized ResNet (ModelOptions::shrink): two stages, the first with a projection-shortcut
+// block and an identity-shortcut block, the second with a strided projection block: every block kind.
+ResNetConfig shrink(ResNetConfig config) {
+  config.channels = 4;  // stage widths 4 and 8, bottleneck outputs 16 and 32
+  // Wide-ResNets stay wide (their 3x3 conv widened 2x) without Wide-ResNet-101's 12x.
+  config.width_factor = std::min<std::int64_t>(config.width_factor, 2);
+  config.blocks = {2, 1};
+  config.classes = 16;
+  config.image = 32;  // stem and max pool: 8x8 maps in stage 1, 4x4 in stage 2
+  config.batch = 4;
+  return config;
+}
 
 using IntList = std::vector<std::int64_t>;
 
@@ -44,9 +61,10 @@ TensorId bottleneck(GraphBuilder& b, TensorId x, std::int64_t width, std::int64_
   return b.op("relu", "relu", {b.op("add", "residual", {y, shortcut})});
 }
 
-Expected<ir::Graph> build_resnet(const std::string& name, const ResNetConfig& config, std::int64_t default_batch,
-                                 const ModelOptions& options, const ir::OpCatalog& catalog) {
-  const StepShape step = resolve_step_shape(options, default_batch, 224, 0);
+Expected<ir::Graph> build_resnet(const std::string& name, const ResNetConfig& preset, const ModelOptions& options,
+                                 const ir::OpCatalog& catalog) {
+  const ResNetConfig config = options.shrink ? shrink(preset) : preset;
+  const StepShape step = resolve_step_shape(options, config.batch, config.image, 0);
   if (options.layers > 0)
     return fail(fmt::format("{}: the depth is fixed by the block counts; 'layers' cannot be overridden", name));
   const ir::DType dt = step.dtype;
@@ -77,10 +95,11 @@ Expected<ir::Graph> build_resnet(const std::string& name, const ResNetConfig& co
 
 ModelPreset preset(std::string name, std::string description, double nominal, ResNetConfig config,
                    std::int64_t default_batch) {
+  config.batch = default_batch;
   ModelPreset p{.name = name, .family = "resnet", .description = std::move(description), .nominal_params = nominal,
-                .default_batch = default_batch, .default_seq = 224};
-  p.build = [name, config, default_batch](const ModelOptions& options, const ir::OpCatalog& catalog) {
-    return build_resnet(name, config, default_batch, options, catalog);
+                .default_batch = default_batch, .default_seq = config.image};
+  p.build = [name, config](const ModelOptions& options, const ir::OpCatalog& catalog) {
+    return build_resnet(name, config, options, catalog);
   };
   return p;
 }

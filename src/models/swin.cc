@@ -16,6 +16,8 @@
 // resolution, so its presets use the same). Window 12, which divides every stage's token grid at 1536
 // (384, 192, 96, 48) as Swin's 384-pixel fine-tuning did; 512 images per step (SuperScaler Table 2).
 // The SuperScaler presets are named swin-ss-* (its 1.8B equals nnScaler's swin-1.8b).
+#include <algorithm>
+
 #include "loom/ir/graph_builder.h"
 #include "loom/models/families.h"
 #include "loom/models/transformer_blocks.h"
@@ -27,37 +29,59 @@ using ir::GraphBuilder;
 using ir::TensorId;
 using IntList = std::vector<std::int64_t>;
 
-constexpr std::int64_t kPatch = 4;
-constexpr std::int64_t kWindow = 12;
-constexpr std::int64_t kClasses = 1000;
-constexpr std::int64_t kStages = 4;
-
 struct SwinConfig {
-  std::int64_t layers = 0;  // blocks over all four stages
+  std::int64_t layers = 0;  // blocks over all stages
   std::int64_t hidden = 0;  // stage-1 width C
   std::int64_t heads = 0;   // stage-1 heads
+  std::int64_t patch = 4;
+  std::int64_t window = 12;
+  std::int64_t classes = 1000;
+  std::int64_t stages = 4;
+  std::int64_t image = 1536;  // default image side
+  std::int64_t batch = 512;
 };
 
-// Blocks per stage: 2, 2, layers - 6, 2.
-std::vector<std::int64_t> stage_depths(std::int64_t layers) { return {2, 2, layers - 6, 2}; }
+// The verification-sized Swin (ModelOptions::shrink): two stages of a regular and a shifted block with a
+// patch merge between them, the fewest that keep every block kind.
+SwinConfig shrink(SwinConfig config) {
+  config.stages = 2;
+  config.layers = 4;    // 2 + 2 blocks
+  config.hidden = 16;   // stage 1: 4 heads of 4; stage 2: 32 channels, 8 heads
+  config.heads = 4;
+  config.patch = 2;
+  config.window = 2;    // 2x2 windows, shift by 1
+  config.image = 16;    // 8x8 tokens (16 windows) in stage 1, 4x4 (4 windows) in stage 2
+  config.classes = 16;  // divisible by 4
+  config.batch = 4;
+  return config;
+}
+
+// Blocks per stage: 2 each, except the third (the last when there are fewer) which takes the rest:
+// 2, 2, layers - 6, 2 for Swin's four stages.
+std::vector<std::int64_t> stage_depths(std::int64_t layers, std::int64_t stages) {
+  std::vector<std::int64_t> depths(static_cast<std::size_t>(stages), 2);
+  const auto rest = static_cast<std::size_t>(std::min<std::int64_t>(2, stages - 1));
+  depths[rest] = layers - 2 * (stages - 1);
+  return depths;
+}
 
 // x [b H W C] -> [b H W C]: one (shifted) window attention block and its MLP.
-TensorId swin_block(GraphBuilder& b, TensorId x, std::int64_t channels, std::int64_t heads, bool shifted,
-                    ir::DType dt) {
+TensorId swin_block(GraphBuilder& b, TensorId x, std::int64_t channels, std::int64_t heads, std::int64_t window,
+                    bool shifted, ir::DType dt) {
   if (!b.ok()) return {};
   const ir::Shape shape = b.shape(x);
   const std::int64_t height = shape[1], width = shape[2];
   TensorId h = norm(b, "norm1", x, channels, {}, dt);
-  if (shifted) h = b.op("cyclic_shift", "shift", {h}, {{"shift", -kWindow / 2}});
-  h = b.op("window_partition", "partition", {h}, {{"window_size", kWindow}});
-  TensorId table = b.parameter("attn.relative_position_bias_table", {(2 * kWindow - 1) * (2 * kWindow - 1), heads}, dt);
-  TensorId bias = b.op("relative_position_bias", "attn.relative_position_bias", {table}, {{"window_size", kWindow}});
+  if (shifted) h = b.op("cyclic_shift", "shift", {h}, {{"shift", -window / 2}});
+  h = b.op("window_partition", "partition", {h}, {{"window_size", window}});
+  TensorId table = b.parameter("attn.relative_position_bias_table", {(2 * window - 1) * (2 * window - 1), heads}, dt);
+  TensorId bias = b.op("relative_position_bias", "attn.relative_position_bias", {table}, {{"window_size", window}});
   {
     auto attn = b.scope("attn");
     h = self_attention(b, h, {.hidden = channels, .heads = heads}, dt, bias);
   }
-  h = b.op("window_reverse", "reverse", {h}, {{"window_size", kWindow}, {"height", height}, {"width", width}});
-  if (shifted) h = b.op("cyclic_shift", "unshift", {h}, {{"shift", kWindow / 2}});
+  h = b.op("window_reverse", "reverse", {h}, {{"window_size", window}, {"height", height}, {"width", width}});
+  if (shifted) h = b.op("cyclic_shift", "unshift", {h}, {{"shift", window / 2}});
   x = b.op("add", "residual1", {x, h});
   h = norm(b, "norm2", x, channels, {}, dt);
   {
@@ -67,15 +91,18 @@ TensorId swin_block(GraphBuilder& b, TensorId x, std::int64_t channels, std::int
   return b.op("add", "residual2", {x, h});
 }
 
-Expected<ir::Graph> build_swin(const std::string& name, const SwinConfig& config, const ModelOptions& options,
+Expected<ir::Graph> build_swin(const std::string& name, const SwinConfig& preset, const ModelOptions& options,
                                const ir::OpCatalog& catalog) {
-  const StepShape step = resolve_step_shape(options, 512, 1536, config.layers);
-  if (step.layers < 7)
-    return fail(fmt::format("{}: {} layers leave no third stage; Swin needs at least 7 (2, 2, L-6, 2)", name, step.layers));
-  const std::int64_t grain = kPatch * kWindow << (kStages - 1);
+  const SwinConfig config = options.shrink ? shrink(preset) : preset;
+  const StepShape step = resolve_step_shape(options, config.batch, config.image, config.layers);
+  const std::int64_t min_layers = 2 * config.stages - 1;
+  if (step.layers < min_layers)
+    return fail(fmt::format("{}: {} layers leave a stage empty; Swin needs at least {} ({})", name, step.layers,
+                            min_layers, config.stages == 4 ? "2, 2, L-6, 2" : "2, L-2"));
+  const std::int64_t grain = config.patch * config.window << (config.stages - 1);
   if (step.seq % grain != 0)
-    return fail(fmt::format("{}: image side {} must be a multiple of {} (patch {} x window {} x 2^3 merges)", name,
-                            step.seq, grain, kPatch, kWindow));
+    return fail(fmt::format("{}: image side {} must be a multiple of {} (patch {} x window {} x 2^{} merges)", name,
+                            step.seq, grain, config.patch, config.window, config.stages - 1));
   const ir::DType dt = step.dtype;
   GraphBuilder b(name, catalog);
   TensorId images = b.input("images", {step.batch, 3, step.seq, step.seq}, dt);
@@ -83,21 +110,21 @@ Expected<ir::Graph> build_swin(const std::string& name, const SwinConfig& config
   TensorId x;
   {
     auto scope = b.scope("patch_embed");
-    TensorId w = b.parameter("proj.weight", {config.hidden, 3, kPatch, kPatch}, dt);
+    TensorId w = b.parameter("proj.weight", {config.hidden, 3, config.patch, config.patch}, dt);
     x = b.op("conv2d", "proj", {images, w, b.parameter("proj.bias", {config.hidden}, dt)},
-             {{"stride", IntList{kPatch}}});
+             {{"stride", IntList{config.patch}}});
     x = b.op("permute", "to_channels_last", {x}, {{"dims", IntList{0, 2, 3, 1}}});
     x = norm(b, "norm", x, config.hidden, {}, dt);
   }
-  const std::vector<std::int64_t> depths = stage_depths(step.layers);
+  const std::vector<std::int64_t> depths = stage_depths(step.layers, config.stages);
   std::int64_t channels = config.hidden, heads = config.heads;
-  for (std::int64_t stage = 0; stage < kStages; ++stage) {
+  for (std::int64_t stage = 0; stage < config.stages; ++stage) {
     auto stage_scope = b.scope(fmt::format("layers.{}", stage));
     for (std::int64_t block = 0; block < depths[static_cast<std::size_t>(stage)]; ++block) {
       auto block_scope = b.scope(fmt::format("blocks.{}", block));
-      x = swin_block(b, x, channels, heads, block % 2 == 1, dt);
+      x = swin_block(b, x, channels, heads, config.window, block % 2 == 1, dt);
     }
-    if (stage + 1 < kStages) {
+    if (stage + 1 < config.stages) {
       auto merge = b.scope("downsample");
       x = b.op("patch_merging", "merge", {x});
       x = norm(b, "norm", x, 4 * channels, {}, dt);
@@ -108,7 +135,7 @@ Expected<ir::Graph> build_swin(const std::string& name, const SwinConfig& config
   }
   x = norm(b, "norm", x, channels, {}, dt);
   x = b.op("mean", "avgpool", {x}, {{"dims", IntList{1, 2}}});
-  TensorId logits = linear(b, "head", x, channels, kClasses, true, dt);
+  TensorId logits = linear(b, "head", x, channels, config.classes, true, dt);
   b.set_loss(b.op("cross_entropy", "loss", {logits, labels}));
   return std::move(b).finish();
 }
@@ -116,11 +143,12 @@ Expected<ir::Graph> build_swin(const std::string& name, const SwinConfig& config
 ModelPreset preset(std::string name, std::string source, double nominal, SwinConfig config) {
   ModelPreset p{.name = name,
                 .family = "swin",
-                .description = fmt::format("Swin Transformer ({}): L{} C{} heads {}, 1536x1536, window {}", source,
-                                           config.layers, config.hidden, config.heads, kWindow),
+                .description = fmt::format("Swin Transformer ({}): L{} C{} heads {}, {}x{}, window {}", source,
+                                           config.layers, config.hidden, config.heads, config.image, config.image,
+                                           config.window),
                 .nominal_params = nominal,
-                .default_batch = 512,
-                .default_seq = 1536};
+                .default_batch = config.batch,
+                .default_seq = config.image};
   p.build = [name, config](const ModelOptions& options, const ir::OpCatalog& catalog) {
     return build_swin(name, config, options, catalog);
   };

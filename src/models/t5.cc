@@ -149,8 +149,23 @@ ir::TensorId decoder(ir::GraphBuilder& b, const Stack& stack, ir::TensorId ids, 
                  stack.config.style == Style::t5 ? kDropout : 0.0);
 }
 
-Expected<ir::Graph> build_encoder_decoder(const EncDecConfig& config, const ModelOptions& options,
+// The verification-sized model (ModelOptions::shrink): one encoder and one decoder layer (the fewest
+// that keep self-, causal self- and cross-attention), T5's relative position bias or mBART's learned
+// positions as the style says.
+EncDecConfig shrink(EncDecConfig config) {
+  using Tiny = TinyTransformer;
+  config.layers = Tiny::layers;  // encoder + decoder
+  config.hidden = Tiny::hidden;  // FFN 4 x 16
+  config.heads = Tiny::heads;
+  config.vocab = Tiny::vocab;
+  config.seq = Tiny::seq;
+  config.batch = Tiny::batch;
+  return config;  // T5 keeps its 32 relative-position buckets (a [32, heads] table)
+}
+
+Expected<ir::Graph> build_encoder_decoder(const EncDecConfig& preset, const ModelOptions& options,
                                           const ir::OpCatalog& catalog) {
+  const EncDecConfig config = options.shrink ? shrink(preset) : preset;
   const StepShape step = resolve_step_shape(options, config.batch, config.seq, config.layers);
   if (step.layers % 2 != 0)
     return fail(fmt::format("layers {} of {} is the encoder + decoder total and must be even", step.layers,

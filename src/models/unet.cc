@@ -14,9 +14,22 @@ using ir::GraphBuilder;
 using ir::TensorId;
 using IntList = std::vector<std::int64_t>;
 
-constexpr std::int64_t kBase = 64;
 constexpr std::int64_t kLevels = 4;
 constexpr std::int64_t kImageChannels = 3;
+
+struct UNetConfig {
+  std::int64_t base = 64;  // level-0 width, doubling per level
+  std::int64_t batch = 16;
+  std::int64_t image = 256;
+};
+
+// The verification-sized UNet (ModelOptions::shrink): all four levels, widths 2 .. 32.
+UNetConfig shrink(UNetConfig config) {
+  config.base = 2;
+  config.batch = 4;
+  config.image = 16;  // the smallest side four 2x2 pools allow
+  return config;
+}
 
 TensorId conv_bn_relu(GraphBuilder& b, const std::string& name, TensorId x, std::int64_t out, ir::DType dt) {
   if (!b.ok()) return {};
@@ -32,8 +45,9 @@ TensorId double_conv(GraphBuilder& b, TensorId x, std::int64_t out, ir::DType dt
 }
 
 Expected<ir::Graph> build_unet(const std::string& name, const ModelOptions& options, const ir::OpCatalog& catalog) {
-  const std::int64_t batch = options.batch > 0 ? options.batch : 16;
-  const std::int64_t side = options.seq > 0 ? options.seq : 256;
+  const UNetConfig config = options.shrink ? shrink(UNetConfig{}) : UNetConfig{};
+  const std::int64_t batch = options.batch > 0 ? options.batch : config.batch;
+  const std::int64_t side = options.seq > 0 ? options.seq : config.image;
   if (options.layers > 0) return fail(fmt::format("{}: the UNet's depth is fixed; 'layers' cannot be overridden", name));
   if (side % (1 << kLevels) != 0)
     return fail(fmt::format("{}: image side {} must be a multiple of {}", name, side, 1 << kLevels));
@@ -45,18 +59,18 @@ Expected<ir::Graph> build_unet(const std::string& name, const ModelOptions& opti
   for (std::int64_t level = 0; level <= kLevels; ++level) {
     auto scope = b.scope(fmt::format("down{}", level));
     if (level > 0) x = b.op("max_pool2d", "pool", {x}, {{"kernel", IntList{2}}});
-    x = double_conv(b, x, kBase << level, dt);
+    x = double_conv(b, x, config.base << level, dt);
     if (level < kLevels) skips.push_back(x);
   }
   for (std::int64_t level = kLevels - 1; level >= 0; --level) {
     auto scope = b.scope(fmt::format("up{}", level));
-    const std::int64_t out = kBase << level;
+    const std::int64_t out = config.base << level;
     TensorId w = b.parameter("up.weight", {2 * out, out, 2, 2}, dt);
     x = b.op("conv_transpose2d", "up", {x, w, b.parameter("up.bias", {out}, dt)}, {{"stride", IntList{2}}});
     x = b.op("concat", "skip", {skips[static_cast<std::size_t>(level)], x}, {{"dim", std::int64_t{1}}});
     x = double_conv(b, x, out, dt);
   }
-  TensorId w = b.parameter("head.weight", {kImageChannels, kBase, 1, 1}, dt);
+  TensorId w = b.parameter("head.weight", {kImageChannels, config.base, 1, 1}, dt);
   TensorId pred = b.op("conv2d", "head", {x, w, b.parameter("head.bias", {kImageChannels}, dt)});
   b.set_loss(b.op("mse_loss", "loss", {pred, target}));
   return std::move(b).finish();

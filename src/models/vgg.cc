@@ -17,9 +17,29 @@ constexpr std::int64_t kPool = 0;  // a max pool in the layer list
 const IntList kVgg19Layers = {64, 64, kPool, 128, 128, kPool, 256, 256, 256, 256, kPool,
                               512, 512, 512, 512, kPool, 512, 512, 512, 512, kPool};
 
-Expected<ir::Graph> build_vgg19(const std::string& name, std::int64_t classes, std::int64_t default_batch,
-                                const ModelOptions& options, const ir::OpCatalog& catalog) {
-  const StepShape step = resolve_step_shape(options, default_batch, 224, 0);
+struct VggConfig {
+  std::int64_t classes = 1000;
+  std::int64_t batch = 256;
+  std::int64_t image = 224;
+  std::int64_t width_divisor = 1;  // conv widths are kVgg19Layers / width_divisor
+  std::int64_t fc = 4096;          // width of the two hidden classifier layers
+};
+
+// The verification-sized VGG19 (ModelOptions::shrink): all 16 convolutions and 5 pools, narrow.
+VggConfig shrink(VggConfig config) {
+  config.width_divisor = 32;  // conv widths 2 .. 16
+  config.fc = 16;
+  // The million-class classifier stays the largest layer (64 classes against the ImageNet model's 16).
+  config.classes = config.classes > 1000 ? 64 : 16;
+  config.image = 32;          // five 2x2 pools down to 1x1
+  config.batch = 4;
+  return config;
+}
+
+Expected<ir::Graph> build_vgg19(const std::string& name, const VggConfig& preset, const ModelOptions& options,
+                                const ir::OpCatalog& catalog) {
+  const VggConfig config = options.shrink ? shrink(preset) : preset;
+  const StepShape step = resolve_step_shape(options, config.batch, config.image, 0);
   if (options.layers > 0) return fail(fmt::format("{}: VGG19's depth is fixed; 'layers' cannot be overridden", name));
   if (step.seq % 32 != 0)
     return fail(fmt::format("{}: image side {} must be a multiple of 32 (five 2x2 pools)", name, step.seq));
@@ -28,8 +48,9 @@ Expected<ir::Graph> build_vgg19(const std::string& name, std::int64_t classes, s
   TensorId x = b.input("images", {step.batch, 3, step.seq, step.seq}, dt);
   TensorId labels = b.input("labels", {step.batch}, ir::DType::i64);
   std::int64_t channels = 3, conv = 0, pool = 0;
-  for (std::int64_t out : kVgg19Layers) {
-    if (out == kPool) {
+  for (std::int64_t width : kVgg19Layers) {
+    const std::int64_t out = width / config.width_divisor;
+    if (width == kPool) {
       x = b.op("max_pool2d", fmt::format("features.pool{}", pool++), {x}, {{"kernel", IntList{2}}});
       continue;
     }
@@ -44,9 +65,9 @@ Expected<ir::Graph> build_vgg19(const std::string& name, std::int64_t classes, s
   const std::int64_t side = b.shape(x)[2];
   const std::int64_t flat = channels * side * side;
   x = b.op("reshape", "flatten", {x}, {{"shape", IntList{step.batch, flat}}});
-  x = b.op("relu", "classifier.relu0", {linear(b, "classifier.fc0", x, flat, 4096, true, dt)});
-  x = b.op("relu", "classifier.relu1", {linear(b, "classifier.fc1", x, 4096, 4096, true, dt)});
-  TensorId logits = linear(b, "classifier.fc2", x, 4096, classes, true, dt);
+  x = b.op("relu", "classifier.relu0", {linear(b, "classifier.fc0", x, flat, config.fc, true, dt)});
+  x = b.op("relu", "classifier.relu1", {linear(b, "classifier.fc1", x, config.fc, config.fc, true, dt)});
+  TensorId logits = linear(b, "classifier.fc2", x, config.fc, config.classes, true, dt);
   b.set_loss(b.op("cross_entropy", "loss", {logits, labels}));
   return std::move(b).finish();
 }
@@ -55,8 +76,9 @@ ModelPreset preset(std::string name, std::string description, double nominal, st
                    std::int64_t default_batch) {
   ModelPreset p{.name = name, .family = "vgg", .description = std::move(description), .nominal_params = nominal,
                 .default_batch = default_batch, .default_seq = 224};
-  p.build = [name, classes, default_batch](const ModelOptions& options, const ir::OpCatalog& catalog) {
-    return build_vgg19(name, classes, default_batch, options, catalog);
+  p.build = [name, config = VggConfig{.classes = classes, .batch = default_batch}](const ModelOptions& options,
+                                                                                const ir::OpCatalog& catalog) {
+    return build_vgg19(name, config, options, catalog);
   };
   return p;
 }

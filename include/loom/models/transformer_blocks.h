@@ -42,6 +42,20 @@ struct StepShape {
 StepShape resolve_step_shape(const ModelOptions& options, std::int64_t default_batch, std::int64_t default_seq,
                              std::int64_t default_layers);
 
+// The sizes ModelOptions::shrink gives the language-model families (each family's shrink() maps its
+// config onto them): two layers of 4 heads of 4 channels, vocabulary 64, 8 tokens, batch 4. Every size a
+// policy splits (batch, heads, hidden, FFN, vocabulary) is divisible by 4, so data or tensor
+// parallelism of 2 or 4, or 2 micro-batches per data-parallel part, divides it.
+struct TinyTransformer {
+  static constexpr std::int64_t layers = 2;
+  static constexpr std::int64_t heads = 4;
+  static constexpr std::int64_t head_dim = 4;
+  static constexpr std::int64_t hidden = heads * head_dim;
+  static constexpr std::int64_t vocab = 64;
+  static constexpr std::int64_t seq = 8;
+  static constexpr std::int64_t batch = 4;
+};
+
 // ---- basic layers --------------------------------------------------------------------------------
 
 // torch.nn.Linear: y = x W^T (+ b), parameters "<name>.weight" [out, in] and "<name>.bias" [out].

@@ -19,6 +19,13 @@ struct ModelOptions {
   std::int64_t seq = 0;          // sequence length (tokens) or image side (pixels) for vision models
   ir::DType dtype = ir::DType::bf16;  // activations and weights; optimizer keeps fp32 master copies
   std::int64_t layers = 0;       // override the depth (e.g. to shrink a preset for verification)
+  // Build a tiny model of the same architecture (same op types, block kinds and options such as causal
+  // masks, biases, grouped-query attention or expert routing) for verification with the float64
+  // interpreter: two layers (or the family's fewest that keep every block kind), widths of 8-32 with
+  // heads of 4 channels, vocabularies and classes of 16-64, sequences or image sides of 8-16, batch 4.
+  // Every dimension a policy splits (batch, heads, hidden, ffn, vocabulary, experts) is divisible by 4.
+  // batch, seq and layers above still override the shrunk defaults.
+  bool shrink = false;
 };
 
 struct ModelPreset {

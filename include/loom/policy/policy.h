@@ -1,0 +1,63 @@
+// Built-in parallelization policies, written with the public primitives (trans / assign / order) and the
+// plan helpers (batch identifiers, micro-batches, stages, schedule templates) alone, as a user would
+// write them (DESIGN.md, "Primitives"). Each is Megatron-LM's 3-D parallelism (Narayanan et al. 2021)
+// restricted to some of its degrees:
+//   dp        data parallelism: the batch split dp ways, optimizer steps replicated per device;
+//   tp        tensor parallelism (Shoeybi et al. 2019): column- / row-parallel pairs, heads split;
+//   dp-tp     both, the batch split first and tensor parallelism inside each data-parallel part;
+//   pp        pipeline parallelism: pp stages of balanced FLOPs, micro-batches, GPipe or 1F1B;
+//   megatron  any dp x tp x pp.
+// Devices are numbered as Megatron does: tp innermost, then dp, then pp.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "loom/core/error.h"
+#include "loom/plan/plan.h"
+#include "loom/plan/schedule.h"
+
+namespace loom::policy {
+
+struct ParallelConfig {
+  int dp = 1;             // data-parallel degree
+  int tp = 1;             // tensor-parallel degree
+  int pp = 1;             // pipeline stages
+  int micro_batches = 1;  // micro-batches per step (pipelined when pp > 1, else accumulated)
+  plan::ScheduleKind schedule = plan::ScheduleKind::one_f_one_b;  // pp > 1 only
+};
+
+// dp * tp * pp.
+int device_count(const ParallelConfig& config);
+// (pp_rank * dp + dp_rank) * tp + tp_rank.
+int device_of(const ParallelConfig& config, int pp_rank, int dp_rank, int tp_rank);
+
+struct PolicyInfo {
+  std::string_view name;     // "dp-tp"
+  std::string_view degrees;  // the ParallelConfig fields it uses: "dp, tp"
+  std::string_view summary;  // one line for `--help`
+};
+std::span<const PolicyInfo> known_policies();
+std::string known_policy_names();  // "dp, tp, dp-tp, pp, megatron"
+
+// Applies the named policy to a fresh plan (plan::make_plan: one unassigned part per op). Errors: an
+// unknown name (listing the known ones), a degree the policy does not use set above 1, degrees below 1,
+// and whatever megatron() reports.
+Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const ParallelConfig& config);
+
+// dp x tp x pp over a fresh plan. Per forward op, in this order (trans refuses to divide the value of a
+// piece a sibling also produces, so the value-dividing splits come last):
+//  1. pp > 1 or micro_batches > 1: the batch split into micro-batches (plan::split_micro_batches);
+//  2. dp > 1: each piece split dp ways along its batch identifier; ops that see no batch (position
+//     tables, relative-position biases) replicated dp times;
+//  3. tp > 1: each data-parallel part split as tensor_parallel_layout() says, or replicated tp times;
+//  4. the parts placed on device_of(stage, dp rank, tp rank), the stage from pipeline_stages().
+// Optimizer steps go to their parameter's stage, replicated over dp and split over tp along the
+// parameter's tensor-parallel dimension; gradient accumulations and the loss-gradient seed follow the
+// tensor they belong to. With pp > 1 each (dp rank, tp rank) pipeline gets the schedule's order edges.
+// Errors name the op and the dimension: a batch not divisible by dp x micro_batches, heads (or another
+// split dimension) not divisible by tp, fewer balanced stages than pp, or a plan already transformed.
+Expected<void> megatron(plan::Plan& plan, const ParallelConfig& config);
+
+}  // namespace loom::policy

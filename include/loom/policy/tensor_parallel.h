@@ -1,0 +1,49 @@
+// Where Megatron-style tensor parallelism splits each forward op (Shoeybi et al. 2019), derived from the
+// ops' annotations and the dataflow rather than from layer names, so one rule serves every family:
+//
+//  - Column-parallel seeds: a linear whose output features ('o') can be carried, op by op, to
+//    row-parallel linears without ever being gathered: every op reached must split the same dimension
+//    (reshapes to heads, chunks of a fused qkv, transposes, attention over heads, activations) and every
+//    path must end in a reduction ('+', e.g. the 'i+' of the output projection or fc2), whose outputs
+//    are partial sums. This finds attention (qkv or q/k/v/kv column-parallel, heads split, the output
+//    projection row-parallel) and MLPs (fc1/gate/up column, activation, fc2/down row) in GPT, LLaMA,
+//    BERT, T5/mBART (cross-attention too), MoE's dense layers, Swin's window attention and MLP, and
+//    AlphaFold2's transitions; a linear whose split would reach a LayerNorm, a loss or the residual
+//    stream (output projections, LM heads, Swin's patch-merge reduction) stays replicated.
+//  - Expert parallelism: moe_dispatch split along its experts dimension, carried through the expert
+//    FFN einsums to moe_combine's expert reduction (GShard experts across tp ranks).
+//  - Fused head-parallel ops: an op whose reduction identifier occurs only in its parameters (the
+//    heads of AlphaFold2's gated MSA-row, MSA-column and triangle attentions, which include their
+//    output projection) is split along it: each rank computes its heads and a partial output.
+//  - Vocabulary-parallel embeddings: an embedding of batch-carrying ids is split along its table's rows
+//    ('v+') when tp divides them (partial sums, zero outside a rank's rows); otherwise replicated.
+//    The zoo lays fused projections out per head (Megatron's [heads, (q k v), head_dim], and [kv_heads,
+//    (k v), head_dim] for cross-attention), so contiguous splits give each rank whole heads and no
+//    strided split is needed.
+//  - Everything else is replicated across the tp ranks: norms, residual adds, dropout on the residual
+//    stream, losses (cross_entropy's vocabulary is not splittable), MoE gates, AlphaFold2's outer
+//    product mean and triangle multiplications, Swin's window partition/shift/merge, and ops that see
+//    no batch (position tables, relative-position biases), which data parallelism replicates.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "loom/core/error.h"
+#include "loom/plan/plan.h"
+#include "loom/plan/primitives.h"
+
+namespace loom::policy {
+
+struct TensorParallelLayout {
+  std::vector<std::optional<plan::SplitAlgo>> splits;  // by OpId, forward ops only; nullopt: replicate
+  // By TensorId: the dimension split across the tp ranks (-1: whole, or partial sums). For parameters,
+  // the dimension the first consumer that splits it slices; their optimizer steps split the same way.
+  std::vector<int> tensor_dims;
+};
+
+// Reads annotations only (the plan is not changed). Errors: tp < 1, or a split dimension tp does not
+// divide, naming the op, its annotation, the identifier and its size.
+Expected<TensorParallelLayout> tensor_parallel_layout(const plan::Plan& plan, int tp);
+
+}  // namespace loom::policy

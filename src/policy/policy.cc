@@ -1,0 +1,63 @@
+#include "loom/policy/policy.h"
+
+#include <array>
+
+#include <fmt/format.h>
+
+namespace loom::policy {
+namespace {
+
+constexpr std::array<PolicyInfo, 5> kPolicies = {{
+    {"dp", "dp", "data parallelism: the batch split dp ways, optimizer steps replicated"},
+    {"tp", "tp", "Megatron tensor parallelism: column/row-parallel pairs, heads and experts split"},
+    {"dp-tp", "dp, tp", "data parallelism, then tensor parallelism inside each data-parallel part"},
+    {"pp", "pp, micro_batches, schedule", "pipeline stages of balanced FLOPs with a GPipe or 1F1B schedule"},
+    {"megatron", "dp, tp, pp, micro_batches, schedule", "any dp x tp x pp (Megatron-LM's 3-D parallelism)"},
+}};
+
+// The degrees a policy may set above 1.
+struct Uses {
+  bool dp = false, tp = false, pp = false;
+};
+
+Uses uses(std::string_view policy) {
+  if (policy == "dp") return {.dp = true};
+  if (policy == "tp") return {.tp = true};
+  if (policy == "dp-tp") return {.dp = true, .tp = true};
+  if (policy == "pp") return {.pp = true};
+  return {.dp = true, .tp = true, .pp = true};
+}
+
+}  // namespace
+
+int device_count(const ParallelConfig& config) { return config.dp * config.tp * config.pp; }
+
+int device_of(const ParallelConfig& config, int pp_rank, int dp_rank, int tp_rank) {
+  return (pp_rank * config.dp + dp_rank) * config.tp + tp_rank;
+}
+
+std::span<const PolicyInfo> known_policies() { return kPolicies; }
+
+std::string known_policy_names() {
+  std::string names;
+  for (const PolicyInfo& p : kPolicies) names += (names.empty() ? "" : ", ") + std::string(p.name);
+  return names;
+}
+
+Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const ParallelConfig& config) {
+  bool known = false;
+  for (const PolicyInfo& p : kPolicies) known |= p.name == policy;
+  if (!known)
+    return fail(fmt::format("unknown policy '{}'", policy), fmt::format("known policies: {}", known_policy_names()));
+  const Uses u = uses(policy);
+  for (const auto& [degree, value, used] : {std::tuple{"dp", config.dp, u.dp}, std::tuple{"tp", config.tp, u.tp},
+                                            std::tuple{"pp", config.pp, u.pp}}) {
+    if (value < 1) return fail(fmt::format("policy '{}': {} is {}; degrees must be at least 1", policy, degree, value));
+    if (value > 1 && !used)
+      return fail(fmt::format("policy '{}' does not use {} (given {})", policy, degree, value),
+                  "'megatron' combines dp, tp and pp");
+  }
+  return with_context(megatron(plan, config), fmt::format("policy '{}'", policy));
+}
+
+}  // namespace loom::policy

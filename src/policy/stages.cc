@@ -1,0 +1,56 @@
+#include "loom/policy/stages.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "loom/ir/graph_stats.h"
+#include "loom/ops/registry.h"
+#include "loom/plan/batch.h"
+
+namespace loom::policy {
+
+Expected<std::vector<int>> pipeline_stages(const plan::Plan& plan, int stages) {
+  if (stages < 1) return fail(fmt::format("pipeline of {} stages: the degree must be at least 1", stages));
+  const ir::Graph& graph = *plan.graph;
+  LOOM_ASSIGN_OR_RETURN(std::vector<double> flops, ir::op_flops(graph, ops::builtin_ops()));
+  // Training cost of each forward op: its FLOPs plus its backward op's.
+  std::vector<double> cost(graph.ops.size(), 0.0);
+  for (const ir::Op& op : graph.ops) {
+    const double f = std::max(flops[op.id.index()], 0.0);
+    if (op.pass == ir::Pass::forward) cost[op.id.index()] += f;
+    else if (op.is_mirror()) cost[op.mirror_of.index()] += f;
+  }
+  double total = 0;
+  for (const ir::Op& op : graph.ops)
+    if (op.pass == ir::Pass::forward) total += cost[op.id.index()];
+  const bool by_count = total <= 0;
+  if (by_count)
+    for (const ir::Op& op : graph.ops)
+      if (op.pass == ir::Pass::forward) cost[op.id.index()] = 1, total += 1;
+
+  // Each op goes to the stage its cost midpoint falls in, so the cut lands where the running total
+  // crosses s/stages of the whole.
+  std::vector<int> stage(graph.ops.size(), -1);
+  double before = 0;
+  for (const ir::Op& op : graph.ops) {
+    if (op.pass != ir::Pass::forward) continue;
+    const double c = cost[op.id.index()];
+    const double at = stages * (before + c / 2) / total;
+    stage[op.id.index()] = std::clamp(static_cast<int>(std::floor(at)), 0, stages - 1);
+    before += c;
+  }
+  const std::vector<std::optional<std::string>> batch = plan::batch_identifiers(plan);
+  std::vector<int> batched(static_cast<std::size_t>(stages), 0);
+  for (const ir::Op& op : graph.ops)
+    if (stage[op.id.index()] >= 0 && batch[op.id.index()]) ++batched[static_cast<std::size_t>(stage[op.id.index()])];
+  for (int s = 0; s < stages; ++s)
+    if (batched[static_cast<std::size_t>(s)] == 0)
+      return fail(fmt::format("pipeline of {} stages: stage {} of '{}' gets no op that sees the batch", stages, s,
+                              graph.name),
+                  "use fewer stages or a deeper model");
+  return stage;
+}
+
+}  // namespace loom::policy

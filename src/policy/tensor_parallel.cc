@@ -1,0 +1,238 @@
+#include "loom/policy/tensor_parallel.h"
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "loom/plan/batch.h"
+
+namespace loom::policy {
+namespace {
+
+using ir::Annotation;
+using ir::DimAtom;
+using ir::DimFlag;
+using ir::TensorAnnotation;
+
+// Where identifier x sits in one tensor: the dimension it names (alone or first of a merged dimension),
+// -1 when absent, nullopt when it is a later atom of a merged dimension (which trans cannot split).
+std::optional<int> position(const TensorAnnotation& tensor, std::string_view x) {
+  if (tensor.opaque) return -1;
+  for (std::size_t d = 0; d < tensor.dims.size(); ++d) {
+    const auto& atoms = tensor.dims[d].atoms;
+    for (std::size_t a = 0; a < atoms.size(); ++a)
+      if (atoms[a].kind == DimAtom::Kind::identifier && atoms[a].name == x) {
+        if (a > 0) return std::nullopt;
+        return static_cast<int>(d);
+      }
+  }
+  return -1;
+}
+
+// The identifier an op must be split along so that its inputs split as `split` says (input index,
+// dimension) stay split without a gather; nullopt when the op cannot carry them (frozen or fixed-size
+// dimensions, disagreeing identifiers, an identifier inside a merged dimension).
+std::optional<std::string> carried(const Annotation& a, const std::vector<std::pair<std::size_t, int>>& split) {
+  std::optional<std::string> x;
+  for (const auto& [i, d] : split) {
+    const TensorAnnotation& t = a.inputs[i];
+    if (t.opaque || static_cast<std::size_t>(d) >= t.dims.size()) return std::nullopt;
+    const DimAtom& atom = t.dims[static_cast<std::size_t>(d)].atoms.front();
+    if (atom.kind != DimAtom::Kind::identifier || (x && *x != atom.name)) return std::nullopt;
+    x = atom.name;
+  }
+  if (!x || a.flag_of(*x) == DimFlag::frozen) return std::nullopt;
+  bool in_output = false;
+  for (const TensorAnnotation& t : a.inputs)
+    if (!position(t, *x)) return std::nullopt;
+  for (const TensorAnnotation& t : a.outputs) {
+    const std::optional<int> p = position(t, *x);
+    if (!p) return std::nullopt;
+    in_output |= *p >= 0;
+  }
+  if (a.flag_of(*x) != DimFlag::reduce && !in_output) return std::nullopt;
+  return x;
+}
+
+class Analysis {
+ public:
+  Analysis(const plan::Plan& plan, int tp)
+      : plan_(plan), graph_(*plan.graph), tp_(tp), batch_(plan::batch_identifiers(plan)) {
+    layout_.splits.resize(graph_.ops.size());
+    layout_.tensor_dims.assign(graph_.tensors.size(), -1);
+    parameter_decided_.assign(graph_.tensors.size(), false);
+    forward_consumers_.resize(graph_.tensors.size());
+    for (const ir::Op& op : graph_.ops) {
+      if (op.pass != ir::Pass::forward) continue;
+      for (ir::TensorId in : op.inputs) {
+        auto& list = forward_consumers_[in.index()];
+        if (list.empty() || list.back() != op.id) list.push_back(op.id);
+      }
+    }
+  }
+
+  Expected<TensorParallelLayout> run() && {
+    for (const ir::Op& op : graph_.ops) {
+      // Only ops that see the batch: data parallelism replicates the others, and a replica's value
+      // cannot be divided afterwards (primitives.h, trans).
+      if (op.pass != ir::Pass::forward || !batch_[op.id.index()]) continue;
+      std::optional<std::string> x = choose(op);
+      if (!x) continue;
+      LOOM_RETURN_IF_ERROR(check_divisible(op, *x));
+      commit(op, *x);
+    }
+    return std::move(layout_);
+  }
+
+ private:
+  const Annotation& annotation(const ir::Op& op) const { return plan_.layouts[op.id.index()].annotation; }
+
+  std::optional<std::string> choose(const ir::Op& op) const {
+    const Annotation& a = annotation(op);
+    // Inside a region opened by an earlier seed: carry its split.
+    std::vector<std::pair<std::size_t, int>> split;
+    for (std::size_t i = 0; i < op.inputs.size(); ++i)
+      if (const int d = layout_.tensor_dims[op.inputs[i].index()]; d >= 0 && !is_parameter(op.inputs[i]))
+        split.emplace_back(i, d);
+    if (!split.empty()) return carried(a, split);
+    const plan::SubOpId any = plan_.parts[op.id.index()].front();
+    if (op.type == "linear" || op.type == "moe_dispatch") {
+      // Column parallel: the output features (dim 0 of the weight); expert parallel: the experts
+      // (dim 0 of the dispatched tokens).
+      const bool linear = op.type == "linear";
+      std::optional<std::string> x = plan::dim_identifier(plan_, any, !linear, linear ? 1 : 0, 0);
+      if (x && region_closes(op, *x)) return x;
+      return std::nullopt;
+    }
+    if (op.type == "embedding") {
+      // Vocabulary parallel when tp divides the table's rows; small tables (BERT's two token types
+      // under tp 4) stay replicated.
+      std::optional<std::string> v = plan::dim_identifier(plan_, any, false, 1, 0);
+      if (v && a.flag_of(*v) == DimFlag::reduce && graph_.tensor(op.inputs[1]).shape[0] % tp_ == 0) return v;
+      return std::nullopt;
+    }
+    // Fused head-parallel ops: a reduction identifier that only parameters carry.
+    for (const std::string& x : a.identifiers()) {
+      if (a.flag_of(x) != DimFlag::reduce) continue;
+      bool seen = false, only_parameters = true;
+      for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+        const std::optional<int> p = position(a.inputs[i], x);
+        if (!p) {
+          only_parameters = false;
+          break;
+        }
+        if (*p < 0) continue;
+        seen = true;
+        only_parameters &= is_parameter(op.inputs[i]);
+      }
+      if (seen && only_parameters) return x;
+    }
+    return std::nullopt;
+  }
+
+  bool is_parameter(ir::TensorId t) const { return graph_.tensor(t).role == ir::TensorRole::parameter; }
+
+  // The outputs' split dimensions when the op is split along x (none for a reduction: partial sums).
+  std::vector<int> output_dims(const ir::Op& op, const std::string& x) const {
+    const Annotation& a = annotation(op);
+    std::vector<int> dims(op.outputs.size(), -1);
+    if (a.flag_of(x) == DimFlag::reduce) return dims;
+    for (std::size_t j = 0; j < op.outputs.size(); ++j) dims[j] = position(a.outputs[j], x).value_or(-1);
+    return dims;
+  }
+
+  // Splitting `seed` along x opens a region that closes without a gather: every forward op reached
+  // through split tensors carries the split, and every path ends in a reduction.
+  bool region_closes(const ir::Op& seed, const std::string& x) const {
+    std::unordered_map<std::uint32_t, int> fresh;  // tensors the region splits, by index
+    std::size_t pending = 0;                       // consumers of fresh tensors not yet visited
+    const auto add = [&](const ir::Op& op, const std::vector<int>& dims) {
+      for (std::size_t j = 0; j < op.outputs.size(); ++j)
+        if (dims[j] >= 0) {
+          fresh[op.outputs[j].index()] = dims[j];
+          pending += forward_consumers_[op.outputs[j].index()].size();
+        }
+    };
+    add(seed, output_dims(seed, x));
+    if (fresh.empty()) return false;
+    for (std::size_t i = seed.id.index() + 1; i < graph_.ops.size() && pending > 0; ++i) {
+      const ir::Op& op = graph_.ops[i];
+      if (op.pass != ir::Pass::forward) continue;
+      std::vector<std::pair<std::size_t, int>> split;
+      std::vector<std::uint32_t> touched;
+      for (std::size_t k = 0; k < op.inputs.size(); ++k) {
+        const std::uint32_t t = op.inputs[k].index();
+        if (auto it = fresh.find(t); it != fresh.end()) {
+          split.emplace_back(k, it->second);
+          if (std::find(touched.begin(), touched.end(), t) == touched.end()) touched.push_back(t);
+        } else if (layout_.tensor_dims[t] >= 0 && !is_parameter(op.inputs[k])) {
+          split.emplace_back(k, layout_.tensor_dims[t]);
+        }
+      }
+      if (touched.empty()) continue;
+      pending -= touched.size();
+      const std::optional<std::string> y = batch_[op.id.index()] ? carried(annotation(op), split) : std::nullopt;
+      if (!y) return false;
+      add(op, output_dims(op, *y));
+    }
+    return true;
+  }
+
+  Expected<void> check_divisible(const ir::Op& op, const std::string& x) const {
+    const Annotation& a = annotation(op);
+    const auto check = [&](const std::vector<TensorAnnotation>& side, const std::vector<ir::TensorId>& tensors,
+                           const char* kind) -> Expected<void> {
+      for (std::size_t i = 0; i < side.size() && i < tensors.size(); ++i) {
+        const int d = position(side[i], x).value_or(-1);
+        if (d < 0) continue;
+        const ir::FullTensor& t = graph_.tensor(tensors[i]);
+        const std::int64_t size = t.shape[static_cast<std::size_t>(d)];
+        if (size % tp_ != 0)
+          return fail(fmt::format("tensor parallelism {}: op '{}' ({}) is split along '{}', which has {} elements in {} "
+                                  "{} ('{}' {}); {} does not divide {}",
+                                  tp_, op.name, ir::to_string(a), x, size, kind, i, t.name, t.shape.to_string(), tp_,
+                                  size),
+                      "choose a tp that divides the model's heads, hidden and FFN sizes");
+      }
+      return {};
+    };
+    LOOM_RETURN_IF_ERROR(check(a.inputs, op.inputs, "input"));
+    return check(a.outputs, op.outputs, "output");
+  }
+
+  void commit(const ir::Op& op, const std::string& x) {
+    layout_.splits[op.id.index()] = plan::SplitAlgo{.identifier = x};
+    const std::vector<int> dims = output_dims(op, x);
+    for (std::size_t j = 0; j < op.outputs.size(); ++j) layout_.tensor_dims[op.outputs[j].index()] = dims[j];
+    const Annotation& a = annotation(op);
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+      const ir::TensorId t = op.inputs[i];
+      if (!is_parameter(t) || parameter_decided_[t.index()]) continue;
+      parameter_decided_[t.index()] = true;
+      layout_.tensor_dims[t.index()] = position(a.inputs[i], x).value_or(-1);
+    }
+  }
+
+  const plan::Plan& plan_;
+  const ir::Graph& graph_;
+  int tp_;
+  std::vector<std::optional<std::string>> batch_;
+  std::vector<std::vector<ir::OpId>> forward_consumers_;  // by TensorId, distinct, program order
+  std::vector<bool> parameter_decided_;
+  TensorParallelLayout layout_;
+};
+
+}  // namespace
+
+Expected<TensorParallelLayout> tensor_parallel_layout(const plan::Plan& plan, int tp) {
+  if (tp < 1) return fail(fmt::format("tensor parallelism {}: the degree must be at least 1", tp));
+  if (tp == 1)
+    return TensorParallelLayout{.splits = std::vector<std::optional<plan::SplitAlgo>>(plan.graph->ops.size()),
+                                .tensor_dims = std::vector<int>(plan.graph->tensors.size(), -1)};
+  return Analysis(plan, tp).run();
+}
+
+}  // namespace loom::policy

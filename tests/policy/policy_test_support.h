@@ -1,0 +1,105 @@
+// Shared by the policy tests: shrunk training graphs (built once per preset), their reference runs,
+// and the check that a policy's plan validates and trains exactly as one device.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loom/ir/autograd.h"
+#include "loom/models/zoo.h"
+#include "loom/ops/registry.h"
+#include "loom/plan/plan.h"
+#include "loom/plan/validate.h"
+#include "loom/policy/policy.h"
+#include "loom/verify/graph_interpreter.h"
+#include "loom/verify/plan_interpreter.h"
+
+namespace loom::policy::testing {
+
+// A shrunk preset's float32 training graph (SGD: Adam would turn the rounding noise of a
+// mathematically zero gradient into full-size updates), its initial values and the reference run.
+struct Model {
+  ir::Graph graph;
+  std::vector<verify::NdArray> initial;
+  std::vector<verify::NdArray> reference;
+};
+
+inline const Model& shrunk(std::string_view preset) {
+  static std::map<std::string, std::unique_ptr<Model>, std::less<>> cache;
+  if (auto it = cache.find(preset); it != cache.end()) return *it->second;
+  auto model = std::make_unique<Model>();
+  auto forward = models::build_model(preset, {.dtype = ir::DType::f32, .shrink = true});
+  EXPECT_TRUE(forward) << preset << ": " << forward.error().to_string();
+  if (forward) {
+    auto training =
+        ir::build_training_graph(*forward, ops::builtin_ops(), {.kind = ir::OptimizerKind::sgd, .lr = 0.1});
+    EXPECT_TRUE(training) << preset << ": " << training.error().to_string();
+    if (training) {
+      model->graph = std::move(*training);
+      model->initial = verify::initial_values(model->graph, 11);
+      auto reference = verify::run_graph(model->graph, model->initial);
+      EXPECT_TRUE(reference) << preset << ": " << reference.error().to_string();
+      if (reference) model->reference = std::move(*reference);
+    }
+  }
+  return *cache.emplace(std::string(preset), std::move(model)).first->second;
+}
+
+// A fresh plan of the shrunk preset with `policy` applied; fails the test on any error.
+inline plan::Plan planned(std::string_view preset, std::string_view policy, const ParallelConfig& config) {
+  const Model& model = shrunk(preset);
+  auto made = plan::make_plan(model.graph, ops::builtin_ops());
+  EXPECT_TRUE(made) << made.error().to_string();
+  if (!made) return {};
+  auto applied = apply_policy(*made, policy, config);
+  EXPECT_TRUE(applied) << preset << " / " << policy << ": " << applied.error().to_string();
+  return std::move(*made);
+}
+
+// The plan validates on device_count(config) devices and trains as the single-device reference does,
+// within 1e-9 relative on every activation, gradient, updated tensor and the loss.
+inline void expect_trains_exactly(std::string_view preset, std::string_view policy, const ParallelConfig& config) {
+  SCOPED_TRACE(std::string(preset) + " / " + std::string(policy));
+  const Model& model = shrunk(preset);
+  ASSERT_FALSE(model.reference.empty());
+  const plan::Plan p = planned(preset, policy, config);
+  ASSERT_NE(p.graph, nullptr);
+  const int devices = device_count(config);
+  const auto valid = plan::validate_plan(p, devices);
+  ASSERT_TRUE(valid) << valid.error().to_string();
+  auto run = verify::run_plan(p, devices, model.initial);
+  ASSERT_TRUE(run) << run.error().to_string();
+  auto c = verify::compare_runs(model.graph, model.reference, run->values);
+  ASSERT_TRUE(c) << c.error().to_string();
+  for (const auto& [role, stat] : {std::pair{"activation", c->activation}, std::pair{"gradient", c->gradient},
+                                   std::pair{"updated", c->updated}, std::pair{"loss", c->loss}})
+    EXPECT_LT(stat.max_rel, 1e-9) << role << ": " << stat.worst << " rel " << stat.max_rel;
+}
+
+inline const ir::Op* op_named(const plan::Plan& p, std::string_view name) {
+  for (const ir::Op& op : p.graph->ops)
+    if (op.name == name) return &op;
+  ADD_FAILURE() << "no op '" << name << "'";
+  return nullptr;
+}
+
+// The live parts of an op, in creation order.
+inline std::vector<const plan::SubOp*> parts_of(const plan::Plan& p, std::string_view name) {
+  std::vector<const plan::SubOp*> parts;
+  if (const ir::Op* op = op_named(p, name))
+    for (plan::SubOpId id : p.parts[op->id.index()]) parts.push_back(&p.sub_op(id));
+  return parts;
+}
+
+inline std::vector<int> devices_of(const std::vector<const plan::SubOp*>& parts) {
+  std::vector<int> devices;
+  for (const plan::SubOp* s : parts) devices.push_back(s->device);
+  return devices;
+}
+
+}  // namespace loom::policy::testing
