@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   loom::cli::add_graph_command(app);
   loom::cli::add_ops_command(app);
   loom::cli::add_comm_command(app);
+  loom::cli::add_verify_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,37 +1,8 @@
 #include "free_buffers.h"
 
+#include <algorithm>
+
 namespace loom::exec::detail {
-
-std::vector<BufferId> reads_of(const Instruction& instruction) {
-  struct Visitor {
-    std::vector<BufferId> operator()(const Compute& c) const {
-      std::vector<BufferId> r;
-      for (BufferId b : c.inputs)
-        if (b.valid()) r.push_back(b);
-      return r;
-    }
-    std::vector<BufferId> operator()(const Load&) const { return {}; }
-    std::vector<BufferId> operator()(const Collective& c) const { return {c.input}; }
-    std::vector<BufferId> operator()(const Send& s) const { return {s.buffer}; }
-    std::vector<BufferId> operator()(const Recv&) const { return {}; }
-    std::vector<BufferId> operator()(const Local& l) const { return l.inputs; }
-    std::vector<BufferId> operator()(const Free&) const { return {}; }
-  };
-  return std::visit(Visitor{}, instruction);
-}
-
-std::vector<BufferId> writes_of(const Instruction& instruction) {
-  struct Visitor {
-    std::vector<BufferId> operator()(const Compute& c) const { return c.outputs; }
-    std::vector<BufferId> operator()(const Load& l) const { return {l.output}; }
-    std::vector<BufferId> operator()(const Collective& c) const { return {c.output}; }
-    std::vector<BufferId> operator()(const Send&) const { return {}; }
-    std::vector<BufferId> operator()(const Recv& r) const { return {r.buffer}; }
-    std::vector<BufferId> operator()(const Local& l) const { return {l.output}; }
-    std::vector<BufferId> operator()(const Free&) const { return {}; }
-  };
-  return std::visit(Visitor{}, instruction);
-}
 
 void free_after_last_use(ExecPlan& exec) {
   const plan::Plan& plan = *exec.plan;
@@ -44,18 +15,23 @@ void free_after_last_use(ExecPlan& exec) {
   std::vector<std::ptrdiff_t> last(exec.buffers.size(), -1);
   for (auto& program : exec.programs) {
     for (std::size_t i = 0; i < program.size(); ++i) {
-      for (BufferId b : writes_of(program[i])) last[b.index()] = static_cast<std::ptrdiff_t>(i);
-      for (BufferId b : reads_of(program[i])) last[b.index()] = static_cast<std::ptrdiff_t>(i);
+      const auto at = static_cast<std::ptrdiff_t>(i);
+      for_each_write(program[i], [&](BufferId b) { last[b.index()] = at; });
+      for_each_read(program[i], [&](BufferId b) { last[b.index()] = at; });
     }
-    std::vector<std::vector<BufferId>> dying(program.size());
+    // (position of the last use, buffer) of every buffer to free, sorted by position.
+    std::vector<std::pair<std::ptrdiff_t, BufferId>> dying;
     for (std::size_t i = 0; i < program.size(); ++i)
-      for (BufferId b : writes_of(program[i]))
-        if (read_as_data[exec.buffer(b).piece.tensor.index()]) dying[static_cast<std::size_t>(last[b.index()])].push_back(b);
+      for_each_write(program[i], [&](BufferId b) {
+        if (read_as_data[exec.buffer(b).piece.tensor.index()]) dying.emplace_back(last[b.index()], b);
+      });
+    std::ranges::stable_sort(dying, {}, &std::pair<std::ptrdiff_t, BufferId>::first);
     std::vector<Instruction> freed;
-    freed.reserve(program.size() * 2);
+    freed.reserve(program.size() + dying.size());
+    auto next = dying.begin();
     for (std::size_t i = 0; i < program.size(); ++i) {
       freed.push_back(std::move(program[i]));
-      for (BufferId b : dying[i]) freed.push_back(Free{b});
+      for (; next != dying.end() && next->first == static_cast<std::ptrdiff_t>(i); ++next) freed.push_back(Free{next->second});
     }
     program = std::move(freed);
   }

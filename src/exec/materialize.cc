@@ -24,26 +24,48 @@ SubTensor normalized(SubTensor t) {
   return t;
 }
 
-// A piece wanted on a device, as a hash key.
+// A piece wanted on a device, as a hash key (boxes normalized), and a view of one for lookups that
+// allocate nothing: hashing and equality normalize ranges on the fly.
 struct NeedKey {
   int device;
   SubTensor piece;
-  bool operator==(const NeedKey&) const = default;
+};
+struct NeedView {
+  int device;
+  const SubTensor* piece;
 };
 struct NeedKeyHash {
-  std::size_t operator()(const NeedKey& k) const {
-    std::size_t h = std::hash<std::uint32_t>{}(k.piece.tensor.value) * 1000003u ^ static_cast<std::size_t>(k.device);
+  using is_transparent = void;
+  static std::size_t hash(int device, const SubTensor& t) {
+    std::size_t h = std::hash<std::uint32_t>{}(t.tensor.value) * 1000003u ^ static_cast<std::size_t>(device);
     const auto mix = [&](std::int64_t v) { h = (h ^ static_cast<std::size_t>(v)) * 0x100000001b3ull; };
-    for (const plan::IndexRange& r : k.piece.box) {
+    for (const plan::IndexRange& range : t.box) {
+      const plan::IndexRange r = range.normalized();
       mix(r.start);
       mix(r.stop);
       mix(r.step);
     }
-    mix(k.piece.value.index);
-    mix(k.piece.value.count);
+    mix(t.value.index);
+    mix(t.value.count);
     return h;
   }
+  std::size_t operator()(const NeedKey& k) const { return hash(k.device, k.piece); }
+  std::size_t operator()(const NeedView& k) const { return hash(k.device, *k.piece); }
 };
+struct NeedKeyEq {
+  using is_transparent = void;
+  static bool same(int da, const SubTensor& a, int db, const SubTensor& b) {
+    if (da != db || a.tensor != b.tensor || a.value != b.value || a.box.size() != b.box.size()) return false;
+    for (std::size_t d = 0; d < a.box.size(); ++d)
+      if (a.box[d].normalized() != b.box[d].normalized()) return false;
+    return true;
+  }
+  bool operator()(const NeedKey& a, const NeedKey& b) const { return same(a.device, a.piece, b.device, b.piece); }
+  bool operator()(const NeedView& a, const NeedKey& b) const { return same(a.device, *a.piece, b.device, b.piece); }
+  bool operator()(const NeedKey& a, const NeedView& b) const { return same(a.device, a.piece, b.device, *b.piece); }
+};
+template <class T>
+using NeedMap = std::unordered_map<NeedKey, T, NeedKeyHash, NeedKeyEq>;
 
 // The pieces of one tensor that one consumer op needs, split into groups connected through the producer
 // pieces they overlap: each group is one candidate for the layout search (e.g. one micro-batch's rows).
@@ -54,7 +76,7 @@ struct NeedGroup {
 };
 struct ConsumerNeeds {
   std::vector<NeedGroup> groups;
-  std::unordered_map<NeedKey, std::size_t, NeedKeyHash> group_of;
+  NeedMap<std::size_t> group_of;
 };
 
 class Materializer {
@@ -82,7 +104,7 @@ class Materializer {
         compute.inputs.push_back(kNoBuffer);
         continue;
       }
-      Expected<BufferId> input = need(s, normalized(s.inputs[i]));
+      Expected<BufferId> input = need(s, s.inputs[i]);
       if (!input)
         return std::unexpected(with_context(input.error(), fmt::format("input {} of sub-op '{}'", i, s.name)));
       compute.inputs.push_back(*input);
@@ -94,7 +116,8 @@ class Materializer {
       written_[out.tensor.index()].push_back(b);
       // Whole pieces are the data itself and may be read in place; a value part holds one producer's
       // partial sum, while a consumer of a value part reads a fraction of the whole (exec_plan.h).
-      if (out.value.is_whole()) available_.try_emplace(NeedKey{s.device, normalized(out)}, b);
+      if (out.value.is_whole() && !available_.contains(NeedView{s.device, &out}))
+        available_.emplace(NeedKey{s.device, normalized(out)}, b);
     }
     builder_.compute(s.device, std::move(compute));
     return {};
@@ -110,18 +133,19 @@ class Materializer {
  private:
   Expected<BufferId> need(const SubOp& consumer, const SubTensor& piece) {
     if (!piece.value.is_whole() && !producers_[piece.tensor.index()].empty()) return need_value_part(consumer, piece);
-    const NeedKey key{consumer.device, piece};
-    if (auto it = available_.find(key); it != available_.end()) return it->second;
+    const NeedView view{consumer.device, &piece};
+    if (auto it = available_.find(view); it != available_.end()) return it->second;
+    const SubTensor target = normalized(piece);
     const std::size_t tensor = piece.tensor.index();
     BufferId b;
     if (producers_[tensor].empty()) {
-      b = builder_.load(consumer.device, piece);
+      b = builder_.load(consumer.device, target);
     } else {
-      if (piece.value.is_whole() && options_.use_layout_search) LOOM_RETURN_IF_ERROR(try_group(consumer, key));
-      if (auto it = available_.find(key); it != available_.end()) return it->second;
-      b = detail::fetch(builder_, consumer.device, piece, written_[tensor], "fallback");
+      if (piece.value.is_whole() && options_.use_layout_search) LOOM_RETURN_IF_ERROR(try_group(consumer, view));
+      if (auto it = available_.find(view); it != available_.end()) return it->second;
+      b = detail::fetch(builder_, consumer.device, target, written_[tensor], "fallback");
     }
-    available_.emplace(key, b);
+    available_.emplace(NeedKey{consumer.device, target}, b);
     return b;
   }
 
@@ -133,16 +157,16 @@ class Materializer {
   Expected<BufferId> need_value_part(const SubOp& consumer, const SubTensor& piece) {
     auto [cache, fresh] = part_cache_.try_emplace({consumer.op.value, piece.tensor.value});
     if (fresh) cache->second.in_place = all_parts_in_place(consumer.op, piece.tensor);
-    const NeedKey key{consumer.device, piece};
-    if (auto it = cache->second.buffers.find(key); it != cache->second.buffers.end()) return it->second;
+    const NeedView view{consumer.device, &piece};
+    if (auto it = cache->second.buffers.find(view); it != cache->second.buffers.end()) return it->second;
     BufferId b;
     if (cache->second.in_place) {
-      const auto [sub_op, k] = produced_on_.at(key);
+      const auto [sub_op, k] = produced_on_.find(view)->second;
       b = outputs_[sub_op.index()].at(k);
     } else {
-      b = detail::fetch(builder_, consumer.device, piece, written_[piece.tensor.index()], "fallback");
+      b = detail::fetch(builder_, consumer.device, normalized(piece), written_[piece.tensor.index()], "fallback");
     }
-    cache->second.buffers.emplace(key, b);
+    cache->second.buffers.emplace(NeedKey{consumer.device, normalized(piece)}, b);
     return b;
   }
 
@@ -152,15 +176,15 @@ class Materializer {
       const SubOp& s = plan_.sub_op(part);
       for (std::size_t i = 0; i < s.inputs.size(); ++i)
         if (s.inputs[i].tensor == tensor && !layout.shape_only(i) &&
-            !produced_on_.contains(NeedKey{s.device, normalized(s.inputs[i])}))
+            !produced_on_.contains(NeedView{s.device, &s.inputs[i]}))
           return false;
     }
     return true;
   }
 
   // Moves the whole group holding `key` with the layout search, once, if its producers have all run.
-  Expected<void> try_group(const SubOp& consumer, const NeedKey& key) {
-    ConsumerNeeds& needs = consumer_needs(consumer.op, key.piece.tensor);
+  Expected<void> try_group(const SubOp& consumer, const NeedView& key) {
+    ConsumerNeeds& needs = consumer_needs(consumer.op, key.piece->tensor);
     const auto at = needs.group_of.find(key);
     if (at == needs.group_of.end()) return {};
     NeedGroup& group = needs.groups[at->second];
@@ -184,7 +208,7 @@ class Materializer {
     if (!fresh) return it->second;
     ConsumerNeeds& result = it->second;
     std::vector<PlacedPiece> needs;
-    std::unordered_map<NeedKey, std::size_t, NeedKeyHash> index;
+    NeedMap<std::size_t> index;
     const plan::OpLayout& layout = plan_.layouts[op.index()];
     for (SubOpId part : plan_.parts[op.index()]) {
       const SubOp& s = plan_.sub_op(part);
@@ -230,14 +254,14 @@ class Materializer {
   std::vector<std::vector<std::pair<SubOpId, std::size_t>>> producers_;  // by tensor
   std::vector<std::vector<BufferId>> written_;                           // by tensor: producer outputs so far
   std::vector<std::vector<BufferId>> outputs_;                           // by sub-op, once emitted
-  std::unordered_map<NeedKey, BufferId, NeedKeyHash> available_;
+  NeedMap<BufferId> available_;
   std::map<std::pair<std::uint32_t, std::uint32_t>, ConsumerNeeds> needs_;  // by (consumer op, tensor)
   // Value parts: where each is produced (device and label -> its first producer), and per (consumer op,
   // tensor) whether they are read in place and the buffers given out.
-  std::unordered_map<NeedKey, std::pair<SubOpId, std::size_t>, NeedKeyHash> produced_on_;
+  NeedMap<std::pair<SubOpId, std::size_t>> produced_on_;
   struct PartCache {
     bool in_place = false;
-    std::unordered_map<NeedKey, BufferId, NeedKeyHash> buffers;
+    NeedMap<BufferId> buffers;
   };
   std::map<std::pair<std::uint32_t, std::uint32_t>, PartCache> part_cache_;
 };
@@ -265,8 +289,7 @@ std::shared_ptr<const comm::CommCostModel> bandwidth_only_cost(cluster::Cluster 
 
 Expected<Materialized> materialize(const plan::Plan& plan, int num_devices, const MaterializeOptions& options) {
   if (plan.graph == nullptr) return fail("the plan has no graph");
-  LOOM_RETURN_IF_ERROR(plan::validate_plan(plan, num_devices));
-  LOOM_ASSIGN_OR_RETURN(plan::ExecutionOrder order, plan::complete_order(plan, num_devices));
+  LOOM_ASSIGN_OR_RETURN(plan::ExecutionOrder order, plan::complete_order(plan, num_devices));  // validates too
   LOOM_ASSIGN_OR_RETURN(cluster::Cluster cluster, cluster_for(options, num_devices));
   const std::shared_ptr<const comm::CommCostModel> cost =
       options.cost_model ? options.cost_model : std::make_shared<comm::AlphaBetaCostModel>(cluster);
@@ -274,7 +297,9 @@ Expected<Materialized> materialize(const plan::Plan& plan, int num_devices, cons
   const detail::SearchContext search{cluster, *cost, options.search, cache};
   Materializer materializer(plan, num_devices, options, search);
   for (SubOpId id : order.global) LOOM_RETURN_IF_ERROR(materializer.emit(plan.sub_op(id)));
-  return std::move(materializer).finish();
+  Materialized result = std::move(materializer).finish();
+  result.stats.distinct_searches = static_cast<std::int64_t>(cache.size());
+  return result;
 }
 
 }  // namespace loom::exec

@@ -83,22 +83,37 @@ Expected<void> check_acyclic(const Plan& plan, const std::vector<std::vector<Sub
 
 std::vector<std::vector<SubOpId>> dependency_edges(const Plan& plan) {
   std::vector<std::vector<SubOpId>> edges(plan.sub_ops.size());
-  // Per FullTensor, who writes which part and who reads which part.
-  std::map<std::uint32_t, std::vector<std::pair<SubOpId, const SubTensor*>>> writers, readers;
+  // Per FullTensor, who writes and who reads each distinct box: parts of one op share few boxes
+  // (replicas, value parts, other pieces of the same split), so boxes are intersected once per pair of
+  // distinct boxes rather than once per pair of sub-ops.
+  using Boxes = std::map<std::vector<IndexRange>, std::vector<SubOpId>>;
+  auto box_key = [](const SubTensor& t) {
+    std::vector<IndexRange> box;
+    box.reserve(t.box.size());
+    for (const IndexRange& r : t.box) box.push_back(r.normalized());
+    return box;
+  };
+  std::map<std::uint32_t, Boxes> writers, readers;
   for (const SubOp& s : plan.sub_ops) {
     if (!s.live) continue;
-    for (const SubTensor& out : s.outputs) writers[out.tensor.value].emplace_back(s.id, &out);
+    for (const SubTensor& out : s.outputs) writers[out.tensor.value][box_key(out)].push_back(s.id);
     const OpLayout& layout = plan.layouts[s.op.index()];
     for (std::size_t i = 0; i < s.inputs.size(); ++i)
-      if (!layout.shape_only(i)) readers[s.inputs[i].tensor.value].emplace_back(s.id, &s.inputs[i]);
+      if (!layout.shape_only(i)) readers[s.inputs[i].tensor.value][box_key(s.inputs[i])].push_back(s.id);
   }
   for (const auto& [tensor, reads] : readers) {
     auto it = writers.find(tensor);
     if (it == writers.end()) continue;  // a leaf: inputs, parameters, states exist before the step
-    for (const auto& [reader, in] : reads)
-      for (const auto& [writer, out] : it->second)
+    for (const auto& [in_box, reading] : reads)
+      for (const auto& [out_box, writing] : it->second) {
         // A reader needs the whole value of its box: any writer of an overlapping box feeds it.
-        if (writer != reader && box_intersection(*in, *out)) edges[writer.index()].push_back(reader);
+        bool meet = true;
+        for (std::size_t d = 0; d < in_box.size() && meet; ++d) meet = !intersect(in_box[d], out_box[d]).empty();
+        if (!meet) continue;
+        for (SubOpId writer : writing)
+          for (SubOpId reader : reading)
+            if (writer != reader) edges[writer.index()].push_back(reader);
+      }
   }
   for (const auto& [first, second] : plan.orders) edges[first.index()].push_back(second);
   for (auto& out : edges) {
@@ -108,16 +123,27 @@ std::vector<std::vector<SubOpId>> dependency_edges(const Plan& plan) {
   return edges;
 }
 
-Expected<void> validate_plan(const Plan& plan, int num_devices) {
+namespace {
+
+// validate_plan, returning the dependency edges it checked.
+Expected<std::vector<std::vector<SubOpId>>> validated_edges(const Plan& plan, int num_devices) {
   if (num_devices < 1) return fail(fmt::format("a plan needs at least one device, got {}", num_devices));
   LOOM_RETURN_IF_ERROR(check_devices(plan, num_devices));
   LOOM_RETURN_IF_ERROR(check_production(plan));
-  return check_acyclic(plan, dependency_edges(plan));
+  std::vector<std::vector<SubOpId>> edges = dependency_edges(plan);
+  LOOM_RETURN_IF_ERROR(check_acyclic(plan, edges));
+  return edges;
+}
+
+}  // namespace
+
+Expected<void> validate_plan(const Plan& plan, int num_devices) {
+  LOOM_RETURN_IF_ERROR(validated_edges(plan, num_devices));
+  return {};
 }
 
 Expected<ExecutionOrder> complete_order(const Plan& plan, int num_devices) {
-  LOOM_RETURN_IF_ERROR(validate_plan(plan, num_devices));
-  const auto edges = dependency_edges(plan);
+  LOOM_ASSIGN_OR_RETURN(const std::vector<std::vector<SubOpId>> edges, validated_edges(plan, num_devices));
   std::vector<int> indegree(plan.sub_ops.size(), 0);
   for (const auto& out : edges)
     for (SubOpId to : out) ++indegree[to.index()];

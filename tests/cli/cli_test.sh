@@ -60,12 +60,12 @@ expect bad-json-dir nonzero "$LOOM" graph --model gpt3-125m --layers 1 --batch 1
 if [ -e "$tmp/no/such/dir/g.json" ]; then fail "bad-json-dir: wrote a file"; else pass=$((pass+1)); fi
 
 # `loom comm`: RVD search between layouts, text and JSON, bad layouts and clusters.
-expect comm 0 "$LOOM" comm --shape 1024 --from "R(1)V(8)D(1)@0-7" --to "R(1)V(1)D(8)@8-15" --cluster v100x8x2
+expect comm 0 "$LOOM" comm --shape 1048576 --from "R(1)V(8)D(1)@0-7" --to "R(1)V(1)D(8)@8-15" --cluster v100x8x2
 contains comm-reduce-scatter "V->D reduce-scatter"
 contains comm-time "predicted time"
 contains comm-baseline "p2p baseline"
 contains comm-tiers "infiniband"
-expect comm-json 0 "$LOOM" comm --shape 1024 --from "R(1)V(8)D(1)@0-7" --to "R(1)V(1)D(8)@8-15" --cluster v100x8x2 --dtype f32 --json
+expect comm-json 0 "$LOOM" comm --shape 1048576 --from "R(1)V(8)D(1)@0-7" --to "R(1)V(1)D(8)@8-15" --cluster v100x8x2 --dtype f32 --json
 contains comm-json-baseline '"p2p_baseline_time_s"'
 contains comm-json-steps '"rule": "V->D reduce-scatter"'
 expect comm-help 0 "$LOOM" comm --help && contains comm-help-usage "Usage"
@@ -105,6 +105,27 @@ expect huge-batch nonzero "$LOOM" graph --model gpt3-125m --batch 92233720368547
 expect zero-layers nonzero "$LOOM" graph --model gpt3-125m --layers 0
 expect deep-layers nonzero "$LOOM" graph --model gpt3-125m --layers 100000
 expect integer-dtype nonzero "$LOOM" graph --model gpt3-125m --dtype i64 && contains integer-dtype-msg "not a floating type"
+
+# `loom verify` (issue 3): shrunk GPT, Swin, T5, AlphaFold2 and MoE under DP, TP, DP x TP and a 2-stage
+# pipeline, each materialized, checked and run on simulated devices against one device (rel 1e-9).
+for model in gpt3-125m swin-1.8b t5-3.9b alphafold2-87m moe-380m; do
+  for policy in dp tp dp-tp pp; do
+    devices=2; [ "$policy" = dp-tp ] && devices=4
+    expect "verify-$model-$policy" 0 "$LOOM" verify --model "$model" --policy "$policy" --devices "$devices" &&
+      contains "verify-$model-$policy-pass" "result     PASS"
+  done
+done
+expect verify-gpipe 0 "$LOOM" verify --model gpt3-125m --policy pp --devices 2 --schedule gpipe && contains verify-gpipe-pass "PASS"
+expect verify-megatron 0 "$LOOM" verify --model llama3-8b --policy megatron --dp 2 --tp 2 --pp 2 --microbatches 2 &&
+  contains verify-megatron-pass "PASS" && contains verify-megatron-devices "on 8 devices"
+expect verify-fallback 0 "$LOOM" verify --model gpt3-125m --policy dp-tp --devices 4 --fallback-only &&
+  contains verify-fallback-sends "collectives: none"
+expect verify-bad-policy nonzero "$LOOM" verify --model gpt3-125m --policy zero9 && contains verify-bad-policy-msg "dp, tp"
+expect verify-bad-model nonzero "$LOOM" verify --model nosuch --policy dp
+expect verify-bad-degrees nonzero "$LOOM" verify --model gpt3-125m --policy megatron --dp 2 --tp 2 --devices 8 &&
+  contains verify-bad-degrees-msg "not --devices 8"
+expect verify-bad-schedule nonzero "$LOOM" verify --model gpt3-125m --policy pp --schedule zigzag
+expect verify-indivisible nonzero "$LOOM" verify --model gpt3-125m --policy dp --devices 3
 
 echo "$pass passed, $failures failed"
 [ "$failures" = 0 ]

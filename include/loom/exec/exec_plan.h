@@ -19,9 +19,10 @@
 //               devices and tag) of an equal SubTensor.
 //   slice       output = input restricted to a smaller box, same value part.
 //   scale       output = input times output fraction / input fraction: a value split (R->V).
-//   combine     output = at each element, inputs whose value parts tile the output's (summed), or
-//               failing that inputs tiling the whole, summed and times the output's fraction: concat
-//               and sum, the general fallback's assembly.
+//   combine     output = at each element, inputs whose value parts tile the whole, summed and times
+//               the output's fraction; failing that, inputs tiling the output's own part, summed as is:
+//               concat and sum, the general fallback's assembly. The whole comes first so that every
+//               fetched part is the whole times its fraction, one decomposition all consumers share.
 //   free        the buffer is dead on this device from here on.
 #pragma once
 

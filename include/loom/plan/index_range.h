@@ -3,6 +3,7 @@
 // strided sharding (e.g. the rows of one head in an interleaved qkv weight).
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -27,6 +28,7 @@ struct IndexRange {
   std::string to_string() const;  // "0:8", "1:8:2"
 
   bool operator==(const IndexRange&) const = default;
+  auto operator<=>(const IndexRange&) const = default;  // lexicographic (start, stop, step): a map key
 };
 
 // The indices in both ranges: again a strided range (step = lcm of the steps), found with the

@@ -1,0 +1,175 @@
+// `loom verify`: proves a policy's plan of a model computes what one device computes. Builds the preset
+// (shrunk to a few layers and tiny widths unless --full), applies the policy, materializes the plan into
+// an ExecPlan, checks it cannot hang, runs it on simulated devices with the float64 reference kernels
+// and compares every activation, gradient, updated parameter and the loss with a single-device run.
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "loom/cluster/presets.h"
+#include "loom/core/strings.h"
+#include "loom/exec/check.h"
+#include "loom/exec/device_classes.h"
+#include "loom/exec/materialize.h"
+#include "loom/ir/autograd.h"
+#include "loom/ir/graph_stats.h"
+#include "loom/models/zoo.h"
+#include "loom/ops/registry.h"
+#include "loom/policy/policy.h"
+#include "loom/verify/exec_interpreter.h"
+#include "loom/verify/graph_interpreter.h"
+
+namespace loom::cli {
+namespace {
+
+struct VerifyArgs {
+  std::string model;
+  std::string policy = "dp";
+  int devices = 0;
+  int dp = 0, tp = 0, pp = 0;
+  int micro_batches = 0;
+  std::string schedule = "1f1b";
+  bool full = false;
+  std::int64_t batch = 0, seq = 0, layers = 0;
+  std::string optimizer = "adamw";
+  bool fallback_only = false;
+  std::uint64_t seed = 1;
+  double tolerance = 1e-9;
+};
+
+// The degrees: explicit --dp/--tp/--pp, else all of --devices on the policy's own dimension (dp-tp puts
+// 2 on tp and the rest on dp).
+Expected<policy::ParallelConfig> parallel_config(const VerifyArgs& args) {
+  policy::ParallelConfig config;
+  if (args.dp > 0 || args.tp > 0 || args.pp > 0) {
+    config.dp = std::max(args.dp, 1);
+    config.tp = std::max(args.tp, 1);
+    config.pp = std::max(args.pp, 1);
+    if (args.devices > 0 && policy::device_count(config) != args.devices)
+      return fail(fmt::format("--dp {} x --tp {} x --pp {} is {} devices, not --devices {}", config.dp, config.tp,
+                              config.pp, policy::device_count(config), args.devices),
+                  "give degrees whose product is the device count, or leave --devices out");
+  } else {
+    const int n = args.devices > 0 ? args.devices : 2;
+    if (args.policy == "tp") config.tp = n;
+    else if (args.policy == "pp") config.pp = n;
+    else if (args.policy == "dp-tp") {
+      if (n < 4 || n % 2 != 0)
+        return fail(fmt::format("policy dp-tp needs an even device count of at least 4, got {}", n),
+                    "use --devices 4 (dp 2 x tp 2), or give --dp and --tp");
+      config.tp = 2;
+      config.dp = n / 2;
+    } else config.dp = n;
+  }
+  config.micro_batches = args.micro_batches > 0 ? args.micro_batches : (config.pp > 1 ? 2 * config.pp : 1);
+  if (args.schedule == "gpipe") config.schedule = plan::ScheduleKind::gpipe;
+  else if (args.schedule == "1f1b") config.schedule = plan::ScheduleKind::one_f_one_b;
+  else return fail(fmt::format("option --schedule: unknown schedule '{}'", args.schedule), "use gpipe or 1f1b");
+  return config;
+}
+
+void print_error_row(std::string_view label, const verify::ErrorStat& e) {
+  fmt::print("  {:<12} {:>12.3e} {:>12.3e}  {}\n", label, e.max_abs, e.max_rel, e.worst.empty() ? "-" : e.worst);
+}
+
+int run_verify(const VerifyArgs& args) {
+  const ops::OpRegistry& catalog = ops::builtin_ops();
+  Expected<policy::ParallelConfig> config = parallel_config(args);
+  if (!config) return report(config.error());
+  const int devices = policy::device_count(*config);
+
+  models::ModelOptions options;
+  options.shrink = !args.full;
+  options.batch = args.batch;
+  options.seq = args.seq;
+  options.layers = args.layers;
+  options.dtype = ir::DType::f32;
+  Expected<ir::Graph> forward = models::build_model(args.model, options);
+  if (!forward) return report(forward.error());
+  ir::OptimizerOptions optimizer;
+  Expected<ir::OptimizerKind> kind = with_context(ir::parse_optimizer(args.optimizer), "option --optimizer");
+  if (!kind) return report(kind.error());
+  optimizer.kind = *kind;
+  Expected<ir::Graph> graph = ir::build_training_graph(*forward, catalog, optimizer);
+  if (!graph) return report(graph.error());
+  Expected<ir::GraphStats> stats = ir::compute_stats(*graph, catalog);
+  if (!stats) return report(stats.error());
+
+  Expected<plan::Plan> plan = plan::make_plan(*graph, catalog);
+  if (!plan) return report(plan.error());
+  if (Expected<void> applied = policy::apply_policy(*plan, args.policy, *config); !applied)
+    return report(with_context(applied.error(), fmt::format("policy {}", args.policy)));
+
+  exec::MaterializeOptions materialize_options;
+  materialize_options.use_layout_search = !args.fallback_only;
+  // Shrunk tensors are tiny: price by bandwidth so they move as the full-size ones would.
+  Expected<cluster::Cluster> cluster = cluster::make_cluster(devices <= 8 ? std::string("dgx-a100")
+                                                                         : fmt::format("dgx-a100x{}", (devices + 7) / 8));
+  if (!cluster) return report(cluster.error());
+  if (!args.full) materialize_options.cost_model = exec::bandwidth_only_cost(*cluster);
+  Expected<exec::Materialized> materialized = exec::materialize(*plan, devices, materialize_options);
+  if (!materialized) return report(with_context(materialized.error(), "materializing the plan"));
+  exec::ExecPlan& exec = materialized->exec;
+  if (Expected<void> checked = exec::check_exec_plan(exec); !checked)
+    return report(with_context(checked.error(), "checking the ExecPlan"));
+  exec::assign_device_classes(exec);
+
+  const std::vector<verify::NdArray> initial = verify::initial_values(*graph, args.seed);
+  Expected<std::vector<verify::NdArray>> reference = verify::run_graph(*graph, initial);
+  if (!reference) return report(with_context(reference.error(), "single-device run"));
+  Expected<verify::ExecRun> run = verify::run_exec_plan(exec, initial);
+  if (!run) return report(with_context(run.error(), "running the ExecPlan"));
+  Expected<verify::RunComparison> cmp = verify::compare_runs(*graph, *reference, run->values);
+  if (!cmp) return report(cmp.error());
+
+  const exec::MaterializeStats& m = materialized->stats;
+  std::vector<std::string> collectives;
+  for (const auto& [name, count] : m.collectives) collectives.push_back(fmt::format("{} {}", name, count));
+  std::size_t instructions = 0;
+  for (const auto& program : exec.programs) instructions += program.size();
+  fmt::print("model      {} ({}): {} ops, {} parameters\n", args.model, args.full ? "full size" : "shrunk",
+             graph->ops.size(), stats->parameter_count);
+  fmt::print("policy     {}: dp {} x tp {} x pp {}, {} micro-batch{}{} on {} devices\n", args.policy, config->dp,
+             config->tp, config->pp, config->micro_batches, config->micro_batches == 1 ? "" : "es",
+             config->pp > 1 ? fmt::format(" ({})", args.schedule) : "", devices);
+  fmt::print("plan       {} sub-ops\n", plan->live_sub_ops().size());
+  fmt::print("exec       {} instructions in {} device class{}; collectives: {}; {} sends; {} autograd pairs\n",
+             instructions, exec.representatives.size(), exec.representatives.size() == 1 ? "" : "es",
+             collectives.empty() ? "none" : join(collectives, ", "), m.sends, m.autograd_pairs);
+  fmt::print("error vs one device (float64):\n  {:<12} {:>12} {:>12}  {}\n", "class", "max abs", "max rel", "worst tensor");
+  print_error_row("activations", cmp->activation);
+  print_error_row("gradients", cmp->gradient);
+  print_error_row("updated", cmp->updated);
+  print_error_row("loss", cmp->loss);
+  const bool pass = cmp->overall.max_rel <= args.tolerance;
+  fmt::print("result     {} (max rel {:.3e} {} {:.0e})\n", pass ? "PASS" : "FAIL", cmp->overall.max_rel,
+             pass ? "<=" : ">", args.tolerance);
+  return pass ? 0 : 1;
+}
+
+}  // namespace
+
+void add_verify_command(CLI::App& app) {
+  auto args = std::make_shared<VerifyArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "verify", "Prove a policy's plan trains exactly as one device: materialize, run on simulated devices, compare");
+  cmd->add_option("--model", args->model, "Model preset (see `loom models`)")->required();
+  cmd->add_option("--policy", args->policy, "Policy: " + policy::known_policy_names())->capture_default_str();
+  cmd->add_option("--devices", args->devices, "Devices (default 2; dp-tp puts 2 on tp)")->check(CLI::Range(1, 4096));
+  cmd->add_option("--dp", args->dp, "Data-parallel degree (instead of --devices)")->check(CLI::Range(1, 4096));
+  cmd->add_option("--tp", args->tp, "Tensor-parallel degree")->check(CLI::Range(1, 4096));
+  cmd->add_option("--pp", args->pp, "Pipeline stages")->check(CLI::Range(1, 4096));
+  cmd->add_option("--microbatches", args->micro_batches, "Micro-batches (default 2 x stages with --pp)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--schedule", args->schedule, "Pipeline schedule: gpipe or 1f1b")->capture_default_str();
+  cmd->add_flag("--full", args->full, "Keep the preset's full size (slow: float64 on this CPU)");
+  cmd->add_option("--batch", args->batch, "Override the batch")->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--seq", args->seq, "Override the sequence length or image side")->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--layers", args->layers, "Override the depth")->check(CLI::Range(1, 1024));
+  cmd->add_option("--optimizer", args->optimizer, "sgd, adam or adamw")->capture_default_str();
+  cmd->add_flag("--fallback-only", args->fallback_only, "Move data with sends only (no layout search)");
+  cmd->add_option("--seed", args->seed, "Seed of the initial values")->capture_default_str();
+  cmd->add_option("--tolerance", args->tolerance, "Largest relative error accepted")->capture_default_str();
+  on_selected(cmd, [args] { return run_verify(*args); });
+}
+
+}  // namespace loom::cli
