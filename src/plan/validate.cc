@@ -31,7 +31,23 @@ Expected<void> check_production(const Plan& plan) {
   for (const SubOp& s : plan.sub_ops)
     if (s.live)
       for (const SubTensor& out : s.outputs) produced[out.tensor.value].push_back(out);
-  for (const auto& [tensor, pieces] : produced) {
+  // Replicas repeat a piece exactly; coverage needs each once (data-parallel replicas are most pieces).
+  const auto key = [](const SubTensor& t) {
+    std::vector<std::int64_t> k;
+    k.reserve(3 * t.box.size() + 2);
+    for (const IndexRange& range : t.box) {
+      const IndexRange r = range.normalized();
+      k.insert(k.end(), {r.start, r.stop, r.step});
+    }
+    k.insert(k.end(), {t.value.index, t.value.count});
+    return k;
+  };
+  for (auto& [tensor, all] : produced) {
+    std::map<std::vector<std::int64_t>, const SubTensor*> distinct;
+    for (const SubTensor& piece : all) distinct.try_emplace(key(piece), &piece);
+    std::vector<SubTensor> pieces;
+    pieces.reserve(distinct.size());
+    for (const auto& [k, piece] : distinct) pieces.push_back(*piece);
     const ir::FullTensor& full = plan.graph->tensor(ir::TensorId(tensor));
     LOOM_RETURN_IF_ERROR(check_coverage(SubTensor::whole(full.id, full.shape), pieces, full.name));
   }
@@ -93,19 +109,18 @@ std::vector<std::vector<SubOpId>> dependency_edges(const Plan& plan) {
     for (const IndexRange& r : t.box) box.push_back(r.normalized());
     return box;
   };
-  std::map<std::uint32_t, Boxes> writers, readers;
+  std::vector<Boxes> writers(plan.graph->tensors.size()), readers(plan.graph->tensors.size());
   for (const SubOp& s : plan.sub_ops) {
     if (!s.live) continue;
-    for (const SubTensor& out : s.outputs) writers[out.tensor.value][box_key(out)].push_back(s.id);
+    for (const SubTensor& out : s.outputs) writers[out.tensor.index()][box_key(out)].push_back(s.id);
     const OpLayout& layout = plan.layouts[s.op.index()];
     for (std::size_t i = 0; i < s.inputs.size(); ++i)
-      if (!layout.shape_only(i)) readers[s.inputs[i].tensor.value][box_key(s.inputs[i])].push_back(s.id);
+      if (!layout.shape_only(i)) readers[s.inputs[i].tensor.index()][box_key(s.inputs[i])].push_back(s.id);
   }
-  for (const auto& [tensor, reads] : readers) {
-    auto it = writers.find(tensor);
-    if (it == writers.end()) continue;  // a leaf: inputs, parameters, states exist before the step
-    for (const auto& [in_box, reading] : reads)
-      for (const auto& [out_box, writing] : it->second) {
+  for (std::size_t tensor = 0; tensor < readers.size(); ++tensor) {
+    // A leaf (no writers): inputs, parameters, states exist before the step.
+    for (const auto& [in_box, reading] : readers[tensor])
+      for (const auto& [out_box, writing] : writers[tensor]) {
         // A reader needs the whole value of its box: any writer of an overlapping box feeds it.
         bool meet = true;
         for (std::size_t d = 0; d < in_box.size() && meet; ++d) meet = !intersect(in_box[d], out_box[d]).empty();
