@@ -26,7 +26,7 @@ BufferId fetch(ProgramBuilder& builder, int device, const plan::SubTensor& targe
   std::map<plan::SubTensor, BufferId, LabelLess> nearest;  // one replica per label
   for (BufferId b : sources) {
     const plan::SubTensor& piece = builder.piece(b);
-    if (!plan::box_intersection(piece, target)) continue;
+    if (!plan::boxes_meet(piece, target)) continue;
     auto [it, fresh] = nearest.try_emplace(piece, b);
     if (fresh) continue;
     const auto distance = [&](BufferId c) { return std::abs(builder.device(c) - device); };

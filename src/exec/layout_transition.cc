@@ -136,8 +136,14 @@ Expected<std::optional<std::vector<BufferId>>> layout_transition(ProgramBuilder&
 
   const ir::TensorId tensor = needs.front().piece.tensor;
   const comm::TensorSpec spec{region_shape(*region), builder.exec().plan->graph->tensor(tensor).dtype};
-  LOOM_ASSIGN_OR_RETURN(comm::TransitionPlan plan,
-                        search.cache.find({spec, *from, *to}, search.cluster, search.cost, search.options));
+  auto memo_key = std::make_tuple(spec.shape.dims, spec.dtype, *from, *to);
+  auto known = search.memo.find(memo_key);
+  if (known == search.memo.end()) {
+    LOOM_ASSIGN_OR_RETURN(comm::TransitionPlan found,
+                          search.cache.find({spec, *from, *to}, search.cluster, search.cost, search.options));
+    known = search.memo.emplace(std::move(memo_key), std::move(found)).first;
+  }
+  const comm::TransitionPlan& plan = known->second;
   Holding holding;
   for (BufferId b : producers) holding[builder.device(b)] = b;
   const StepContext ctx{builder, tensor, *region};

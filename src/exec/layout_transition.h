@@ -2,7 +2,9 @@
 // and lowering its steps to instructions.
 #pragma once
 
+#include <map>
 #include <optional>
+#include <tuple>
 #include <span>
 
 #include "loom/comm/cost_model.h"
@@ -17,6 +19,10 @@ struct SearchContext {
   const comm::CommCostModel& cost;
   const comm::SearchOptions& options;
   comm::TransitionCache& cache;
+  // Plans by (region shape, dtype, producer, consumer) as given: within one materialization the
+  // cluster and cost model are fixed, so this skips the cache's validation and text key, which
+  // thousands of repeated transitions (every layer, every data-parallel group) would pay.
+  std::map<std::tuple<std::vector<std::int64_t>, ir::DType, comm::Layout, comm::Layout>, comm::TransitionPlan>& memo;
 };
 
 // `producers` (buffers on distinct devices) to `needs` (whole-valued pieces on distinct devices), both

@@ -229,7 +229,7 @@ class Materializer {
     for (std::size_t n = 0; n < needs.size(); ++n)
       for (std::size_t p = 0; p < producers.size(); ++p) {
         const SubTensor& out = plan_.sub_op(producers[p].first).outputs[producers[p].second];
-        if (plan::box_intersection(needs[n].piece, out)) parent[root(n)] = root(needs.size() + p);
+        if (plan::boxes_meet(needs[n].piece, out)) parent[root(n)] = root(needs.size() + p);
       }
     std::unordered_map<std::size_t, std::size_t> group_of_root;
     const auto group_at = [&](std::size_t x) {
@@ -294,7 +294,8 @@ Expected<Materialized> materialize(const plan::Plan& plan, int num_devices, cons
   const std::shared_ptr<const comm::CommCostModel> cost =
       options.cost_model ? options.cost_model : std::make_shared<comm::AlphaBetaCostModel>(cluster);
   comm::TransitionCache cache;
-  const detail::SearchContext search{cluster, *cost, options.search, cache};
+  std::map<std::tuple<std::vector<std::int64_t>, ir::DType, comm::Layout, comm::Layout>, comm::TransitionPlan> memo;
+  const detail::SearchContext search{cluster, *cost, options.search, cache, memo};
   Materializer materializer(plan, num_devices, options, search);
   for (SubOpId id : order.global) LOOM_RETURN_IF_ERROR(materializer.emit(plan.sub_op(id)));
   Materialized result = std::move(materializer).finish();

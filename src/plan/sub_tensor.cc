@@ -30,6 +30,13 @@ std::string SubTensor::to_string() const {
   return text;
 }
 
+bool boxes_meet(const SubTensor& a, const SubTensor& b) {
+  if (a.tensor != b.tensor || a.box.size() != b.box.size()) return false;
+  for (std::size_t d = 0; d < a.box.size(); ++d)
+    if (intersect(a.box[d], b.box[d]).empty()) return false;
+  return true;
+}
+
 std::optional<std::vector<IndexRange>> box_intersection(const SubTensor& a, const SubTensor& b) {
   if (a.tensor != b.tensor || a.box.size() != b.box.size()) return std::nullopt;
   std::vector<IndexRange> box;
@@ -42,7 +49,7 @@ std::optional<std::vector<IndexRange>> box_intersection(const SubTensor& a, cons
 }
 
 bool overlaps(const SubTensor& a, const SubTensor& b) {
-  return value_overlaps(a.value, b.value) && box_intersection(a, b).has_value();
+  return value_overlaps(a.value, b.value) && boxes_meet(a, b);
 }
 
 bool contains(const SubTensor& outer, const SubTensor& inner) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "loom/core/strings.h"
+#include "piece_groups.h"
 
 namespace loom::plan {
 namespace {
@@ -25,30 +26,21 @@ Expected<void> check_devices(const Plan& plan, int num_devices) {
 // Every tensor some graph op produces must be produced whole: the parts of its producers tile it
 // (a tensor whose producing parts are all gone is caught too).
 Expected<void> check_production(const Plan& plan) {
-  std::map<std::uint32_t, std::vector<SubTensor>> produced;
+  std::vector<std::vector<detail::PieceRef>> produced(plan.graph->tensors.size());
+  std::vector<char> has_producer(plan.graph->tensors.size(), 0);
   for (const ir::Op& op : plan.graph->ops)
-    for (ir::TensorId out : op.outputs) produced[out.value];
+    for (ir::TensorId out : op.outputs) has_producer[out.index()] = 1;
   for (const SubOp& s : plan.sub_ops)
     if (s.live)
-      for (const SubTensor& out : s.outputs) produced[out.tensor.value].push_back(out);
-  // Replicas repeat a piece exactly; coverage needs each once (data-parallel replicas are most pieces).
-  const auto key = [](const SubTensor& t) {
-    std::vector<std::int64_t> k;
-    k.reserve(3 * t.box.size() + 2);
-    for (const IndexRange& range : t.box) {
-      const IndexRange r = range.normalized();
-      k.insert(k.end(), {r.start, r.stop, r.step});
-    }
-    k.insert(k.end(), {t.value.index, t.value.count});
-    return k;
-  };
-  for (auto& [tensor, all] : produced) {
-    std::map<std::vector<std::int64_t>, const SubTensor*> distinct;
-    for (const SubTensor& piece : all) distinct.try_emplace(key(piece), &piece);
+      for (const SubTensor& out : s.outputs) produced[out.tensor.index()].push_back({detail::fingerprint(out, true), &out, s.id});
+  // Replicas repeat a piece exactly; coverage needs each distinct piece once.
+  for (std::size_t tensor = 0; tensor < produced.size(); ++tensor) {
+    if (!has_producer[tensor]) continue;
+    const std::vector<std::size_t> starts = detail::group_equal(produced[tensor], true);
     std::vector<SubTensor> pieces;
-    pieces.reserve(distinct.size());
-    for (const auto& [k, piece] : distinct) pieces.push_back(*piece);
-    const ir::FullTensor& full = plan.graph->tensor(ir::TensorId(tensor));
+    pieces.reserve(starts.size());
+    for (std::size_t g = 0; g + 1 < starts.size(); ++g) pieces.push_back(*produced[tensor][starts[g]].piece);
+    const ir::FullTensor& full = plan.graph->tensor(ir::TensorId(static_cast<std::uint32_t>(tensor)));
     LOOM_RETURN_IF_ERROR(check_coverage(SubTensor::whole(full.id, full.shape), pieces, full.name));
   }
   return {};
@@ -102,32 +94,31 @@ std::vector<std::vector<SubOpId>> dependency_edges(const Plan& plan) {
   // Per FullTensor, who writes and who reads each distinct box: parts of one op share few boxes
   // (replicas, value parts, other pieces of the same split), so boxes are intersected once per pair of
   // distinct boxes rather than once per pair of sub-ops.
-  using Boxes = std::map<std::vector<IndexRange>, std::vector<SubOpId>>;
-  auto box_key = [](const SubTensor& t) {
-    std::vector<IndexRange> box;
-    box.reserve(t.box.size());
-    for (const IndexRange& r : t.box) box.push_back(r.normalized());
-    return box;
-  };
-  std::vector<Boxes> writers(plan.graph->tensors.size()), readers(plan.graph->tensors.size());
+  std::vector<std::vector<detail::PieceRef>> writers(plan.graph->tensors.size()), readers(plan.graph->tensors.size());
   for (const SubOp& s : plan.sub_ops) {
     if (!s.live) continue;
-    for (const SubTensor& out : s.outputs) writers[out.tensor.index()][box_key(out)].push_back(s.id);
+    for (const SubTensor& out : s.outputs) writers[out.tensor.index()].push_back({detail::fingerprint(out, false), &out, s.id});
     const OpLayout& layout = plan.layouts[s.op.index()];
     for (std::size_t i = 0; i < s.inputs.size(); ++i)
-      if (!layout.shape_only(i)) readers[s.inputs[i].tensor.index()][box_key(s.inputs[i])].push_back(s.id);
+      if (!layout.shape_only(i))
+        readers[s.inputs[i].tensor.index()].push_back({detail::fingerprint(s.inputs[i], false), &s.inputs[i], s.id});
   }
   for (std::size_t tensor = 0; tensor < readers.size(); ++tensor) {
-    // A leaf (no writers): inputs, parameters, states exist before the step.
-    for (const auto& [in_box, reading] : readers[tensor])
-      for (const auto& [out_box, writing] : writers[tensor]) {
+    if (writers[tensor].empty() || readers[tensor].empty()) continue;  // leaves exist before the step
+    const std::vector<std::size_t> in_groups = detail::group_equal(readers[tensor], false);
+    const std::vector<std::size_t> out_groups = detail::group_equal(writers[tensor], false);
+    for (std::size_t i = 0; i + 1 < in_groups.size(); ++i)
+      for (std::size_t o = 0; o + 1 < out_groups.size(); ++o) {
         // A reader needs the whole value of its box: any writer of an overlapping box feeds it.
+        const SubTensor& in = *readers[tensor][in_groups[i]].piece;
+        const SubTensor& out = *writers[tensor][out_groups[o]].piece;
         bool meet = true;
-        for (std::size_t d = 0; d < in_box.size() && meet; ++d) meet = !intersect(in_box[d], out_box[d]).empty();
+        for (std::size_t d = 0; d < in.box.size() && meet; ++d) meet = !intersect(in.box[d], out.box[d]).empty();
         if (!meet) continue;
-        for (SubOpId writer : writing)
-          for (SubOpId reader : reading)
-            if (writer != reader) edges[writer.index()].push_back(reader);
+        for (std::size_t w = out_groups[o]; w < out_groups[o + 1]; ++w)
+          for (std::size_t r = in_groups[i]; r < in_groups[i + 1]; ++r)
+            if (writers[tensor][w].owner != readers[tensor][r].owner)
+              edges[writers[tensor][w].owner.index()].push_back(readers[tensor][r].owner);
       }
   }
   for (const auto& [first, second] : plan.orders) edges[first.index()].push_back(second);

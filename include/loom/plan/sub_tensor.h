@@ -34,6 +34,9 @@ struct SubTensor {
 // or of different tensors.
 std::optional<std::vector<IndexRange>> box_intersection(const SubTensor& a, const SubTensor& b);
 
+// The boxes of a and b (same FullTensor) share an element; box_intersection without building it.
+bool boxes_meet(const SubTensor& a, const SubTensor& b);
+
 // a and b share elements (boxes intersect) and value (intervals overlap): a data dependency when one
 // writes and the other reads.
 bool overlaps(const SubTensor& a, const SubTensor& b);

@@ -1,0 +1,49 @@
+#include "piece_groups.h"
+
+#include <algorithm>
+
+namespace loom::plan::detail {
+
+std::uint64_t fingerprint(const SubTensor& piece, bool with_value) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  const auto mix = [&](std::int64_t v) { h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001b3ull; };
+  for (const IndexRange& range : piece.box) {
+    const IndexRange r = range.normalized();
+    mix(r.start);
+    mix(r.stop);
+    mix(r.step);
+  }
+  if (with_value) {
+    mix(piece.value.index);
+    mix(piece.value.count);
+  }
+  return h;
+}
+
+bool same_piece(const SubTensor& a, const SubTensor& b, bool with_value) {
+  if (a.box.size() != b.box.size() || (with_value && a.value != b.value)) return false;
+  for (std::size_t d = 0; d < a.box.size(); ++d)
+    if (a.box[d] != b.box[d] && a.box[d].normalized() != b.box[d].normalized()) return false;
+  return true;
+}
+
+std::vector<std::size_t> group_equal(std::vector<PieceRef>& refs, bool with_value) {
+  // Equal fingerprints sort together; a (rare) collision inside a run is split by comparing pieces
+  // with the run's first: unequal ones are moved behind it, and grouped on the next round.
+  std::ranges::sort(refs, {}, &PieceRef::fingerprint);
+  std::vector<std::size_t> starts;
+  std::size_t at = 0;
+  while (at < refs.size()) {
+    std::size_t end = at + 1;
+    while (end < refs.size() && refs[end].fingerprint == refs[at].fingerprint) ++end;
+    const PieceRef head = refs[at];
+    const auto split = std::partition(refs.begin() + static_cast<std::ptrdiff_t>(at), refs.begin() + static_cast<std::ptrdiff_t>(end),
+                                      [&](const PieceRef& r) { return same_piece(*r.piece, *head.piece, with_value); });
+    starts.push_back(at);
+    at = static_cast<std::size_t>(split - refs.begin());
+  }
+  starts.push_back(refs.size());
+  return starts;
+}
+
+}  // namespace loom::plan::detail
