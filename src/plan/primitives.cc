@@ -165,12 +165,14 @@ void replace_parts(Plan& plan, const SubOp& old, const std::vector<SubOpId>& par
 // Value parts are identified by their interval only, so two replicas of one piece divided along
 // different decompositions would carry equal labels with different contents, and no tiling could tell
 // them apart. Until value parts record their lineage, dividing the value of a piece that a sibling
-// part also produces is refused. (A tensor's producers are the parts of one op: the graph is SSA.)
+// part also produces, even in part (its box and value overlap: e.g. a whole bias gradient of each
+// half of a reduction split, one then split along its rows), is refused. (A tensor's producers are
+// the parts of one op: the graph is SSA.)
 Expected<void> refuse_dividing_replicas(const Plan& plan, const SubOp& sub, const std::vector<bool>& divided) {
   for (SubOpId sibling : plan.parts[sub.op.index()]) {
     if (sibling == sub.id) continue;
     for (std::size_t j = 0; j < divided.size(); ++j)
-      if (divided[j] && plan.sub_op(sibling).outputs[j] == sub.outputs[j])
+      if (divided[j] && overlaps(plan.sub_op(sibling).outputs[j], sub.outputs[j]))
         return fail(fmt::format("trans: splitting '{}' would divide the value of '{}' {}, which '{}' also produces; value "
                                 "parts of replicated pieces cannot be told apart yet",
                                 sub.name, plan.graph->tensor(sub.outputs[j].tensor).name, sub.outputs[j].to_string(),

@@ -66,6 +66,21 @@ TEST(Trans, RowParallelLinearGivesValuePartsAndValueSplitsTheBias) {
   EXPECT_TRUE(validate_plan(plan, 1));
 }
 
+TEST(Trans, RefusesDividingAPieceASiblingAlsoProducesInPart) {
+  // Each half of a row-parallel fc2 produces the whole bias gradient [0:6]. Splitting one half along the
+  // output rows leaves whole pieces [0:3] and [3:6] (allowed); replicating one of those would divide
+  // [3:6] into value parts, which the other half's whole [0:6] overlaps: two decompositions of one value
+  // with labels no tiling could tell apart (found by the random ExecPlan property test).
+  Plan plan = fresh_plan();
+  auto halves = trans(plan, only_part(plan, "fc2"), SplitAlgo{"i"}, 2);
+  ASSERT_TRUE(halves) << halves.error().to_string();
+  auto rows = trans(plan, (*halves)[1], SplitAlgo{"o"}, 2);
+  ASSERT_TRUE(rows) << rows.error().to_string();
+  auto replicas = trans(plan, (*rows)[1], ReplicateAlgo{}, 3);
+  ASSERT_FALSE(replicas);
+  EXPECT_NE(replicas.error().message.find("also produces"), std::string::npos) << replicas.error().message;
+}
+
 TEST(Trans, ReplicaGradientsAreValueParts) {
   Plan plan = fresh_plan();
   auto parts = trans(plan, only_part(plan, "act"), ReplicateAlgo{}, 3);
