@@ -1,0 +1,18 @@
+// The Chrome trace event format (loads in Perfetto and chrome://tracing) of a simulation: one process a
+// device ("device N"), thread 0 its compute stream and thread 1 its communication stream, and a complete
+// ("ph": "X") event per timeline event, times in microseconds. Output is deterministic (keys sorted,
+// events in SimResult order).
+#pragma once
+
+#include <string>
+
+#include "loom/exec/exec_plan.h"
+#include "loom/sim/simulator.h"
+
+namespace loom::sim {
+
+// {"displayTimeUnit": "ms", "traceEvents": [metadata..., events...]}; each X event's args give its kind,
+// the instruction's position and, for data movement, the bytes moved.
+std::string chrome_trace_json(const exec::ExecPlan& exec, const SimResult& result);
+
+}  // namespace loom::sim

@@ -1,0 +1,84 @@
+// Discrete-event simulation of an ExecPlan (DESIGN.md, "Cost model and simulator"): predicts a step's
+// time and where each device spends it, from durations the caller supplies (a cost model, a profile, or
+// fixed numbers in tests). Times are in seconds.
+//
+// Each device has two in-order streams:
+//   compute        computes and locals (slice, scale, combine), in program order;
+//   communication  collectives, sends and recvs, in program order.
+// An instruction starts when its stream is free and every buffer it reads is ready (written by an
+// earlier instruction, on either stream). Loads are resident data: their buffers are ready at time 0 and
+// they occupy no stream; frees take no time. A collective starts when every member has reached it (its
+// communication stream free and its input ready) and all members finish together. A send is issued when
+// the sender's stream is free and its buffer ready, and holds the sender's communication stream for the
+// p2p time (the sender's compute goes on); the matching recv completes at
+// max(send issue, recv issue) + p2p time. Communication overlaps compute wherever the data allows.
+//
+// Since each stream runs its instructions in a fixed order, every start time is the maximum of the times
+// it waits for, so the simulation resolves instructions as their inputs become known (a worklist over the
+// streams, each instruction visited once): exact, deterministic and linear in the instruction count.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loom/core/error.h"
+#include "loom/exec/exec_plan.h"
+
+namespace loom::sim {
+
+struct Durations {
+  // A sub-op's time on `device`. Required.
+  std::function<double(const plan::SubOp&, int device)> compute;
+  // A collective's time; `bytes` is the largest member's input buffer. Required when the plan has one.
+  std::function<double(const exec::Collective&, std::int64_t bytes)> collective;
+  // A point-to-point transfer's time. Required when the plan has sends.
+  std::function<double(int src, int dst, std::int64_t bytes)> p2p;
+  // A local (slice, scale, combine) on the compute stream; `bytes` is its output buffer's. Optional: 0.
+  std::function<double(const exec::Local&, std::int64_t bytes)> local;
+};
+
+enum class Stream : std::uint8_t { compute, communication };
+enum class EventKind : std::uint8_t { compute, local, collective, send, recv };
+std::string_view name(Stream stream);    // "compute", "communication"
+std::string_view name(EventKind kind);   // "compute", "local", "collective", "send", "recv"
+
+// One instruction's run on one device's stream.
+struct Event {
+  int device = 0;
+  Stream stream = Stream::compute;
+  EventKind kind = EventKind::compute;
+  std::string name;      // the sub-op's name, collective_label(), "send -> 1 #6", "recv <- 0 #6", "slice"
+  double start = 0;
+  double end = 0;
+  int instruction = 0;   // position in the device's program
+
+  bool operator==(const Event&) const = default;
+};
+
+struct DeviceTime {
+  double compute = 0;        // busy time of the compute stream
+  double communication = 0;  // busy time of the communication stream
+  double exposed_communication = 0;  // communication time during which no compute runs
+  double idle = 0;           // step - compute - exposed communication: the bubble
+
+  bool operator==(const DeviceTime&) const = default;
+};
+
+struct SimResult {
+  double step_time = 0;              // makespan: the last event's end (0 for an empty plan)
+  std::vector<DeviceTime> devices;   // by device
+  std::vector<Event> events;         // by device, then stream, then start time; zero-length locals left out
+
+  // Over all devices: idle / (devices * step); 0 for an empty plan.
+  double idle_fraction() const;
+};
+
+// Errors: a missing duration hook the plan needs, a negative or non-finite duration (naming the
+// instruction), a deadlock (naming the stuck devices and what each waits in; check_exec_plan rules it
+// out for materialized plans).
+Expected<SimResult> simulate(const exec::ExecPlan& exec, const Durations& durations);
+
+}  // namespace loom::sim

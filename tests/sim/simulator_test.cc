@@ -1,0 +1,153 @@
+// The simulator on hand-built ExecPlans (tests/exec/exec_test_plans.h), where every time is analytic.
+#include "loom/sim/simulator.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "../exec/exec_test_plans.h"
+
+namespace loom::sim {
+namespace {
+
+using exec::testing::data_parallel;
+using exec::testing::pipeline;
+
+constexpr double kMs = 1e-3;
+
+Durations fixed(double compute, double collective, double p2p = 0) {
+  return {.compute = [=](const plan::SubOp&, int) { return compute; },
+          .collective = [=](const exec::Collective&, std::int64_t) { return collective; },
+          .p2p = [=](int, int, std::int64_t) { return p2p; }};
+}
+
+// Device k of data_parallel(2): fc [0,1], loss [1,2], ones [2,3] on the compute stream; the loss
+// all-reduce starts when both loss parts are ready, at 2, and takes 5: step 7. Of its 5, [2,3] is under
+// ones, so 4 are exposed and nothing is idle.
+TEST(Simulate, DataParallelStepIsAnalytic) {
+  auto f = data_parallel(2);
+  auto result = simulate(f->exec, fixed(1 * kMs, 5 * kMs));
+  ASSERT_TRUE(result) << result.error().to_string();
+  EXPECT_NEAR(result->step_time, 7 * kMs, 1e-12);
+  ASSERT_EQ(result->devices.size(), 2u);
+  for (const DeviceTime& t : result->devices) {
+    EXPECT_NEAR(t.compute, 3 * kMs, 1e-12);
+    EXPECT_NEAR(t.communication, 5 * kMs, 1e-12);
+    EXPECT_NEAR(t.exposed_communication, 4 * kMs, 1e-12);
+    EXPECT_NEAR(t.idle, 0, 1e-12);
+  }
+  // 3 computes and one collective member per device, ordered by device, stream, start.
+  ASSERT_EQ(result->events.size(), 8u);
+  EXPECT_EQ(result->events[0].name, f->part(exec::testing::kFc, 0).name);
+  EXPECT_EQ(result->events[3].kind, EventKind::collective);
+  EXPECT_EQ(result->events[3].stream, Stream::communication);
+  EXPECT_EQ(result->events[3].instruction, 6);
+  EXPECT_NEAR(result->events[3].start, 2 * kMs, 1e-12);
+  EXPECT_EQ(result->events[3].name, result->events[7].name);
+}
+
+// A collective whose output nobody waits for, no longer than the compute after it, is hidden.
+TEST(Simulate, CollectiveHiddenBehindCompute) {
+  auto f = data_parallel(2);
+  auto result = simulate(f->exec, fixed(1 * kMs, 1 * kMs));
+  ASSERT_TRUE(result) << result.error().to_string();
+  EXPECT_NEAR(result->step_time, 3 * kMs, 1e-12);
+  for (const DeviceTime& t : result->devices) {
+    EXPECT_NEAR(t.communication, 1 * kMs, 1e-12);
+    EXPECT_NEAR(t.exposed_communication, 0, 1e-12);
+    EXPECT_NEAR(t.idle, 0, 1e-12);
+  }
+  EXPECT_NEAR(result->idle_fraction(), 0, 1e-12);
+}
+
+// A late member delays the collective for all: device 1's computes take twice as long, so the
+// all-reduce starts at 4 (its loss) and device 0 waits idle.
+TEST(Simulate, CollectiveWaitsForItsLastMember) {
+  auto f = data_parallel(2);
+  Durations d = fixed(0, 1 * kMs);
+  d.compute = [](const plan::SubOp&, int device) { return (device + 1) * kMs; };
+  auto result = simulate(f->exec, d);
+  ASSERT_TRUE(result) << result.error().to_string();
+  EXPECT_NEAR(result->step_time, 6 * kMs, 1e-12);  // device 1: computes [0,6], all-reduce [4,5]
+  const DeviceTime& t0 = result->devices[0];
+  EXPECT_NEAR(t0.compute, 3 * kMs, 1e-12);
+  EXPECT_NEAR(t0.exposed_communication, 1 * kMs, 1e-12);
+  EXPECT_NEAR(t0.idle, 2 * kMs, 1e-12);
+  EXPECT_NEAR(result->devices[1].exposed_communication, 0, 1e-12);
+}
+
+// pipeline(1): device 0 computes fc [0,1] and sends it (p2p 0.5); device 1 receives [1,1.5], computes
+// loss [1.5,2.5] and ones [2.5,3.5], and all-reduces the loss alone [2.5,4.5].
+TEST(Simulate, SendAndRecv) {
+  auto f = pipeline(1);
+  auto result = simulate(f->exec, fixed(1 * kMs, 2 * kMs, 0.5 * kMs));
+  ASSERT_TRUE(result) << result.error().to_string();
+  EXPECT_NEAR(result->step_time, 4.5 * kMs, 1e-12);
+  const DeviceTime& t0 = result->devices[0];
+  EXPECT_NEAR(t0.compute, 1 * kMs, 1e-12);
+  EXPECT_NEAR(t0.communication, 0.5 * kMs, 1e-12);  // the send holds its stream
+  EXPECT_NEAR(t0.exposed_communication, 0.5 * kMs, 1e-12);
+  EXPECT_NEAR(t0.idle, 3 * kMs, 1e-12);
+  const DeviceTime& t1 = result->devices[1];
+  EXPECT_NEAR(t1.compute, 2 * kMs, 1e-12);
+  EXPECT_NEAR(t1.communication, 2.5 * kMs, 1e-12);
+  EXPECT_NEAR(t1.exposed_communication, 1.5 * kMs, 1e-12);  // the recv and the all-reduce past ones
+  EXPECT_NEAR(t1.idle, 1 * kMs, 1e-12);
+}
+
+// A recv issued after its send has arrived completes one p2p time after the recv is issued.
+TEST(Simulate, RecvCompletesAfterTheLaterIssue) {
+  auto f = pipeline(1);
+  // Device 1 posts its recv at 0; device 0 sends at 3 (its fc takes 3).
+  Durations d = fixed(0, 0, 1 * kMs);
+  d.compute = [](const plan::SubOp&, int device) { return device == 0 ? 3 * kMs : 0.0; };
+  auto result = simulate(f->exec, d);
+  ASSERT_TRUE(result) << result.error().to_string();
+  EXPECT_NEAR(result->step_time, 4 * kMs, 1e-12);
+  const auto recv = std::ranges::find(result->events, EventKind::recv, &Event::kind);
+  ASSERT_NE(recv, result->events.end());
+  EXPECT_NEAR(recv->start, 3 * kMs, 1e-12);
+  EXPECT_NEAR(recv->end, 4 * kMs, 1e-12);
+}
+
+TEST(Simulate, DeadlockNamesTheDevices) {
+  auto f = data_parallel(2);
+  // Each device receives from the other before sending: neither send is ever issued.
+  for (auto& program : f->exec.programs) program.clear();
+  for (int d = 0; d < 2; ++d) {
+    const exec::BufferId out = f->load(d, f->part(exec::testing::kFc, d).inputs[0]);
+    const exec::BufferId in = f->buffer(d, f->part(exec::testing::kFc, 1 - d).inputs[0]);
+    f->emit(d, exec::Recv{1 - d, 1 - d, in});
+    f->emit(d, exec::Send{1 - d, d, out});
+  }
+  auto result = simulate(f->exec, fixed(1, 1, 1));
+  ASSERT_FALSE(result);
+  EXPECT_THAT(result.error().message, ::testing::HasSubstr("deadlock"));
+  EXPECT_THAT(result.error().message, ::testing::HasSubstr("device 0 (communication stream) at instruction 1"));
+  EXPECT_THAT(result.error().message, ::testing::HasSubstr("device 1 (communication stream) at instruction 1"));
+}
+
+TEST(Simulate, RejectsMissingHooksAndBadDurations) {
+  auto f = data_parallel(2);
+  Durations no_collective = fixed(1, 1);
+  no_collective.collective = nullptr;
+  auto missing = simulate(f->exec, no_collective);
+  ASSERT_FALSE(missing);
+  EXPECT_THAT(missing.error().message, ::testing::HasSubstr("Durations::collective"));
+  auto negative = simulate(f->exec, fixed(-1, 1));
+  ASSERT_FALSE(negative);
+  EXPECT_THAT(negative.error().message, ::testing::HasSubstr("device 0's instruction 2"));
+}
+
+TEST(Simulate, EmptyPlan) {
+  exec::ExecPlan empty;
+  empty.num_devices = 2;
+  empty.programs.resize(2);
+  auto result = simulate(empty, fixed(1, 1));
+  ASSERT_TRUE(result) << result.error().to_string();
+  EXPECT_EQ(result->step_time, 0);
+  EXPECT_EQ(result->devices.size(), 2u);
+  EXPECT_EQ(result->idle_fraction(), 0);
+}
+
+}  // namespace
+}  // namespace loom::sim
