@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   loom::cli::add_ops_command(app);
   loom::cli::add_comm_command(app);
   loom::cli::add_verify_command(app);
+  loom::cli::add_clusters_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

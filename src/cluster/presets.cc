@@ -13,6 +13,7 @@
 #include <functional>
 #include <utility>
 
+#include "loom/cluster/cluster_file.h"
 #include "loom/core/strings.h"
 
 namespace loom::cluster {
@@ -104,9 +105,11 @@ std::vector<std::string> preset_names() {
 Expected<Cluster> make_cluster(std::string_view name) {
   const auto unknown = [&] {
     return fail(fmt::format("unknown cluster '{}'", name),
-                fmt::format("use a preset, optionally with a node count as \"<preset>x<nodes>\" (e.g. v100x8x2): {}",
+                fmt::format("use a preset, optionally with a node count as \"<preset>x<nodes>\" (e.g. v100x8x2), "
+                            "or a cluster file (.yaml, .yml or .json): {}",
                             join(preset_names(), ", ")));
   };
+  if (is_cluster_file_path(name)) return load_cluster_file(std::string(name));
   int nodes = 1;
   const Preset* preset = find_preset(name);
   if (preset == nullptr) {

@@ -59,4 +59,20 @@ std::string human_bytes(double bytes) {
   return fmt::format("{:.2f} {}", scaled, kUnits[unit]);
 }
 
+std::string quoted(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
 }  // namespace loom

@@ -16,24 +16,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "loom/core/strings.h"
+
 namespace loom::ir {
 namespace {
-
-std::string quoted(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (byte < 0x20 || byte == 0x7f) {
-      out += fmt::format("\\x{:02x}", byte);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 std::string real_text(double value) {
   std::string text = fmt::format("{}", value);

@@ -127,5 +127,30 @@ expect verify-bad-degrees nonzero "$LOOM" verify --model gpt3-125m --policy mega
 expect verify-bad-schedule nonzero "$LOOM" verify --model gpt3-125m --policy pp --schedule zigzag
 expect verify-indivisible nonzero "$LOOM" verify --model gpt3-125m --policy dp --devices 3
 
+# `loom clusters` (issue 4): the preset table, a preset written as a cluster file and read back, a file
+# given to --cluster, and bad files (clean non-zero exits naming the file and the field).
+expect clusters 0 "$LOOM" clusters && contains clusters-a100 "dgx-a100" && contains clusters-h100 "H100-SXM-80GB" &&
+  contains clusters-bridge "nvlink 56.25 GB/s"
+expect clusters-yaml 0 "$LOOM" clusters --yaml dgx-a100 && contains clusters-yaml-kind "kind: nvswitch"
+printf '%s\n' "$out" > "$tmp/a100.yaml"
+expect clusters-file 0 "$LOOM" clusters --file "$tmp/a100.yaml" && contains clusters-file-row "A100-SXM-80GB" &&
+  contains clusters-file-devices "8 devices"
+expect clusters-yaml-nodes 0 "$LOOM" clusters --yaml dgx-a100x2 && contains clusters-yaml-nodes-2 "nodes: 2"
+printf '%s\n' "$out" > "$tmp/a100x2.yaml"
+expect comm-cluster-file 0 "$LOOM" comm --shape 1024,1024 --from "R(1)V(8)D(1,1)@0-7" --to "R(1)V(1)D(8,1)@8-15" --cluster "$tmp/a100x2.yaml"
+comm_file_out=$out
+expect comm-cluster-preset 0 "$LOOM" comm --shape 1024,1024 --from "R(1)V(8)D(1,1)@0-7" --to "R(1)V(1)D(8,1)@8-15" --cluster dgx-a100x2
+if [ "$(sed 1d <<<"$comm_file_out")" = "$(sed 1d <<<"$out")" ]; then pass=$((pass+1)); else fail "comm-cluster-file: plan differs from the preset's"; fi
+printf 'name: x\nnodes: [1\n' > "$tmp/bad.yaml"
+expect clusters-malformed nonzero "$LOOM" clusters --file "$tmp/bad.yaml" && contains clusters-malformed-msg "malformed YAML"
+expect comm-malformed nonzero "$LOOM" comm --shape 8 --from "R(1)V(1)D(1)@0" --to "R(1)V(1)D(1)@1" --cluster "$tmp/bad.yaml" &&
+  contains comm-malformed-msg "loom: error: option --cluster: cluster file"
+sed 's/^nodes: 2/nodes: -2/' "$tmp/a100x2.yaml" > "$tmp/neg.yaml"
+expect clusters-negative nonzero "$LOOM" clusters --file "$tmp/neg.yaml" && contains clusters-negative-msg "field 'nodes' is negative"
+sed 's/kind: nvswitch/kind: ethernet/' "$tmp/a100x2.yaml" > "$tmp/kind.yaml"
+expect clusters-bad-kind nonzero "$LOOM" clusters --file "$tmp/kind.yaml" && contains clusters-bad-kind-msg "unknown link kind 'ethernet'"
+expect clusters-missing nonzero "$LOOM" clusters --file "$tmp/none.yaml" && contains clusters-missing-msg "no such file"
+expect clusters-bad-preset nonzero "$LOOM" clusters --yaml nosuch && contains clusters-bad-preset-msg "unknown cluster 'nosuch'"
+
 echo "$pass passed, $failures failed"
 [ "$failures" = 0 ]

@@ -15,6 +15,8 @@ std::vector<std::string> preset_names();
 
 // "v100x8" is one node of the preset; "v100x8x2" (or "dgx2x4") is that many nodes. The cluster's
 // name is the text given. Unknown presets and bad node counts are errors naming the presets.
+// A name ending in .yaml, .yml or .json is a cluster file, read by load_cluster_file (cluster_file.h);
+// the cluster's name is then the file's `name` field.
 Expected<Cluster> make_cluster(std::string_view name);
 
 }  // namespace loom::cluster

@@ -1,0 +1,84 @@
+// `loom clusters`: the cluster presets as a table; `--file F` summarizes a cluster file, `--yaml NAME`
+// prints a preset (or any cluster make_cluster accepts) as a cluster file to start from.
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "loom/cluster/cluster_file.h"
+#include "loom/cluster/presets.h"
+
+namespace loom::cli {
+namespace {
+
+struct ClustersArgs {
+  std::string file;
+  std::string yaml;
+};
+
+// "nvswitch 300 GB/s 1 us": kind, one-direction bandwidth per GPU, latency.
+std::string link_text(const cluster::LinkTier& tier) {
+  return fmt::format("{} {:.4g} GB/s {:.3g} us", cluster::name(tier.kind), tier.bandwidth / 1e9, tier.latency * 1e6);
+}
+
+std::string tflops(double flops) { return flops > 0 ? fmt::format("{:.1f}", flops / 1e12) : "-"; }
+
+constexpr std::string_view kRowFormat = "{:<16} {:>12} {:<14} {:>7} {:>7} {:>7} {:>7} {:>8}  {:<27} {:<27} {}\n";
+
+void print_header() {
+  fmt::print(fmt::runtime(kRowFormat), "cluster", "nodes x GPUs", "gpu", "bf16 TF", "fp16 TF", "fp32 TF", "mem GiB",
+             "HBM TB/s", "intra-node link", "inter-node link", "bridge (GPUs 2k, 2k+1)");
+}
+
+void print_legend() {
+  fmt::print("TF: peak dense TFLOP/s. Links: kind, bandwidth per GPU in one direction, latency per message.\n");
+}
+
+void print_row(const cluster::Cluster& c) {
+  fmt::print(fmt::runtime(kRowFormat), c.name, fmt::format("{}x{}", c.nodes, c.gpus_per_node), c.gpu.name,
+             tflops(c.gpu.peak_bf16), tflops(c.gpu.peak_fp16), tflops(c.gpu.peak_fp32),
+             fmt::format("{:.0f}", static_cast<double>(c.gpu.memory_bytes) / (1 << 30)),
+             fmt::format("{:.2f}", c.gpu.memory_bandwidth / 1e12), link_text(c.intra), link_text(c.inter),
+             c.bridge ? link_text(c.bridge->tier) : "-");
+}
+
+int run_clusters(const ClustersArgs& args) {
+  if (!args.file.empty() && !args.yaml.empty())
+    return report(Error{"options --file and --yaml go one at a time", "give one of them"});
+  if (!args.yaml.empty()) {
+    Expected<cluster::Cluster> c = with_context(cluster::make_cluster(args.yaml), "option --yaml");
+    if (!c) return report(c.error());
+    fmt::print("{}", cluster::cluster_to_yaml(*c));
+    return 0;
+  }
+  if (!args.file.empty()) {
+    Expected<cluster::Cluster> c = with_context(cluster::load_cluster_file(args.file), "option --file");
+    if (!c) return report(c.error());
+    print_header();
+    print_row(*c);
+    print_legend();
+    fmt::print("{} devices; {} NIC(s) per node at {:.4g} Gb/s each\n", c->device_count(), c->nics_per_node,
+               c->nic_bandwidth * 8 / 1e9);
+    return 0;
+  }
+  print_header();
+  for (const std::string& name : cluster::preset_names()) {
+    Expected<cluster::Cluster> c = cluster::make_cluster(name);
+    if (!c) return report(c.error());
+    print_row(*c);
+  }
+  print_legend();
+  fmt::print("more nodes: \"<preset>x<nodes>\" (e.g. dgx-a100x16); a file: --cluster my.yaml "
+             "(`loom clusters --yaml dgx-a100` prints one to start from; docs/clusters.md)\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_clusters_command(CLI::App& app) {
+  auto args = std::make_shared<ClustersArgs>();
+  CLI::App* cmd = app.add_subcommand("clusters", "List the cluster presets, summarize a cluster file, or print one");
+  cmd->add_option("--file", args->file, "Summarize this cluster file (.yaml, .yml or .json)");
+  cmd->add_option("--yaml", args->yaml, "Print this preset (e.g. dgx-a100 or dgx-a100x4) as a cluster file");
+  on_selected(cmd, [args] { return run_clusters(*args); });
+}
+
+}  // namespace loom::cli

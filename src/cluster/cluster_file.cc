@@ -1,0 +1,266 @@
+// Cluster files (docs/clusters.md). Reading never throws: yaml-cpp's exceptions end at this file, and
+// numbers are parsed from the scalar text here (std::from_chars) rather than with YAML::Node::as.
+#include "loom/cluster/cluster_file.h"
+
+#include <charconv>
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <span>
+#include <sstream>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "loom/core/strings.h"
+
+namespace loom::cluster {
+namespace {
+
+constexpr std::string_view kTopFields[] = {"name", "nodes", "gpus_per_node", "gpu", "intra", "inter",
+                                           "bridge", "nics_per_node", "nic_bandwidth"};
+constexpr std::string_view kGpuFields[] = {"name", "peak_bf16", "peak_fp16", "peak_fp32", "memory_bytes",
+                                           "memory_bandwidth"};
+constexpr std::string_view kLinkFields[] = {"kind", "bandwidth", "latency"};
+constexpr std::string_view kLinkKinds = "nvlink, nvswitch, pcie, infiniband (ib), roce";
+constexpr std::string_view kSchemaHint =
+    "see docs/clusters.md; `loom clusters --yaml dgx-a100` prints a complete file to start from";
+
+constexpr int kMaxNodes = 65536;  // as make_cluster's "<preset>x<nodes>"
+constexpr int kMaxGpusPerNode = 1024;
+constexpr int kMaxNics = 1024;
+constexpr std::uintmax_t kMaxFileBytes = std::uintmax_t{16} << 20;
+
+std::string known(std::span<const std::string_view> fields) {
+  std::vector<std::string> names(fields.begin(), fields.end());
+  return join(names, ", ");
+}
+
+// Reads fields of one file, turning every problem into an Error that names the file and the field.
+class Reader {
+ public:
+  explicit Reader(std::string_view source) : source_(source) {}
+
+  std::unexpected<Error> error(std::string_view field, std::string_view what, std::string hint) const {
+    return fail(fmt::format("cluster file '{}': field '{}' {}", source_, field, what), std::move(hint));
+  }
+
+  // Every key of `map` must be one of `fields`: a misspelt key is an error, not silently ignored.
+  Expected<void> check_keys(const YAML::Node& map, std::string_view prefix,
+                            std::span<const std::string_view> fields) const {
+    for (const auto& item : map) {
+      const std::string key = item.first.IsScalar() ? item.first.Scalar() : std::string("<non-scalar key>");
+      bool found = false;
+      for (std::string_view f : fields) found = found || key == f;
+      if (!found)
+        return fail(fmt::format("cluster file '{}': unknown field '{}{}'", source_, prefix, key),
+                    fmt::format("the fields {}are: {}; {}", prefix.empty() ? "" : fmt::format("of '{}' ", prefix.substr(0, prefix.size() - 1)),
+                                known(fields), kSchemaHint));
+    }
+    return {};
+  }
+
+  Expected<YAML::Node> child(const YAML::Node& map, std::string_view prefix, std::string_view key) const {
+    const std::string field = fmt::format("{}{}", prefix, key);
+    const YAML::Node node = map[std::string(key)];
+    if (!node.IsDefined()) return error(field, "is missing", fmt::format("add '{}'; {}", key, kSchemaHint));
+    if (node.IsNull()) return error(field, "has no value", fmt::format("give '{}' a value; {}", key, kSchemaHint));
+    return node;
+  }
+
+  Expected<YAML::Node> mapping(const YAML::Node& map, std::string_view prefix, std::string_view key,
+                               std::span<const std::string_view> fields) const {
+    LOOM_ASSIGN_OR_RETURN(YAML::Node node, child(map, prefix, key));
+    const std::string field = fmt::format("{}{}", prefix, key);
+    if (!node.IsMap())
+      return error(field, "is not a mapping", fmt::format("write '{}' with the fields {}", key, known(fields)));
+    LOOM_RETURN_IF_ERROR(check_keys(node, field + ".", fields));
+    return node;
+  }
+
+  Expected<std::string> text(const YAML::Node& map, std::string_view prefix, std::string_view key) const {
+    LOOM_ASSIGN_OR_RETURN(YAML::Node node, child(map, prefix, key));
+    const std::string field = fmt::format("{}{}", prefix, key);
+    if (!node.IsScalar()) return error(field, "is not a string", "write it as a plain or quoted string");
+    if (trim(node.Scalar()).empty()) return error(field, "is empty", "give it a name");
+    return node.Scalar();
+  }
+
+  // A finite number >= `min` (> 0 when `positive`).
+  Expected<double> number(const YAML::Node& map, std::string_view prefix, std::string_view key, bool positive,
+                          std::string_view unit) const {
+    LOOM_ASSIGN_OR_RETURN(YAML::Node node, child(map, prefix, key));
+    const std::string field = fmt::format("{}{}", prefix, key);
+    const std::string hint = fmt::format("give a number in {}, e.g. 1.5e11", unit);
+    if (!node.IsScalar()) return error(field, "is not a number", hint);
+    std::string_view t = trim(node.Scalar());
+    if (!t.empty() && t.front() == '+') t.remove_prefix(1);
+    double value = 0;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
+    if (t.empty() || ec != std::errc{} || end != t.data() + t.size() || !std::isfinite(value))
+      return error(field, fmt::format("is not a number: '{}'", node.Scalar()), hint);
+    if (value < 0) return error(field, fmt::format("is negative: {}", node.Scalar()), hint);
+    if (positive && value == 0) return error(field, "is zero", fmt::format("give a positive number in {}", unit));
+    return value;
+  }
+
+  // An integer in [min, max]; written as an integer or as an integral number such as 80e9.
+  Expected<std::int64_t> integer(const YAML::Node& map, std::string_view prefix, std::string_view key,
+                                 std::int64_t min, std::int64_t max) const {
+    LOOM_ASSIGN_OR_RETURN(YAML::Node node, child(map, prefix, key));
+    const std::string field = fmt::format("{}{}", prefix, key);
+    const std::string hint = fmt::format("give a whole number from {} to {}", min, max);
+    if (!node.IsScalar()) return error(field, "is not a whole number", hint);
+    std::string_view t = trim(node.Scalar());
+    if (!t.empty() && t.front() == '+') t.remove_prefix(1);
+    std::int64_t value = 0;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
+    if (t.empty() || ec != std::errc{} || end != t.data() + t.size()) {
+      double d = 0;
+      const auto [dend, dec] = std::from_chars(t.data(), t.data() + t.size(), d);
+      if (t.empty() || dec != std::errc{} || dend != t.data() + t.size() || !std::isfinite(d) || d != std::floor(d) ||
+          std::fabs(d) > 9.0e18)
+        return error(field, fmt::format("is not a whole number: '{}'", node.Scalar()), hint);
+      value = static_cast<std::int64_t>(d);
+    }
+    if (value < 0) return error(field, fmt::format("is negative: {}", node.Scalar()), hint);
+    if (value < min || value > max) return error(field, fmt::format("is out of range: {}", node.Scalar()), hint);
+    return value;
+  }
+
+  Expected<LinkTier> link(const YAML::Node& map, std::string_view key) const {
+    LOOM_ASSIGN_OR_RETURN(YAML::Node node, mapping(map, "", key, kLinkFields));
+    const std::string prefix = fmt::format("{}.", key);
+    LinkTier tier;
+    LOOM_ASSIGN_OR_RETURN(const std::string kind, text(node, prefix, "kind"));
+    Expected<LinkKind> parsed = parse_link_kind(trim(kind));
+    if (!parsed) return error(prefix + "kind", parsed.error().message, parsed.error().hint);
+    tier.kind = *parsed;
+    LOOM_ASSIGN_OR_RETURN(tier.bandwidth, number(node, prefix, "bandwidth", true, "bytes/s (one direction, per GPU)"));
+    LOOM_ASSIGN_OR_RETURN(tier.latency, number(node, prefix, "latency", false, "seconds"));
+    return tier;
+  }
+
+  Expected<Cluster> cluster(const YAML::Node& root) const {
+    if (!root.IsDefined() || root.IsNull())
+      return fail(fmt::format("cluster file '{}' is empty", source_), std::string(kSchemaHint));
+    if (!root.IsMap())
+      return fail(fmt::format("cluster file '{}': the top level is not a mapping of fields", source_),
+                  fmt::format("write the fields {}; {}", known(kTopFields), kSchemaHint));
+    LOOM_RETURN_IF_ERROR(check_keys(root, "", kTopFields));
+    Cluster c;
+    LOOM_ASSIGN_OR_RETURN(c.name, text(root, "", "name"));
+    LOOM_ASSIGN_OR_RETURN(const std::int64_t nodes, integer(root, "", "nodes", 1, kMaxNodes));
+    LOOM_ASSIGN_OR_RETURN(const std::int64_t gpus, integer(root, "", "gpus_per_node", 1, kMaxGpusPerNode));
+    c.nodes = static_cast<int>(nodes);
+    c.gpus_per_node = static_cast<int>(gpus);
+
+    LOOM_ASSIGN_OR_RETURN(YAML::Node gpu, mapping(root, "", "gpu", kGpuFields));
+    LOOM_ASSIGN_OR_RETURN(c.gpu.name, text(gpu, "gpu.", "name"));
+    LOOM_ASSIGN_OR_RETURN(c.gpu.peak_bf16, number(gpu, "gpu.", "peak_bf16", false, "FLOP/s (0 where there is no bf16 path)"));
+    LOOM_ASSIGN_OR_RETURN(c.gpu.peak_fp16, number(gpu, "gpu.", "peak_fp16", false, "FLOP/s"));
+    LOOM_ASSIGN_OR_RETURN(c.gpu.peak_fp32, number(gpu, "gpu.", "peak_fp32", false, "FLOP/s"));
+    if (c.gpu.peak_bf16 == 0 && c.gpu.peak_fp16 == 0 && c.gpu.peak_fp32 == 0)
+      return error("gpu.peak_fp32", "is zero, as are peak_bf16 and peak_fp16",
+                   "give at least one peak in FLOP/s, e.g. peak_fp32: 1.95e13");
+    LOOM_ASSIGN_OR_RETURN(c.gpu.memory_bytes,
+                          integer(gpu, "gpu.", "memory_bytes", 1, std::numeric_limits<std::int64_t>::max() / 2));
+    LOOM_ASSIGN_OR_RETURN(c.gpu.memory_bandwidth, number(gpu, "gpu.", "memory_bandwidth", true, "bytes/s"));
+
+    LOOM_ASSIGN_OR_RETURN(c.intra, link(root, "intra"));
+    LOOM_ASSIGN_OR_RETURN(c.inter, link(root, "inter"));
+    if (root["bridge"].IsDefined()) {
+      LOOM_ASSIGN_OR_RETURN(const LinkTier bridge, link(root, "bridge"));
+      c.bridge = PairBridge{bridge};
+    }
+    LOOM_ASSIGN_OR_RETURN(const std::int64_t nics, integer(root, "", "nics_per_node", 1, kMaxNics));
+    c.nics_per_node = static_cast<int>(nics);
+    LOOM_ASSIGN_OR_RETURN(c.nic_bandwidth, number(root, "", "nic_bandwidth", true, "bytes/s (one NIC, one direction)"));
+    return c;
+  }
+
+ private:
+  std::string_view source_;
+};
+
+void write_link(std::string& out, std::string_view key, const LinkTier& tier) {
+  out += fmt::format("{}:\n", key);
+  out += fmt::format("  kind: {}\n", name(tier.kind));
+  out += fmt::format("  bandwidth: {}  # bytes/s, one direction, per GPU\n", tier.bandwidth);
+  out += fmt::format("  latency: {}  # seconds per message\n", tier.latency);
+}
+
+}  // namespace
+
+Expected<LinkKind> parse_link_kind(std::string_view text) {
+  for (const LinkKind kind : {LinkKind::nvlink, LinkKind::nvswitch, LinkKind::pcie, LinkKind::infiniband, LinkKind::roce})
+    if (text == name(kind)) return kind;
+  if (text == "ib") return LinkKind::infiniband;
+  if (text == "local")
+    return fail("link kind 'local' is not a link between GPUs", fmt::format("use one of {}", kLinkKinds));
+  return fail(fmt::format("unknown link kind '{}'", text), fmt::format("use one of {}", kLinkKinds));
+}
+
+bool is_cluster_file_path(std::string_view text) {
+  return text.ends_with(".yaml") || text.ends_with(".yml") || text.ends_with(".json");
+}
+
+Expected<Cluster> parse_cluster_yaml(std::string_view text, std::string_view source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return fail(fmt::format("cluster file '{}': malformed YAML at line {}, column {}: {}", source, e.mark.line + 1,
+                            e.mark.column + 1, e.msg),
+                fmt::format("a cluster file is YAML (or JSON); {}", kSchemaHint));
+  } catch (const std::exception& e) {
+    return fail(fmt::format("cluster file '{}': cannot parse: {}", source, e.what()), std::string(kSchemaHint));
+  }
+  try {
+    return Reader(source).cluster(root);
+  } catch (const std::exception& e) {  // yaml-cpp may throw on odd node shapes; never let it escape
+    return fail(fmt::format("cluster file '{}': cannot read: {}", source, e.what()), std::string(kSchemaHint));
+  }
+}
+
+Expected<Cluster> load_cluster_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return fail(fmt::format("cannot open cluster file '{}': {}", path,
+                            std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"),
+                "check the path; a cluster file ends in .yaml, .yml or .json, and `loom clusters` lists the presets");
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size > kMaxFileBytes)
+    return fail(fmt::format("cluster file '{}' is {} bytes, more than the 16 MiB limit", path, size),
+                "a cluster file is a few dozen lines; check the path");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail(fmt::format("cannot read cluster file '{}'", path), "check the file's permissions");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_cluster_yaml(text.str(), path);
+}
+
+std::string cluster_to_yaml(const Cluster& c) {
+  // fmt's "{}" writes the shortest text that reads back to the same double.
+  std::string out = "# Loom cluster file (docs/clusters.md)\n";
+  out += fmt::format("name: {}\n", loom::quoted(c.name));
+  out += fmt::format("nodes: {}\n", c.nodes);
+  out += fmt::format("gpus_per_node: {}\n", c.gpus_per_node);
+  out += "gpu:\n";
+  out += fmt::format("  name: {}\n", loom::quoted(c.gpu.name));
+  out += fmt::format("  peak_bf16: {}  # FLOP/s, dense\n", c.gpu.peak_bf16);
+  out += fmt::format("  peak_fp16: {}  # FLOP/s, dense\n", c.gpu.peak_fp16);
+  out += fmt::format("  peak_fp32: {}  # FLOP/s\n", c.gpu.peak_fp32);
+  out += fmt::format("  memory_bytes: {}\n", c.gpu.memory_bytes);
+  out += fmt::format("  memory_bandwidth: {}  # bytes/s\n", c.gpu.memory_bandwidth);
+  write_link(out, "intra", c.intra);
+  write_link(out, "inter", c.inter);
+  if (c.bridge) write_link(out, "bridge", c.bridge->tier);
+  out += fmt::format("nics_per_node: {}\n", c.nics_per_node);
+  out += fmt::format("nic_bandwidth: {}  # bytes/s, one NIC, one direction\n", c.nic_bandwidth);
+  return out;
+}
+
+}  // namespace loom::cluster

@@ -1,0 +1,197 @@
+#include "loom/cluster/cluster_file.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "loom/cluster/presets.h"
+
+namespace loom::cluster {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path write_temp(const std::string& name, const std::string& text) {
+  const fs::path dir = fs::temp_directory_path() / "loom_cluster_file_test";
+  fs::create_directories(dir);
+  const fs::path path = dir / name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// A valid file in the schema; the bad-input tests edit one line of it.
+const std::string kValid = R"(name: mine
+nodes: 2
+gpus_per_node: 4
+gpu:
+  name: RTX3090
+  peak_bf16: 71e12
+  peak_fp16: 7.1e13
+  peak_fp32: 35.6e12
+  memory_bytes: 25769803776
+  memory_bandwidth: 936e9
+intra:
+  kind: pcie
+  bandwidth: 31.5e9
+  latency: 2e-6
+inter:
+  kind: infiniband
+  bandwidth: 3.125e9
+  latency: 5e-6
+bridge:
+  kind: nvlink
+  bandwidth: 56.25e9
+  latency: 1e-6
+nics_per_node: 1
+nic_bandwidth: 12.5e9
+)";
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+  const std::size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+TEST(ClusterFile, EveryPresetRoundTripsThroughYaml) {
+  for (const std::string& preset : preset_names()) {
+    for (const std::string& name : {preset, preset + "x3"}) {
+      Expected<Cluster> c = make_cluster(name);
+      ASSERT_TRUE(c.has_value()) << name;
+      const std::string yaml = cluster_to_yaml(*c);
+      Expected<Cluster> back = parse_cluster_yaml(yaml, name);
+      ASSERT_TRUE(back.has_value()) << name << ": " << back.error().to_string() << "\n" << yaml;
+      EXPECT_EQ(*back, *c) << yaml;
+      EXPECT_EQ(cluster_to_yaml(*back), yaml);
+    }
+  }
+}
+
+TEST(ClusterFile, BridgeIsWrittenOnlyWhenPresent) {
+  EXPECT_NE(cluster_to_yaml(*make_cluster("rtx3090-nvlink")).find("bridge:"), std::string::npos);
+  EXPECT_EQ(cluster_to_yaml(*make_cluster("rtx3090")).find("bridge"), std::string::npos);
+}
+
+TEST(ClusterFile, ReadsAValidYamlFile) {
+  const fs::path path = write_temp("valid.yaml", kValid);
+  Expected<Cluster> c = load_cluster_file(path.string());
+  ASSERT_TRUE(c.has_value()) << c.error().to_string();
+  EXPECT_EQ(c->name, "mine");
+  EXPECT_EQ(c->device_count(), 8);
+  EXPECT_DOUBLE_EQ(c->gpu.peak_fp16, 71e12);
+  EXPECT_EQ(c->gpu.memory_bytes, 24LL << 30);
+  EXPECT_EQ(c->intra.kind, LinkKind::pcie);
+  ASSERT_TRUE(c->bridge.has_value());
+  EXPECT_EQ(c->bridge->tier.kind, LinkKind::nvlink);
+  // The bridge is used between local GPUs 0-1 and 2-3, PCIe between 1-2, the NIC between nodes.
+  EXPECT_EQ(link_between(*c, 2, 3).kind, LinkKind::nvlink);
+  EXPECT_EQ(link_between(*c, 1, 2).kind, LinkKind::pcie);
+  EXPECT_EQ(link_between(*c, 3, 4).kind, LinkKind::infiniband);
+}
+
+TEST(ClusterFile, ReadsAJsonFileAndMakeClusterAcceptsPaths) {
+  const std::string json = R"({"name": "a100-json", "nodes": 4, "gpus_per_node": 8,
+    "gpu": {"name": "A100", "peak_bf16": 3.12e14, "peak_fp16": 3.12e14, "peak_fp32": 1.95e13,
+            "memory_bytes": 85899345920, "memory_bandwidth": 2e12},
+    "intra": {"kind": "nvswitch", "bandwidth": 3e11, "latency": 1e-6},
+    "inter": {"kind": "ib", "bandwidth": 2.5e10, "latency": 5e-6},
+    "nics_per_node": 8, "nic_bandwidth": 2.5e10})";
+  const fs::path path = write_temp("a100.json", json);
+  Expected<Cluster> c = make_cluster(path.string());
+  ASSERT_TRUE(c.has_value()) << c.error().to_string();
+  EXPECT_EQ(c->name, "a100-json");
+  EXPECT_EQ(c->device_count(), 32);
+  EXPECT_EQ(c->inter.kind, LinkKind::infiniband);
+  EXPECT_FALSE(c->bridge.has_value());
+  Expected<Cluster> preset = make_cluster("dgx-a100x4");
+  ASSERT_TRUE(preset.has_value());
+  EXPECT_EQ(c->intra, preset->intra);
+  EXPECT_EQ(c->inter, preset->inter);
+}
+
+TEST(ClusterFile, AMissingFileIsAnError) {
+  Expected<Cluster> c = load_cluster_file("/nonexistent/dir/c.yaml");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().message.find("/nonexistent/dir/c.yaml"), std::string::npos);
+  EXPECT_NE(c.error().message.find("no such file"), std::string::npos);
+  EXPECT_FALSE(c.error().hint.empty());
+  Expected<Cluster> through_presets = make_cluster("/nonexistent/dir/c.yml");
+  ASSERT_FALSE(through_presets.has_value());
+  EXPECT_FALSE(load_cluster_file(fs::temp_directory_path().string()).has_value());  // a directory
+}
+
+struct BadCase {
+  const char* what;
+  std::string text;
+  const char* expected;  // in the message
+};
+
+TEST(ClusterFile, BadInputNamesTheFileAndTheField) {
+  const BadCase cases[] = {
+      {"malformed", "name: [unclosed\nnodes: 1\n", "malformed YAML at line"},
+      {"malformed json", "{\"name\": \"x\", ", "malformed YAML"},
+      {"empty", "", "is empty"},
+      {"not a mapping", "- 1\n- 2\n", "top level is not a mapping"},
+      {"missing nodes", replace(kValid, "nodes: 2\n", ""), "field 'nodes' is missing"},
+      {"missing gpu field", replace(kValid, "  memory_bandwidth: 936e9\n", ""), "field 'gpu.memory_bandwidth' is missing"},
+      {"missing link field", replace(kValid, "  latency: 5e-6\n", ""), "field 'inter.latency' is missing"},
+      {"missing gpu", replace(replace(replace(replace(replace(replace(replace(kValid, "gpu:\n", ""), "  name: RTX3090\n", ""),
+                                                                  "  peak_bf16: 71e12\n", ""), "  peak_fp16: 7.1e13\n", ""),
+                                              "  peak_fp32: 35.6e12\n", ""), "  memory_bytes: 25769803776\n", ""),
+                              "  memory_bandwidth: 936e9\n", ""),
+       "field 'gpu' is missing"},
+      {"negative nodes", replace(kValid, "nodes: 2", "nodes: -2"), "field 'nodes' is negative"},
+      {"zero gpus", replace(kValid, "gpus_per_node: 4", "gpus_per_node: 0"), "field 'gpus_per_node' is out of range"},
+      {"fractional nodes", replace(kValid, "nodes: 2", "nodes: 2.5"), "field 'nodes' is not a whole number"},
+      {"negative bandwidth", replace(kValid, "bandwidth: 31.5e9", "bandwidth: -31.5e9"), "field 'intra.bandwidth' is negative"},
+      {"zero bandwidth", replace(kValid, "bandwidth: 3.125e9", "bandwidth: 0"), "field 'inter.bandwidth' is zero"},
+      {"negative latency", replace(kValid, "latency: 1e-6", "latency: -1e-6"), "field 'bridge.latency' is negative"},
+      {"negative peak", replace(kValid, "peak_fp32: 35.6e12", "peak_fp32: -1"), "field 'gpu.peak_fp32' is negative"},
+      {"text number", replace(kValid, "memory_bandwidth: 936e9", "memory_bandwidth: fast"),
+       "field 'gpu.memory_bandwidth' is not a number: 'fast'"},
+      {"infinite number", replace(kValid, "nic_bandwidth: 12.5e9", "nic_bandwidth: inf"), "field 'nic_bandwidth' is not a number"},
+      {"unknown kind", replace(kValid, "kind: pcie", "kind: ethernet"), "field 'intra.kind' unknown link kind 'ethernet'"},
+      {"local kind", replace(kValid, "kind: infiniband", "kind: local"), "field 'inter.kind' link kind 'local'"},
+      {"link not a map", replace(replace(replace(replace(kValid, "intra:\n", "intra: pcie\n"), "  kind: pcie\n", ""),
+                                         "  bandwidth: 31.5e9\n", ""), "  latency: 2e-6\n", ""),
+       "field 'intra' is not a mapping"},
+      {"unknown field", replace(kValid, "nodes: 2\n", "nodes: 2\nnode_count: 2\n"), "unknown field 'node_count'"},
+      {"unknown gpu field", replace(kValid, "  peak_bf16: 71e12\n", "  peak_bf16: 71e12\n  peak_fp8: 1e15\n"),
+       "unknown field 'gpu.peak_fp8'"},
+      {"null value", replace(kValid, "nics_per_node: 1", "nics_per_node:"), "field 'nics_per_node' has no value"},
+      {"list as number", replace(kValid, "nodes: 2", "nodes: [2]"), "field 'nodes' is not a whole number"},
+      {"empty name", replace(kValid, "name: mine", "name: ''"), "field 'name' is empty"},
+      {"no peaks", replace(replace(replace(kValid, "peak_bf16: 71e12", "peak_bf16: 0"), "peak_fp16: 7.1e13", "peak_fp16: 0"),
+                           "peak_fp32: 35.6e12", "peak_fp32: 0"),
+       "field 'gpu.peak_fp32' is zero"},
+  };
+  for (const BadCase& c : cases) {
+    const fs::path path = write_temp("bad.yaml", c.text);
+    Expected<Cluster> result = load_cluster_file(path.string());
+    ASSERT_FALSE(result.has_value()) << c.what;
+    EXPECT_NE(result.error().message.find(path.string()), std::string::npos) << c.what << ": " << result.error().message;
+    EXPECT_NE(result.error().message.find(c.expected), std::string::npos) << c.what << ": " << result.error().message;
+    EXPECT_FALSE(result.error().hint.empty()) << c.what;
+  }
+}
+
+TEST(ClusterFile, ParseLinkKindInvertsName) {
+  for (const LinkKind kind : {LinkKind::nvlink, LinkKind::nvswitch, LinkKind::pcie, LinkKind::infiniband, LinkKind::roce})
+    EXPECT_EQ(parse_link_kind(name(kind)), kind);
+  EXPECT_FALSE(parse_link_kind("local").has_value());
+  EXPECT_FALSE(parse_link_kind("NVLINK").has_value());
+}
+
+TEST(ClusterFile, NamesWithQuotesAndBackslashesRoundTrip) {
+  Cluster c = *make_cluster("dgx1");
+  c.name = "my \"odd\" cluster: \\ #1";
+  c.gpu.name = "GPU\tx";
+  Expected<Cluster> back = parse_cluster_yaml(cluster_to_yaml(c), "<string>");
+  ASSERT_TRUE(back.has_value()) << back.error().to_string();
+  EXPECT_EQ(*back, c);
+}
+
+}  // namespace
+}  // namespace loom::cluster
