@@ -2,20 +2,18 @@
 
 #include <cstdlib>
 #include <map>
+#include <utility>
 
 namespace loom::exec::detail {
 namespace {
 
-// Orders labels so replicas meet: box ranges, then the value part.
+// Orders labels so replicas meet: box ranges (start, stop, step), then the value part; no key is built.
 struct LabelLess {
   bool operator()(const plan::SubTensor& a, const plan::SubTensor& b) const {
-    const auto key = [](const plan::SubTensor& t) {
-      std::vector<std::int64_t> k;
-      for (const plan::IndexRange& r : t.box) k.insert(k.end(), {r.start, r.stop, r.step});
-      k.insert(k.end(), {t.value.index, t.value.count});
-      return k;
-    };
-    return key(a) < key(b);
+    for (std::size_t d = 0; d < a.box.size() && d < b.box.size(); ++d)
+      if (a.box[d] != b.box[d]) return a.box[d] < b.box[d];
+    if (a.box.size() != b.box.size()) return a.box.size() < b.box.size();
+    return std::pair(a.value.index, a.value.count) < std::pair(b.value.index, b.value.count);
   }
 };
 

@@ -1,83 +1,28 @@
 #include "loom/exec/materialize.h"
 
-#include <numeric>
 #include <unordered_map>
 
 #include "fetch.h"
 #include "loom/exec/autograd_pairs.h"
 #include "free_buffers.h"
 #include "layout_transition.h"
+#include "need_groups.h"
 #include "loom/cluster/presets.h"
 #include "loom/plan/validate.h"
 
 namespace loom::exec {
 namespace {
 
-using detail::PlacedPiece;
+using detail::ConsumerNeeds;
+using detail::NeedGroup;
+using detail::NeedKey;
+using detail::NeedMap;
+using detail::NeedView;
 using detail::ProgramBuilder;
+using plan::normalized;
 using plan::SubOp;
 using plan::SubOpId;
 using plan::SubTensor;
-
-SubTensor normalized(SubTensor t) {
-  for (plan::IndexRange& r : t.box) r = r.normalized();
-  return t;
-}
-
-// A piece wanted on a device, as a hash key (boxes normalized), and a view of one for lookups that
-// allocate nothing: hashing and equality normalize ranges on the fly.
-struct NeedKey {
-  int device;
-  SubTensor piece;
-};
-struct NeedView {
-  int device;
-  const SubTensor* piece;
-};
-struct NeedKeyHash {
-  using is_transparent = void;
-  static std::size_t hash(int device, const SubTensor& t) {
-    std::size_t h = std::hash<std::uint32_t>{}(t.tensor.value) * 1000003u ^ static_cast<std::size_t>(device);
-    const auto mix = [&](std::int64_t v) { h = (h ^ static_cast<std::size_t>(v)) * 0x100000001b3ull; };
-    for (const plan::IndexRange& range : t.box) {
-      const plan::IndexRange r = range.normalized();
-      mix(r.start);
-      mix(r.stop);
-      mix(r.step);
-    }
-    mix(t.value.index);
-    mix(t.value.count);
-    return h;
-  }
-  std::size_t operator()(const NeedKey& k) const { return hash(k.device, k.piece); }
-  std::size_t operator()(const NeedView& k) const { return hash(k.device, *k.piece); }
-};
-struct NeedKeyEq {
-  using is_transparent = void;
-  static bool same(int da, const SubTensor& a, int db, const SubTensor& b) {
-    if (da != db || a.tensor != b.tensor || a.value != b.value || a.box.size() != b.box.size()) return false;
-    for (std::size_t d = 0; d < a.box.size(); ++d)
-      if (a.box[d].normalized() != b.box[d].normalized()) return false;
-    return true;
-  }
-  bool operator()(const NeedKey& a, const NeedKey& b) const { return same(a.device, a.piece, b.device, b.piece); }
-  bool operator()(const NeedView& a, const NeedKey& b) const { return same(a.device, *a.piece, b.device, b.piece); }
-  bool operator()(const NeedKey& a, const NeedView& b) const { return same(a.device, a.piece, b.device, *b.piece); }
-};
-template <class T>
-using NeedMap = std::unordered_map<NeedKey, T, NeedKeyHash, NeedKeyEq>;
-
-// The pieces of one tensor that one consumer op needs, split into groups connected through the producer
-// pieces they overlap: each group is one candidate for the layout search (e.g. one micro-batch's rows).
-struct NeedGroup {
-  std::vector<PlacedPiece> needs;
-  std::vector<std::pair<SubOpId, std::size_t>> producers;  // (sub-op, output index)
-  bool tried = false;
-};
-struct ConsumerNeeds {
-  std::vector<NeedGroup> groups;
-  NeedMap<std::size_t> group_of;
-};
 
 class Materializer {
  public:
@@ -205,53 +150,15 @@ class Materializer {
 
   ConsumerNeeds& consumer_needs(ir::OpId op, ir::TensorId tensor) {
     auto [it, fresh] = needs_.try_emplace({op.value, tensor.value});
-    if (!fresh) return it->second;
-    ConsumerNeeds& result = it->second;
-    std::vector<PlacedPiece> needs;
-    NeedMap<std::size_t> index;
-    const plan::OpLayout& layout = plan_.layouts[op.index()];
-    for (SubOpId part : plan_.parts[op.index()]) {
-      const SubOp& s = plan_.sub_op(part);
-      for (std::size_t i = 0; i < s.inputs.size(); ++i) {
-        if (s.inputs[i].tensor != tensor || layout.shape_only(i) || !s.inputs[i].value.is_whole()) continue;
-        NeedKey key{s.device, normalized(s.inputs[i])};
-        if (index.try_emplace(key, needs.size()).second) needs.push_back({s.device, key.piece});
-      }
-    }
-    // Union-find over needs and producer pieces joined by overlapping boxes.
-    const auto& producers = producers_[tensor.index()];
-    std::vector<std::size_t> parent(needs.size() + producers.size());
-    std::iota(parent.begin(), parent.end(), 0);
-    const auto root = [&](std::size_t x) {
-      while (parent[x] != x) x = parent[x] = parent[parent[x]];
-      return x;
-    };
-    for (std::size_t n = 0; n < needs.size(); ++n)
-      for (std::size_t p = 0; p < producers.size(); ++p) {
-        const SubTensor& out = plan_.sub_op(producers[p].first).outputs[producers[p].second];
-        if (plan::boxes_meet(needs[n].piece, out)) parent[root(n)] = root(needs.size() + p);
-      }
-    std::unordered_map<std::size_t, std::size_t> group_of_root;
-    const auto group_at = [&](std::size_t x) {
-      auto [g, made] = group_of_root.try_emplace(root(x), result.groups.size());
-      if (made) result.groups.emplace_back();
-      return g->second;
-    };
-    for (std::size_t n = 0; n < needs.size(); ++n) {
-      const std::size_t g = group_at(n);
-      result.groups[g].needs.push_back(needs[n]);
-      result.group_of.emplace(NeedKey{needs[n].device, needs[n].piece}, g);
-    }
-    for (std::size_t p = 0; p < producers.size(); ++p)
-      if (group_of_root.contains(root(needs.size() + p))) result.groups[group_at(needs.size() + p)].producers.push_back(producers[p]);
-    return result;
+    if (fresh) it->second = detail::group_needs(plan_, op, tensor, producers_[tensor.index()]);
+    return it->second;
   }
 
   const plan::Plan& plan_;
   const MaterializeOptions& options_;
   const detail::SearchContext& search_;
   ProgramBuilder builder_;
-  std::vector<std::vector<std::pair<SubOpId, std::size_t>>> producers_;  // by tensor
+  std::vector<std::vector<detail::OutputRef>> producers_;               // by tensor
   std::vector<std::vector<BufferId>> written_;                           // by tensor: producer outputs so far
   std::vector<std::vector<BufferId>> outputs_;                           // by sub-op, once emitted
   NeedMap<BufferId> available_;

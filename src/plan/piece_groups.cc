@@ -4,29 +4,6 @@
 
 namespace loom::plan::detail {
 
-std::uint64_t fingerprint(const SubTensor& piece, bool with_value) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  const auto mix = [&](std::int64_t v) { h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001b3ull; };
-  for (const IndexRange& range : piece.box) {
-    const IndexRange r = range.normalized();
-    mix(r.start);
-    mix(r.stop);
-    mix(r.step);
-  }
-  if (with_value) {
-    mix(piece.value.index);
-    mix(piece.value.count);
-  }
-  return h;
-}
-
-bool same_piece(const SubTensor& a, const SubTensor& b, bool with_value) {
-  if (a.box.size() != b.box.size() || (with_value && a.value != b.value)) return false;
-  for (std::size_t d = 0; d < a.box.size(); ++d)
-    if (a.box[d] != b.box[d] && a.box[d].normalized() != b.box[d].normalized()) return false;
-  return true;
-}
-
 std::vector<std::size_t> group_equal(std::vector<PieceRef>& refs, bool with_value) {
   // Equal fingerprints sort together; a (rare) collision inside a run is split by comparing pieces
   // with the run's first: unequal ones are moved behind it, and grouped on the next round.

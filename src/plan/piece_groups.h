@@ -17,11 +17,7 @@ struct PieceRef {
   SubOpId owner;
 };
 
-// A hash of the normalized box (and the value part when asked), so equal pieces meet after sorting.
-std::uint64_t fingerprint(const SubTensor& piece, bool with_value);
-bool same_piece(const SubTensor& a, const SubTensor& b, bool with_value);
-
-// Sorts `refs` (fingerprints set with the same `with_value`) and returns where each group of equal
+// Sorts `refs` (fingerprints from piece_hash with the same `with_value`) and returns where each group of equal
 // pieces begins, plus refs.size() at the end.
 std::vector<std::size_t> group_equal(std::vector<PieceRef>& refs, bool with_value);
 

@@ -30,6 +30,35 @@ std::string SubTensor::to_string() const {
   return text;
 }
 
+SubTensor normalized(SubTensor piece) {
+  for (IndexRange& r : piece.box) r = r.normalized();
+  return piece;
+}
+
+bool same_piece(const SubTensor& a, const SubTensor& b, bool with_value) {
+  if (a.tensor != b.tensor || a.box.size() != b.box.size() || (with_value && a.value != b.value)) return false;
+  for (std::size_t d = 0; d < a.box.size(); ++d)
+    if (a.box[d] != b.box[d] && a.box[d].normalized() != b.box[d].normalized()) return false;
+  return true;
+}
+
+std::uint64_t piece_hash(const SubTensor& piece, bool with_value) {
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the normalized ranges
+  const auto mix = [&](std::int64_t v) { h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001b3ull; };
+  mix(piece.tensor.value);
+  for (const IndexRange& range : piece.box) {
+    const IndexRange r = range.normalized();
+    mix(r.start);
+    mix(r.stop);
+    mix(r.step);
+  }
+  if (with_value) {
+    mix(piece.value.index);
+    mix(piece.value.count);
+  }
+  return h;
+}
+
 bool boxes_meet(const SubTensor& a, const SubTensor& b) {
   if (a.tensor != b.tensor || a.box.size() != b.box.size()) return false;
   for (std::size_t d = 0; d < a.box.size(); ++d)

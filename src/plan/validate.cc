@@ -32,7 +32,7 @@ Expected<void> check_production(const Plan& plan) {
     for (ir::TensorId out : op.outputs) has_producer[out.index()] = 1;
   for (const SubOp& s : plan.sub_ops)
     if (s.live)
-      for (const SubTensor& out : s.outputs) produced[out.tensor.index()].push_back({detail::fingerprint(out, true), &out, s.id});
+      for (const SubTensor& out : s.outputs) produced[out.tensor.index()].push_back({piece_hash(out, true), &out, s.id});
   // Replicas repeat a piece exactly; coverage needs each distinct piece once.
   for (std::size_t tensor = 0; tensor < produced.size(); ++tensor) {
     if (!has_producer[tensor]) continue;
@@ -97,11 +97,11 @@ std::vector<std::vector<SubOpId>> dependency_edges(const Plan& plan) {
   std::vector<std::vector<detail::PieceRef>> writers(plan.graph->tensors.size()), readers(plan.graph->tensors.size());
   for (const SubOp& s : plan.sub_ops) {
     if (!s.live) continue;
-    for (const SubTensor& out : s.outputs) writers[out.tensor.index()].push_back({detail::fingerprint(out, false), &out, s.id});
+    for (const SubTensor& out : s.outputs) writers[out.tensor.index()].push_back({piece_hash(out, false), &out, s.id});
     const OpLayout& layout = plan.layouts[s.op.index()];
     for (std::size_t i = 0; i < s.inputs.size(); ++i)
       if (!layout.shape_only(i))
-        readers[s.inputs[i].tensor.index()].push_back({detail::fingerprint(s.inputs[i], false), &s.inputs[i], s.id});
+        readers[s.inputs[i].tensor.index()].push_back({piece_hash(s.inputs[i], false), &s.inputs[i], s.id});
   }
   for (std::size_t tensor = 0; tensor < readers.size(); ++tensor) {
     if (writers[tensor].empty() || readers[tensor].empty()) continue;  // leaves exist before the step

@@ -3,6 +3,7 @@
 // boxes intersect (DESIGN.md, "FullTensor and SubTensor").
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -29,6 +30,14 @@ struct SubTensor {
   std::string to_string() const;  // "%3[0:4, 1:8:2] (1 of 2)"
   bool operator==(const SubTensor&) const = default;
 };
+
+// The same piece with every range normalized (IndexRange::normalized), so equal index sets compare equal.
+SubTensor normalized(SubTensor piece);
+
+// Equality of pieces as index sets (ranges compared normalized), with or without their value parts, and a
+// hash consistent with it: keys for pieces without building normalized copies.
+bool same_piece(const SubTensor& a, const SubTensor& b, bool with_value);
+std::uint64_t piece_hash(const SubTensor& piece, bool with_value);
 
 // The common box of two SubTensors of the same FullTensor (value parts ignored); nullopt when empty
 // or of different tensors.

@@ -1,0 +1,48 @@
+#include "need_groups.h"
+
+#include <numeric>
+
+namespace loom::exec::detail {
+
+ConsumerNeeds group_needs(const plan::Plan& plan, ir::OpId op, ir::TensorId tensor, const std::vector<OutputRef>& producers) {
+  ConsumerNeeds result;
+  std::vector<PlacedPiece> needs;
+  NeedMap<std::size_t> index;
+  const plan::OpLayout& layout = plan.layouts[op.index()];
+  for (plan::SubOpId part : plan.parts[op.index()]) {
+    const plan::SubOp& s = plan.sub_op(part);
+    for (std::size_t i = 0; i < s.inputs.size(); ++i) {
+      if (s.inputs[i].tensor != tensor || layout.shape_only(i) || !s.inputs[i].value.is_whole()) continue;
+      NeedKey key{s.device, plan::normalized(s.inputs[i])};
+      if (index.try_emplace(key, needs.size()).second) needs.push_back({s.device, key.piece});
+    }
+  }
+  // Union-find over needs and producer pieces joined by overlapping boxes.
+  std::vector<std::size_t> parent(needs.size() + producers.size());
+  std::iota(parent.begin(), parent.end(), 0);
+  const auto root = [&](std::size_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  for (std::size_t n = 0; n < needs.size(); ++n)
+    for (std::size_t p = 0; p < producers.size(); ++p) {
+      const plan::SubTensor& out = plan.sub_op(producers[p].first).outputs[producers[p].second];
+      if (plan::boxes_meet(needs[n].piece, out)) parent[root(n)] = root(needs.size() + p);
+    }
+  std::unordered_map<std::size_t, std::size_t> group_of_root;
+  const auto group_at = [&](std::size_t x) {
+    auto [g, made] = group_of_root.try_emplace(root(x), result.groups.size());
+    if (made) result.groups.emplace_back();
+    return g->second;
+  };
+  for (std::size_t n = 0; n < needs.size(); ++n) {
+    const std::size_t g = group_at(n);
+    result.groups[g].needs.push_back(needs[n]);
+    result.group_of.emplace(NeedKey{needs[n].device, needs[n].piece}, g);
+  }
+  for (std::size_t p = 0; p < producers.size(); ++p)
+    if (group_of_root.contains(root(needs.size() + p))) result.groups[group_at(needs.size() + p)].producers.push_back(producers[p]);
+  return result;
+}
+
+}  // namespace loom::exec::detail
