@@ -1,22 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end checks of the `loom` command line: exit codes, key output, JSON round trips, bad input.
-set -u
-LOOM=${LOOM:?set LOOM to the loom binary}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-pass=0
-fail() { echo "FAIL $1"; [ -n "${out:-}" ] && echo "$out" | head -20; failures=$((failures+1)); }
-expect() {  # expect NAME EXPECTED_RC COMMAND... ; output in $out
-  local name=$1 want=$2; shift 2
-  out=$("$@" 2>&1); local rc=$?
-  if [ "$want" = nonzero ]; then [ "$rc" != 0 ] && [ "$rc" -lt 128 ] || { fail "$name: exit $rc, want a clean non-zero exit"; return 1; }
-  elif [ "$rc" != "$want" ]; then fail "$name: exit $rc, want $want"; return 1; fi
-  pass=$((pass+1)); return 0
-}
-contains() {  # contains NAME TEXT ; checks $out
-  if grep -qF -- "$2" <<<"$out"; then pass=$((pass+1)); else fail "$1: output lacks '$2'"; fi
-}
+source "$(dirname "$0")/cli_lib.sh"
 
 # Commands and help.
 expect ops 0 "$LOOM" ops && contains ops-matmul "matmul"
@@ -152,5 +136,4 @@ expect clusters-bad-kind nonzero "$LOOM" clusters --file "$tmp/kind.yaml" && con
 expect clusters-missing nonzero "$LOOM" clusters --file "$tmp/none.yaml" && contains clusters-missing-msg "no such file"
 expect clusters-bad-preset nonzero "$LOOM" clusters --yaml nosuch && contains clusters-bad-preset-msg "unknown cluster 'nosuch'"
 
-echo "$pass passed, $failures failed"
-[ "$failures" = 0 ]
+finish
