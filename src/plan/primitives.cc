@@ -30,6 +30,7 @@ Expected<int> dim_of(const ir::TensorAnnotation& tensor, std::string_view x, std
 // How one trans changes each tensor of the op.
 struct SplitShape {
   bool replicate = false;
+  bool redundant_backward = false;  // replicas compute whole gradients
   bool reduce = false;
   bool strided = false;
   std::vector<int> input_dims;   // split dim per input, -1 if the identifier is absent
@@ -47,6 +48,7 @@ Expected<SplitShape> describe(const Plan& plan, const SubOp& original, const Tra
     if (i >= 0 && static_cast<std::size_t>(i) < split.additive.size()) split.additive[static_cast<std::size_t>(i)] = true;
   if (std::holds_alternative<ReplicateAlgo>(algo)) {
     split.replicate = true;
+    split.redundant_backward = std::get<ReplicateAlgo>(algo).redundant_backward;
     return split;
   }
   const SplitAlgo& s = std::get<SplitAlgo>(algo);
@@ -91,11 +93,13 @@ Expected<SplitShape> describe(const Plan& plan, const SubOp& original, const Tra
 }
 
 // The gradient of input i comes out as a value part when the part saw that input only partially:
-// every input of a replica, an input lacking a plain split identifier, a multiplying input lacking a
-// reduced one (additive inputs such as biases get their whole gradient in every part).
+// every input of a replica (unless it computes whole gradients), an input lacking a plain split
+// identifier, a multiplying input lacking a reduced one (additive inputs such as biases get their whole
+// gradient in every part).
 bool gradient_divided(const SplitShape& split, std::size_t i) {
+  if (split.replicate) return !split.redundant_backward;
   const bool sliced = split.input_dims[i] >= 0;
-  return split.replicate || (!sliced && (!split.reduce || !split.additive[i]));
+  return !sliced && (!split.reduce || !split.additive[i]);
 }
 
 void slice(SubTensor& tensor, int dim, int n, int k, bool strided) {
@@ -142,7 +146,7 @@ Expected<SubOp> backward_part(Plan& plan, const SubOp& backward, const SubOp& fo
   for (int j : layout.grad_outputs) {
     SubTensor& grad = part.inputs[pos++];
     slice(grad, split.output_dims[static_cast<std::size_t>(j)], n, k, split.strided);
-    if (split.replicate) grad.value = nested(grad.value, kth);
+    if (split.replicate && !split.redundant_backward) grad.value = nested(grad.value, kth);
   }
   for (std::size_t q = 0; q < layout.grad_inputs.size(); ++q) {
     const auto i = static_cast<std::size_t>(layout.grad_inputs[q]);

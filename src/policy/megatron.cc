@@ -110,7 +110,10 @@ class Composer {
     const auto& batch = batch_[op.id.index()];
     const TransAlgo data = batch ? TransAlgo{plan::SplitAlgo{*batch}} : TransAlgo{plan::ReplicateAlgo{}};
     const auto& tensor_split = tp_layout_.splits[op.id.index()];
-    const TransAlgo tensor = tensor_split ? TransAlgo{*tensor_split} : TransAlgo{plan::ReplicateAlgo{}};
+    // Ops tensor parallelism does not split run on every tp rank and, as in Megatron, compute whole
+    // gradients there (one all-reduce of their output gradient, none of their weights' gradients).
+    const TransAlgo tensor = tensor_split ? TransAlgo{*tensor_split}
+                                          : TransAlgo{plan::ReplicateAlgo{.redundant_backward = true}};
     for (std::size_t k = 0; k < pieces.size(); ++k) {
       LOOM_ASSIGN_OR_RETURN(std::vector<SubOpId> dp_parts,
                             with_context(split(plan_, pieces[k], data, c_.dp), fmt::format("data parallelism {}", c_.dp)));

@@ -6,10 +6,10 @@
 // reduction ('x+'), outputs become value parts k of n, and so do additive inputs lacking x (biases);
 // other inputs lacking x are replicated. Replicating makes n copies with the same SubTensors.
 // Transforming a forward sub-op transforms its backward part the same way, and gradients follow:
-// the gradient of an output keeps that output's box (a value part when the forward was replicated);
-// the gradient of an input has the input's box, and is a value part k of n when the part saw the
-// input only partially (an input lacking a plain x, a multiplying input lacking a reduced x, or any
-// input of a replicated op).
+// the gradient of an output keeps that output's box (a value part when the forward was replicated,
+// unless the replication is redundant_backward); the gradient of an input has the input's box, and is a
+// value part k of n when the part saw the input only partially (an input lacking a plain x, a
+// multiplying input lacking a reduced x, or any input of a replica that is not redundant_backward).
 #pragma once
 
 #include <optional>
@@ -25,7 +25,15 @@ struct SplitAlgo {
   std::string identifier;  // as in the op's annotation; '*' dims are "*0", "*1", ...
   bool strided = false;    // part k takes every n-th index from k (Rhino's strided sharding)
 };
-struct ReplicateAlgo {};
+// Replication. By default each replica's backward reads its share of the output gradient (value part k
+// of n) and writes value parts of the input gradients: cheap when the consumers' gradients are partial
+// anyway and are summed later (data-parallel replicas of an op without a batch). With
+// `redundant_backward` every replica's backward reads the whole output gradient and computes the whole
+// input and weight gradients, identical on every replica (Megatron's tensor-parallel layer norms and
+// residual adds: one all-reduce of the output gradient, no all-reduce of the weights' gradients).
+struct ReplicateAlgo {
+  bool redundant_backward = false;
+};
 using TransAlgo = std::variant<SplitAlgo, ReplicateAlgo>;
 
 // Replaces `sub_op` (a live forward, optimizer or non-mirror backward sub-op) by n parts and returns
