@@ -42,7 +42,8 @@ void register_autograd_ops(OpRegistry& r) {
                        return static_cast<double>(op.inputs.size() - 1) * static_cast<double>(op.inputs[0].numel());
                      },
                  // The gradient of a sum reaches every summand unchanged: nothing to save.
-                 .backward = {.saves_inputs = false, .flops_factor = 0.0}});
+                 .backward = {.saves_inputs = false, .flops_factor = 0.0},
+                 .linear = true});
   r.add_builtin({.type = "fill_like",
                  .family = "autograd",
                  .summary = "a tensor shaped like x filled with a constant (seeds the loss gradient)",

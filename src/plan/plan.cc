@@ -66,7 +66,8 @@ Expected<Plan> make_plan(const ir::Graph& graph, const ir::OpCatalog& catalog) {
     LOOM_ASSIGN_OR_RETURN(ir::Annotation annotation,
                           with_context(ir::parse_annotation(forward.annotation), fmt::format("op '{}'", op.name)));
     plan.layouts[op.id.index()] =
-        OpLayout{expand_variadic(std::move(annotation), graph, forward), def->additive_inputs, def->shape_only_inputs};
+        OpLayout{expand_variadic(std::move(annotation), graph, forward), def->additive_inputs, def->shape_only_inputs,
+                 def->linear};
 
     SubOp sub;
     sub.id = SubOpId(static_cast<std::uint32_t>(plan.sub_ops.size()));

@@ -30,6 +30,7 @@ Expected<int> dim_of(const ir::TensorAnnotation& tensor, std::string_view x, std
 // How one trans changes each tensor of the op.
 struct SplitShape {
   bool replicate = false;
+  bool value_split = false;         // every input and output becomes value part k of n
   bool redundant_backward = false;  // replicas compute whole gradients
   bool reduce = false;
   bool strided = false;
@@ -46,6 +47,18 @@ Expected<SplitShape> describe(const Plan& plan, const SubOp& original, const Tra
   split.additive.assign(layout.annotation.inputs.size(), false);
   for (int i : layout.additive_inputs)
     if (i >= 0 && static_cast<std::size_t>(i) < split.additive.size()) split.additive[static_cast<std::size_t>(i)] = true;
+  if (std::holds_alternative<ValueSplitAlgo>(algo)) {
+    if (!layout.linear)
+      return fail(fmt::format("trans: op '{}' ({}) is not linear in all its inputs, so it cannot be split by value",
+                              original.name, plan.graph->op(original.op).type),
+                  "split an identifier or replicate it");
+    if (original.mirror.valid())
+      return fail(fmt::format("trans: op '{}' has a backward part; a value split would give every part the whole gradient",
+                              original.name),
+                  "split an identifier or replicate it");
+    split.value_split = true;
+    return split;
+  }
   if (std::holds_alternative<ReplicateAlgo>(algo)) {
     split.replicate = true;
     split.redundant_backward = std::get<ReplicateAlgo>(algo).redundant_backward;
@@ -121,6 +134,11 @@ SubOp new_part(Plan& plan, const SubOp& original, int n, int k) {
 SubOp forward_part(Plan& plan, const SubOp& original, const SplitShape& split, int n, int k) {
   SubOp part = new_part(plan, original, n, k);
   const ValuePart kth{k, n};
+  if (split.value_split) {
+    for (SubTensor& in : part.inputs) in.value = nested(in.value, kth);
+    for (SubTensor& out : part.outputs) out.value = nested(out.value, kth);
+    return part;
+  }
   for (std::size_t i = 0; i < part.inputs.size(); ++i) {
     slice(part.inputs[i], split.input_dims[i], n, k, split.strided);
     if (split.reduce && split.input_dims[i] < 0 && split.additive[i]) part.inputs[i].value = nested(part.inputs[i].value, kth);
@@ -211,7 +229,8 @@ Expected<std::vector<SubOpId>> trans(Plan& plan, SubOpId id, const TransAlgo& al
   const bool has_backward = original.mirror.valid() && plan.sub_op(original.mirror).live;
   const SubOp backward = has_backward ? plan.sub_op(original.mirror) : SubOp{};
   std::vector<bool> divided_outputs(original.outputs.size(), false);
-  for (std::size_t j = 0; j < divided_outputs.size(); ++j) divided_outputs[j] = split.reduce && split.output_dims[j] < 0;
+  for (std::size_t j = 0; j < divided_outputs.size(); ++j)
+    divided_outputs[j] = split.value_split || (split.reduce && split.output_dims[j] < 0);
   LOOM_RETURN_IF_ERROR(refuse_dividing_replicas(plan, original, divided_outputs));
   if (has_backward) {
     LOOM_ASSIGN_OR_RETURN(ir::MirrorLayout layout, ir::mirror_layout(plan.graph->op(backward.op)));

@@ -55,6 +55,7 @@ class Composer {
         tensor_stage_(tensor_stages(graph_, stage_)),
         batch_(plan::batch_identifiers(plan)),
         batch_dims_(tensor_batch_dims(plan, batch_)),
+        producers_(ir::producers(*plan.graph)),
         blocks_(static_cast<std::size_t>(device_count(config)),
                 std::vector<std::vector<SubOpId>>(static_cast<std::size_t>(config.micro_batches))) {}
 
@@ -179,12 +180,37 @@ class Composer {
       for (int r = 0; r < c_.dp; ++r) {
         LOOM_ASSIGN_OR_RETURN(
             std::vector<SubOpId> tp_parts,
-            with_context(split(plan_, dp_parts[static_cast<std::size_t>(r)], algo(tensor), c_.tp), context));
+            with_context(split(plan_, dp_parts[static_cast<std::size_t>(r)], tensor_algo(op, tensor), c_.tp), context));
         for (int j = 0; j < c_.tp; ++j)
           LOOM_RETURN_IF_ERROR(plan::assign(plan_, tp_parts[static_cast<std::size_t>(j)], device(stage, r, j)));
       }
     }
     return {};
+  }
+
+  // How a follower splits over tp: along the owner's tensor-parallel dimension; else a gradient
+  // accumulation that sums partial sums of column-parallel backwards (LLaMA's q, k, v and gate, up
+  // projections) is split by value, so each rank adds its partial sums and one all-reduce follows
+  // (Megatron fuses those projections into one GEMM for the same effect); else replicated.
+  TransAlgo tensor_algo(const ir::Op& op, const std::optional<std::string>& tensor) const {
+    if (tensor) return plan::SplitAlgo{*tensor};
+    if (c_.tp > 1 && plan_.layouts[op.id.index()].linear && reads_partial_sums(op)) return plan::ValueSplitAlgo{};
+    return plan::ReplicateAlgo{};
+  }
+
+  // Whether some producer part writes an input of `op` as a value part (a partial sum).
+  bool reads_partial_sums(const ir::Op& op) const {
+    for (ir::TensorId in : op.inputs) {
+      const ir::OpId producer = producers_[in.index()];
+      if (!producer.valid()) continue;
+      for (SubOpId part : plan_.parts[producer.index()]) {
+        const plan::SubOp& sub = plan_.sub_op(part);
+        const auto& outputs = graph_.op(sub.op).outputs;
+        for (std::size_t j = 0; j < outputs.size(); ++j)
+          if (outputs[j] == in && !sub.outputs[j].value.is_whole()) return true;
+      }
+    }
+    return false;
   }
 
   // One pipeline per (dp rank, tp rank): its stages' forward parts per micro-batch, ordered by the
@@ -209,6 +235,7 @@ class Composer {
   std::vector<int> tensor_stage_;  // by TensorId
   std::vector<std::optional<std::string>> batch_;
   std::vector<int> batch_dims_;
+  std::vector<ir::OpId> producers_;  // by TensorId: the op writing it
   std::vector<std::vector<std::vector<SubOpId>>> blocks_;  // [device][micro-batch]: forward parts, program order
 };
 

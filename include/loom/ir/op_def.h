@@ -96,6 +96,9 @@ struct OpDef {
   // Inputs read for their shape alone (fill_like): no data dependency, nothing to communicate. The
   // loss-gradient seed reads the loss this way, so backward passes need not wait for every micro-batch.
   std::vector<int> shape_only_inputs;
+  // The outputs are a linear function of all inputs jointly (a sum): value parts k of every input give
+  // value part k of the outputs, so plans may split the op by value (plan::ValueSplitAlgo).
+  bool linear = false;
 };
 
 // Looks up operator definitions by type. Implemented by ops::OpRegistry.

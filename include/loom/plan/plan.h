@@ -39,6 +39,7 @@ struct OpLayout {
   ir::Annotation annotation;
   std::vector<int> additive_inputs;
   std::vector<int> shape_only_inputs;  // read for their shape alone: no data dependency
+  bool linear = false;                 // ir::OpDef::linear: may be split by value
 
   bool shape_only(std::size_t input) const;
 };

@@ -34,7 +34,13 @@ struct SplitAlgo {
 struct ReplicateAlgo {
   bool redundant_backward = false;
 };
-using TransAlgo = std::variant<SplitAlgo, ReplicateAlgo>;
+// Value split of an op that is linear in all its inputs jointly (OpDef::linear: gradient
+// accumulations): part k reads value part k of n of every input and writes value part k of n of every
+// output. Partial sums already on each device are then summed in place and reduced once, instead of
+// each being all-reduced before the sum. Ops with a backward part are refused (each part's gradient
+// would be the whole output gradient).
+struct ValueSplitAlgo {};
+using TransAlgo = std::variant<SplitAlgo, ReplicateAlgo, ValueSplitAlgo>;
 
 // Replaces `sub_op` (a live forward, optimizer or non-mirror backward sub-op) by n parts and returns
 // them; the parts keep its device. Errors: dead or backward-mirror sub-op, unknown or frozen
