@@ -95,6 +95,55 @@ TEST(Trans, ReplicaGradientsAreValueParts) {
   EXPECT_TRUE(validate_plan(plan, 1));
 }
 
+TEST(Trans, RedundantReplicasComputeWholeGradients) {
+  Plan plan = fresh_plan();
+  auto parts = trans(plan, only_part(plan, "act"), ReplicateAlgo{.redundant_backward = true}, 3);
+  ASSERT_TRUE(parts);
+  for (int k = 0; k < 3; ++k) {
+    const SubOp& backward = plan.sub_op(plan.sub_op((*parts)[static_cast<std::size_t>(k)]).mirror);
+    for (const SubTensor& in : backward.inputs) EXPECT_TRUE(in.value.is_whole()) << in.to_string();
+    for (const SubTensor& out : backward.outputs) EXPECT_TRUE(out.value.is_whole()) << out.to_string();
+  }
+  assign_all(plan, 0);
+  EXPECT_TRUE(validate_plan(plan, 1));
+}
+
+// h = fc1(x) is read by the activation and the residual add, so its gradient is an accumulation.
+ir::Graph residual_graph() {
+  ir::GraphBuilder b("residual", ops::builtin_ops());
+  const ir::TensorId x = b.input("x", ir::Shape{4, 8}, ir::DType::f32);
+  const ir::TensorId w = b.parameter("fc1.weight", ir::Shape{8, 8}, ir::DType::f32);
+  const ir::TensorId h = b.op("linear", "fc1", {x, w});
+  const ir::TensorId y = b.op("add", "residual", {b.op("gelu", "act", {h}), h});
+  b.set_loss(b.op("sum", "loss", {y}));
+  auto training = ir::build_training_graph(std::move(b).finish().value(), ops::builtin_ops(), {});
+  EXPECT_TRUE(training) << training.error().to_string();
+  return *training;
+}
+
+TEST(Trans, ValueSplitOnlyForLinearOpsWithoutBackward) {
+  Plan plan = fresh_plan();
+  const auto error = trans(plan, only_part(plan, "act"), ValueSplitAlgo{}, 2);
+  ASSERT_FALSE(error);
+  EXPECT_NE(error.error().to_string().find("not linear"), std::string::npos) << error.error().to_string();
+  static const ir::Graph residual = residual_graph();
+  plan = make_plan(residual, ops::builtin_ops()).value();
+  for (const ir::Op& op : residual.ops) {
+    if (op.type != "accumulate") continue;
+    auto parts = trans(plan, plan.parts[op.id.index()].front(), ValueSplitAlgo{}, 2);
+    ASSERT_TRUE(parts) << parts.error().to_string();
+    for (int k = 0; k < 2; ++k) {
+      const SubOp& part = plan.sub_op((*parts)[static_cast<std::size_t>(k)]);
+      for (const SubTensor& in : part.inputs) EXPECT_EQ(in.value, (ValuePart{k, 2}));
+      EXPECT_EQ(part.outputs[0].value, (ValuePart{k, 2}));
+    }
+    assign_all(plan, 0);
+    EXPECT_TRUE(validate_plan(plan, 1)) << validate_plan(plan, 1).error().to_string();
+    return;
+  }
+  FAIL() << "the residual graph has no gradient accumulation";
+}
+
 TEST(Trans, DataParallelOverTwoDevicesValidates) {
   Plan plan = fresh_plan();
   for (const ir::Op& op : graph().ops) {

@@ -1,0 +1,202 @@
+#include "loom/plan/plan_json.h"
+
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace loom::plan {
+namespace {
+
+using nlohmann::json;
+
+std::string quoted_json(std::string_view text) { return json(std::string(text)).dump(); }
+
+void append_piece(std::string& out, const Plan& plan, const SubTensor& piece) {
+  out += R"({"tensor": )";
+  out += quoted_json(plan.graph->tensor(piece.tensor).name);
+  out += R"(, "box": [)";
+  for (std::size_t d = 0; d < piece.box.size(); ++d) {
+    const IndexRange& r = piece.box[d];
+    out += d ? ", " : "";
+    out += r.step == 1 ? fmt::format("[{}, {}]", r.start, r.stop) : fmt::format("[{}, {}, {}]", r.start, r.stop, r.step);
+  }
+  out += "]";
+  if (!piece.value.is_whole()) out += fmt::format(R"(, "value": [{}, {}])", piece.value.index, piece.value.count);
+  out += "}";
+}
+
+void append_pieces(std::string& out, const Plan& plan, const std::vector<SubTensor>& pieces) {
+  out += "[";
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    out += i ? ", " : "";
+    append_piece(out, plan, pieces[i]);
+  }
+  out += "]";
+}
+
+// Reads one JSON file's sub-ops back; `where` prefixes every error.
+class Reader {
+ public:
+  Reader(const ir::Graph& graph, std::string_view source) : graph_(graph), source_(source) {
+    for (const ir::Op& op : graph.ops) ops_.emplace(op.name, op.id);
+    for (const ir::FullTensor& t : graph.tensors) tensors_.emplace(t.name, t.id);
+  }
+
+  Expected<Plan> read(const json& doc, Plan plan) {
+    if (!doc.is_object() || doc.value("format", "") != "loom-plan")
+      return fail(fmt::format("{}: not a Loom plan (no \"format\": \"loom-plan\")", source_),
+                  "pass a plan.json written by `loom plan`");
+    if (doc.value("version", 0) != 1)
+      return fail(fmt::format("{}: plan format version {} is not supported (this build reads 1)", source_,
+                              doc.value("version", 0)));
+    const json& g = doc.value("graph", json::object());
+    if (g.value("ops", -1) != static_cast<long>(graph_.ops.size()) ||
+        g.value("tensors", -1) != static_cast<long>(graph_.tensors.size()))
+      return fail(fmt::format("{}: the plan was made for a graph of {} ops and {} tensors, this one has {} and {}", source_,
+                              g.value("ops", -1), g.value("tensors", -1), graph_.ops.size(), graph_.tensors.size()),
+                  "load it with the model and options it was planned for");
+    const json& subs = doc.value("sub_ops", json::array());
+    plan.sub_ops.clear();
+    for (auto& list : plan.parts) list.clear();
+    std::vector<int> backward_of(subs.size(), -1);
+    for (std::size_t i = 0; i < subs.size(); ++i) {
+      LOOM_ASSIGN_OR_RETURN(SubOp sub, sub_op(subs[i], i));
+      const int backward = subs[i].value("backward", -1);
+      if (backward >= 0) {
+        if (static_cast<std::size_t>(backward) >= subs.size() || static_cast<std::size_t>(backward) == i)
+          return fail(fmt::format("{}: sub-op {} names backward part {}, which is not another sub-op", source_, i, backward));
+        backward_of[static_cast<std::size_t>(backward)] = static_cast<int>(i);
+        sub.mirror = SubOpId(static_cast<std::uint32_t>(backward));
+      }
+      plan.parts[sub.op.index()].push_back(sub.id);
+      plan.sub_ops.push_back(std::move(sub));
+    }
+    for (std::size_t i = 0; i < subs.size(); ++i)
+      if (backward_of[i] >= 0) plan.sub_ops[i].mirror = SubOpId(static_cast<std::uint32_t>(backward_of[i]));
+    for (const json& edge : doc.value("orders", json::array())) {
+      if (!edge.is_array() || edge.size() != 2 || !edge[0].is_number_unsigned() || !edge[1].is_number_unsigned() ||
+          edge[0].get<std::size_t>() >= subs.size() || edge[1].get<std::size_t>() >= subs.size())
+        return fail(fmt::format("{}: order edge {} is not a pair of sub-op ids below {}", source_, edge.dump(), subs.size()));
+      plan.orders.emplace_back(SubOpId(edge[0].get<std::uint32_t>()), SubOpId(edge[1].get<std::uint32_t>()));
+    }
+    return plan;
+  }
+
+ private:
+  Expected<SubOp> sub_op(const json& j, std::size_t index) {
+    const std::string where = fmt::format("{}: sub-op {}", source_, index);
+    if (!j.is_object()) return fail(fmt::format("{} is not an object", where));
+    if (j.value("id", -1) != static_cast<long>(index))
+      return fail(fmt::format("{} has id {}; ids must count up from 0", where, j.value("id", -1)));
+    const auto op = ops_.find(j.value("op", ""));
+    if (op == ops_.end()) return fail(fmt::format("{} names op '{}', which the graph lacks", where, j.value("op", "")));
+    SubOp sub;
+    sub.id = SubOpId(static_cast<std::uint32_t>(index));
+    sub.op = op->second;
+    sub.name = j.value("name", std::string(graph_.op(sub.op).name));
+    sub.device = j.value("device", kUnassigned);
+    const ir::Op& graph_op = graph_.op(sub.op);
+    LOOM_ASSIGN_OR_RETURN(sub.inputs, pieces(j, "inputs", graph_op.inputs, where));
+    LOOM_ASSIGN_OR_RETURN(sub.outputs, pieces(j, "outputs", graph_op.outputs, where));
+    return sub;
+  }
+
+  Expected<std::vector<SubTensor>> pieces(const json& j, const char* field, const std::vector<ir::TensorId>& expected,
+                                          const std::string& where) {
+    const json& list = j.value(field, json::array());
+    if (!list.is_array() || list.size() != expected.size())
+      return fail(fmt::format("{} has {} {}, its op has {}", where, list.is_array() ? list.size() : 0, field, expected.size()));
+    std::vector<SubTensor> out;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const std::string at = fmt::format("{}, {} {}", where, field, i);
+      const json& p = list[i];
+      if (!p.is_object()) return fail(fmt::format("{} is not an object", at));
+      const auto t = tensors_.find(p.value("tensor", ""));
+      if (t == tensors_.end() || t->second != expected[i])
+        return fail(fmt::format("{} names tensor '{}', but the op's is '{}'", at, p.value("tensor", ""),
+                                graph_.tensor(expected[i]).name));
+      SubTensor piece;
+      piece.tensor = t->second;
+      const ir::Shape& shape = graph_.tensor(t->second).shape;
+      const json& box = p.value("box", json::array());
+      if (!box.is_array() || box.size() != shape.rank())
+        return fail(fmt::format("{}: box has {} ranges, tensor '{}' has rank {}", at, box.size(), t->first, shape.rank()));
+      for (std::size_t d = 0; d < box.size(); ++d) {
+        const json& r = box[d];
+        const bool ok = r.is_array() && (r.size() == 2 || r.size() == 3) &&
+                        std::all_of(r.begin(), r.end(), [](const json& x) { return x.is_number_integer(); });
+        IndexRange range;
+        if (ok) range = {r[0].get<std::int64_t>(), r[1].get<std::int64_t>(), r.size() == 3 ? r[2].get<std::int64_t>() : 1};
+        if (!ok || range.start < 0 || range.stop > shape[d] || range.step < 1 || range.empty())
+          return fail(fmt::format("{}: range {} of dimension {} is not [start, stop(, step)] inside 0:{}", at, r.dump(), d,
+                                  shape[d]));
+        piece.box.push_back(range);
+      }
+      if (p.contains("value")) {
+        const json& v = p["value"];
+        if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
+            v[1].get<std::int64_t>() < 1 || v[0].get<std::int64_t>() < 0 || v[0].get<std::int64_t>() >= v[1].get<std::int64_t>())
+          return fail(fmt::format("{}: value {} is not [k, n] with 0 <= k < n", at, v.dump()));
+        piece.value = {v[0].get<std::int64_t>(), v[1].get<std::int64_t>()};
+      }
+      out.push_back(std::move(piece));
+    }
+    return out;
+  }
+
+  const ir::Graph& graph_;
+  std::string_view source_;
+  std::map<std::string, ir::OpId, std::less<>> ops_;
+  std::map<std::string, ir::TensorId, std::less<>> tensors_;
+};
+
+}  // namespace
+
+std::string plan_to_json(const Plan& plan) {
+  std::vector<int> renumbered(plan.sub_ops.size(), -1);
+  int next = 0;
+  for (const SubOp& sub : plan.sub_ops)
+    if (sub.live) renumbered[sub.id.index()] = next++;
+  std::string out = fmt::format(R"({{"format": "loom-plan", "version": 1, "graph": {{"ops": {}, "tensors": {}}},)",
+                                plan.graph->ops.size(), plan.graph->tensors.size());
+  out += "\n \"sub_ops\": [";
+  bool first = true;
+  for (const SubOp& sub : plan.sub_ops) {
+    if (!sub.live) continue;
+    out += first ? "\n  " : ",\n  ";
+    first = false;
+    out += fmt::format(R"({{"id": {}, "op": {}, "name": {}, "device": {})", renumbered[sub.id.index()],
+                       quoted_json(plan.graph->op(sub.op).name), quoted_json(sub.name), sub.device);
+    if (sub.mirror.valid() && !plan.graph->op(sub.op).is_mirror() && plan.sub_op(sub.mirror).live)
+      out += fmt::format(R"(, "backward": {})", renumbered[sub.mirror.index()]);
+    out += R"(, "inputs": )";
+    append_pieces(out, plan, sub.inputs);
+    out += R"(, "outputs": )";
+    append_pieces(out, plan, sub.outputs);
+    out += "}";
+  }
+  out += "],\n \"orders\": [";
+  bool first_edge = true;
+  for (const auto& [a, b] : plan.orders) {
+    if (renumbered[a.index()] < 0 || renumbered[b.index()] < 0) continue;  // edges of transformed sub-ops bind nothing
+    out += fmt::format("{}[{}, {}]", first_edge ? "" : ", ", renumbered[a.index()], renumbered[b.index()]);
+    first_edge = false;
+  }
+  out += "]}\n";
+  return out;
+}
+
+Expected<Plan> plan_from_json(std::string_view text, const ir::Graph& graph, const ir::OpCatalog& catalog,
+                              std::string_view source) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return fail(fmt::format("{}: malformed JSON", source), "pass a plan.json written by `loom plan`");
+  LOOM_ASSIGN_OR_RETURN(Plan fresh, make_plan(graph, catalog));
+  try {
+    return Reader(graph, source).read(doc, std::move(fresh));
+  } catch (const json::exception& e) {  // a field of the wrong JSON type
+    return fail(fmt::format("{}: {}", source, e.what()), "pass a plan.json written by `loom plan`");
+  }
+}
+
+}  // namespace loom::plan

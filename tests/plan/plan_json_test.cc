@@ -1,0 +1,58 @@
+#include "loom/plan/plan_json.h"
+
+#include <gtest/gtest.h>
+
+#include "loom/ops/registry.h"
+#include "loom/plan/primitives.h"
+#include "loom/plan/validate.h"
+#include "plan_test_graph.h"
+
+namespace loom::plan {
+namespace {
+
+// The tiny MLP split two ways along its hidden identifier, replicated elsewhere, with one order edge.
+Plan split_plan(const ir::Graph& graph) {
+  Plan plan = make_plan(graph, ops::builtin_ops()).value();
+  for (const ir::Op& op : graph.ops) {
+    if (op.is_mirror()) continue;
+    const SubOpId whole = plan.parts[op.id.index()].front();
+    auto parts = trans(plan, whole, ReplicateAlgo{}, 2).value();
+    for (int k = 0; k < 2; ++k) EXPECT_TRUE(assign(plan, parts[static_cast<std::size_t>(k)], k));
+  }
+  const auto& first = plan.parts.front();
+  EXPECT_TRUE(order(plan, first[0], first[1]));
+  return plan;
+}
+
+TEST(PlanJson, RoundTripsByteIdenticallyAndValidates) {
+  const ir::Graph graph = testing::mlp_training_graph();
+  const Plan plan = split_plan(graph);
+  const std::string text = plan_to_json(plan);
+  auto back = plan_from_json(text, graph, ops::builtin_ops(), "plan.json");
+  ASSERT_TRUE(back) << back.error().to_string();
+  EXPECT_EQ(plan_to_json(*back), text);
+  EXPECT_TRUE(validate_plan(*back, 2)) << validate_plan(*back, 2).error().to_string();
+  EXPECT_EQ(back->live_sub_ops().size(), plan.live_sub_ops().size());
+  EXPECT_EQ(plan_to_text(*back), plan_to_text(*back));
+}
+
+TEST(PlanJson, RejectsMalformedInputNamingTheField) {
+  const ir::Graph graph = testing::mlp_training_graph();
+  const std::string good = plan_to_json(split_plan(graph));
+  const auto error_of = [&](const std::string& text) {
+    auto r = plan_from_json(text, graph, ops::builtin_ops(), "p.json");
+    return r ? std::string("accepted") : r.error().to_string();
+  };
+  EXPECT_NE(error_of("{").find("p.json: malformed JSON"), std::string::npos);
+  EXPECT_NE(error_of(R"({"format": "other"})").find("not a Loom plan"), std::string::npos);
+  EXPECT_NE(error_of(R"({"format": "loom-plan", "version": 7})").find("version 7"), std::string::npos);
+  std::string wrong_op = good;
+  wrong_op.replace(wrong_op.find(R"("op": ")") + 7, 0, "nosuch");
+  EXPECT_NE(error_of(wrong_op).find("which the graph lacks"), std::string::npos) << error_of(wrong_op);
+  std::string bad_box = good;
+  bad_box.replace(bad_box.find(R"("box": [[0, )"), 12, R"("box": [[-3, )");
+  EXPECT_NE(error_of(bad_box).find("range"), std::string::npos) << error_of(bad_box);
+}
+
+}  // namespace
+}  // namespace loom::plan
