@@ -74,6 +74,9 @@ double AlphaBetaCostModel::step_time(const Step& step) const {
       if (c.node_of(t.src) != c.node_of(t.dst)) nics.add(c, t.src, t.dst, static_cast<double>(t.bytes));
     }
     for (std::size_t i = 0; i < send.size(); ++i) worst = std::max({worst, send[i], recv[i]});
+    // Summing received value parts: a memory-bound kernel reading both operands and writing the sum.
+    if (step.summed_bytes > 0 && c.gpu.memory_bandwidth > 0)
+      worst += 3.0 * static_cast<double>(step.summed_bytes) / c.gpu.memory_bandwidth;
   } else if (is_collective(step.primitive)) {
     for (const std::vector<int>& members : step.groups) {
       const std::size_t n = members.size();

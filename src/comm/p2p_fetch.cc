@@ -44,7 +44,7 @@ Step p2p_fetch(const Layout& from, const Layout& to, const TensorSpec& tensor, c
   Step step;
   step.rule = std::move(rule);
   step.primitive = Primitive::p2p;
-  std::map<int, std::int64_t> sent, received;
+  std::map<int, std::int64_t> sent, received, summed;
   const std::int64_t element = ir::size_bytes(tensor.dtype);
   const bool blocks = from.v % to.v == 0;  // target part p sums a block of v_s / v_t source parts
 
@@ -90,12 +90,14 @@ Step p2p_fetch(const Layout& from, const Layout& to, const TensorSpec& tensor, c
           step.transfers.push_back({src, dst, bytes});
           sent[src] += bytes;
           received[dst] += bytes;
+          if (last - first > 1) summed[dst] += bytes;
           step.buffer_bytes += bytes;
         }
       }
     }
   }
   for (const auto& [dev, bytes] : received) step.bytes_per_device = std::max(step.bytes_per_device, bytes);
+  for (const auto& [dev, bytes] : summed) step.summed_bytes = std::max(step.summed_bytes, bytes);
   return step;
 }
 

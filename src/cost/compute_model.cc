@@ -33,6 +33,19 @@ double efficiency(ir::OpClass op_class, double flops, const ComputeConstants& co
   return constants.tensor_core_efficiency * flops / (flops + constants.half_efficiency_flops);
 }
 
+double ComputeConstants::bandwidth_efficiency(ir::OpClass op_class) const {
+  switch (op_class) {
+    case ir::OpClass::elementwise: return 0.81;
+    case ir::OpClass::embedding: return 0.68;
+    case ir::OpClass::optimizer: return 0.56;
+    case ir::OpClass::normalization:
+    case ir::OpClass::reduction: return 0.49;
+    case ir::OpClass::data_movement: return 0.44;
+    case ir::OpClass::loss: return 0.33;
+    default: return 1.0;
+  }
+}
+
 cluster::Precision precision_of(ir::DType dtype) {
   switch (dtype) {
     case ir::DType::bf16: return cluster::Precision::bf16;
@@ -125,6 +138,21 @@ ProfileKey ComputeModel::profile_key(plan::SubOpId id) const {
   return key;
 }
 
+// A 16-bit tensor-core op with an operand or result whose last local dimension is not a multiple of 8.
+bool ComputeModel::misaligned(const plan::SubOp& sub_op) const {
+  const ir::Graph& graph = *plan_->graph;
+  if (ir::size_bytes(op_dtype(graph, sub_op)) != 2) return false;
+  const auto bad = [](const plan::SubTensor& piece) {
+    const ir::Shape local = piece.local_shape();
+    return local.rank() > 0 && local[local.rank() - 1] % 8 != 0;
+  };
+  const plan::OpLayout& layout = plan_->layouts[sub_op.op.index()];
+  for (std::size_t i = 0; i < sub_op.inputs.size(); ++i)
+    if (!layout.shape_only(i) && ir::is_floating(graph.tensor(sub_op.inputs[i].tensor).dtype) && bad(sub_op.inputs[i]))
+      return true;
+  return std::ranges::any_of(sub_op.outputs, bad);
+}
+
 ComputeEstimate ComputeModel::estimate(plan::SubOpId id) const {
   const plan::SubOp& sub_op = plan_->sub_op(id);
   const ir::Op& op = plan_->graph->op(sub_op.op);
@@ -138,6 +166,7 @@ ComputeEstimate ComputeModel::estimate(plan::SubOpId id) const {
                                                   : cluster::Precision::fp32);
   if (e.peak <= 0) e.peak = gpu_.peak_fp32;  // no path for this precision (bf16 on V100)
   e.efficiency = efficiency(def->op_class, e.flops, constants_);
+  if (tensor_cores && misaligned(sub_op)) e.efficiency *= constants_.misaligned_efficiency;
   if (profile_ != nullptr) {
     if (std::optional<double> measured = profile_->find(profile_key(id))) {
       e.seconds = *measured;
@@ -146,7 +175,8 @@ ComputeEstimate ComputeModel::estimate(plan::SubOpId id) const {
     }
   }
   const double compute = e.flops > 0 && e.peak > 0 ? e.flops / (e.peak * e.efficiency) : 0;
-  const double memory = e.bytes > 0 && gpu_.memory_bandwidth > 0 ? e.bytes / gpu_.memory_bandwidth : 0;
+  const double bandwidth = gpu_.memory_bandwidth * constants_.bandwidth_efficiency(def->op_class);
+  const double memory = e.bytes > 0 && bandwidth > 0 ? e.bytes / bandwidth : 0;
   e.seconds = std::max(compute, memory);
   if (e.seconds > 0) e.seconds += constants_.launch_seconds;
   return e;

@@ -13,13 +13,14 @@
 // the ring (or, for all-to-all, any member pair) uses, α the largest latency. Concurrent groups run in
 // parallel: a step takes the longest group.
 // p2p: L once, then every send costs α + bytes/β of its link; a device's sends are serialised, and so are its
-// receives; a step takes the busiest device.
+// receives; a step takes the busiest device, plus, where it delivers value parts to be added, the sum
+// as a memory-bound kernel (3 x the summed bytes over HBM bandwidth; collectives reduce in their kernel).
 // NIC sharing (CommCostOptions::share_nics, on by default): a node-crossing flow may run at one NIC's
 // full rate, but all flows leaving (or entering) a node in one step share the node's NICs, so a step
 // also takes at least (bytes crossing a node's boundary) / (node NIC total). Off: every node-crossing
 // link runs at the per-GPU share (node NIC total / GPUs per node) and nothing is shared.
-// Not modelled: intra-node contention (NVSwitch is non-blocking), the compute of reductions, trees
-// for collectives other than all-reduce.
+// Not modelled: intra-node contention (NVSwitch is non-blocking), the compute of reductions inside
+// collectives, trees for collectives other than all-reduce.
 #pragma once
 
 #include <cstdint>

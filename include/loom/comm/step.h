@@ -42,6 +42,9 @@ struct Step {
   // most any one device receives.
   std::int64_t bytes_per_device = 0;
   std::vector<Transfer> transfers;  // p2p only
+  // p2p only: the most bytes one device receives as value parts it must add to others (V->R or V->D by
+  // plain sends). A collective reduces inside its kernel; after sends a separate kernel sums them.
+  std::int64_t summed_bytes = 0;
   bool operator==(const Step&) const = default;
 };
 

@@ -7,6 +7,7 @@
 //         the smallest local/whole element ratio of its inputs and outputs.
 //  bytes  local bytes read plus written (shape-only inputs excluded); a forward op with its own byte
 //         formula (embedding gathers) uses it on the local shapes.
+//         bytes over the GPU's HBM bandwidth times the class's measured bandwidth efficiency.
 //  peak   tensor-core classes (contraction, attention, convolution): the GPU's peak for the op's dtype
 //         (bf16 / fp16; fp32 and fp64 take the fp32 peak; a GPU without a bf16 path, V100, runs bf16 at
 //         its fp32 peak). Every other class runs on the vector units: the fp32 peak.
@@ -41,6 +42,15 @@ struct ComputeConstants {
   double tensor_core_efficiency = 0.7;
   double half_efficiency_flops = 5e8;
   double vector_efficiency = 0.5;
+  // Memory-bound classes reach only part of the HBM bandwidth, by class: the median fraction measured on
+  // H100 with data/profiles/H100-SXM-80GB.json (docs/profiling.md): elementwise 0.81, embedding 0.68,
+  // optimizer (AdamW) 0.56, normalization 0.49, data movement (transposes, copies) 0.44, loss (cross
+  // entropy) 0.33; reductions (softmax, sums) taken as normalization. Tensor-core classes: 1.
+  double bandwidth_efficiency(ir::OpClass op_class) const;
+  // A 16-bit GEMM whose inner or output dimension is not a multiple of 8 loses cuBLAS's aligned
+  // tensor-core kernels: the median measured H100 time of such GEMMs was 3x the roofline (GPT-3 13B's
+  // d_model 5140, the unpadded vocabulary 50257). Multiplies the tensor-core efficiency.
+  double misaligned_efficiency = 1.0 / 3.0;
   // Fixed per-kernel cost (launch and tail), added to every sub-op that does any work. Zero by default:
   // the roofline alone, as DESIGN.md states it; the simulator may set ~5 µs.
   double launch_seconds = 0;
@@ -83,6 +93,7 @@ class ComputeModel {
   double flops_of(const plan::SubOp& sub_op) const;
   double bytes_of(const plan::SubOp& sub_op) const;
   double whole_fraction(const plan::SubOp& sub_op) const;
+  bool misaligned(const plan::SubOp& sub_op) const;
 
   const plan::Plan* plan_ = nullptr;
   const ir::OpCatalog* catalog_ = nullptr;
