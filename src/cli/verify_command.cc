@@ -1,10 +1,12 @@
 // `loom verify`: proves a policy's plan of a model computes what one device computes. Builds the preset
 // (shrunk to a few layers and tiny widths unless --full), applies the policy, materializes the plan into
 // an ExecPlan, checks it cannot hang, runs it on simulated devices with the float64 reference kernels
-// and compares every activation, gradient, updated parameter and the loss with a single-device run.
+// and compares every activation, gradient, updated parameter and the loss with a single-device run; the
+// parameters and optimizer states each device ends with must be what its next step loads (step closing).
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "parallel_options.h"
 #include "loom/cluster/presets.h"
 #include "loom/core/strings.h"
 #include "loom/exec/check.h"
@@ -15,6 +17,8 @@
 #include "loom/models/zoo.h"
 #include "loom/ops/registry.h"
 #include "loom/policy/policy.h"
+#include "loom/policy/zero.h"
+#include "loom/verify/closed_step.h"
 #include "loom/verify/exec_interpreter.h"
 #include "loom/verify/graph_interpreter.h"
 
@@ -24,10 +28,7 @@ namespace {
 struct VerifyArgs {
   std::string model;
   std::string policy = "dp";
-  int devices = 0;
-  int dp = 0, tp = 0, pp = 0;
-  int micro_batches = 0;
-  std::string schedule = "1f1b";
+  ParallelArgs parallel{.devices_flag = "--devices"};
   bool full = false;
   std::int64_t batch = 0, seq = 0, layers = 0;
   std::string optimizer = "adamw";
@@ -36,44 +37,13 @@ struct VerifyArgs {
   double tolerance = 1e-9;
 };
 
-// The degrees: explicit --dp/--tp/--pp, else all of --devices on the policy's own dimension (dp-tp puts
-// 2 on tp and the rest on dp).
-Expected<policy::ParallelConfig> parallel_config(const VerifyArgs& args) {
-  policy::ParallelConfig config;
-  if (args.dp > 0 || args.tp > 0 || args.pp > 0) {
-    config.dp = std::max(args.dp, 1);
-    config.tp = std::max(args.tp, 1);
-    config.pp = std::max(args.pp, 1);
-    if (args.devices > 0 && policy::device_count(config) != args.devices)
-      return fail(fmt::format("--dp {} x --tp {} x --pp {} is {} devices, not --devices {}", config.dp, config.tp,
-                              config.pp, policy::device_count(config), args.devices),
-                  "give degrees whose product is the device count, or leave --devices out");
-  } else {
-    const int n = args.devices > 0 ? args.devices : 2;
-    if (args.policy == "tp") config.tp = n;
-    else if (args.policy == "pp") config.pp = n;
-    else if (args.policy == "dp-tp") {
-      if (n < 4 || n % 2 != 0)
-        return fail(fmt::format("policy dp-tp needs an even device count of at least 4, got {}", n),
-                    "use --devices 4 (dp 2 x tp 2), or give --dp and --tp");
-      config.tp = 2;
-      config.dp = n / 2;
-    } else config.dp = n;
-  }
-  config.micro_batches = args.micro_batches > 0 ? args.micro_batches : (config.pp > 1 ? 2 * config.pp : 1);
-  if (args.schedule == "gpipe") config.schedule = plan::ScheduleKind::gpipe;
-  else if (args.schedule == "1f1b") config.schedule = plan::ScheduleKind::one_f_one_b;
-  else return fail(fmt::format("option --schedule: unknown schedule '{}'", args.schedule), "use gpipe or 1f1b");
-  return config;
-}
-
 void print_error_row(std::string_view label, const verify::ErrorStat& e) {
   fmt::print("  {:<12} {:>12.3e} {:>12.3e}  {}\n", label, e.max_abs, e.max_rel, e.worst.empty() ? "-" : e.worst);
 }
 
 int run_verify(const VerifyArgs& args) {
   const ops::OpRegistry& catalog = ops::builtin_ops();
-  Expected<policy::ParallelConfig> config = parallel_config(args);
+  Expected<policy::ParallelConfig> config = parallel_config(args.policy, args.parallel);
   if (!config) return report(config.error());
   const int devices = policy::device_count(*config);
 
@@ -120,6 +90,8 @@ int run_verify(const VerifyArgs& args) {
   if (!run) return report(with_context(run.error(), "running the ExecPlan"));
   Expected<verify::RunComparison> cmp = verify::compare_runs(*graph, *reference, run->values);
   if (!cmp) return report(cmp.error());
+  Expected<verify::ClosedStep> closed = verify::check_closed_step(exec, *run, *reference);
+  if (!closed) return report(with_context(closed.error(), "closing the step"));
 
   const exec::MaterializeStats& m = materialized->stats;
   std::vector<std::string> collectives;
@@ -130,7 +102,13 @@ int run_verify(const VerifyArgs& args) {
              graph->ops.size(), stats->parameter_count);
   fmt::print("policy     {}: dp {} x tp {} x pp {}, {} micro-batch{}{} on {} devices\n", args.policy, config->dp,
              config->tp, config->pp, config->micro_batches, config->micro_batches == 1 ? "" : "es",
-             config->pp > 1 ? fmt::format(" ({})", args.schedule) : "", devices);
+             config->pp == 1             ? ""
+             : config->virtual_stages > 1 ? fmt::format(" (interleaved 1f1b, {} chunks per device)", config->virtual_stages)
+                                          : fmt::format(" ({})", args.parallel.schedule),
+             devices);
+  if (config->sequence_parallel) fmt::print("           sequence parallel over the tp ranks\n");
+  if (config->zero > 0) fmt::print("           ZeRO stage {} over the dp ranks\n", config->zero);
+  for (const std::string& note : policy::zero_notes(*plan, *config)) fmt::print("note       ZeRO: {}\n", note);
   fmt::print("plan       {} sub-ops\n", plan->live_sub_ops().size());
   fmt::print("exec       {} instructions in {} device class{}; collectives: {}; {} sends; {} autograd pairs\n",
              instructions, exec.representatives.size(), exec.representatives.size() == 1 ? "" : "es",
@@ -140,9 +118,14 @@ int run_verify(const VerifyArgs& args) {
   print_error_row("gradients", cmp->gradient);
   print_error_row("updated", cmp->updated);
   print_error_row("loss", cmp->loss);
-  const bool pass = cmp->overall.max_rel <= args.tolerance;
-  fmt::print("result     {} (max rel {:.3e} {} {:.0e})\n", pass ? "PASS" : "FAIL", cmp->overall.max_rel,
-             pass ? "<=" : ">", args.tolerance);
+  print_error_row("closed", closed->error);
+  fmt::print("closed     {} loaded pieces of parameters and optimizer states end the step where the next one loads "
+             "them\n",
+             closed->pieces);
+  const double worst = std::max(cmp->overall.max_rel, closed->error.max_rel);
+  const bool pass = worst <= args.tolerance;
+  fmt::print("result     {} (max rel {:.3e} {} {:.0e})\n", pass ? "PASS" : "FAIL", worst, pass ? "<=" : ">",
+             args.tolerance);
   return pass ? 0 : 1;
 }
 
@@ -154,13 +137,7 @@ void add_verify_command(CLI::App& app) {
       "verify", "Prove a policy's plan trains exactly as one device: materialize, run on simulated devices, compare");
   cmd->add_option("--model", args->model, "Model preset (see `loom models`)")->required();
   cmd->add_option("--policy", args->policy, "Policy: " + policy::known_policy_names())->capture_default_str();
-  cmd->add_option("--devices", args->devices, "Devices (default 2; dp-tp puts 2 on tp)")->check(CLI::Range(1, 4096));
-  cmd->add_option("--dp", args->dp, "Data-parallel degree (instead of --devices)")->check(CLI::Range(1, 4096));
-  cmd->add_option("--tp", args->tp, "Tensor-parallel degree")->check(CLI::Range(1, 4096));
-  cmd->add_option("--pp", args->pp, "Pipeline stages")->check(CLI::Range(1, 4096));
-  cmd->add_option("--microbatches", args->micro_batches, "Micro-batches (default 2 x stages with --pp)")
-      ->check(CLI::Range(1, 4096));
-  cmd->add_option("--schedule", args->schedule, "Pipeline schedule: gpipe or 1f1b")->capture_default_str();
+  add_parallel_options(cmd, &args->parallel);
   cmd->add_flag("--full", args->full, "Keep the preset's full size (slow: float64 on this CPU)");
   cmd->add_option("--batch", args->batch, "Override the batch")->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--seq", args->seq, "Override the sequence length or image side")->check(CLI::Range(1, 1 << 24));

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "loom/plan/residence.h"
+
 namespace loom::cost {
 namespace {
 
@@ -51,7 +53,7 @@ class PieceUnion {
   std::vector<std::pair<plan::SubTensor, std::int64_t>> pieces_;
 };
 
-ModelState model_state(const exec::ExecPlan& exec, int device) {
+ModelState model_state(const exec::ExecPlan& exec, int device, const std::vector<char>& final_gradient) {
   const ir::Graph& graph = *exec.plan->graph;
   PieceUnion parameters, gradients, states;
   for (const exec::Instruction& instruction : exec.programs[static_cast<std::size_t>(device)]) {
@@ -61,10 +63,16 @@ ModelState model_state(const exec::ExecPlan& exec, int device) {
       if (role == ir::TensorRole::parameter) parameters.add(b);
       if (role == ir::TensorRole::optimizer_state) states.add(b);
     } else if (const auto* compute = std::get_if<exec::Compute>(&instruction)) {
-      if (exec.plan->op_of(compute->sub_op).pass != ir::Pass::optimizer) continue;
+      const bool step = exec.plan->op_of(compute->sub_op).pass == ir::Pass::optimizer;
       for (BufferId in : compute->inputs)
-        if (in.valid() && graph.tensor(exec.buffer(in).piece.tensor).role == ir::TensorRole::gradient)
+        if (step && in.valid() && graph.tensor(exec.buffer(in).piece.tensor).role == ir::TensorRole::gradient)
           gradients.add(exec.buffer(in));
+      // A final gradient reduced only when the steps read it is kept as produced until then.
+      for (BufferId out : compute->outputs) {
+        const ir::TensorId t = exec.buffer(out).piece.tensor;
+        if (final_gradient[t.index()] != 0 && plan::residence_of(*exec.plan, t) == plan::Residence::consumers)
+          gradients.add(exec.buffer(out));
+      }
     }
   }
   return {.parameter_bytes = parameters.bytes(), .gradient_bytes = gradients.bytes(),
@@ -104,6 +112,7 @@ MemoryReport memory_usage(const exec::ExecPlan& exec) {
   const ir::Graph& graph = *exec.plan->graph;
   MemoryReport report;
   std::vector<char> live(exec.buffers.size(), 0);
+  const std::vector<char> final_gradient = ir::optimizer_gradients(*exec.plan->graph);
   for (int device = 0; device < exec.num_devices; ++device) {
     DeviceMemory memory{.device = device};
     RoleBytes current;
@@ -124,7 +133,7 @@ MemoryReport memory_usage(const exec::ExecPlan& exec) {
       }
     }
     memory.final_bytes = current.total();
-    memory.model_state = model_state(exec, device);
+    memory.model_state = model_state(exec, device, final_gradient);
     report.devices.push_back(std::move(memory));
   }
   return report;

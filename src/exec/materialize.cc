@@ -7,6 +7,10 @@
 #include "free_buffers.h"
 #include "layout_transition.h"
 #include "need_groups.h"
+#include "recompute_buffers.h"
+#include "local_sums.h"
+#include "move_pieces.h"
+#include "resident_tensors.h"
 #include "loom/cluster/presets.h"
 #include "loom/plan/validate.h"
 
@@ -28,7 +32,8 @@ class Materializer {
  public:
   Materializer(const plan::Plan& plan, int num_devices, const MaterializeOptions& options,
                const detail::SearchContext& search)
-      : plan_(plan), options_(options), search_(search), builder_(plan, num_devices) {
+      : plan_(plan), options_(options), search_(search), builder_(plan, num_devices),
+        residents_(plan, builder_, search, written_, options.use_layout_search) {
     const ir::Graph& graph = *plan.graph;
     producers_.resize(graph.tensors.size());
     written_.resize(graph.tensors.size());
@@ -42,18 +47,10 @@ class Materializer {
   }
 
   Expected<void> emit(const SubOp& s) {
-    const plan::OpLayout& layout = plan_.layouts[s.op.index()];
     Compute compute{s.id, {}, {}};
-    for (std::size_t i = 0; i < s.inputs.size(); ++i) {
-      if (layout.shape_only(i)) {
-        compute.inputs.push_back(kNoBuffer);
-        continue;
-      }
-      Expected<BufferId> input = need(s, s.inputs[i]);
-      if (!input)
-        return std::unexpected(with_context(input.error(), fmt::format("input {} of sub-op '{}'", i, s.name)));
-      compute.inputs.push_back(*input);
-    }
+    LOOM_ASSIGN_OR_RETURN(compute.inputs,
+                          detail::input_buffers(plan_, s, [&](const SubTensor& in) { return need(s, in); },
+                                                fmt::format("sub-op '{}'", s.name)));
     for (const SubTensor& out : s.outputs) {
       const BufferId b = builder_.new_buffer(s.device, out);
       compute.outputs.push_back(b);
@@ -65,7 +62,7 @@ class Materializer {
         available_.emplace(NeedKey{s.device, normalized(out)}, b);
     }
     builder_.compute(s.device, std::move(compute));
-    return {};
+    return residents_.produced(s);  // resident gradients reduced, steps closed (plan/residence.h)
   }
 
   Materialized finish() && {
@@ -77,6 +74,9 @@ class Materializer {
 
  private:
   Expected<BufferId> need(const SubOp& consumer, const SubTensor& piece) {
+    if (recomputed_.serves(consumer, piece))
+      return recomputed_.need(consumer, piece, [this](const SubOp& c, const SubTensor& p) { return need(c, p); });
+    if (residents_.holds(piece.tensor)) return residents_.need(consumer, piece);
     if (!piece.value.is_whole() && !producers_[piece.tensor.index()].empty()) return need_value_part(consumer, piece);
     const NeedView view{consumer.device, &piece};
     if (auto it = available_.find(view); it != available_.end()) return it->second;
@@ -102,6 +102,9 @@ class Materializer {
   Expected<BufferId> need_value_part(const SubOp& consumer, const SubTensor& piece) {
     auto [cache, fresh] = part_cache_.try_emplace({consumer.op.value, piece.tensor.value});
     if (fresh) cache->second.in_place = all_parts_in_place(consumer.op, piece.tensor);
+    if (fresh && !cache->second.in_place)  // else each device may add up the partial sums it holds
+      cache->second.buffers =
+          detail::summed_in_place(builder_, plan_, consumer.op, piece.tensor, written_[piece.tensor.index()]);
     const NeedView view{consumer.device, &piece};
     if (auto it = cache->second.buffers.find(view); it != cache->second.buffers.end()) return it->second;
     BufferId b;
@@ -141,7 +144,7 @@ class Materializer {
       sources.push_back(outputs_[sub_op.index()][k]);
     }
     LOOM_ASSIGN_OR_RETURN(std::optional<std::vector<BufferId>> moved,
-                          detail::layout_transition(builder_, search_, sources, group.needs));
+                          detail::move_group(builder_, search_, residents_.current(sources), group.needs));
     if (!moved) return {};
     for (std::size_t i = 0; i < group.needs.size(); ++i)
       available_.try_emplace(NeedKey{group.needs[i].device, group.needs[i].piece}, (*moved)[i]);
@@ -158,8 +161,10 @@ class Materializer {
   const MaterializeOptions& options_;
   const detail::SearchContext& search_;
   ProgramBuilder builder_;
+  detail::RecomputedBuffers recomputed_{plan_, builder_};  // plan/recompute.h
+  std::vector<std::vector<BufferId>> written_;  // by tensor: producer outputs so far
+  detail::ResidentTensors residents_;
   std::vector<std::vector<detail::OutputRef>> producers_;               // by tensor
-  std::vector<std::vector<BufferId>> written_;                           // by tensor: producer outputs so far
   std::vector<std::vector<BufferId>> outputs_;                           // by sub-op, once emitted
   NeedMap<BufferId> available_;
   std::map<std::pair<std::uint32_t, std::uint32_t>, ConsumerNeeds> needs_;  // by (consumer op, tensor)

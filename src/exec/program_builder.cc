@@ -97,4 +97,21 @@ std::int64_t ProgramBuilder::next_tag(ir::TensorId tensor, const std::string& ru
   return static_cast<std::int64_t>(exec_.collectives.size() - 1);
 }
 
+Expected<std::vector<BufferId>> input_buffers(const plan::Plan& plan, const plan::SubOp& sub_op,
+                                              const std::function<Expected<BufferId>(const plan::SubTensor&)>& need,
+                                              std::string_view what) {
+  const plan::OpLayout& layout = plan.layouts[sub_op.op.index()];
+  std::vector<BufferId> buffers;
+  for (std::size_t i = 0; i < sub_op.inputs.size(); ++i) {
+    if (layout.shape_only(i)) {
+      buffers.push_back(kNoBuffer);
+      continue;
+    }
+    Expected<BufferId> input = need(sub_op.inputs[i]);
+    if (!input) return std::unexpected(with_context(input.error(), fmt::format("input {} of {}", i, what)));
+    buffers.push_back(*input);
+  }
+  return buffers;
+}
+
 }  // namespace loom::exec::detail

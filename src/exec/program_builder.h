@@ -2,6 +2,7 @@
 // buffers and tags, and counting what it emits.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -42,5 +43,11 @@ class ProgramBuilder {
 };
 
 std::int64_t piece_bytes(const ir::Graph& graph, const plan::SubTensor& piece);
+
+// A compute's input buffers: `need` for each input the sub-op reads (kNoBuffer for shape-only ones);
+// errors name the input and `what` ("sub-op 'fc1[0/2]'").
+Expected<std::vector<BufferId>> input_buffers(const plan::Plan& plan, const plan::SubOp& sub_op,
+                                              const std::function<Expected<BufferId>(const plan::SubTensor&)>& need,
+                                              std::string_view what);
 
 }  // namespace loom::exec::detail

@@ -24,6 +24,15 @@ std::vector<OpId> producers(const Graph& graph) {
   return result;
 }
 
+std::vector<char> optimizer_gradients(const Graph& graph) {
+  std::vector<char> result(graph.tensors.size(), 0);
+  for (const Op& op : graph.ops)
+    if (op.pass == Pass::optimizer)
+      for (TensorId in : op.inputs)
+        if (graph.tensor(in).role == TensorRole::gradient) result[in.index()] = 1;
+  return result;
+}
+
 std::vector<std::vector<OpId>> consumers(const Graph& graph) {
   std::vector<std::vector<OpId>> result(graph.tensors.size());
   for (const Op& op : graph.ops)

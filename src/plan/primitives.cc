@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "loom/ir/autograd.h"
+#include "loom/plan/recompute.h"
 
 namespace loom::plan {
 namespace {
@@ -252,6 +253,7 @@ Expected<std::vector<SubOpId>> trans(Plan& plan, SubOpId id, const TransAlgo& al
   std::vector<SubOpId> ids, backward_ids;
   for (const SubOp& p : forward_parts) ids.push_back(p.id);
   for (const SubOp& p : backward_parts) backward_ids.push_back(p.id);
+  if (is_recomputed(plan, original.id)) LOOM_RETURN_IF_ERROR(recompute(plan, ids));
   replace_parts(plan, original, ids);
   if (has_backward) replace_parts(plan, backward, backward_ids);
   return ids;

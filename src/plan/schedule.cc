@@ -1,7 +1,7 @@
 #include "loom/plan/schedule.h"
 
 #include <algorithm>
-#include <set>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -18,10 +18,50 @@ std::string to_string(const Block& block) {
   return fmt::format("{}{}", block.pass == ir::Pass::forward ? 'F' : 'B', block.micro_batch);
 }
 
-std::vector<std::vector<Block>> schedule_blocks(Schedule schedule, int num_stages, int num_micro_batches) {
-  std::vector<std::vector<Block>> result(static_cast<std::size_t>(std::max(num_stages, 0)));
-  for (int s = 0; s < num_stages; ++s) {
+namespace {
+
+// Megatron's interleaved 1F1B for device s of p with v chunks and m micro-batches (a multiple of p).
+std::vector<Block> interleaved_sequence(int s, int p, int v, int m) {
+  const int total = v * m;
+  // The k-th forward (backward) of the device: micro-batches go in groups of p through chunk 0, then
+  // the same group through chunk 1, and so on; backwards take the chunks in reverse.
+  const auto block = [&](int k, ir::Pass pass) {
+    int chunk = (k % (p * v)) / p;
+    if (pass == ir::Pass::backward) chunk = v - 1 - chunk;
+    return Block{.stage = chunk * p + s, .micro_batch = (k / (p * v)) * p + k % p, .pass = pass};
+  };
+  const int warm_up = std::min(2 * (p - s - 1) + (v - 1) * p, total);
+  std::vector<Block> seq;
+  for (int k = 0; k < warm_up; ++k) seq.push_back(block(k, ir::Pass::forward));
+  for (int k = 0; k + warm_up < total; ++k) {
+    seq.push_back(block(k + warm_up, ir::Pass::forward));
+    seq.push_back(block(k, ir::Pass::backward));
+  }
+  for (int k = std::max(total - warm_up, 0); k < total; ++k) seq.push_back(block(k, ir::Pass::backward));
+  return seq;
+}
+
+}  // namespace
+
+Expected<std::vector<std::vector<Block>>> schedule_blocks(Schedule schedule, int num_devices, int num_micro_batches) {
+  if (num_devices < 1 || num_micro_batches < 1 || schedule.chunks < 1)
+    return fail(fmt::format("schedule: {} devices, {} micro-batches and {} chunks per device; each must be at least 1",
+                            num_devices, num_micro_batches, schedule.chunks));
+  const bool interleaved = schedule.kind == ScheduleKind::interleaved_one_f_one_b;
+  if (!interleaved && schedule.chunks != 1)
+    return fail(fmt::format("schedule: {} model chunks per device need the interleaved 1F1B schedule", schedule.chunks),
+                "use ScheduleKind::interleaved_one_f_one_b, or one chunk per device");
+  if (interleaved && num_micro_batches % num_devices != 0)
+    return fail(fmt::format("interleaved 1F1B: {} micro-batches are not a multiple of the {} pipeline devices",
+                            num_micro_batches, num_devices),
+                "Megatron's interleaved schedule runs micro-batches in groups of one per device; use a multiple");
+  std::vector<std::vector<Block>> result(static_cast<std::size_t>(num_devices));
+  for (int s = 0; s < num_devices; ++s) {
     auto& seq = result[static_cast<std::size_t>(s)];
+    if (interleaved) {
+      seq = interleaved_sequence(s, num_devices, schedule.chunks, num_micro_batches);
+      continue;
+    }
     const auto fwd = [&](int m) { seq.push_back({s, m, ir::Pass::forward}); };
     const auto bwd = [&](int m) { seq.push_back({s, m, ir::Pass::backward}); };
     if (schedule.kind == ScheduleKind::gpipe) {
@@ -31,7 +71,7 @@ std::vector<std::vector<Block>> schedule_blocks(Schedule schedule, int num_stage
     }
     // Table 4 with 0-based stage s: ofst = stages - 1 - s, so forwards 0..ofst come before backward 0
     // (constraint 3), and backward m is followed by forward m + ofst + 1 (constraint 4).
-    const int warm_up = std::min(num_stages - s, num_micro_batches);
+    const int warm_up = std::min(num_devices - s, num_micro_batches);
     for (int m = 0; m < warm_up; ++m) fwd(m);
     for (int m = 0; m < num_micro_batches; ++m) {
       bwd(m);
@@ -51,11 +91,17 @@ std::vector<SubOpId> block_sub_ops(const Plan& plan, std::span<const SubOpId> fo
 
 namespace {
 
-// Checks the stage lists and returns each stage's device (kUnassigned if its sub-ops are not placed yet).
-Expected<std::vector<int>> stage_devices(const Plan& plan, const std::vector<std::vector<std::vector<SubOpId>>>& stages) {
+// Checks the stage lists: each stage on one device (kUnassigned if its sub-ops are not placed yet), the
+// `chunks` stages of one pipeline device on the same device, different pipeline devices apart.
+Expected<void> check_stage_devices(const Plan& plan, const std::vector<std::vector<std::vector<SubOpId>>>& stages,
+                                   int chunks) {
   if (stages.empty() || stages.front().empty()) return fail("apply_schedule: no stages or no micro-batches");
-  std::vector<int> devices;
-  std::set<int> used;
+  if (chunks < 1 || stages.size() % static_cast<std::size_t>(chunks) != 0)
+    return fail(fmt::format("apply_schedule: {} stages do not divide into {} chunks per device", stages.size(), chunks),
+                "give chunks x pipeline devices stages");
+  const std::size_t pipeline_devices = stages.size() / static_cast<std::size_t>(chunks);
+  std::vector<int> device_of_rank(pipeline_devices, kUnassigned);
+  std::map<int, std::size_t> rank_of_device;
   for (std::size_t s = 0; s < stages.size(); ++s) {
     if (stages[s].size() != stages.front().size())
       return fail(fmt::format("apply_schedule: stage {} has {} micro-batches, stage 0 has {}", s, stages[s].size(),
@@ -76,22 +122,32 @@ Expected<std::vector<int>> stage_devices(const Plan& plan, const std::vector<std
                       "place a stage on one device (stage())");
       }
     }
-    if (device != kUnassigned && !used.insert(device).second)
+    if (device == kUnassigned) continue;
+    const std::size_t rank = s % pipeline_devices;
+    int& expected = device_of_rank[rank];
+    if (expected != kUnassigned && expected != device)
+      return fail(fmt::format("apply_schedule: stage {} is on device {}, but the other chunks of pipeline device {} are "
+                              "on device {}",
+                              s, device, rank, expected),
+                  "stage c * devices + s is chunk c of pipeline device s: place a device's chunks together");
+    expected = device;
+    if (const auto [it, inserted] = rank_of_device.emplace(device, rank); !inserted && it->second != rank)
       return fail(fmt::format("apply_schedule: stage {} shares device {} with an earlier stage", s, device),
-                  "one stage per device: interleaved schedules are not supported yet");
-    devices.push_back(device);
+                  chunks > 1 ? "only the chunks of one pipeline device (stages s, s + devices, ...) share a device"
+                             : "one stage per device, or an interleaved schedule with several chunks per device");
   }
-  return devices;
+  return {};
 }
 
 }  // namespace
 
 Expected<std::vector<std::vector<Block>>> apply_schedule(Plan& plan, Schedule schedule,
                                                          const std::vector<std::vector<std::vector<SubOpId>>>& stages) {
-  LOOM_RETURN_IF_ERROR(stage_devices(plan, stages));
-  const int num_stages = static_cast<int>(stages.size());
+  LOOM_RETURN_IF_ERROR(check_stage_devices(plan, stages, schedule.chunks));
+  const int num_devices = static_cast<int>(stages.size()) / schedule.chunks;
   const int num_micro = static_cast<int>(stages.front().size());
-  std::vector<std::vector<Block>> blocks = schedule_blocks(schedule, num_stages, num_micro);
+  LOOM_ASSIGN_OR_RETURN(std::vector<std::vector<Block>> blocks,
+                        with_context(schedule_blocks(schedule, num_devices, num_micro), "apply_schedule"));
   for (const auto& seq : blocks) {
     std::vector<SubOpId> previous;
     for (const Block& block : seq) {

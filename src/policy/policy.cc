@@ -7,12 +7,16 @@
 namespace loom::policy {
 namespace {
 
-constexpr std::array<PolicyInfo, 5> kPolicies = {{
+constexpr std::array<PolicyInfo, 6> kPolicies = {{
     {"dp", "dp", "data parallelism: the batch split dp ways, optimizer steps replicated"},
-    {"tp", "tp", "Megatron tensor parallelism: column/row-parallel pairs, heads and experts split"},
-    {"dp-tp", "dp, tp", "data parallelism, then tensor parallelism inside each data-parallel part"},
-    {"pp", "pp, micro_batches, schedule", "pipeline stages of balanced FLOPs with a GPipe or 1F1B schedule"},
-    {"megatron", "dp, tp, pp, micro_batches, schedule", "any dp x tp x pp (Megatron-LM's 3-D parallelism)"},
+    {"tp", "tp, sequence_parallel", "Megatron tensor parallelism: column/row-parallel pairs, heads and experts split"},
+    {"dp-tp", "dp, tp, sequence_parallel", "data parallelism, then tensor parallelism inside each data-parallel part"},
+    {"pp", "pp, micro_batches, schedule, virtual_stages",
+     "pipeline stages of balanced FLOPs with a GPipe or 1F1B schedule (interleaved: chunks of whole layers)"},
+    {"megatron", "dp, tp, pp, micro_batches, schedule, virtual_stages, sequence_parallel, zero",
+     "any dp x tp x pp (Megatron-LM's 3-D parallelism)"},
+    {"zero", "dp, micro_batches, zero",
+     "ZeRO data parallelism: optimizer states (stage 1), gradients (2) and parameters (3) partitioned over dp"},
 }};
 
 // The degrees a policy may set above 1.
@@ -25,6 +29,7 @@ Uses uses(std::string_view policy) {
   if (policy == "tp") return {.tp = true};
   if (policy == "dp-tp") return {.dp = true, .tp = true};
   if (policy == "pp") return {.pp = true};
+  if (policy == "zero") return {.dp = true};
   return {.dp = true, .tp = true, .pp = true};
 }
 
@@ -51,12 +56,24 @@ Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const Par
     return fail(fmt::format("unknown policy '{}'", policy), fmt::format("known policies: {}", known_policy_names()));
   const Uses u = uses(policy);
   for (const auto& [degree, value, used] : {std::tuple{"dp", config.dp, u.dp}, std::tuple{"tp", config.tp, u.tp},
-                                            std::tuple{"pp", config.pp, u.pp}}) {
+                                            std::tuple{"pp", config.pp, u.pp},
+                                            std::tuple{"virtual_stages", config.virtual_stages, u.pp}}) {
     if (value < 1) return fail(fmt::format("policy '{}': {} is {}; degrees must be at least 1", policy, degree, value));
     if (value > 1 && !used)
       return fail(fmt::format("policy '{}' does not use {} (given {})", policy, degree, value),
                   "'megatron' combines dp, tp and pp");
   }
+  if (config.zero < 0 || config.zero > 3)
+    return fail(fmt::format("policy '{}': ZeRO stage {} does not exist", policy, config.zero),
+                "use stage 1, 2 or 3 (0 turns ZeRO off)");
+  if (config.zero > 0 && policy != "zero" && policy != "megatron")
+    return fail(fmt::format("policy '{}' does not use ZeRO (given stage {})", policy, config.zero),
+                "'zero' is data parallelism with ZeRO; 'megatron' takes ZeRO over its dp ranks");
+  if (policy == "zero" && config.zero == 0)
+    return fail("policy 'zero' needs a ZeRO stage", "set the stage to 1, 2 or 3 (`--zero N`)");
+  if (config.sequence_parallel && !u.tp)
+    return fail(fmt::format("policy '{}' does not use tensor parallelism, which sequence parallelism needs", policy),
+                "use 'tp', 'dp-tp' or 'megatron' with tp > 1");
   return with_context(megatron(plan, config), fmt::format("policy '{}'", policy));
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -50,6 +51,47 @@ Expected<std::vector<int>> pipeline_stages(const plan::Plan& plan, int stages) {
       return fail(fmt::format("pipeline of {} stages: stage {} of '{}' gets no op that sees the batch", stages, s,
                               graph.name),
                   "use fewer stages or a deeper model");
+  return stage;
+}
+
+std::string_view layer_of(std::string_view op_name) {
+  std::size_t end = std::string_view::npos;  // end of the last numeric component seen
+  std::size_t start = 0;
+  while (start <= op_name.size()) {
+    const std::size_t dot = std::min(op_name.find('.', start), op_name.size());
+    const std::string_view part = op_name.substr(start, dot - start);
+    if (!part.empty() && std::ranges::all_of(part, [](char c) { return c >= '0' && c <= '9'; })) end = dot;
+    start = dot + 1;
+  }
+  return end == std::string_view::npos ? std::string_view{} : op_name.substr(0, end);
+}
+
+Expected<std::vector<int>> layer_stages(const plan::Plan& plan, int stages) {
+  if (stages < 1) return fail(fmt::format("pipeline of {} stages: the degree must be at least 1", stages));
+  const ir::Graph& graph = *plan.graph;
+  // Each forward op's layer ordinal: that of the last layer seen so far (non-decreasing, so a name that
+  // comes back later never moves an op to an earlier stage).
+  std::vector<int> ordinal(graph.ops.size(), -1);
+  std::unordered_set<std::string_view> layers;
+  int current = 0;
+  for (const ir::Op& op : graph.ops) {
+    if (op.pass != ir::Pass::forward) continue;
+    const std::string_view layer = layer_of(op.name);
+    if (!layer.empty() && layers.insert(layer).second) current = static_cast<int>(layers.size()) - 1;
+    ordinal[op.id.index()] = current;
+  }
+  const auto count = static_cast<int>(layers.size());
+  if (count == 0)
+    return fail(fmt::format("'{}' has no numbered layers (op names like 'layers.3.attn') to cut into {} stages",
+                            graph.name, stages),
+                "use a model built of numbered layers, or a pipeline without interleaving");
+  if (count % stages != 0)
+    return fail(fmt::format("{} layers of '{}' are not divisible into {} stages of whole layers", count, graph.name,
+                            stages),
+                "choose pipeline stages x chunks that divide the layers (Megatron-LM requires it too), or set --layers");
+  std::vector<int> stage(graph.ops.size(), -1);
+  for (const ir::Op& op : graph.ops)
+    if (op.pass == ir::Pass::forward) stage[op.id.index()] = ordinal[op.id.index()] / (count / stages);
   return stage;
 }
 

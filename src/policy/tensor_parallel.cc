@@ -57,11 +57,44 @@ std::optional<std::string> carried(const Annotation& a, const std::vector<std::p
   return x;
 }
 
+// By OpId: the identifier running along the sequence for forward ops that see it (tensor_parallel.h),
+// found as plan::batch_identifiers finds the batch.
+std::vector<std::optional<std::string>> sequence_identifiers(const plan::Plan& plan) {
+  const ir::Graph& graph = *plan.graph;
+  std::vector<std::optional<std::string>> result(graph.ops.size());
+  std::vector<int> sequence_dim(graph.tensors.size(), -1);
+  for (ir::TensorId in : graph.inputs) {
+    const ir::FullTensor& t = graph.tensor(in);
+    if (t.shape.rank() == 2 && !ir::is_floating(t.dtype)) sequence_dim[in.index()] = 1;
+  }
+  for (const ir::Op& op : graph.ops) {
+    if (op.pass != ir::Pass::forward || plan.parts[op.id.index()].empty()) continue;
+    const plan::SubOpId any = plan.parts[op.id.index()].front();
+    const ir::Annotation& annotation = plan.layouts[op.id.index()].annotation;
+    auto& x = result[op.id.index()];
+    for (std::size_t i = 0; i < op.inputs.size() && !x; ++i) {
+      const int d = sequence_dim[op.inputs[i].index()];
+      if (d < 0) continue;
+      auto id = plan::dim_identifier(plan, any, false, i, static_cast<std::size_t>(d));
+      if (id && annotation.flag_of(*id) != DimFlag::frozen) x = std::move(id);
+    }
+    if (!x) continue;
+    for (std::size_t j = 0; j < op.outputs.size(); ++j)
+      for (std::size_t d = 0; d < graph.tensor(op.outputs[j]).shape.rank(); ++d)
+        if (plan::dim_identifier(plan, any, true, j, d) == x) {
+          sequence_dim[op.outputs[j].index()] = static_cast<int>(d);
+          break;
+        }
+  }
+  return result;
+}
+
 class Analysis {
  public:
   Analysis(const plan::Plan& plan, int tp)
       : plan_(plan), graph_(*plan.graph), tp_(tp), batch_(plan::batch_identifiers(plan)) {
     layout_.splits.resize(graph_.ops.size());
+    layout_.sequence_split.assign(graph_.ops.size(), false);
     layout_.tensor_dims.assign(graph_.tensors.size(), -1);
     parameter_decided_.assign(graph_.tensors.size(), false);
     forward_consumers_.resize(graph_.tensors.size());
@@ -74,7 +107,14 @@ class Analysis {
     }
   }
 
-  Expected<TensorParallelLayout> run() && {
+  Expected<TensorParallelLayout> run(bool sequence_parallel) && {
+    LOOM_RETURN_IF_ERROR(find_regions());
+    if (sequence_parallel) LOOM_RETURN_IF_ERROR(split_sequence());
+    return std::move(layout_);
+  }
+
+ private:
+  Expected<void> find_regions() {
     for (const ir::Op& op : graph_.ops) {
       // Only ops that see the batch: data parallelism replicates the others, and a replica's value
       // cannot be divided afterwards (primitives.h, trans).
@@ -84,10 +124,45 @@ class Analysis {
       LOOM_RETURN_IF_ERROR(check_divisible(op, *x));
       commit(op, *x);
     }
-    return std::move(layout_);
+    return {};
   }
 
- private:
+  // Sequence parallelism, after the tensor-parallel regions are settled: the ops left replicated that
+  // see the batch are split along their sequence identifier, when they have one other than the batch's.
+  Expected<void> split_sequence() {
+    const std::vector<std::optional<std::string>> sequence = sequence_identifiers(plan_);
+    int split = 0;
+    for (const ir::Op& op : graph_.ops) {
+      const auto& x = sequence[op.id.index()];
+      if (op.pass != ir::Pass::forward || !batch_[op.id.index()] || layout_.splits[op.id.index()] || !x ||
+          *x == *batch_[op.id.index()])
+        continue;
+      LOOM_RETURN_IF_ERROR(with_context(check_divisible(op, *x), "sequence parallelism"));
+      layout_.splits[op.id.index()] = plan::SplitAlgo{.identifier = *x};
+      layout_.sequence_split[op.id.index()] = true;
+      const std::vector<int> dims = output_dims(op, *x);
+      for (std::size_t j = 0; j < op.outputs.size(); ++j) layout_.tensor_dims[op.outputs[j].index()] = dims[j];
+      ++split;
+    }
+    // A sequence-split tensor that only tensor-parallel ops read (the norms' outputs before QKV or fc1)
+    // gets its gradient back as partial sums: its gradient accumulation is left to add those (then one
+    // reduce-scatter follows), rather than split along the sequence (a reduce-scatter per partial sum).
+    for (const ir::Op& op : graph_.ops) {
+      if (!layout_.sequence_split[op.id.index()]) continue;
+      for (ir::TensorId t : op.outputs) {
+        const auto& readers = forward_consumers_[t.index()];
+        const bool only_tensor_parallel = !readers.empty() && std::ranges::all_of(readers, [&](ir::OpId r) {
+          return layout_.splits[r.index()] && !layout_.sequence_split[r.index()];
+        });
+        if (only_tensor_parallel) layout_.tensor_dims[t.index()] = -1;
+      }
+    }
+    if (split == 0)
+      return fail(fmt::format("sequence parallelism: no op of '{}' carries a sequence", graph_.name),
+                  "sequence parallelism needs token inputs [batch, seq] (language models); leave it off for this model");
+    return {};
+  }
+
   const Annotation& annotation(const ir::Op& op) const { return plan_.layouts[op.id.index()].annotation; }
 
   std::optional<std::string> choose(const ir::Op& op) const {
@@ -227,12 +302,16 @@ class Analysis {
 
 }  // namespace
 
-Expected<TensorParallelLayout> tensor_parallel_layout(const plan::Plan& plan, int tp) {
+Expected<TensorParallelLayout> tensor_parallel_layout(const plan::Plan& plan, int tp, bool sequence_parallel) {
   if (tp < 1) return fail(fmt::format("tensor parallelism {}: the degree must be at least 1", tp));
+  if (sequence_parallel && tp == 1)
+    return fail("sequence parallelism needs tensor parallelism: tp is 1",
+                "sequence parallelism splits the ops tensor parallelism replicates over the tp ranks; set tp > 1");
   if (tp == 1)
     return TensorParallelLayout{.splits = std::vector<std::optional<plan::SplitAlgo>>(plan.graph->ops.size()),
-                                .tensor_dims = std::vector<int>(plan.graph->tensors.size(), -1)};
-  return Analysis(plan, tp).run();
+                                .tensor_dims = std::vector<int>(plan.graph->tensors.size(), -1),
+                                .sequence_split = std::vector<bool>(plan.graph->ops.size(), false)};
+  return Analysis(plan, tp).run(sequence_parallel);
 }
 
 }  // namespace loom::policy

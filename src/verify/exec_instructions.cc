@@ -7,6 +7,7 @@
 #include "exec_semantics.h"
 #include "loom/exec/exec_text.h"
 #include "plan_assembly.h"
+#include "loom/plan/recompute.h"
 #include "sub_op_runner.h"
 
 namespace loom::verify::detail {
@@ -66,7 +67,10 @@ Expected<Progress> Machine::execute(int d, const exec::Compute& compute) {
   const plan::SubOp& s = plan_.sub_op(compute.sub_op);
   if (!s.live) return failf("sub-op '{}' was transformed into parts: it is not run", s.name);
   if (s.device != d) return failf("sub-op '{}' is assigned to device {}", s.name, s.device);
-  if (++computed_[s.id.index()] > 1) return failf("sub-op '{}' is computed twice", s.name);
+  // A recomputed sub-op (plan/recompute.h) runs a second time for its backward readers.
+  const bool rerun = ++computed_[s.id.index()] > 1;
+  if (rerun && (computed_[s.id.index()] > 2 || !plan::is_recomputed(plan_, s.id)))
+    return failf("sub-op '{}' is computed {} times", s.name, computed_[s.id.index()]);
   if (compute.inputs.size() != s.inputs.size() || compute.outputs.size() != s.outputs.size())
     return failf("{} input and {} output buffers for a sub-op of {} inputs and {} outputs", compute.inputs.size(),
                  compute.outputs.size(), s.inputs.size(), s.outputs.size());
@@ -89,7 +93,7 @@ Expected<Progress> Machine::execute(int d, const exec::Compute& compute) {
     if (!same_piece(buffer->piece, s.outputs[k]))
       return failf("output {} is {}, the sub-op writes {}", k, buffer_name(compute.outputs[k]),
                    exec::piece_to_text(exec_, s.outputs[k]));
-    run_.pieces[s.outputs[k].tensor.index()].push_back(PlanPiece{s.outputs[k], outputs[k]});
+    if (!rerun) run_.pieces[s.outputs[k].tensor.index()].push_back(PlanPiece{s.outputs[k], outputs[k]});
     LOOM_RETURN_IF_ERROR(write(d, compute.outputs[k], std::move(outputs[k])));
   }
   return advance(d);

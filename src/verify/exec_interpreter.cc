@@ -40,6 +40,7 @@ Expected<ExecRun> Machine::run() {
     if (!done(d)) return std::unexpected(deadlock());
   LOOM_RETURN_IF_ERROR(check_finished());
   LOOM_ASSIGN_OR_RETURN(run_.values, assemble_values(graph_, initial_, run_.pieces));
+  run_.held = std::move(data_);  // freed buffers were emptied
   return std::move(run_);
 }
 

@@ -110,9 +110,30 @@ Expected<NdArray> scale_local(const plan::SubTensor& output, const PlanPiece& in
   return out;
 }
 
+namespace {
+
+// Inputs of the output's box that are k distinct parts of one decomposition of n = k x the output's count:
+// their sum is a part of the coarser decomposition, which the output names (a local gradient accumulation).
+bool parts_of_one_decomposition(const plan::SubTensor& output, std::span<const PlanPiece> inputs) {
+  std::vector<std::int64_t> indices;
+  for (const PlanPiece& input : inputs) {
+    plan::SubTensor box = input.tensor;
+    box.value = output.value;
+    if (!same_piece(box, output) || input.tensor.value.count != inputs.front().tensor.value.count) return false;
+    indices.push_back(input.tensor.value.index);
+  }
+  std::ranges::sort(indices);
+  return std::ranges::adjacent_find(indices) == indices.end() &&
+         static_cast<std::int64_t>(inputs.size()) * output.value.count == inputs.front().tensor.value.count;
+}
+
+}  // namespace
+
 Expected<NdArray> combine_local(const plan::SubTensor& output, std::span<const PlanPiece> inputs, std::string_view tensor_name) {
   if (inputs.empty()) return failf("combine into {} has no inputs", output.to_string());
-  return assemble(output, inputs, tensor_name, Tiling::whole_or_part);
+  Expected<NdArray> assembled = assemble(output, inputs, tensor_name, Tiling::whole_or_part);
+  if (assembled || !parts_of_one_decomposition(output, inputs)) return assembled;
+  return sum_collective(output, inputs);
 }
 
 }  // namespace loom::verify::detail

@@ -32,7 +32,8 @@ Expected<NdArray> slice_local(const plan::SubTensor& output, const PlanPiece& in
 Expected<NdArray> scale_local(const plan::SubTensor& output, const PlanPiece& input);
 
 // Combine: at each element, inputs tiling [0, 1), summed, times the output's fraction; failing that, the
-// inputs whose value intervals tile the output's own, summed (assemble's Tiling::whole_or_part).
+// inputs whose value intervals tile the output's own, summed (assemble's Tiling::whole_or_part); failing
+// that, inputs of the output's box that are k distinct parts of one count k x the output's, summed.
 Expected<NdArray> combine_local(const plan::SubTensor& output, std::span<const PlanPiece> inputs,
                                 std::string_view tensor_name);
 

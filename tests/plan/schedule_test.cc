@@ -105,7 +105,7 @@ TEST(MicroBatches, OpWithoutBatchIsAnErrorNamingTheOp) {
 }
 
 TEST(Schedule, GPipeTemplate) {
-  const auto blocks = schedule_blocks({ScheduleKind::gpipe}, 2, 3);
+  const auto blocks = schedule_blocks({ScheduleKind::gpipe}, 2, 3).value();
   ASSERT_EQ(blocks.size(), 2u);
   std::vector<std::string> s1;
   for (const Block& b : blocks[1]) s1.push_back(to_string(b));
@@ -114,7 +114,7 @@ TEST(Schedule, GPipeTemplate) {
 
 // nnScaler Table 4: stage i warms up with (stages - i) forwards, then backward/forward pairs.
 TEST(Schedule, OneFOneBTemplate) {
-  const auto blocks = schedule_blocks({ScheduleKind::one_f_one_b}, 3, 5);
+  const auto blocks = schedule_blocks({ScheduleKind::one_f_one_b}, 3, 5).value();
   const auto text = [&](int s) {
     std::vector<std::string> out;
     for (const Block& b : blocks[static_cast<std::size_t>(s)]) out.push_back(to_string(b));
@@ -125,7 +125,7 @@ TEST(Schedule, OneFOneBTemplate) {
   EXPECT_EQ(text(1), (V{"F0", "F1", "B0", "F2", "B1", "F3", "B2", "F4", "B3", "B4"}));
   EXPECT_EQ(text(2), (V{"F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3", "F4", "B4"}));
   // Fewer micro-batches than stages: the warm-up stops at the last micro-batch.
-  const auto short_blocks = schedule_blocks({ScheduleKind::one_f_one_b}, 3, 2);
+  const auto short_blocks = schedule_blocks({ScheduleKind::one_f_one_b}, 3, 2).value();
   V first;
   for (const Block& b : short_blocks[0]) first.push_back(to_string(b));
   EXPECT_EQ(first, (V{"F0", "F1", "B0", "B1"}));

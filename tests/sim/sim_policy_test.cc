@@ -65,7 +65,8 @@ double bubble(plan::ScheduleKind schedule, int m) {
   const plan::Plan& plan = planned_pp->plan;
   const std::string part_of_m = "/" + std::to_string(m) + "]";
   auto in_block = [&](const plan::SubOp& s) {
-    return plan.graph->op(s.op).pass != ir::Pass::optimizer && s.name.ends_with(part_of_m);
+    const ir::Op& op = plan.graph->op(s.op);
+    return op.pass != ir::Pass::optimizer && op.type != "accumulate" && s.name.ends_with(part_of_m);
   };
   std::map<std::pair<int, ir::Pass>, int> computes;  // by (device, pass): the sub-ops in blocks
   for (int d = 0; d < exec.num_devices; ++d)

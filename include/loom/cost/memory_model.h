@@ -31,10 +31,14 @@ struct RoleBytes {
   bool operator==(const RoleBytes&) const = default;
 };
 
-// What a device keeps across steps. Parameters and optimizer states: the pieces the device loads;
-// gradients: the pieces of gradients its optimizer steps read. Each element of a tensor counts once:
-// value parts and replicas of one box, and boxes inside another box of the same tensor, are not added
-// again (a vocabulary-parallel embedding whose tied head reads the whole table counts the table once).
+// What a device keeps across steps. Parameters and optimizer states: the pieces the device loads (their
+// residence, plan/residence.h); gradients: the pieces of final gradients its optimizer steps read, and
+// the pieces its sub-ops write of final gradients without a residence, which stay as produced until the
+// steps read them (the full unreduced gradient of data parallelism and ZeRO-1; ZeRO-2 reduces its
+// gradients into their shards as soon as they are complete, so only the shards count). Each element of
+// a tensor counts once: value parts and replicas of one box, and boxes inside another box of the same
+// tensor, are not added again (a vocabulary-parallel embedding whose tied head reads the whole table
+// counts the table once).
 struct ModelState {
   std::int64_t parameter_bytes = 0;
   std::int64_t gradient_bytes = 0;

@@ -23,6 +23,10 @@
 //               the output's fraction; failing that, inputs tiling the output's own part, summed as is:
 //               concat and sum, the general fallback's assembly. The whole comes first so that every
 //               fetched part is the whole times its fraction, one decomposition all consumers share.
+//               Failing both, inputs of the output's box that are k distinct parts of one decomposition
+//               of k x the output's count, summed as is: the output names their sum as a part of a
+//               coarser decomposition (a device's micro-batch partial sums, accumulated before one
+//               reduction; the other devices' sums complete that decomposition).
 //   free        the buffer is dead on this device from here on.
 #pragma once
 

@@ -3,7 +3,9 @@
 //
 // Sub-ops are emitted in the plan's completed global order (plan::complete_order); before a compute,
 // each input it reads gets a buffer on its device:
-//  - a leaf (parameter, data) is loaded there;
+//  - data is loaded there; a parameter or optimizer state is read as a slice of one of the device's
+//    resident pieces (plan/residence.h), all loaded when the program starts, or, where none holds the
+//    read, gathered for the reading op from the other devices' pieces (ZeRO-3);
 //  - a piece already there (its producer's output, or an earlier transfer) is reused;
 //  - otherwise the tensor's consumers of one op are grouped with the producer pieces they overlap. When
 //    both sides are uniform over distinct devices (RVD layouts over the group's bounding box), the
@@ -11,10 +13,14 @@
 //    group, so e.g. data-parallel weight gradients become one all-reduce;
 //  - anything else takes the general fallback: slice what overlaps on each producer, send it, and
 //    combine (concatenate and sum) on the consumer.
+// A device's value parts of one box (micro-batches' partial gradients) are summed there before they move,
+// so one reduction per step follows. When the last producer of a tensor has run, a gradient with resident
+// pieces is reduced into them (ZeRO-2), and the updated version of a persistent tensor is moved into the
+// tensor's resident pieces (step closing: each device ends the step with what the next step loads).
 // Because every device's program is a subsequence of one global sequence, collectives appear in the
 // same relative order on all members, and every send precedes its receive: the result cannot hang
 // (exec/check.h verifies it). Buffers are freed after their last use, except the outputs nobody reads
-// (updated parameters and optimizer states, the loss).
+// (the updated parameters and optimizer states the step closes with, the loss).
 #pragma once
 
 #include <cstdint>
@@ -50,8 +56,9 @@ struct MaterializeStats {
   std::int64_t loads = 0;
   std::map<std::string, std::int64_t> collectives;  // by primitive name, one per group instance
   std::int64_t sends = 0;
-  std::int64_t bytes_sent = 0;
-  int autograd_pairs = 0;  // forward/backward collective pairs (autograd_pairs.h)  // by collectives (per member, cost-model convention) and sends
+  std::int64_t bytes_sent = 0;  // by collectives (per member, cost-model convention) and sends
+  int autograd_pairs = 0;       // forward/backward collective pairs (autograd_pairs.h)
+  std::int64_t recomputed = 0;  // sub-ops run again for the backward pass (plan/recompute.h)
 };
 
 struct Materialized {

@@ -36,6 +36,8 @@ struct Graph {
 std::vector<OpId> producers(const Graph& graph);
 // consumers[t] = the ops reading tensor t, in program order (an op reading t twice appears once).
 std::vector<std::vector<OpId>> consumers(const Graph& graph);
+// By TensorId: 1 for the gradients optimizer steps read (each parameter's final gradient).
+std::vector<char> optimizer_gradients(const Graph& graph);
 
 // Structural checks that need no operator registry: ids in range and equal to their index,
 // SSA, every op input produced earlier in program order (or a graph input/parameter/buffer),

@@ -19,6 +19,7 @@ namespace loom::plan {
 struct SubOpTag;
 using SubOpId = StrongId<SubOpTag>;
 inline constexpr int kUnassigned = -1;
+enum class Residence : std::uint8_t;  // plan/residence.h
 
 struct SubOp {
   SubOpId id;
@@ -50,6 +51,8 @@ struct Plan {
   std::vector<SubOp> sub_ops;        // by SubOpId, dead ones kept so ids stay valid
   std::vector<std::vector<SubOpId>> parts;  // live sub-ops of each op, in creation order
   std::vector<std::pair<SubOpId, SubOpId>> orders;  // first happens before second
+  std::vector<char> recomputed;      // by SubOpId (plan/recompute.h); ids past the end: not recomputed
+  std::vector<Residence> residence;  // by TensorId (plan/residence.h); tensors past the end: the default
 
   const SubOp& sub_op(SubOpId id) const { return sub_ops[id.index()]; }
   SubOp& sub_op(SubOpId id) { return sub_ops[id.index()]; }

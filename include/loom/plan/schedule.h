@@ -2,9 +2,13 @@
 // over (stage, micro-batch, pass) blocks), built from assign and order alone.
 //
 // A block is the forward sub-ops of one stage for one micro-batch (in program order), or their backward
-// parts (in reverse). Each stage runs its blocks in the template's sequence; an order edge goes from
-// the last sub-op of each block to the first sub-op of the next block of the same stage. Inside a
+// parts (in reverse). Each device runs its blocks in the template's sequence; an order edge goes from
+// the last sub-op of each block to the first sub-op of the next block of the same device. Inside a
 // block, data dependencies keep the sub-ops together.
+//
+// Stages are numbered in program order. Without interleaving, stage s runs on pipeline device s. With
+// Megatron's interleaved 1F1B (Narayanan et al. 2021, §2.2), p devices hold v model chunks each: stage
+// c * p + s is chunk c of device s, so a micro-batch passes every device v times.
 #pragma once
 
 #include <span>
@@ -21,13 +25,20 @@ Expected<void> stage(Plan& plan, std::span<const SubOpId> sub_ops, int device);
 enum class ScheduleKind : std::uint8_t {
   gpipe,        // all forwards of a stage in micro-batch order, then all backwards
   one_f_one_b,  // nnScaler Table 4: (stages - i) forwards on stage i, then backward/forward pairs
+  // Megatron-LM's interleaved 1F1B over `chunks` model chunks per device (its virtual pipeline; the
+  // order of megatron/core/pipeline_parallel/schedules.py with micro-batch groups of p). The k-th
+  // forward of a device runs chunk (k mod pv) / p on micro-batch (k / pv) p + k mod p; backwards walk
+  // the chunks in reverse. Device s warms up with min(2 (p - s - 1) + (v - 1) p, v m) forwards, then
+  // alternates forward and backward, then cools down. m must be a multiple of p.
+  interleaved_one_f_one_b,
 };
 struct Schedule {
   ScheduleKind kind = ScheduleKind::gpipe;
+  int chunks = 1;  // model chunks per device (Megatron's virtual pipeline size); above 1 only when interleaved
 };
 
 struct Block {
-  int stage = 0;
+  int stage = 0;  // the stage (chunk * devices + device when interleaved)
   int micro_batch = 0;
   ir::Pass pass = ir::Pass::forward;  // forward or backward
 
@@ -35,14 +46,17 @@ struct Block {
 };
 std::string to_string(const Block& block);  // "F2" / "B0"
 
-// The template: per stage, its blocks in execution order. Every stage runs each (micro-batch, pass) once.
-std::vector<std::vector<Block>> schedule_blocks(Schedule schedule, int num_stages, int num_micro_batches);
+// The template: per pipeline device, its blocks in execution order. Every stage runs each (micro-batch,
+// pass) once. Errors: fewer than one device, micro-batch or chunk; chunks above 1 without interleaving;
+// an interleaved template whose micro-batches are not a multiple of the devices.
+Expected<std::vector<std::vector<Block>>> schedule_blocks(Schedule schedule, int num_devices, int num_micro_batches);
 
 // stages[s][m]: the forward sub-ops of stage s for micro-batch m, in program order (e.g.
-// MicroBatches::micro_batch). Adds the template's order edges and returns the template. Errors: an empty
-// or ragged stage list, a sub-op that is not a live forward part, a stage spread over several devices,
-// or two stages on one device (their blocks would need one merged sequence: interleaved schedules are
-// not supported yet).
+// MicroBatches::micro_batch); stage s runs on pipeline device s mod (stages / chunks). Adds the
+// template's order edges and returns the template, per device. Errors: an empty or ragged stage list, a
+// stage count the chunks do not divide, a sub-op that is not a live forward part, a stage spread over
+// several devices, two stages of different pipeline devices on one device, the chunks of one pipeline
+// device on different devices, and whatever schedule_blocks refuses.
 Expected<std::vector<std::vector<Block>>> apply_schedule(Plan& plan, Schedule schedule,
                                                          const std::vector<std::vector<std::vector<SubOpId>>>& stages);
 

@@ -6,7 +6,9 @@
 //   tp        tensor parallelism (Shoeybi et al. 2019): column- / row-parallel pairs, heads split;
 //   dp-tp     both, the batch split first and tensor parallelism inside each data-parallel part;
 //   pp        pipeline parallelism: pp stages of balanced FLOPs, micro-batches, GPipe or 1F1B;
-//   megatron  any dp x tp x pp.
+//   megatron  any dp x tp x pp, with ZeRO over its dp ranks when `zero` is set;
+//   zero      data parallelism with ZeRO stage 1, 2 or 3 (policy/zero.h): optimizer states, then
+//             gradients, then parameters partitioned over the dp ranks.
 // Devices are numbered as Megatron does: tp innermost, then dp, then pp.
 #pragma once
 
@@ -17,6 +19,7 @@
 #include "loom/core/error.h"
 #include "loom/plan/plan.h"
 #include "loom/plan/schedule.h"
+#include "loom/policy/recompute_policy.h"
 
 namespace loom::policy {
 
@@ -26,6 +29,18 @@ struct ParallelConfig {
   int pp = 1;             // pipeline stages
   int micro_batches = 1;  // micro-batches per step (pipelined when pp > 1, else accumulated)
   plan::ScheduleKind schedule = plan::ScheduleKind::one_f_one_b;  // pp > 1 only
+  // Model chunks per pipeline device (Megatron's virtual pipeline, Narayanan et al. 2021): above 1, the
+  // stages are pp x virtual_stages chunks of whole layers, chunk c of device s holding stage c * pp + s,
+  // run by the interleaved 1F1B schedule (micro_batches a multiple of pp).
+  int virtual_stages = 1;
+  // Sequence parallelism (Korthikanti et al. 2022; tp > 1): the ops tensor parallelism replicates
+  // (norms, dropouts, residual adds) split along the sequence over the tp ranks instead.
+  bool sequence_parallel = false;
+  // ZeRO stage over the dp ranks (policy/zero.h): 0 off; 1 optimizer states, 2 also gradients, 3 also
+  // parameters partitioned. Policies 'zero' (which requires 1 to 3) and 'megatron'.
+  int zero = 0;
+  // Activation recomputation (policy/recompute_policy.h): none, selective or full.
+  Recompute recompute = Recompute::none;
 };
 
 // dp * tp * pp.
@@ -39,7 +54,7 @@ struct PolicyInfo {
   std::string_view summary;  // one line for `--help`
 };
 std::span<const PolicyInfo> known_policies();
-std::string known_policy_names();  // "dp, tp, dp-tp, pp, megatron"
+std::string known_policy_names();  // "dp, tp, dp-tp, pp, megatron, zero"
 
 // Applies the named policy to a fresh plan (plan::make_plan: one unassigned part per op). Errors: an
 // unknown name (listing the known ones), a degree the policy does not use set above 1, degrees below 1,
@@ -53,9 +68,11 @@ Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const Par
 //     tables, relative-position biases) replicated dp times;
 //  3. tp > 1: each data-parallel part split as tensor_parallel_layout() says, or replicated tp times;
 //  4. the parts placed on device_of(stage, dp rank, tp rank), the stage from pipeline_stages().
-// Optimizer steps go to their parameter's stage, replicated over dp and split over tp along the
-// parameter's tensor-parallel dimension; gradient accumulations and the loss-gradient seed follow the
-// tensor they belong to. With pp > 1 each (dp rank, tp rank) pipeline gets the schedule's order edges.
+// Optimizer steps go to their parameter's stage, replicated over dp (with `zero`, split over dp as
+// place_zero_step says) and split over tp along the parameter's tensor-parallel dimension; gradient
+// accumulations and the loss-gradient seed follow the tensor they belong to, an accumulation of a
+// parameter's partial sums split by value over the micro-batches and dp ranks (summed in place, then
+// reduced once). With pp > 1 each (dp rank, tp rank) pipeline gets the schedule's order edges.
 // Errors name the op and the dimension: a batch not divisible by dp x micro_batches, heads (or another
 // split dimension) not divisible by tp, fewer balanced stages than pp, or a plan already transformed.
 Expected<void> megatron(plan::Plan& plan, const ParallelConfig& config);

@@ -1,8 +1,10 @@
-// Pipeline stages: the forward ops cut into contiguous groups of program order with roughly equal
-// training FLOPs (each forward op's own plus its backward op's, so a forward-only stretch such as
-// AlphaFold2's recycling passes counts for less).
+// Pipeline stages: the forward ops cut into contiguous groups of program order, either with roughly
+// equal training FLOPs (each forward op's own plus its backward op's, so a forward-only stretch such as
+// AlphaFold2's recycling passes counts for less), or, for interleaved pipelines, of whole layers as
+// Megatron-LM cuts its model chunks.
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 #include "loom/core/error.h"
@@ -14,5 +16,17 @@ namespace loom::policy {
 // along program order. Errors: stages < 1, or a stage left without an op that sees the batch (too
 // many stages for the model).
 Expected<std::vector<int>> pipeline_stages(const plan::Plan& plan, int stages);
+
+// The layer of an op name: the name up to its last purely numeric component ("layers.3" of
+// "layers.3.attn.qkv", "layers.1.blocks.0" of Swin's "layers.1.blocks.0.mlp.fc1"); "" for ops outside
+// numbered layers (embeddings, final norms, heads, losses).
+std::string_view layer_of(std::string_view op_name);
+
+// By OpId: stages of whole layers, as pipeline_stages returns them. The L layers (distinct layer_of
+// names among the forward ops, in order of first appearance) go L / stages to a stage; an op outside the
+// layers joins the stage of the last layer before it (the first stage when none), so embeddings open the
+// first stage and the head and loss close the last. Errors: stages < 1, a model without numbered layers,
+// and L not divisible by stages.
+Expected<std::vector<int>> layer_stages(const plan::Plan& plan, int stages);
 
 }  // namespace loom::policy

@@ -24,6 +24,16 @@
 //    stream, losses (cross_entropy's vocabulary is not splittable), MoE gates, AlphaFold2's outer
 //    product mean and triangle multiplications, Swin's window partition/shift/merge, and ops that see
 //    no batch (position tables, relative-position biases), which data parallelism replicates.
+//  - Sequence parallelism (Korthikanti et al. 2022), when asked for: of the ops above that see the
+//    batch, those that carry the sequence are split along it instead of replicated (layer norms,
+//    dropouts, residual adds, embedding sums, and, since they work token by token here, the replicated
+//    LM head and the loss). Between a sequence-split op and a tensor-parallel region the row-parallel
+//    output's partial sums become a reduce-scatter and the column-parallel input an all-gather (and
+//    the reverse in backward), where tensor parallelism alone all-reduces. The sequence of a tensor is
+//    dimension 1 of the rank-2 integer graph inputs (token ids and labels, [batch, seq]), followed
+//    through the ops as the batch is (plan::batch_identifiers): an op takes the identifier at the
+//    sequence dimension of its first input that has one and may split it, and its outputs holding that
+//    identifier carry the sequence on. Models without token inputs (images) have no sequence to split.
 #pragma once
 
 #include <optional>
@@ -39,11 +49,15 @@ struct TensorParallelLayout {
   std::vector<std::optional<plan::SplitAlgo>> splits;  // by OpId, forward ops only; nullopt: replicate
   // By TensorId: the dimension split across the tp ranks (-1: whole, or partial sums). For parameters,
   // the dimension the first consumer that splits it slices; their optimizer steps split the same way.
+  // For activations split along the sequence, their sequence dimension, unless only tensor-parallel
+  // ops read them (their gradients come back as partial sums).
   std::vector<int> tensor_dims;
+  std::vector<bool> sequence_split;  // by OpId: the op's split is sequence parallelism's
 };
 
-// Reads annotations only (the plan is not changed). Errors: tp < 1, or a split dimension tp does not
-// divide, naming the op, its annotation, the identifier and its size.
-Expected<TensorParallelLayout> tensor_parallel_layout(const plan::Plan& plan, int tp);
+// Reads annotations only (the plan is not changed). Errors: tp < 1, a split dimension tp does not
+// divide, naming the op, its annotation, the identifier and its size, and sequence parallelism without
+// tp > 1 or in a model where no op carries the sequence.
+Expected<TensorParallelLayout> tensor_parallel_layout(const plan::Plan& plan, int tp, bool sequence_parallel = false);
 
 }  // namespace loom::policy

@@ -22,6 +22,7 @@ namespace loom::verify {
 struct ExecRun {
   std::vector<NdArray> values;                 // by TensorId: leaves from `initial`, produced tensors assembled
   std::vector<std::vector<PlanPiece>> pieces;  // by TensorId: each Compute output, in execution order
+  std::vector<NdArray> held;                   // by BufferId: what each buffer never freed ends with; empty if freed
 };
 
 // Runs `exec` from the graph's leaves (`initial`, as for run_graph). Every buffer is written exactly

@@ -1,0 +1,82 @@
+#include "gradient_accumulation.h"
+
+#include <set>
+
+namespace loom::exec::detail {
+namespace {
+
+bool power_of_two(std::int64_t k) { return k >= 2 && (k & (k - 1)) == 0; }
+
+}  // namespace
+
+GradientAccumulator::GradientAccumulator(const plan::Plan& plan, ProgramBuilder& builder) : builder_(builder) {
+  const std::vector<char> final = ir::optimizer_gradients(*plan.graph);
+  // (tensor, box) -> device -> the value indices its parts hold, and their count.
+  std::map<std::pair<std::uint32_t, std::vector<plan::IndexRange>>, std::map<int, std::set<std::int64_t>>> held;
+  std::map<std::pair<std::uint32_t, std::vector<plan::IndexRange>>, std::set<std::int64_t>> counts;
+  std::set<std::pair<std::uint32_t, std::vector<plan::IndexRange>>> repeated;  // a device holds a part twice
+  for (const plan::SubOp& s : plan.sub_ops) {
+    if (!s.live) continue;
+    for (const plan::SubTensor& out : s.outputs) {
+      if (final[out.tensor.index()] == 0 || out.value.is_whole()) continue;
+      const std::pair key{out.tensor.value, plan::normalized(out).box};
+      if (!held[key][s.device].insert(out.value.index).second) repeated.insert(key);
+      counts[key].insert(out.value.count);
+    }
+  }
+  for (const auto& [key, holders] : held) {
+    if (counts[key].size() != 1 || repeated.contains(key)) continue;
+    const std::int64_t n = *counts[key].begin();
+    const std::size_t k = holders.begin()->second.size();
+    std::set<std::set<std::int64_t>> distinct;
+    std::set<std::int64_t> all;
+    bool even = power_of_two(static_cast<std::int64_t>(k));
+    for (const auto& [device, indices] : holders) {
+      even &= indices.size() == k;
+      distinct.insert(indices);
+      all.insert(indices.begin(), indices.end());
+    }
+    if (!even || static_cast<std::int64_t>(all.size()) != n || distinct.size() * k != all.size()) continue;
+    for (const auto& [device, indices] : holders)
+      slots_[{key.first, device, key.second}] = Slot{.rank = std::distance(distinct.begin(), distinct.find(indices)),
+                                                     .sets = static_cast<std::int64_t>(distinct.size()),
+                                                     .parts = static_cast<std::int64_t>(k)};
+  }
+}
+
+void GradientAccumulator::produced(const plan::SubOp& s, std::span<const BufferId> outputs) {
+  for (std::size_t j = 0; j < s.outputs.size() && j < outputs.size(); ++j) {
+    const plan::SubTensor& out = s.outputs[j];
+    if (out.value.is_whole()) continue;
+    const auto it = slots_.find(Key{out.tensor.value, s.device, plan::normalized(out).box});
+    if (it == slots_.end()) continue;
+    Slot& slot = it->second;
+    slot.stack.push_back({0, slot.arrived++, outputs[j]});
+    // Add the two sums of the top level while they have a partner: blocks 2i and 2i + 1 make block i.
+    while (slot.stack.size() >= 2 && slot.stack[slot.stack.size() - 2].level == slot.stack.back().level) {
+      const Level b = slot.stack.back();
+      slot.stack.pop_back();
+      const Level a = slot.stack.back();
+      slot.stack.pop_back();
+      const int level = a.level + 1;
+      const std::int64_t block = a.block / 2;
+      plan::SubTensor label = plan::normalized(out);
+      label.value = plan::ValuePart{block * slot.sets + slot.rank, slot.sets * (slot.parts >> level)};
+      const BufferId sum = builder_.combine(s.device, {a.buffer, b.buffer}, label);
+      sum_of_[a.buffer.value] = sum_of_[b.buffer.value] = sum;
+      slot.stack.push_back({level, block, sum});
+    }
+  }
+}
+
+std::vector<BufferId> GradientAccumulator::current(std::span<const BufferId> sources) const {
+  std::vector<BufferId> result;
+  std::set<std::uint32_t> seen;
+  for (BufferId b : sources) {
+    for (auto it = sum_of_.find(b.value); it != sum_of_.end(); it = sum_of_.find(b.value)) b = it->second;
+    if (seen.insert(b.value).second) result.push_back(b);
+  }
+  return result;
+}
+
+}  // namespace loom::exec::detail

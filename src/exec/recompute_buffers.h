@@ -1,0 +1,38 @@
+// Private to materialization: serving backward readers of recomputed sub-ops' outputs (plan/recompute.h)
+// by running those sub-ops again, on their device, right before the first such reader.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "need_groups.h"
+#include "program_builder.h"
+
+namespace loom::exec::detail {
+
+class RecomputedBuffers {
+ public:
+  // How the materializer serves an ordinary need (a checkpoint: what the forward pass produced or moved).
+  using NeedFn = std::function<Expected<BufferId>(const plan::SubOp& consumer, const plan::SubTensor& piece)>;
+
+  RecomputedBuffers(const plan::Plan& plan, ProgramBuilder& builder);
+
+  // Whether `consumer` (a backward sub-op) reads `piece` from a recomputed sub-op on its own device.
+  bool serves(const plan::SubOp& consumer, const plan::SubTensor& piece) const;
+
+  // The recomputed buffer of `piece` on the consumer's device, emitting the recomputation (and, first,
+  // that of its recomputed inputs) the first time it is needed.
+  Expected<BufferId> need(const plan::SubOp& consumer, const plan::SubTensor& piece, const NeedFn& need_checkpoint);
+
+  bool empty() const { return producers_.empty(); }
+
+ private:
+  Expected<const std::vector<BufferId>*> rerun(plan::SubOpId id, const NeedFn& need_checkpoint);
+
+  const plan::Plan& plan_;
+  ProgramBuilder& builder_;
+  NeedMap<std::pair<plan::SubOpId, std::size_t>> producers_;  // (device, whole piece) -> recomputed producer
+  std::vector<std::vector<BufferId>> rerun_outputs_;           // by sub-op, once recomputed
+};
+
+}  // namespace loom::exec::detail

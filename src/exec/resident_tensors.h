@@ -1,0 +1,64 @@
+// Private to materialization: the tensors that live outside the sub-ops reading them (plan/residence.h).
+// A persistent tensor (parameter, optimizer state) is loaded as its resident pieces when the step starts
+// (what a device holds between steps). A read inside a resident piece of the reader's device is a local
+// slice of it (and a scale, for a value part); any other read is gathered for the reading op from every
+// device's resident pieces and freed after that op, as ZeRO-3 gathers a parameter for the forward and
+// again for the backward. A final gradient with resident pieces is reduced into them as soon as its last
+// producer has run, and its readers slice those. When the optimizer steps have written a persistent
+// tensor's updated version, the step is closed (step_closing.h).
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "gradient_accumulation.h"
+#include "layout_transition.h"
+#include "loom/plan/residence.h"
+#include "need_groups.h"
+#include "program_builder.h"
+
+namespace loom::exec::detail {
+
+class ResidentTensors {
+ public:
+  // `written`: by tensor, the output buffers of the sub-ops emitted so far (kept up to date by the caller).
+  ResidentTensors(const plan::Plan& plan, ProgramBuilder& builder, const SearchContext& search,
+                  const std::vector<std::vector<BufferId>>& written, bool use_layout_search);
+
+  // Whether reads of `tensor` go through need() below.
+  bool holds(ir::TensorId tensor) const { return held_[tensor.index()] != 0; }
+
+  // The buffer on `consumer`'s device holding `piece` of a held tensor.
+  Expected<BufferId> need(const plan::SubOp& consumer, const plan::SubTensor& piece);
+
+  // Called after `s` is emitted: its partial sums of weight gradients are accumulated
+  // (gradient_accumulation.h); its outputs' tensors whose producers have now all run get their resident
+  // pieces (gradients) or close the step (updated versions of persistent tensors).
+  Expected<void> produced(const plan::SubOp& s);
+
+  // Producer buffers of a tensor, the micro-batches' partial sums replaced by their running sums.
+  std::vector<BufferId> current(std::span<const BufferId> sources) const { return accumulator_.current(sources); }
+
+ private:
+  // The resident piece of `tensor` on `device` containing `piece`'s box, as a buffer; invalid when none.
+  Expected<BufferId> resident_containing(int device, const plan::SubTensor& piece);
+  BufferId loaded(std::size_t tensor, std::size_t index);  // the resident piece, loaded once
+  // Gathers every piece of `tensor` the parts of op `op` read outside their device's resident pieces.
+  Expected<void> gather_for(ir::OpId op, ir::TensorId tensor);
+  Expected<std::vector<BufferId>> sources(ir::TensorId tensor);
+
+  const plan::Plan& plan_;
+  ProgramBuilder& builder_;
+  const SearchContext& search_;
+  const std::vector<std::vector<BufferId>>& written_;
+  bool use_layout_search_;
+  GradientAccumulator accumulator_;
+  std::vector<std::vector<plan::ResidentPiece>> pieces_;  // by tensor
+  std::vector<std::vector<BufferId>> buffers_;            // by tensor, aligned with pieces_: loaded or reduced
+  std::vector<char> held_;                                // by tensor
+  std::vector<std::size_t> remaining_;                    // by tensor: producer outputs not yet emitted
+  NeedMap<BufferId> derived_;                             // slices and scales of resident pieces
+  std::map<std::pair<std::uint32_t, std::uint32_t>, NeedMap<BufferId>> gathered_;  // by (op, tensor)
+};
+
+}  // namespace loom::exec::detail

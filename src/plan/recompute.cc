@@ -1,0 +1,27 @@
+#include "loom/plan/recompute.h"
+
+#include <fmt/format.h>
+
+namespace loom::plan {
+
+Expected<void> recompute(Plan& plan, std::span<const SubOpId> forward_sub_ops) {
+  for (SubOpId id : forward_sub_ops) {
+    if (!id.valid() || id.index() >= plan.sub_ops.size()) return fail(fmt::format("recompute: no sub-op ${}", id.value));
+    const SubOp& s = plan.sub_op(id);
+    if (!s.live)
+      return fail(fmt::format("recompute: sub-op '{}' was already transformed into parts", s.name),
+                  "recompute its parts (plan.parts of the op)");
+    if (plan.op_of(id).pass != ir::Pass::forward)
+      return fail(fmt::format("recompute: sub-op '{}' is not a forward sub-op", s.name),
+                  "only forward work can be run again for the backward pass");
+  }
+  if (plan.recomputed.size() < plan.sub_ops.size()) plan.recomputed.resize(plan.sub_ops.size(), 0);
+  for (SubOpId id : forward_sub_ops) plan.recomputed[id.index()] = 1;
+  return {};
+}
+
+bool is_recomputed(const Plan& plan, SubOpId sub_op) {
+  return sub_op.valid() && sub_op.index() < plan.recomputed.size() && plan.recomputed[sub_op.index()] != 0;
+}
+
+}  // namespace loom::plan

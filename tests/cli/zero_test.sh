@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# `loom verify` of ZeRO (policy/zero.h): every stage of shrunk GPT-3, LLaMA-3 and T5 on 2 and 4
+# data-parallel ranks, and inside Megatron's dp x tp, trains exactly as one device and closes its step;
+# gradient accumulation; bad stages and policies.
+source "$(dirname "$0")/cli_lib.sh"
+
+for model in gpt3-125m llama3-8b t5-3.9b; do
+  for stage in 1 2 3; do
+    for n in 2 4; do
+      name="zero$stage-$model-dp$n"
+      expect "$name" 0 "$LOOM" verify --model "$model" --policy zero --zero "$stage" --devices "$n" &&
+        contains "$name-pass" "result     PASS" && contains "$name-closed" "end the step where the next one loads them"
+    done
+  done
+done
+for stage in 1 3; do
+  for model in gpt3-125m llama3-8b; do
+    name="megatron-zero$stage-$model"
+    expect "$name" 0 "$LOOM" verify --model "$model" --policy megatron --dp 2 --tp 2 --zero "$stage" &&
+      contains "$name-pass" "result     PASS" && contains "$name-stage" "ZeRO stage $stage over the dp ranks"
+  done
+done
+
+# What each stage moves: ZeRO-1 reduce-scatters gradients and all-gathers parameters at the step's end;
+# ZeRO-3 gathers parameters for the forward and the backward.
+expect zero1-collectives 0 "$LOOM" verify --model gpt3-125m --policy zero --zero 1 --devices 2 &&
+  contains zero1-collectives-msg "collectives: all-gather 28, reduce-scatter 28; 0 sends"
+expect zero3-collectives 0 "$LOOM" verify --model gpt3-125m --policy zero --zero 3 --devices 2 &&
+  contains zero3-collectives-msg "collectives: all-gather 58, reduce-scatter 28; 0 sends"
+# A weight no dimension of which dp divides stays whole, with a note.
+expect zero-indivisible 0 "$LOOM" verify --model gpt3-125m --policy zero --zero 2 --devices 3 --batch 6 &&
+  contains zero-indivisible-note "note       ZeRO: 'wte.weight' [64, 16]: no dimension of its shard [64, 16] divisible by dp 3" &&
+  contains zero-indivisible-pass "result     PASS"
+
+# Gradient accumulation without a pipeline: micro-batches summed on each device, one all-reduce a step.
+expect accumulate 0 "$LOOM" verify --model gpt3-125m --policy megatron --dp 2 --microbatches 2 &&
+  contains accumulate-collectives "collectives: all-reduce 28;" && contains accumulate-pass "result     PASS"
+expect accumulate-zero2 0 "$LOOM" verify --model llama3-8b --policy zero --zero 2 --devices 2 --microbatches 2 &&
+  contains accumulate-zero2-pass "result     PASS"
+
+# Bad input.
+expect zero-no-stage nonzero "$LOOM" verify --model gpt3-125m --policy zero --devices 2 &&
+  contains zero-no-stage-msg "needs a ZeRO stage"
+expect zero-bad-stage nonzero "$LOOM" verify --model gpt3-125m --policy zero --zero 4 --devices 2
+expect zero-wrong-policy nonzero "$LOOM" verify --model gpt3-125m --policy dp --zero 1 --devices 2 &&
+  contains zero-wrong-policy-msg "policy 'dp' does not use ZeRO"
+
+finish
