@@ -4,12 +4,18 @@ JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages the engine builds against (DESIGN.md: real dependencies, from the registries).
 APT_PACKAGES := cmake ninja-build g++ make libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libfmt-dev \
-                libgtest-dev libgmock-dev libbenchmark-dev
-RUN_ARGS ?= graph --model gpt3-1.3b --batch 8
+                libgtest-dev libgmock-dev libbenchmark-dev chromium
+# The main job: plan GPT-3 1.3B on one DGX-A100 with Megatron's 3-D parallelism, simulate it and write the
+# report (the summary names build/run/report.html).
+RUN_ARGS ?= plan --model gpt3-1.3b --cluster dgx-a100 --policy megatron --dp 2 --tp 4 --global-batch 32 \
+            --microbatches 4 --out $(BUILD)/run
 
-.PHONY: setup configure build run test bench clean
+.PHONY: setup system-packages venv configure build run test bench clean
 
-setup:
+# Everything the build and the tests need: the Debian packages and the op timer's Python environment.
+setup: system-packages venv
+
+system-packages:
 	@missing=""; for p in $(APT_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
@@ -18,10 +24,19 @@ setup:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
-$(BUILD)/build.ninja: | setup
+# .venv: the Python of `loom profile`'s op timer (python/requirements.txt: torch, the CPU build on this
+# machine's disk). Made once; again only when the requirements change.
+venv: .venv/.requirements-installed
+
+.venv/.requirements-installed: python/requirements.txt
+	python3 -m venv .venv
+	.venv/bin/python -m pip install -q -r python/requirements.txt
+	touch $@
+
+$(BUILD)/build.ninja: | system-packages
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_WERROR=ON
 
-configure: setup $(BUILD)/build.ninja
+configure: system-packages $(BUILD)/build.ninja
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -29,7 +44,7 @@ build: configure
 run: build
 	./$(BUILD)/loom $(RUN_ARGS)
 
-test: build
+test: build venv
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 bench: build

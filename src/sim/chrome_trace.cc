@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "loom/sim/device_groups.h"
+
 namespace loom::sim {
 namespace {
 
@@ -29,8 +31,12 @@ nlohmann::json metadata(std::string_view what, int pid, int tid, std::string lab
 
 std::string chrome_trace_json(const exec::ExecPlan& exec, const SimResult& result) {
   nlohmann::json events = nlohmann::json::array();
-  for (int d = 0; d < exec.num_devices; ++d) {
-    events.push_back(metadata("process_name", d, 0, fmt::format("device {}", d)));
+  // One process per simulated device, named for the devices whose times it gives.
+  for (const DeviceGroup& group : device_groups(result)) {
+    const int d = group.representative;
+    const std::string label = group.devices.size() == 1 ? fmt::format("device {}", d)
+                                                        : fmt::format("device {} (for devices {})", d, device_ranges(group.devices));
+    events.push_back(metadata("process_name", d, 0, label));
     events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", d}, {"tid", 0}, {"args", {{"sort_index", d}}}});
     for (Stream stream : {Stream::compute, Stream::communication})
       events.push_back(metadata("thread_name", d, static_cast<int>(stream), std::string(name(stream))));

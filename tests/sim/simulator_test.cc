@@ -109,6 +109,38 @@ TEST(Simulate, RecvCompletesAfterTheLaterIssue) {
   EXPECT_NEAR(recv->end, 4 * kMs, 1e-12);
 }
 
+// Contention 2: the all-reduce of data_parallel(2) starts at 2 under ones [2, 3] and progresses at half
+// speed there: 0.5 ms of its 1 ms done at 3, the rest alone by 3.5. Exposed: the 0.5 past ones.
+TEST(Simulate, ContentionSlowsCommunicationUnderCompute) {
+  auto f = data_parallel(2);
+  Durations d = fixed(1 * kMs, 1 * kMs);
+  d.contention = 2;
+  auto result = simulate(f->exec, d);
+  ASSERT_TRUE(result) << result.error().to_string();
+  EXPECT_NEAR(result->step_time, 3.5 * kMs, 1e-12);
+  for (const DeviceTime& t : result->devices) {
+    EXPECT_NEAR(t.communication, 1.5 * kMs, 1e-12);
+    EXPECT_NEAR(t.exposed_communication, 0.5 * kMs, 1e-12);
+  }
+  // A collective ends with its slowest member: device 1's ones runs [2, 5], so its share progresses at
+  // half speed throughout and ends at 4; device 0's would end at 3.5. Both end at 4.
+  Durations slow = d;
+  slow.compute = [](const plan::SubOp& s, int device) {
+    return device == 1 && s.name.starts_with("ones") ? 3 * kMs : 1 * kMs;
+  };
+  auto uneven = simulate(f->exec, slow);
+  ASSERT_TRUE(uneven) << uneven.error().to_string();
+  for (const Event& e : uneven->events)
+    if (e.kind == EventKind::collective) {
+      EXPECT_NEAR(e.start, 2 * kMs, 1e-12);
+      EXPECT_NEAR(e.end, 4 * kMs, 1e-12);
+    }
+  d.contention = 0.5;
+  auto bad = simulate(f->exec, d);
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error().message, ::testing::HasSubstr("a contention of 0.5"));
+}
+
 TEST(Simulate, DeadlockNamesTheDevices) {
   auto f = data_parallel(2);
   // Each device receives from the other before sending: neither send is ever issued.

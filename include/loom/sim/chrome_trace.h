@@ -1,5 +1,6 @@
 // The Chrome trace event format (loads in Perfetto and chrome://tracing) of a simulation: one process a
-// device ("device N"), thread 0 its compute stream and thread 1 its communication stream, and a complete
+// simulated device ("device N", or "device N (for devices N-M)" when it stands for its device class),
+// thread 0 its compute stream and thread 1 its communication stream, and a complete
 // ("ph": "X") event per timeline event, times in microseconds. Output is deterministic (keys sorted,
 // events in SimResult order).
 #pragma once

@@ -1,6 +1,6 @@
 // Discrete-event simulation of an ExecPlan (DESIGN.md, "Cost model and simulator"): predicts a step's
-// time and where each device spends it, from durations the caller supplies (a cost model, a profile, or
-// fixed numbers in tests). Times are in seconds.
+// time and where each device spends it, from durations the caller supplies (a cost model, durations.h;
+// a profile; or fixed numbers in tests). Times are in seconds.
 //
 // Each device has two in-order streams:
 //   compute        computes and locals (slice, scale, combine), in program order;
@@ -11,11 +11,25 @@
 // communication stream free and its input ready) and all members finish together. A send is issued when
 // the sender's stream is free and its buffer ready, and holds the sender's communication stream for the
 // p2p time (the sender's compute goes on); the matching recv completes at
-// max(send issue, recv issue) + p2p time. Communication overlaps compute wherever the data allows.
+// max(send issue, recv issue) + p2p time. Communication overlaps compute wherever the data allows; with
+// Durations::contention = f > 1 it progresses at 1/f of its speed while its device computes (a
+// collective ends when its slowest member's transfer does).
 //
 // Since each stream runs its instructions in a fixed order, every start time is the maximum of the times
 // it waits for, so the simulation resolves instructions as their inputs become known (a worklist over the
 // streams, each instruction visited once): exact, deterministic and linear in the instruction count.
+//
+// Symmetric devices are simulated once (DESIGN.md, "ExecPlan"). When exec.class_of and representatives
+// are filled (exec::assign_device_classes), only each class's representative program runs: a
+// collective's member is taken to arrive when its class representative reaches the member's position
+// in its own program, and a recv's sender to issue when the sender's representative reaches the send's
+// position. This is exact when the classes are a true symmetry of the timing, which symmetry.h checks:
+// on the programs' structure before, and on the representatives' times after (linear, without
+// simulating the other devices). If either check fails, every device is simulated and
+// SimResult::symmetry_fallback says why. The checks cannot see inside Durations::compute and ::local:
+// they must give equal times for equal ops on equal buffer sizes on every device of a class, as
+// model_durations (durations.h) does. A hook that depends on the device itself needs
+// SimOptions::use_device_classes = false.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +52,15 @@ struct Durations {
   std::function<double(int src, int dst, std::int64_t bytes)> p2p;
   // A local (slice, scale, combine) on the compute stream; `bytes` is its output buffer's. Optional: 0.
   std::function<double(const exec::Local&, std::int64_t bytes)> local;
+  // Communication overlapping compute on its device takes this many times longer for the overlap (as
+  // measured contention for SMs and memory bandwidth slows NCCL kernels); 1: no slowdown. At least 1.
+  double contention = 1;
+};
+
+struct SimOptions {
+  // Simulate one program per device class when exec.class_of is filled and the classes pass the
+  // symmetry check (see above); false: always every device.
+  bool use_device_classes = true;
 };
 
 enum class Stream : std::uint8_t { compute, communication };
@@ -69,16 +92,22 @@ struct DeviceTime {
 
 struct SimResult {
   double step_time = 0;              // makespan: the last event's end (0 for an empty plan)
-  std::vector<DeviceTime> devices;   // by device
-  std::vector<Event> events;         // by device, then stream, then start time; zero-length locals left out
+  std::vector<DeviceTime> devices;   // by device (a device of a class simulated once: its representative's)
+  std::vector<Event> events;         // of the simulated devices, by device, then stream, then start time;
+                                     // zero-length locals left out
+  std::vector<int> simulated_devices;  // ascending: every device, or one per device class
+  std::vector<int> represented_by;     // by device: the simulated device whose times it has (itself if simulated)
+  std::string symmetry_fallback;       // why a plan with device classes ran in full; empty otherwise
+
+  bool symmetric() const { return simulated_devices.size() < devices.size(); }
 
   // Over all devices: idle / (devices * step); 0 for an empty plan.
   double idle_fraction() const;
 };
 
 // Errors: a missing duration hook the plan needs, a negative or non-finite duration (naming the
-// instruction), a deadlock (naming the stuck devices and what each waits in; check_exec_plan rules it
-// out for materialized plans).
-Expected<SimResult> simulate(const exec::ExecPlan& exec, const Durations& durations);
+// instruction), a contention below 1, a collective or recv without its counterpart, a deadlock (naming
+// the stuck devices and what each waits in; check_exec_plan rules these out for materialized plans).
+Expected<SimResult> simulate(const exec::ExecPlan& exec, const Durations& durations, SimOptions options = {});
 
 }  // namespace loom::sim

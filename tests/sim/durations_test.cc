@@ -1,0 +1,171 @@
+// model_durations against the closed forms of the models it wraps (comm/cost_model.h, REFERENCE.md's ring
+// formulas): the exact group of a collective decides its link tier, all-gather prices the gathered size,
+// p2p the link between the pair, locals are copies at HBM bandwidth, computes are the ComputeModel's.
+#include "loom/sim/durations.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "../exec/exec_test_plans.h"
+#include "../exec/policy_plans.h"
+#include "loom/cluster/presets.h"
+#include "loom/ops/registry.h"
+
+namespace loom::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr std::int64_t kMiB = std::int64_t{1} << 20;
+constexpr double kLaunch = 8e-6;  // CommCostOptions::launch_latency
+
+struct Models {
+  std::unique_ptr<exec::testing::Fixture> f = exec::testing::data_parallel(2);
+  cluster::Cluster cluster = cluster::make_cluster("dgx-a100x2").value();
+  cost::ComputeModel compute = cost::ComputeModel::make(f->plan, ops::builtin_ops(), cluster.gpu, nullptr,
+                                                        {.launch_seconds = 5e-6})
+                                   .value();
+  Durations durations = model_durations(f->exec, compute, cluster).value();
+};
+
+std::vector<int> devices(int first, int count) {
+  std::vector<int> group(static_cast<std::size_t>(count));
+  std::iota(group.begin(), group.end(), first);
+  return group;
+}
+
+exec::Collective collective(comm::Primitive kind, std::vector<int> group) {
+  return {.kind = kind, .group = std::move(group), .tag = 0, .input = exec::kNoBuffer, .output = exec::kNoBuffer};
+}
+
+// Ring all-reduce inside a node: L + 2(n-1) alpha + 2(n-1)/n S / beta over NVSwitch (the ring beats the
+// tree at 1 GiB).
+TEST(ModelDurations, AllReduceInsideANodeIsTheRingFormula) {
+  Models s;
+  const double S = 1024.0 * kMiB, n = 8;
+  const auto& link = s.cluster.intra;
+  const double expected = kLaunch + 2 * (n - 1) * link.latency + 2 * (n - 1) / n * S / link.bandwidth;
+  EXPECT_NEAR(s.durations.collective(collective(comm::Primitive::all_reduce, devices(0, 8)), 1024 * kMiB), expected,
+              expected * 1e-12);
+  // Any node's eight GPUs: the same time.
+  EXPECT_EQ(s.durations.collective(collective(comm::Primitive::all_reduce, devices(8, 8)), 1024 * kMiB),
+            s.durations.collective(collective(comm::Primitive::all_reduce, devices(0, 8)), 1024 * kMiB));
+}
+
+// The exact group decides the tier: {0, 1} shares a node, {0, 8} crosses to the next over one NIC.
+TEST(ModelDurations, AGroupAcrossNodesRunsOnTheNetwork) {
+  Models s;
+  const double S = 64.0 * kMiB;
+  const double inside = s.durations.collective(collective(comm::Primitive::all_reduce, {0, 1}), 64 * kMiB);
+  const double across = s.durations.collective(collective(comm::Primitive::all_reduce, {0, 8}), 64 * kMiB);
+  EXPECT_NEAR(inside, kLaunch + 2 * s.cluster.intra.latency + S / s.cluster.intra.bandwidth, 1e-15);
+  EXPECT_NEAR(across, kLaunch + 2 * s.cluster.inter.latency + S / s.cluster.nic_bandwidth, 1e-15);
+  EXPECT_GT(across, 5 * inside);
+}
+
+// All-gather's S is the gathered output: eight 1 MiB inputs gather 8 MiB, of which each member sends 7/8.
+TEST(ModelDurations, AllGatherPricesTheGatheredSize) {
+  Models s;
+  const auto& link = s.cluster.intra;
+  const double gathered = 8.0 * kMiB;
+  const double expected = kLaunch + 7 * link.latency + 7.0 / 8 * gathered / link.bandwidth;
+  EXPECT_NEAR(s.durations.collective(collective(comm::Primitive::all_gather, devices(0, 8)), kMiB), expected, 1e-15);
+  // Reduce-scatter of the 8 MiB input moves the same.
+  EXPECT_NEAR(s.durations.collective(collective(comm::Primitive::reduce_scatter, devices(0, 8)), 8 * kMiB), expected,
+              1e-15);
+  EXPECT_NEAR(s.durations.collective(collective(comm::Primitive::all_to_all, devices(0, 8)), 8 * kMiB), expected, 1e-15);
+  // collective_step states the same S and per-member bytes.
+  const comm::Step step = collective_step(s.f->exec, collective(comm::Primitive::all_gather, devices(0, 8)), kMiB);
+  EXPECT_EQ(step.buffer_bytes, 8 * kMiB);
+  EXPECT_EQ(step.bytes_per_device, 7 * kMiB);
+  EXPECT_EQ(collective_step(s.f->exec, collective(comm::Primitive::all_reduce, devices(0, 4)), 4 * kMiB).bytes_per_device,
+            6 * kMiB);
+}
+
+TEST(ModelDurations, PointToPointUsesTheLinkBetweenThePair) {
+  Models s;
+  const double b = 16.0 * kMiB;
+  EXPECT_NEAR(s.durations.p2p(0, 1, 16 * kMiB), kLaunch + s.cluster.intra.latency + b / s.cluster.intra.bandwidth, 1e-15);
+  EXPECT_NEAR(s.durations.p2p(0, 9, 16 * kMiB), kLaunch + s.cluster.inter.latency + b / s.cluster.nic_bandwidth, 1e-15);
+  EXPECT_EQ(s.durations.p2p(3, 4, 0), 0);  // nothing moved, nothing launched
+}
+
+// A slice reads what it keeps and writes it; a combine reads every input; each at the compute model's
+// bandwidth efficiency for its kind of kernel.
+TEST(ModelDurations, LocalsAreCopiesAtMemoryBandwidth) {
+  Models s;
+  const plan::SubTensor piece = plan::SubTensor::whole(ir::TensorId(3), ir::Shape{});
+  const exec::BufferId big = s.f->exec.add_buffer(0, piece, 4 * kMiB);
+  const exec::BufferId a = s.f->exec.add_buffer(0, piece, kMiB);
+  const exec::BufferId b = s.f->exec.add_buffer(0, piece, kMiB);
+  const double copy = s.cluster.gpu.memory_bandwidth * s.compute.constants().bandwidth_efficiency(ir::OpClass::data_movement);
+  const double elementwise =
+      s.cluster.gpu.memory_bandwidth * s.compute.constants().bandwidth_efficiency(ir::OpClass::elementwise);
+  const exec::Local slice{exec::LocalKind::slice, {big}, a};
+  EXPECT_NEAR(s.durations.local(slice, kMiB), 5e-6 + 2.0 * kMiB / copy, 1e-15);
+  const exec::Local combine{exec::LocalKind::combine, {a, b}, big};
+  EXPECT_NEAR(s.durations.local(combine, 2 * kMiB), 5e-6 + 4.0 * kMiB / copy, 1e-15);
+  const exec::Local scale{exec::LocalKind::scale, {a}, b};
+  EXPECT_NEAR(s.durations.local(scale, kMiB), 5e-6 + 2.0 * kMiB / elementwise, 1e-15);
+}
+
+TEST(ModelDurations, ComputesAreTheComputeModels) {
+  Models s;
+  for (const auto& program : s.f->exec.programs)
+    for (const auto& instruction : program)
+      if (const auto* c = std::get_if<exec::Compute>(&instruction)) {
+        EXPECT_EQ(s.durations.compute(s.f->plan.sub_op(c->sub_op), 0), s.compute.seconds(c->sub_op));
+        EXPECT_GT(s.durations.compute(s.f->plan.sub_op(c->sub_op), 0), 0);
+      }
+}
+
+// The cache by (op, local shapes) answers what the ComputeModel would, on every compute of a policy plan
+// whose parts share their shapes across replicas, tensor-parallel peers and micro-batches.
+TEST(ModelDurations, CachedComputesAreTheComputeModelsOnAPolicyPlan) {
+  const auto p = exec::testing::policy_plan(exec::testing::shrunk_training_graph("gpt3-125m", ir::DType::bf16), "megatron",
+                                            {.dp = 2, .tp = 2, .pp = 2, .micro_batches = 2});
+  const cluster::Cluster cluster = cluster::make_cluster("dgx-a100").value();
+  const cost::ComputeModel compute = cost::ComputeModel::make(p->plan, ops::builtin_ops(), cluster.gpu).value();
+  const Durations durations = model_durations(p->exec, compute, cluster).value();
+  std::size_t checked = 0;
+  for (int d = 0; d < p->exec.num_devices; ++d)
+    for (const auto& instruction : p->exec.programs[static_cast<std::size_t>(d)])
+      if (const auto* c = std::get_if<exec::Compute>(&instruction)) {
+        ASSERT_EQ(durations.compute(p->plan.sub_op(c->sub_op), d), compute.seconds(c->sub_op)) << p->plan.sub_op(c->sub_op).name;
+        ++checked;
+      }
+  EXPECT_GT(checked, 500u);
+}
+
+// The hooks price a whole plan: a simulation of the hand-built data-parallel plan runs with them.
+TEST(ModelDurations, SimulateWithThem) {
+  Models s;
+  auto result = simulate(s.f->exec, s.durations);
+  ASSERT_TRUE(result) << result.error().to_string();
+  EXPECT_GT(result->step_time, 0);
+  EXPECT_GT(result->devices[0].communication, kLaunch);
+}
+
+TEST(ModelDurations, RejectsMismatchedInputs) {
+  Models s;
+  const cluster::Cluster small = cluster::make_cluster("rtx3090").value();
+  auto other_gpu = model_durations(s.f->exec, s.compute, small);
+  ASSERT_FALSE(other_gpu);
+  EXPECT_THAT(other_gpu.error().message, HasSubstr("the compute model prices a"));
+  cluster::Cluster one = s.cluster;
+  one.nodes = 1;
+  one.gpus_per_node = 1;
+  auto too_few = model_durations(s.f->exec, s.compute, one);
+  ASSERT_FALSE(too_few);
+  EXPECT_THAT(too_few.error().message, HasSubstr("runs on 2 devices but cluster dgx-a100x2 has 1"));
+  auto contention = model_durations(s.f->exec, s.compute, s.cluster, {.comm = {}, .contention = 0.5});
+  ASSERT_FALSE(contention);
+  EXPECT_THAT(contention.error().hint, HasSubstr("1 (none) or more"));
+  // A group outside the cluster gives NaN, which the simulator reports with the instruction.
+  EXPECT_TRUE(std::isnan(s.durations.collective(collective(comm::Primitive::all_reduce, {0, 99}), kMiB)));
+}
+
+}  // namespace
+}  // namespace loom::sim
