@@ -12,6 +12,9 @@ int main(int argc, char** argv) {
   loom::cli::add_comm_command(app);
   loom::cli::add_verify_command(app);
   loom::cli::add_clusters_command(app);
+  loom::cli::add_profile_command(app);
+  loom::cli::add_plan_command(app);
+  loom::cli::add_compare_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

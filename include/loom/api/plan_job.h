@@ -1,0 +1,80 @@
+// The facade behind `loom plan` and `loom compare` (and, later, the Python bindings), DESIGN.md's `api`:
+// from a model preset, a cluster and a policy to a materialized, checked, simulated and costed plan, and
+// the files that report it. Each stage is the library's own function; nothing here decides a plan.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loom/cluster/cluster.h"
+#include "loom/core/error.h"
+#include "loom/cost/memory_model.h"
+#include "loom/exec/exec_plan.h"
+#include "loom/exec/materialize.h"
+#include "loom/ir/autograd.h"
+#include "loom/ir/graph.h"
+#include "loom/ir/graph_stats.h"
+#include "loom/models/zoo.h"
+#include "loom/plan/plan.h"
+#include "loom/policy/policy.h"
+#include "loom/sim/metrics.h"
+#include "loom/sim/simulator.h"
+
+namespace loom::api {
+
+struct PlanRequest {
+  std::string model;                   // a preset (`loom models`)
+  models::ModelOptions model_options;  // batch = the global batch; bf16 by default
+  ir::OptimizerOptions optimizer;      // AdamW with fp32 master weights by default
+  std::string cluster = "dgx-a100";    // a preset (`loom clusters`) or a YAML / JSON cluster file
+  int gpus = 0;                        // 0: the policy's device count; else it must equal it
+  std::string policy = "megatron";
+  policy::ParallelConfig config;
+  std::string profile;                 // a profile database (cost/profile_db.h) to override the roofline; optional
+};
+
+// "megatron: dp 2 x tp 4 x pp 2, 8 micro-batches, 1f1b" — the policy and its degrees, for tables.
+std::string describe(const std::string& policy, const policy::ParallelConfig& config);
+
+// Wall-clock seconds of each stage (printed by the CLI; never written into the deterministic files).
+struct StageSeconds {
+  double build = 0;        // model and training graph
+  double policy = 0;       // the policy over a fresh plan
+  double materialize = 0;  // validation, materialization, ExecPlan check, device classes
+  double simulate = 0;     // durations, simulation, memory, metrics
+  double total = 0;
+};
+
+// Everything one plan produced. Held by pointer: the plan points into the graph and the ExecPlan into
+// the plan, so the object never moves.
+struct PlanResult {
+  PlanRequest request;
+  std::string description;  // describe(policy, config)
+  ir::Graph graph;
+  ir::GraphStats stats;
+  cluster::Cluster cluster;
+  plan::Plan plan;
+  exec::ExecPlan exec;
+  exec::MaterializeStats materialize_stats;
+  sim::SimResult sim;
+  cost::MemoryReport memory;
+  sim::StepMetrics metrics;
+  StageSeconds seconds;
+
+  PlanResult() = default;
+  PlanResult(const PlanResult&) = delete;
+  PlanResult& operator=(const PlanResult&) = delete;
+};
+
+// Errors name the stage and the input: an unknown model, cluster or policy, degrees that do not match
+// --gpus or exceed the cluster, a policy that cannot split the model, a malformed profile database.
+// A plan that does not fit in memory is a result, not an error (metrics.out_of_memory()).
+Expected<std::unique_ptr<PlanResult>> plan_model(const PlanRequest& request);
+
+// Writes plan.json, exec.json, trace.json and report.html into `dir` (created when missing), each
+// atomically; returns their paths. The files depend only on the request, so two runs give byte-identical
+// files.
+Expected<std::vector<std::string>> write_plan_files(const PlanResult& result, const std::string& dir);
+
+}  // namespace loom::api

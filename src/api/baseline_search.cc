@@ -1,0 +1,129 @@
+#include "loom/api/baseline_search.h"
+
+#include <fmt/format.h>
+
+#include "loom/cluster/presets.h"
+
+namespace loom::api {
+namespace {
+
+constexpr int kMicroBatchSizes[] = {1, 2, 4, 8};
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+// Megatron's space, recomputation left at none (best_baseline adds it where memory demands).
+std::vector<BaselineCandidate> megatron_space(int gpus, int gpus_per_node, std::int64_t batch) {
+  std::vector<BaselineCandidate> out;
+  for (int tp : {1, 2, 4, 8}) {
+    if (tp > gpus_per_node || gpus % tp != 0) continue;
+    for (int pp : divisors(gpus / tp)) {
+      const int dp = gpus / (tp * pp);
+      for (int mbs : kMicroBatchSizes) {
+        if (batch % (std::int64_t{dp} * mbs) != 0) continue;
+        const auto micro_batches = static_cast<int>(batch / (std::int64_t{dp} * mbs));
+        if (pp > 1 && micro_batches < pp) continue;  // a pipeline needs at least pp micro-batches
+        for (int chunks : {1, 2}) {
+          if (chunks > 1 && (pp == 1 || micro_batches % pp != 0)) continue;
+          policy::ParallelConfig c{.dp = dp, .tp = tp, .pp = pp, .micro_batches = micro_batches};
+          c.virtual_stages = chunks;
+          c.sequence_parallel = tp > 1;
+          out.push_back({"megatron", c});
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<BaselineCandidate> deepspeed_space(int gpus, std::int64_t batch) {
+  std::vector<BaselineCandidate> out;
+  for (int stage : {1, 2, 3})
+    for (int mbs : kMicroBatchSizes) {
+      if (batch % (std::int64_t{gpus} * mbs) != 0) continue;
+      policy::ParallelConfig c{.dp = gpus, .micro_batches = static_cast<int>(batch / (std::int64_t{gpus} * mbs))};
+      c.zero = stage;
+      out.push_back({"zero", c});
+    }
+  return out;
+}
+
+std::string describe_choice(const std::string& baseline, const BaselineCandidate& c) {
+  return fmt::format("{} -> {}", baseline, describe(c.policy, c.config));
+}
+
+std::int64_t peak_of(const PlanResult& r) {
+  const sim::StepMetrics& m = r.metrics;
+  return m.max_memory_device < 0 ? 0 : m.per_device[static_cast<std::size_t>(m.max_memory_device)].peak_bytes;
+}
+
+// a beats b: fits where b does not, else faster (fitting) or smaller (neither fits).
+bool better(const PlanResult& a, const PlanResult& b) {
+  if (a.metrics.out_of_memory() != b.metrics.out_of_memory()) return !a.metrics.out_of_memory();
+  if (!a.metrics.out_of_memory()) return a.metrics.step_time < b.metrics.step_time;
+  return peak_of(a) < peak_of(b);
+}
+
+}  // namespace
+
+bool is_baseline(const std::string& policy) { return policy == "megatron-best" || policy == "deepspeed-best"; }
+
+Expected<std::vector<BaselineCandidate>> baseline_candidates(const PlanRequest& request, const std::string& baseline) {
+  if (!is_baseline(baseline))
+    return fail(fmt::format("unknown baseline '{}'", baseline), "use megatron-best or deepspeed-best");
+  LOOM_ASSIGN_OR_RETURN(cluster::Cluster cluster, with_context(cluster::make_cluster(request.cluster), "cluster"));
+  const int gpus = request.gpus > 0 ? request.gpus : cluster.device_count();
+  std::int64_t batch = request.model_options.batch;
+  if (batch <= 0) {
+    const models::ModelPreset* preset = models::find_preset(request.model);
+    if (preset == nullptr) return fail(fmt::format("unknown model '{}'", request.model), "see `loom models`");
+    batch = preset->default_batch;
+  }
+  std::vector<BaselineCandidate> out = baseline == "megatron-best" ? megatron_space(gpus, cluster.gpus_per_node, batch)
+                                                                   : deepspeed_space(gpus, batch);
+  if (out.empty())
+    return fail(fmt::format("{} has no configuration of {} GPUs for a global batch of {}", baseline, gpus, batch),
+                "choose a global batch divisible by the data-parallel degrees (--global-batch)");
+  return out;
+}
+
+Expected<BaselineResult> best_baseline(const PlanRequest& request, const std::string& baseline) {
+  LOOM_ASSIGN_OR_RETURN(std::vector<BaselineCandidate> candidates, baseline_candidates(request, baseline));
+  const std::vector<policy::Recompute> recomputes =
+      baseline == "megatron-best"
+          ? std::vector{policy::Recompute::none, policy::Recompute::selective, policy::Recompute::full}
+          : std::vector{policy::Recompute::none, policy::Recompute::full};
+  BaselineResult result;
+  result.candidates = static_cast<int>(candidates.size());
+  std::string first_error;
+  for (BaselineCandidate candidate : candidates) {
+    for (policy::Recompute recompute : recomputes) {
+      candidate.config.recompute = recompute;
+      PlanRequest r = request;
+      r.policy = candidate.policy;
+      r.config = candidate.config;
+      r.gpus = policy::device_count(candidate.config);
+      Expected<std::unique_ptr<PlanResult>> planned = plan_model(r);
+      ++result.evaluated;
+      if (!planned) {
+        ++result.failed;
+        if (first_error.empty()) first_error = planned.error().to_string();
+        break;  // the shapes do not divide: recomputation will not change that
+      }
+      (*planned)->description = describe_choice(baseline, candidate);
+      const bool fits = !(*planned)->metrics.out_of_memory();
+      if (!result.best || better(**planned, *result.best)) result.best = std::move(*planned);
+      if (fits) break;  // recomputation only where memory demands it
+    }
+  }
+  if (!result.best)
+    return fail(fmt::format("{}: none of {} configurations could be planned; the first failed with: {}", baseline,
+                            result.candidates, first_error));
+  return result;
+}
+
+}  // namespace loom::api

@@ -1,0 +1,148 @@
+#include "loom/api/plan_job.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "loom/cluster/presets.h"
+#include "loom/core/atomic_file.h"
+#include "loom/cost/compute_model.h"
+#include "loom/cost/profile_db.h"
+#include "loom/exec/check.h"
+#include "loom/exec/device_classes.h"
+#include "loom/exec/exec_json.h"
+#include "loom/ops/registry.h"
+#include "loom/plan/plan_json.h"
+#include "loom/sim/chrome_trace.h"
+#include "loom/sim/durations.h"
+#include "loom/sim/html_report.h"
+
+namespace loom::api {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string_view schedule_name(const policy::ParallelConfig& c) {
+  if (c.pp == 1) return "";
+  if (c.virtual_stages > 1) return "interleaved 1f1b";
+  return c.schedule == plan::ScheduleKind::gpipe ? "gpipe" : "1f1b";
+}
+
+Expected<void> check_devices(const PlanRequest& request, const cluster::Cluster& cluster) {
+  const int devices = policy::device_count(request.config);
+  if (request.gpus > 0 && devices != request.gpus)
+    return fail(fmt::format("the degrees (dp {} x tp {} x pp {}) use {} GPUs, not --gpus {}", request.config.dp,
+                            request.config.tp, request.config.pp, devices, request.gpus),
+                "give degrees whose product is the GPU count");
+  if (devices > cluster.device_count())
+    return fail(fmt::format("the plan needs {} GPUs, cluster '{}' has {}", devices, cluster.name, cluster.device_count()),
+                "pick a larger cluster (`loom clusters`) or smaller degrees");
+  return {};
+}
+
+// The samples and tokens one step processes: the batch of the graph's first input, times its second
+// dimension for token models (an integer input: token ids).
+sim::Workload workload_of(const ir::Graph& graph) {
+  sim::Workload w;
+  if (graph.inputs.empty()) return w;
+  const ir::FullTensor& first = graph.tensor(graph.inputs.front());
+  if (first.shape.rank() == 0) return w;
+  w.samples_per_step = static_cast<double>(first.shape[0]);
+  if (!ir::is_floating(first.dtype) && first.shape.rank() >= 2)
+    w.tokens_per_step = static_cast<double>(first.shape[0] * first.shape[1]);
+  return w;
+}
+
+}  // namespace
+
+std::string describe(const std::string& policy, const policy::ParallelConfig& c) {
+  std::string text = fmt::format("{}: dp {} x tp {} x pp {}", policy, c.dp, c.tp, c.pp);
+  if (c.micro_batches > 1) text += fmt::format(", {} micro-batches", c.micro_batches);
+  if (c.pp > 1) text += fmt::format(", {}", schedule_name(c));
+  if (c.virtual_stages > 1) text += fmt::format(" x {} chunks", c.virtual_stages);
+  if (c.sequence_parallel) text += ", sequence parallel";
+  if (c.zero > 0) text += fmt::format(", ZeRO-{}", c.zero);
+  if (c.recompute != policy::Recompute::none) text += fmt::format(", {} recompute", policy::name(c.recompute));
+  return text;
+}
+
+Expected<std::unique_ptr<PlanResult>> plan_model(const PlanRequest& request) {
+  const auto start = Clock::now();
+  const ops::OpRegistry& catalog = ops::builtin_ops();
+  auto result = std::make_unique<PlanResult>();
+  PlanResult& r = *result;
+  r.request = request;
+  r.description = describe(request.policy, request.config);
+
+  LOOM_ASSIGN_OR_RETURN(r.cluster, with_context(cluster::make_cluster(request.cluster), "cluster"));
+  LOOM_RETURN_IF_ERROR(check_devices(request, r.cluster));
+  std::optional<cost::ProfileDb> profile;
+  if (!request.profile.empty()) {
+    LOOM_ASSIGN_OR_RETURN(profile, cost::ProfileDb::load(request.profile));
+  }
+
+  auto stage = Clock::now();
+  LOOM_ASSIGN_OR_RETURN(ir::Graph forward,
+                        with_context(models::build_model(request.model, request.model_options), "model"));
+  LOOM_ASSIGN_OR_RETURN(r.graph, ir::build_training_graph(forward, catalog, request.optimizer));
+  LOOM_ASSIGN_OR_RETURN(r.stats, ir::compute_stats(r.graph, catalog));
+  r.seconds.build = seconds_since(stage);
+
+  stage = Clock::now();
+  LOOM_ASSIGN_OR_RETURN(r.plan, plan::make_plan(r.graph, catalog));
+  LOOM_RETURN_IF_ERROR(with_context(policy::apply_policy(r.plan, request.policy, request.config),
+                                    fmt::format("policy {}", request.policy)));
+  r.seconds.policy = seconds_since(stage);
+
+  stage = Clock::now();
+  const int devices = policy::device_count(request.config);
+  exec::MaterializeOptions options;
+  options.cluster = r.cluster;
+  LOOM_ASSIGN_OR_RETURN(exec::Materialized materialized,
+                        with_context(exec::materialize(r.plan, devices, options), "materializing the plan"));
+  r.exec = std::move(materialized.exec);
+  r.exec.plan = &r.plan;
+  r.materialize_stats = std::move(materialized.stats);
+  LOOM_RETURN_IF_ERROR(with_context(exec::check_exec_plan(r.exec), "checking the ExecPlan"));
+  exec::assign_device_classes(r.exec);
+  r.seconds.materialize = seconds_since(stage);
+
+  stage = Clock::now();
+  LOOM_ASSIGN_OR_RETURN(cost::ComputeModel compute,
+                        cost::ComputeModel::make(r.plan, catalog, r.cluster.gpu, profile ? &*profile : nullptr));
+  LOOM_ASSIGN_OR_RETURN(sim::Durations durations, sim::model_durations(r.exec, compute, r.cluster));
+  LOOM_ASSIGN_OR_RETURN(r.sim, with_context(sim::simulate(r.exec, durations), "simulating the plan"));
+  r.memory = cost::memory_usage(r.exec);
+  LOOM_ASSIGN_OR_RETURN(r.metrics, sim::step_metrics(r.exec, r.sim, r.memory, r.cluster.gpu, catalog,
+                                                     workload_of(r.graph)));
+  r.seconds.simulate = seconds_since(stage);
+  r.seconds.total = seconds_since(start);
+  return result;
+}
+
+Expected<std::vector<std::string>> write_plan_files(const PlanResult& r, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return fail(fmt::format("cannot create output directory '{}': {}", dir, ec.message()));
+  const sim::ReportLabels labels{.model = r.request.model, .cluster = r.cluster.name, .policy = r.description};
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"plan.json", plan::plan_to_json(r.plan)},
+      {"exec.json", exec::exec_to_json(r.exec)},
+      {"trace.json", sim::chrome_trace_json(r.exec, r.sim)},
+      {"report.html", sim::html_report(labels, r.exec, r.sim, r.metrics, r.memory)},
+  };
+  std::vector<std::string> paths;
+  for (const auto& [name, text] : files) {
+    const std::string path = (std::filesystem::path(dir) / name).string();
+    LOOM_RETURN_IF_ERROR(write_file_atomically(path, text, name));
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+}  // namespace loom::api

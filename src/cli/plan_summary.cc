@@ -1,0 +1,85 @@
+#include "plan_summary.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "loom/cost/memory_model.h"
+#include "loom/sim/summary_table.h"
+
+namespace loom::cli {
+namespace {
+
+std::string seconds_text(double s) { return sim::format_seconds(s); }
+
+std::string count_text(double x) {
+  if (x >= 1e12) return fmt::format("{:.2f}T", x / 1e12);
+  if (x >= 1e9) return fmt::format("{:.2f}B", x / 1e9);
+  if (x >= 1e6) return fmt::format("{:.2f}M", x / 1e6);
+  if (x >= 1e3) return fmt::format("{:.1f}k", x / 1e3);
+  return fmt::format("{:.1f}", x);
+}
+
+}  // namespace
+
+std::string plan_summary(const api::PlanResult& r) {
+  const sim::StepMetrics& m = r.metrics;
+  std::string out;
+  out += fmt::format("model      {}: {} parameters, {} ops, batch {} ({}, {})\n", r.request.model,
+                     count_text(static_cast<double>(r.stats.parameter_count)), r.graph.ops.size(),
+                     r.graph.inputs.empty() ? 0 : r.graph.tensor(r.graph.inputs.front()).shape[0],
+                     ir::name(r.request.model_options.dtype), ir::name(r.request.optimizer.kind));
+  out += fmt::format("cluster    {}: {} x {} {}\n", r.cluster.name, r.cluster.nodes, r.cluster.gpus_per_node,
+                     r.cluster.gpu.name);
+  out += fmt::format("policy     {} on {} GPUs\n", r.description, r.exec.num_devices);
+  std::size_t instructions = 0;
+  for (const auto& program : r.exec.programs) instructions += program.size();
+  std::vector<std::string> collectives;
+  for (const auto& [name, count] : r.materialize_stats.collectives) collectives.push_back(fmt::format("{} {}", name, count));
+  out += fmt::format("plan       {} sub-ops; {} instructions in {} device classes; {}; {} sends\n",
+                     r.plan.live_sub_ops().size(), instructions, r.exec.representatives.size(),
+                     collectives.empty() ? "no collectives" : fmt::format("{}", fmt::join(collectives, ", ")),
+                     r.materialize_stats.sends);
+  out += sim::summary_table({.model = r.request.model, .cluster = r.cluster.name, .policy = r.description}, r.sim, m);
+  if (m.max_memory_device >= 0) {
+    const sim::DeviceMetrics& d = m.per_device[static_cast<std::size_t>(m.max_memory_device)];
+    out += fmt::format("memory at peak (device {}): {}\n", d.device, d.at_peak.to_string());
+  }
+  if (m.out_of_memory()) {
+    out += fmt::format("OOM        {} of {} devices exceed {}:\n", m.out_of_memory_devices, m.per_device.size(),
+                       cost::format_bytes(static_cast<double>(m.memory_capacity)));
+    int shown = 0;
+    for (const auto& d : m.per_device) {
+      if (!d.out_of_memory || ++shown > 8) continue;
+      out += fmt::format("           device {}: {} ({})\n", d.device, cost::format_bytes(static_cast<double>(d.peak_bytes)),
+                         d.at_peak.to_string());
+    }
+    if (shown > 8) out += fmt::format("           ... and {} more\n", shown - 8);
+  }
+  const api::StageSeconds& s = r.seconds;
+  out += fmt::format("planned in {} (build {}, policy {}, materialize {}, simulate {})\n", seconds_text(s.total),
+                     seconds_text(s.build), seconds_text(s.policy), seconds_text(s.materialize), seconds_text(s.simulate));
+  return out;
+}
+
+std::string ranked_table(const std::vector<const api::PlanResult*>& results) {
+  std::vector<const api::PlanResult*> ranked = results;
+  std::stable_sort(ranked.begin(), ranked.end(), [](const api::PlanResult* a, const api::PlanResult* b) {
+    if (a->metrics.out_of_memory() != b->metrics.out_of_memory()) return !a->metrics.out_of_memory();
+    return a->metrics.step_time < b->metrics.step_time;
+  });
+  std::string out = fmt::format("{:>4}  {:<52} {:>11} {:>12} {:>7} {:>11}  {}\n", "rank", "plan", "step", "samples/s",
+                                "MFU", "peak mem", "fits");
+  for (std::size_t i = 0; i < ranked.size(); ++i) {
+    const sim::StepMetrics& m = ranked[i]->metrics;
+    const double peak = m.max_memory_device >= 0
+                            ? static_cast<double>(m.per_device[static_cast<std::size_t>(m.max_memory_device)].peak_bytes)
+                            : 0;
+    out += fmt::format("{:>4}  {:<52} {:>11} {:>12} {:>6.1f}% {:>11}  {}\n", i + 1, ranked[i]->description,
+                       seconds_text(m.step_time), count_text(m.samples_per_second), 100 * m.mfu,
+                       cost::format_bytes(peak), m.out_of_memory() ? "OOM" : "yes");
+  }
+  return out;
+}
+
+}  // namespace loom::cli

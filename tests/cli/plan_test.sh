@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# `loom plan` and `loom compare`: the summary, the four files, determinism, OOM and bad input.
+source "$(dirname "$0")/cli_lib.sh"
+
+small=(--model gpt3-125m --layers 2 --seq 256 --global-batch 8)
+
+expect plan 0 "$LOOM" plan "${small[@]}" --policy megatron --dp 2 --tp 2 --out "$tmp/a" &&
+  contains plan-policy "megatron: dp 2 x tp 2 x pp 1" && contains plan-step "step " && contains plan-mfu "MFU" &&
+  contains plan-memory "peak memory" && contains plan-report "report     $tmp/a/report.html"
+for f in plan.json exec.json trace.json report.html; do
+  if [ -s "$tmp/a/$f" ]; then pass=$((pass+1)); else fail "plan-file-$f: missing or empty"; fi
+done
+# Determinism: a second run writes byte-identical files.
+expect plan-again 0 "$LOOM" plan "${small[@]}" --policy megatron --dp 2 --tp 2 --out "$tmp/b"
+for f in plan.json exec.json trace.json report.html; do
+  if cmp -s "$tmp/a/$f" "$tmp/b/$f"; then pass=$((pass+1)); else fail "plan-deterministic-$f: files differ"; fi
+done
+# The trace and plan are JSON.
+for f in plan.json exec.json trace.json; do
+  if python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/a/$f" 2>/dev/null; then pass=$((pass+1));
+  else fail "plan-json-$f: not JSON"; fi
+done
+
+# Pipelines and the other policies.
+expect plan-pp 0 "$LOOM" plan "${small[@]}" --policy megatron --pp 2 --tp 2 --microbatches 4 --out "$tmp/pp" &&
+  contains plan-pp-desc "pp 2, 4 micro-batches, 1f1b"
+expect plan-dp 0 "$LOOM" plan "${small[@]}" --policy dp --gpus 4 --out "$tmp/dp" && contains plan-dp-desc "dp: dp 4"
+
+# A plan that does not fit: reported with the per-device breakdown, files still written, exit 3.
+expect plan-oom 3 "$LOOM" plan --model gpt3-13b --cluster rtx3090 --policy dp --gpus 2 --global-batch 2 --seq 512 \
+  --layers 8 --out "$tmp/oom" && contains plan-oom-table "OOM        2 of 2 devices exceed 24.00 GiB" && contains plan-oom-breakdown "parameter" &&
+  contains plan-oom-msg "does not fit in GPU memory"
+if [ -s "$tmp/oom/report.html" ]; then pass=$((pass+1)); else fail "plan-oom-report: missing"; fi
+
+# Recomputation trades step time for activation memory.
+expect plan-recompute 0 "$LOOM" plan "${small[@]}" --policy megatron --tp 2 --recompute full --out "$tmp/rc" &&
+  contains plan-recompute-step "step time"
+expect plan-bad-recompute nonzero "$LOOM" plan "${small[@]}" --recompute partial --out "$tmp/x" &&
+  contains plan-bad-recompute-msg "use none, selective or full"
+
+# The baselines search their own spaces.
+expect plan-megatron-best 0 "$LOOM" plan "${small[@]}" --gpus 4 --policy megatron-best --out "$tmp/mb" &&
+  contains plan-megatron-best-search "search     megatron-best:" && contains plan-megatron-best-choice "megatron-best -> megatron"
+expect compare-baselines 0 "$LOOM" compare "${small[@]}" --gpus 4 --policies megatron-best,deepspeed-best &&
+  contains compare-deepspeed "deepspeed-best -> zero"
+
+# compare ranks the policies.
+expect compare 0 "$LOOM" compare "${small[@]}" --gpus 4 --policies dp,tp,dp-tp &&
+  contains compare-header "rank" && contains compare-dp "dp: dp 4" && contains compare-tp "tp: dp 1 x tp 4"
+
+# Bad input: named, non-zero, nothing half-written.
+expect plan-bad-model nonzero "$LOOM" plan --model nosuch --out "$tmp/x" && contains plan-bad-model-msg "nosuch"
+expect plan-bad-policy nonzero "$LOOM" plan "${small[@]}" --policy zigzag --out "$tmp/x" && contains plan-bad-policy-msg "zigzag"
+expect plan-bad-cluster nonzero "$LOOM" plan "${small[@]}" --cluster nosuch --out "$tmp/x" &&
+  contains plan-bad-cluster-msg "nosuch"
+expect plan-too-many nonzero "$LOOM" plan "${small[@]}" --policy dp --gpus 16 --out "$tmp/x" &&
+  contains plan-too-many-msg "cluster 'dgx-a100' has 8"
+expect plan-bad-degrees nonzero "$LOOM" plan "${small[@]}" --dp 2 --tp 2 --gpus 8 --out "$tmp/x"
+expect plan-bad-profile nonzero "$LOOM" plan "${small[@]}" --profile "$tmp/none.json" --out "$tmp/x"
+if [ ! -e "$tmp/x" ]; then pass=$((pass+1)); else fail "plan-bad-input-wrote: $tmp/x exists"; fi
+expect compare-bad nonzero "$LOOM" compare "${small[@]}" --policies dp,nosuch && contains compare-bad-msg "nosuch"
+
+finish
