@@ -5,12 +5,23 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "loom/plan/recompute.h"
+#include "loom/plan/residence.h"
+
 namespace loom::plan {
 namespace {
 
 using nlohmann::json;
 
 std::string quoted_json(std::string_view text) { return json(std::string(text)).dump(); }
+
+// j[key] without copying it, or `fallback` when absent (json::value would copy whole arrays).
+const json& field(const json& j, const char* key, const json& fallback) {
+  const auto it = j.find(key);
+  return it == j.end() ? fallback : *it;
+}
+const json kEmptyArray = json::array();
+const json kEmptyObject = json::object();
 
 void append_piece(std::string& out, const Plan& plan, const SubTensor& piece) {
   out += R"({"tensor": )";
@@ -56,7 +67,7 @@ class Reader {
       return fail(fmt::format("{}: the plan was made for a graph of {} ops and {} tensors, this one has {} and {}", source_,
                               g.value("ops", -1), g.value("tensors", -1), graph_.ops.size(), graph_.tensors.size()),
                   "load it with the model and options it was planned for");
-    const json& subs = doc.value("sub_ops", json::array());
+    const json& subs = field(doc, "sub_ops", kEmptyArray);
     plan.sub_ops.clear();
     for (auto& list : plan.parts) list.clear();
     std::vector<int> backward_of(subs.size(), -1);
@@ -74,7 +85,20 @@ class Reader {
     }
     for (std::size_t i = 0; i < subs.size(); ++i)
       if (backward_of[i] >= 0) plan.sub_ops[i].mirror = SubOpId(static_cast<std::uint32_t>(backward_of[i]));
-    for (const json& edge : doc.value("orders", json::array())) {
+    std::vector<SubOpId> recomputed;
+    for (std::size_t i = 0; i < subs.size(); ++i)
+      if (subs[i].value("recompute", false)) recomputed.push_back(SubOpId(static_cast<std::uint32_t>(i)));
+    LOOM_RETURN_IF_ERROR(with_context(recompute(plan, recomputed), std::string(source_)));
+    for (const auto& [tensor, where] : field(doc, "residence", kEmptyObject).items()) {
+      const auto t = tensors_.find(tensor);
+      if (t == tensors_.end()) return fail(fmt::format("{}: residence names tensor '{}', which the graph lacks", source_, tensor));
+      const std::string text = where.is_string() ? where.get<std::string>() : "";
+      if (text != name(Residence::optimizer_shards))
+        return fail(fmt::format("{}: residence of '{}' is '{}'; only \"{}\" is written", source_, tensor, text,
+                                name(Residence::optimizer_shards)));
+      LOOM_RETURN_IF_ERROR(with_context(set_residence(plan, t->second, Residence::optimizer_shards), std::string(source_)));
+    }
+    for (const json& edge : field(doc, "orders", kEmptyArray)) {
       if (!edge.is_array() || edge.size() != 2 || !edge[0].is_number_unsigned() || !edge[1].is_number_unsigned() ||
           edge[0].get<std::size_t>() >= subs.size() || edge[1].get<std::size_t>() >= subs.size())
         return fail(fmt::format("{}: order edge {} is not a pair of sub-op ids below {}", source_, edge.dump(), subs.size()));
@@ -102,14 +126,14 @@ class Reader {
     return sub;
   }
 
-  Expected<std::vector<SubTensor>> pieces(const json& j, const char* field, const std::vector<ir::TensorId>& expected,
+  Expected<std::vector<SubTensor>> pieces(const json& j, const char* key, const std::vector<ir::TensorId>& expected,
                                           const std::string& where) {
-    const json& list = j.value(field, json::array());
+    const json& list = field(j, key, kEmptyArray);
     if (!list.is_array() || list.size() != expected.size())
-      return fail(fmt::format("{} has {} {}, its op has {}", where, list.is_array() ? list.size() : 0, field, expected.size()));
+      return fail(fmt::format("{} has {} {}, its op has {}", where, list.is_array() ? list.size() : 0, key, expected.size()));
     std::vector<SubTensor> out;
     for (std::size_t i = 0; i < list.size(); ++i) {
-      const std::string at = fmt::format("{}, {} {}", where, field, i);
+      const std::string at = fmt::format("{}, {} {}", where, key, i);
       const json& p = list[i];
       if (!p.is_object()) return fail(fmt::format("{} is not an object", at));
       const auto t = tensors_.find(p.value("tensor", ""));
@@ -119,7 +143,7 @@ class Reader {
       SubTensor piece;
       piece.tensor = t->second;
       const ir::Shape& shape = graph_.tensor(t->second).shape;
-      const json& box = p.value("box", json::array());
+      const json& box = field(p, "box", kEmptyArray);
       if (!box.is_array() || box.size() != shape.rank())
         return fail(fmt::format("{}: box has {} ranges, tensor '{}' has rank {}", at, box.size(), t->first, shape.rank()));
       for (std::size_t d = 0; d < box.size(); ++d) {
@@ -170,6 +194,7 @@ std::string plan_to_json(const Plan& plan) {
                        quoted_json(plan.graph->op(sub.op).name), quoted_json(sub.name), sub.device);
     if (sub.mirror.valid() && !plan.graph->op(sub.op).is_mirror() && plan.sub_op(sub.mirror).live)
       out += fmt::format(R"(, "backward": {})", renumbered[sub.mirror.index()]);
+    if (is_recomputed(plan, sub.id)) out += R"(, "recompute": true)";
     out += R"(, "inputs": )";
     append_pieces(out, plan, sub.inputs);
     out += R"(, "outputs": )";
@@ -183,7 +208,16 @@ std::string plan_to_json(const Plan& plan) {
     out += fmt::format("{}[{}, {}]", first_edge ? "" : ", ", renumbered[a.index()], renumbered[b.index()]);
     first_edge = false;
   }
-  out += "]}\n";
+  out += "],\n \"residence\": {";
+  bool first_residence = true;
+  for (std::size_t t = 0; t < plan.residence.size(); ++t) {
+    if (plan.residence[t] == Residence::consumers) continue;
+    out += fmt::format("{}{}: {}", first_residence ? "" : ", ",
+                       quoted_json(plan.graph->tensor(ir::TensorId(static_cast<std::uint32_t>(t))).name),
+                       quoted_json(name(plan.residence[t])));
+    first_residence = false;
+  }
+  out += "}}\n";
   return out;
 }
 

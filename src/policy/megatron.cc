@@ -385,12 +385,14 @@ Expected<void> megatron(Plan& plan, const ParallelConfig& config) {
   LOOM_RETURN_IF_ERROR(check_fresh(plan));
   LOOM_ASSIGN_OR_RETURN(TensorParallelLayout tensor_parallel,
                         tensor_parallel_layout(plan, config.tp, config.sequence_parallel));
-  // Stages in program order; with interleaving, pp x virtual_stages chunks of whole layers.
-  LOOM_ASSIGN_OR_RETURN(std::vector<int> stages,
-                        config.virtual_stages > 1
-                            ? with_context(layer_stages(plan, config.pp * config.virtual_stages),
-                                           fmt::format("pp {} x {} model chunks", config.pp, config.virtual_stages))
-                            : pipeline_stages(plan, config.pp));
+  // Stages in program order: whole layers, as Megatron cuts them (a cut inside a layer would send the
+  // partial sums of a row-parallel output, not the reduced activation); with interleaving, pp x
+  // virtual_stages chunks of whole layers. Balanced FLOPs where the layers do not divide.
+  Expected<std::vector<int>> by_layers = layer_stages(plan, config.pp * config.virtual_stages);
+  if (!by_layers && config.virtual_stages > 1)
+    return std::unexpected(
+        with_context(by_layers.error(), fmt::format("pp {} x {} model chunks", config.pp, config.virtual_stages)));
+  LOOM_ASSIGN_OR_RETURN(std::vector<int> stages, by_layers ? std::move(by_layers) : pipeline_stages(plan, config.pp));
   LOOM_RETURN_IF_ERROR(Composer(plan, config, std::move(tensor_parallel), std::move(stages)).run());
   return apply_recompute(plan, config.recompute);
 }

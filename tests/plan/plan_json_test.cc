@@ -4,6 +4,8 @@
 
 #include "loom/ops/registry.h"
 #include "loom/plan/primitives.h"
+#include "loom/plan/recompute.h"
+#include "loom/plan/residence.h"
 #include "loom/plan/validate.h"
 #include "plan_test_graph.h"
 
@@ -25,7 +27,7 @@ Plan split_plan(const ir::Graph& graph) {
 }
 
 TEST(PlanJson, RoundTripsByteIdenticallyAndValidates) {
-  const ir::Graph graph = testing::mlp_training_graph();
+  const ir::Graph& graph = testing::graph();
   const Plan plan = split_plan(graph);
   const std::string text = plan_to_json(plan);
   auto back = plan_from_json(text, graph, ops::builtin_ops(), "plan.json");
@@ -36,8 +38,27 @@ TEST(PlanJson, RoundTripsByteIdenticallyAndValidates) {
   EXPECT_EQ(plan_to_text(*back), plan_to_text(*back));
 }
 
+TEST(PlanJson, KeepsRecomputationAndResidence) {
+  const ir::Graph& graph = testing::graph();
+  Plan plan = split_plan(graph);
+  for (const ir::Op& op : graph.ops) {
+    if (op.name == "act") {
+      ASSERT_TRUE(recompute(plan, plan.parts[op.id.index()]));
+    }
+  }
+  const ir::TensorId w1 = graph.parameters.front();
+  ASSERT_TRUE(set_residence(plan, w1, Residence::optimizer_shards));
+  const std::string text = plan_to_json(plan);
+  EXPECT_NE(text.find(R"("recompute": true)"), std::string::npos);
+  EXPECT_NE(text.find(R"("residence": {"fc1.weight": "optimizer shards"})"), std::string::npos) << text.substr(text.size() - 200);
+  auto back = plan_from_json(text, graph, ops::builtin_ops(), "plan.json");
+  ASSERT_TRUE(back) << (back ? "" : back.error().to_string());
+  EXPECT_EQ(plan_to_json(*back), text);
+  EXPECT_EQ(residence_of(*back, w1), Residence::optimizer_shards);
+}
+
 TEST(PlanJson, RejectsMalformedInputNamingTheField) {
-  const ir::Graph graph = testing::mlp_training_graph();
+  const ir::Graph& graph = testing::graph();
   const std::string good = plan_to_json(split_plan(graph));
   const auto error_of = [&](const std::string& text) {
     auto r = plan_from_json(text, graph, ops::builtin_ops(), "p.json");

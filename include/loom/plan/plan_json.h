@@ -10,10 +10,13 @@
 //      "inputs": [{"tensor": "tokens", "box": [[0, 4], [0, 16]]}, ...],
 //      "outputs": [{"tensor": "embed.out", "box": [[0, 4], [0, 16], [0, 8]], "value": [0, 2]}]},
 //     ...],
-//    "orders": [[3, 9], ...]}
+//    "orders": [[3, 9], ...],
+//    "residence": {"fc1.weight": "optimizer shards", ...}}
 //
 // A box range is [start, stop] or [start, stop, step]; "value" [k, n] is value part k of n (left out
-// when whole); "backward" links a forward sub-op to its backward part (-1 or absent: none).
+// when whole); "backward" links a forward sub-op to its backward part (-1 or absent: none);
+// "recompute": true marks a recomputed sub-op (plan/recompute.h); "residence" lists the tensors not
+// held where their consumers read them (plan/residence.h).
 #pragma once
 
 #include <string>
