@@ -257,7 +257,7 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--model", args->model, "Model preset (see `loom models`)")->required();
   cmd->add_option("--policy", args->policy, "Policy: " + policy::known_policy_names())->capture_default_str();
   add_parallel_options(cmd, &args->parallel);
-  cmd->add_option("--batch", args->batch, "Override the global batch")->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--global-batch,--batch", args->batch, "Override the global batch")->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--seq", args->seq, "Override the sequence length or image side")->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--layers", args->layers, "Override the depth")->check(CLI::Range(1, 1024));
   cmd->add_option("--dtype", args->dtype, "Weights and activations: bf16, f16 or f32")->capture_default_str();
