@@ -4,7 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "loom/ir/autograd.h"
+#include "cost_test_support.h"
+
 #include "loom/ir/graph_builder.h"
 #include "loom/ops/registry.h"
 #include "loom/plan/primitives.h"
@@ -12,13 +13,11 @@
 namespace loom::cost {
 namespace {
 
-constexpr std::int64_t kN = 4096;
+using testing::with_backward;
+// Round numbers so that every expectation is a closed form (fp16 twice bf16, to tell them apart).
+cluster::GpuSpec test_gpu() { return testing::test_gpu(200e12); }
 
-// Round numbers so that every expectation is a closed form.
-cluster::GpuSpec test_gpu() {
-  return {.name = "test-gpu", .peak_bf16 = 100e12, .peak_fp16 = 200e12, .peak_fp32 = 10e12,
-          .memory_bytes = std::int64_t{80} << 30, .memory_bandwidth = 1e12};
-}
+constexpr std::int64_t kN = 4096;
 
 // y = x @ w (bf16, 4096^3), a = y + x, loss = mean(a); with its backward pass.
 const ir::Graph& graph() {
@@ -29,11 +28,7 @@ const ir::Graph& graph() {
     const ir::TensorId y = b.op("matmul", "mm", {x, w});
     const ir::TensorId a = b.op("add", "add", {y, x});
     b.set_loss(b.op("mean", "loss", {a}));
-    auto forward = std::move(b).finish();
-    EXPECT_TRUE(forward) << forward.error().to_string();
-    auto full = ir::add_backward(*forward, ops::builtin_ops());
-    EXPECT_TRUE(full) << full.error().to_string();
-    return full.value_or(ir::Graph{});
+    return with_backward(std::move(b));
   }();
   return g;
 }

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "cost_test_support.h"
+
 #include <algorithm>
 #include <set>
 
@@ -17,10 +19,8 @@
 namespace loom::cost {
 namespace {
 
-cluster::GpuSpec test_gpu() {
-  return {.name = "test-gpu", .peak_bf16 = 100e12, .peak_fp16 = 100e12, .peak_fp32 = 10e12,
-          .memory_bytes = std::int64_t{80} << 30, .memory_bandwidth = 1e12};
-}
+using testing::with_backward;
+using testing::test_gpu;
 
 // y = x @ w, z = y + y (y read twice: its gradient is accumulated), loss = mean(z); with the backward.
 const ir::Graph& tiny_graph() {
@@ -31,11 +31,7 @@ const ir::Graph& tiny_graph() {
     const ir::TensorId y = b.op("matmul", "mm", {x, w});
     const ir::TensorId z = b.op("add", "twice", {y, y});
     b.set_loss(b.op("mean", "loss", {z}));
-    auto forward = std::move(b).finish();
-    EXPECT_TRUE(forward) << forward.error().to_string();
-    auto full = ir::add_backward(*forward, ops::builtin_ops());
-    EXPECT_TRUE(full) << full.error().to_string();
-    return full.value_or(ir::Graph{});
+    return with_backward(std::move(b));
   }();
   return g;
 }

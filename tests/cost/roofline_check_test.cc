@@ -4,17 +4,16 @@
 
 #include <gtest/gtest.h>
 
-#include "loom/ir/autograd.h"
+#include "cost_test_support.h"
+
 #include "loom/ir/graph_builder.h"
 #include "loom/ops/registry.h"
 
 namespace loom::cost {
 namespace {
 
-cluster::GpuSpec test_gpu() {
-  return {.name = "test-gpu", .peak_bf16 = 100e12, .peak_fp16 = 100e12, .peak_fp32 = 10e12,
-          .memory_bytes = std::int64_t{80} << 30, .memory_bandwidth = 1e12};
-}
+using testing::with_backward;
+using testing::test_gpu;
 
 const ir::Graph& graph() {
   static const ir::Graph g = [] {
@@ -23,11 +22,7 @@ const ir::Graph& graph() {
     const ir::TensorId w = b.parameter("w", ir::Shape{1024, 1024}, ir::DType::bf16);
     const ir::TensorId y = b.op("matmul", "mm", {x, w});
     b.set_loss(b.op("mean", "loss", {b.op("add", "add", {y, x})}));
-    auto forward = std::move(b).finish();
-    EXPECT_TRUE(forward) << forward.error().to_string();
-    auto full = ir::add_backward(*forward, ops::builtin_ops());
-    EXPECT_TRUE(full) << full.error().to_string();
-    return full.value_or(ir::Graph{});
+    return with_backward(std::move(b));
   }();
   return g;
 }
