@@ -207,7 +207,8 @@ class Composer {
                           context);
     // Partial sums of every micro-batch and dp rank: value parts k x dp + r of micro_batches x dp.
     const std::int64_t sums = c_.micro_batches * c_.dp;
-    const bool accumulate = !batch && sums > 1 && plan_.layouts[op.id.index()].linear && partial_sums_of(op) == sums;
+    const bool accumulate = !batch && sums > 1 && plan_.layouts[op.id.index()].linear && partial_sums_of(op) == sums &&
+                            produced_on_stage(op, stage);
     const TransAlgo data = accumulate ? TransAlgo{plan::ValueSplitAlgo{}} : algo(batch);
     const TransAlgo tensor_split = accumulate ? algo(tensor) : tensor_algo(op, tensor);
     std::vector<SubOpId> pieces{whole};
@@ -225,6 +226,19 @@ class Composer {
       }
     }
     return {};
+  }
+
+  // Whether every part producing an input of `op` runs on pipeline stage `stage`. Partial sums from
+  // another stage (a tied embedding's head gradient) are not summed per micro-batch here: the whole
+  // accumulation reads each input once, and materialization sums a device's partials before sending.
+  bool produced_on_stage(const ir::Op& op, int stage) const {
+    for (ir::TensorId in : op.inputs) {
+      const ir::OpId producer = producers_[in.index()];
+      if (!producer.valid()) continue;
+      for (SubOpId part : plan_.parts[producer.index()])
+        if (plan_.sub_op(part).device / (c_.dp * c_.tp) != stage) return false;
+    }
+    return true;
   }
 
   // The value count every producer part of every input of `op` writes it with (0 when they differ, or
