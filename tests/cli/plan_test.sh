@@ -38,6 +38,16 @@ expect plan-recompute 0 "$LOOM" plan "${small[@]}" --policy megatron --tp 2 --re
 expect plan-bad-recompute nonzero "$LOOM" plan "${small[@]}" --recompute partial --out "$tmp/x" &&
   contains plan-bad-recompute-msg "use none, selective or full"
 
+# Recomputed plans are proven like every other (the ExecPlan interpreter against one device).
+for model in gpt3-125m llama3-8b; do
+  for mode in selective full; do
+    expect "verify-recompute-$model-$mode" 0 "$LOOM" verify --model "$model" --policy megatron --dp 2 --tp 2 \
+      --recompute "$mode" && contains "verify-recompute-$model-$mode-pass" "result     PASS"
+  done
+done
+expect verify-recompute-pp 0 "$LOOM" verify --model gpt3-125m --policy megatron --pp 2 --microbatches 4 --recompute full &&
+  contains verify-recompute-pp-pass "result     PASS"
+
 # The baselines search their own spaces.
 expect plan-megatron-best 0 "$LOOM" plan "${small[@]}" --gpus 4 --policy megatron-best --out "$tmp/mb" &&
   contains plan-megatron-best-search "search     megatron-best:" && contains plan-megatron-best-choice "megatron-best -> megatron"
