@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "loom/core/strings.h"
+#include "loom/plan/residence.h"
 #include "piece_groups.h"
 
 namespace loom::plan {
@@ -148,26 +149,113 @@ Expected<void> validate_plan(const Plan& plan, int num_devices) {
   return {};
 }
 
+namespace {
+
+// The dependency graph order completion walks: the sub-ops' dependency edges, plus one node per final
+// gradient with resident pieces (plan/residence.h) after every producer of the gradient and before
+// every reader: materialization reduces such a gradient into its resident pieces once its last producer
+// has run, and every reader reads those, a dependency on the whole tensor that the overlap of boxes does
+// not give. One node per gradient, not an edge per (producer, reader) pair, which would be quadratic.
+struct OrderGraph {
+  std::vector<std::vector<SubOpId>> edges;  // nodes past the sub-ops are the gradients' nodes
+  std::size_t sub_ops = 0;
+};
+
+OrderGraph order_graph(const Plan& plan, std::vector<std::vector<SubOpId>> edges) {
+  OrderGraph graph{std::move(edges), plan.sub_ops.size()};
+  const ir::Graph& ir = *plan.graph;
+  std::vector<std::uint32_t> node_of(ir.tensors.size(), 0);  // 0: none
+  for (const ir::FullTensor& t : ir.tensors)
+    if (!persists(ir, t.id) && residence_of(plan, t.id) == Residence::optimizer_shards) {
+      node_of[t.id.index()] = static_cast<std::uint32_t>(graph.edges.size());
+      graph.edges.emplace_back();
+    }
+  for (const SubOp& s : plan.sub_ops) {
+    if (!s.live) continue;
+    for (const SubTensor& out : s.outputs)
+      if (const std::uint32_t node = node_of[out.tensor.index()]; node != 0)
+        graph.edges[s.id.index()].push_back(SubOpId(node));
+    const OpLayout& layout = plan.layouts[s.op.index()];
+    for (std::size_t i = 0; i < s.inputs.size(); ++i)
+      if (const std::uint32_t node = node_of[s.inputs[i].tensor.index()]; node != 0 && !layout.shape_only(i))
+        graph.edges[node].push_back(s.id);
+  }
+  for (std::size_t n = graph.sub_ops; n < graph.edges.size(); ++n) {
+    auto& out = graph.edges[n];
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  }
+  return graph;
+}
+
+}  // namespace
+
 Expected<ExecutionOrder> complete_order(const Plan& plan, int num_devices) {
-  LOOM_ASSIGN_OR_RETURN(const std::vector<std::vector<SubOpId>> edges, validated_edges(plan, num_devices));
-  std::vector<int> indegree(plan.sub_ops.size(), 0);
-  for (const auto& out : edges)
+  LOOM_ASSIGN_OR_RETURN(std::vector<std::vector<SubOpId>> edges, validated_edges(plan, num_devices));
+  const OrderGraph graph = order_graph(plan, std::move(edges));
+  std::vector<int> indegree(graph.edges.size(), 0);
+  for (const auto& out : graph.edges)
     for (SubOpId to : out) ++indegree[to.index()];
-  // Ready sub-ops by (program position of their op, id): deterministic and close to program order.
+  // Devices run side by side in unit-time rounds: each round, every device with ready sub-ops runs the
+  // first of them by (program position of its op, id). A device's choice depends only on its own ready
+  // set, which depends only on the rounds before, so devices related by a symmetry of the plan make the
+  // same choices and get programs equal up to renaming (exec/device_classes.h). One global ready queue
+  // would not: a device's order would depend on when other devices' sub-ops became ready.
   using Key = std::pair<std::uint32_t, std::uint32_t>;
-  std::priority_queue<Key, std::vector<Key>, std::greater<>> ready;
+  using Queue = std::priority_queue<Key, std::vector<Key>, std::greater<>>;
+  std::vector<Queue> ready(static_cast<std::size_t>(num_devices));
+  std::vector<int> busy;  // devices with ready sub-ops, each once
+  std::vector<char> listed(static_cast<std::size_t>(num_devices), 0);
+  std::vector<SubOpId> passed;  // gradient nodes whose producers have all run
+  const auto make_ready = [&](SubOpId id) {
+    if (id.index() >= graph.sub_ops) return passed.push_back(id);
+    const SubOp& s = plan.sub_op(id);
+    const auto device = static_cast<std::size_t>(s.device);
+    ready[device].emplace(s.op.value, s.id.value);
+    if (!listed[device]) listed[device] = 1, busy.push_back(s.device);
+  };
+  const auto arrive = [&](SubOpId to) {
+    if (--indegree[to.index()] == 0) make_ready(to);
+  };
+  std::size_t live = 0;
   for (const SubOp& s : plan.sub_ops)
-    if (s.live && indegree[s.id.index()] == 0) ready.emplace(s.op.value, s.id.value);
+    if (s.live && (++live, indegree[s.id.index()] == 0)) make_ready(s.id);
   ExecutionOrder result;
   result.per_device.resize(static_cast<std::size_t>(num_devices));
-  while (!ready.empty()) {
-    const SubOpId id(ready.top().second);
-    ready.pop();
-    result.global.push_back(id);
-    result.per_device[static_cast<std::size_t>(plan.sub_op(id).device)].push_back(id);
-    for (SubOpId to : edges[id.index()])
-      if (--indegree[to.index()] == 0) ready.emplace(plan.sub_op(to).op.value, to.value);
+  std::vector<Key> round;
+  std::vector<int> devices;
+  while (!busy.empty()) {
+    round.clear();
+    devices.swap(busy);
+    busy.clear();
+    for (int d : devices) {
+      Queue& queue = ready[static_cast<std::size_t>(d)];
+      round.push_back(queue.top());
+      queue.pop();
+      if (queue.empty()) listed[static_cast<std::size_t>(d)] = 0;
+      else busy.push_back(d);
+    }
+    // Within a round the sub-ops are independent; emitted in (position, id) order, deterministic.
+    std::sort(round.begin(), round.end());
+    for (const auto& [position, value] : round) {
+      const SubOpId id(value);
+      result.global.push_back(id);
+      result.per_device[static_cast<std::size_t>(plan.sub_op(id).device)].push_back(id);
+    }
+    // Successors become ready for the next round; a gradient's node passes its readers on at once.
+    for (const auto& [position, value] : round)
+      for (SubOpId to : graph.edges[SubOpId(value).index()]) arrive(to);
+    while (!passed.empty()) {
+      const SubOpId node = passed.back();
+      passed.pop_back();
+      for (SubOpId to : graph.edges[node.index()]) arrive(to);
+    }
   }
+  if (result.global.size() != live)
+    return fail(fmt::format("deadlock: {} of {} sub-ops wait, in a cycle through a gradient with resident pieces "
+                            "(its readers run after all its producers)",
+                            live - result.global.size(), live),
+                "a sub-op producing such a gradient must not depend on one reading it");
   return result;
 }
 

@@ -207,12 +207,12 @@ class Composer {
                           context);
     // Partial sums of every micro-batch and dp rank: value parts k x dp + r of micro_batches x dp.
     const std::int64_t sums = c_.micro_batches * c_.dp;
-    const bool accumulate = !batch && sums > 1 && plan_.layouts[op.id.index()].linear && partial_sums_of(op) == sums &&
-                            produced_on_stage(op, stage);
+    const bool accumulate = !batch && sums > 1 && plan_.layouts[op.id.index()].linear && partial_sums_of(op) == sums;
+    const bool per_micro_batch = accumulate && produced_on_stage(op, stage);
     const TransAlgo data = accumulate ? TransAlgo{plan::ValueSplitAlgo{}} : algo(batch);
     const TransAlgo tensor_split = accumulate ? algo(tensor) : tensor_algo(op, tensor);
     std::vector<SubOpId> pieces{whole};
-    if ((batch || accumulate) && c_.micro_batches > 1) {
+    if ((batch || per_micro_batch) && c_.micro_batches > 1) {
       LOOM_ASSIGN_OR_RETURN(pieces, with_context(split(plan_, whole, data, c_.micro_batches), context));
     }
     for (SubOpId piece : pieces) {
