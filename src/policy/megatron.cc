@@ -207,12 +207,15 @@ class Composer {
                           context);
     // Partial sums of every micro-batch and dp rank: value parts k x dp + r of micro_batches x dp.
     const std::int64_t sums = c_.micro_batches * c_.dp;
+    // Split per micro-batch, the partial sums are added as they arrive (exec/gradient_accumulation.h), so
+    // a few buffers are alive instead of one per micro-batch. (A tied embedding's head gradient then
+    // crosses the pipeline once per micro-batch; summing it on its own stage first needs the
+    // accumulation split by input, which trans cannot express yet.)
     const bool accumulate = !batch && sums > 1 && plan_.layouts[op.id.index()].linear && partial_sums_of(op) == sums;
-    const bool per_micro_batch = accumulate && produced_on_stage(op, stage);
     const TransAlgo data = accumulate ? TransAlgo{plan::ValueSplitAlgo{}} : algo(batch);
     const TransAlgo tensor_split = accumulate ? algo(tensor) : tensor_algo(op, tensor);
     std::vector<SubOpId> pieces{whole};
-    if ((batch || per_micro_batch) && c_.micro_batches > 1) {
+    if ((batch || accumulate) && c_.micro_batches > 1) {
       LOOM_ASSIGN_OR_RETURN(pieces, with_context(split(plan_, whole, data, c_.micro_batches), context));
     }
     for (SubOpId piece : pieces) {
@@ -226,19 +229,6 @@ class Composer {
       }
     }
     return {};
-  }
-
-  // Whether every part producing an input of `op` runs on pipeline stage `stage`. Partial sums from
-  // another stage (a tied embedding's head gradient) are not summed per micro-batch here: the whole
-  // accumulation reads each input once, and materialization sums a device's partials before sending.
-  bool produced_on_stage(const ir::Op& op, int stage) const {
-    for (ir::TensorId in : op.inputs) {
-      const ir::OpId producer = producers_[in.index()];
-      if (!producer.valid()) continue;
-      for (SubOpId part : plan_.parts[producer.index()])
-        if (plan_.sub_op(part).device / (c_.dp * c_.tp) != stage) return false;
-    }
-    return true;
   }
 
   // The value count every producer part of every input of `op` writes it with (0 when they differ, or
