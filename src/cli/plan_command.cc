@@ -7,6 +7,7 @@
 #include "loom/api/baseline_search.h"
 #include "loom/api/plan_job.h"
 #include "loom/core/strings.h"
+#include "model_options.h"
 #include "parallel_options.h"
 #include "plan_summary.h"
 
@@ -15,10 +16,8 @@ namespace {
 
 // What `plan` and `compare` share besides the parallel options.
 struct JobArgs {
-  std::string model;
+  ModelArgs model;
   std::string cluster = "dgx-a100";
-  std::int64_t global_batch = 0, seq = 0, layers = 0;
-  std::string dtype = "bf16";
   std::string profile;
   ParallelArgs parallel;
 };
@@ -35,25 +34,17 @@ struct CompareArgs {
 };
 
 void add_job_options(CLI::App* cmd, JobArgs* args) {
-  cmd->add_option("--model", args->model, "Model preset (see `loom models`)")->required();
+  add_model_options(cmd, &args->model);
   cmd->add_option("--cluster", args->cluster, "Cluster preset (see `loom clusters`) or a YAML / JSON file")
       ->capture_default_str();
-  cmd->add_option("--global-batch", args->global_batch, "Samples per step (default: the preset's)")
-      ->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--seq", args->seq, "Sequence length or image side")->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--layers", args->layers, "Override the depth")->check(CLI::Range(1, 4096));
-  cmd->add_option("--dtype", args->dtype, "Training precision: bf16, fp16 or fp32")->capture_default_str();
   cmd->add_option("--profile", args->profile, "Profile database overriding the roofline (see `loom profile`)");
   add_parallel_options(cmd, &args->parallel);
 }
 
 Expected<api::PlanRequest> request_of(const JobArgs& args, const std::string& policy) {
   api::PlanRequest request;
-  request.model = args.model;
-  request.model_options.batch = args.global_batch;
-  request.model_options.seq = args.seq;
-  request.model_options.layers = args.layers;
-  LOOM_ASSIGN_OR_RETURN(request.model_options.dtype, with_context(ir::parse_dtype(args.dtype), "option --dtype"));
+  request.model = args.model.model;
+  LOOM_ASSIGN_OR_RETURN(request.model_options, model_options(args.model));
   request.cluster = args.cluster;
   request.gpus = args.parallel.gpus;
   request.policy = policy;
@@ -102,7 +93,7 @@ int run_compare(const CompareArgs& args) {
     rows.push_back(result->get());
     results.push_back(std::move(*result));
   }
-  fmt::print("{} on {}\n{}", args.job.model, rows.empty() ? args.job.cluster : rows.front()->cluster.name,
+  fmt::print("{} on {}\n{}", args.job.model.model, rows.empty() ? args.job.cluster : rows.front()->cluster.name,
              ranked_table(rows));
   return 0;
 }

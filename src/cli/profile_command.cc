@@ -20,6 +20,7 @@
 #include "loom/models/zoo.h"
 #include "loom/ops/registry.h"
 #include "loom/policy/policy.h"
+#include "model_options.h"
 #include "parallel_options.h"
 #include "profile_timer.h"
 
@@ -29,11 +30,9 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ProfileArgs {
-  std::string model;
+  ModelArgs model;        // with the parallel options, the same as `loom plan`'s, so both build the same plan
   std::string policy = "megatron";
-  ParallelArgs parallel;  // the same options as `loom plan`, so both build the same plan
-  std::int64_t batch = 0, seq = 0, layers = 0;
-  std::string dtype = "bf16";
+  ParallelArgs parallel;
   bool shrink = false;
   std::string db;
   std::string device_name;
@@ -64,13 +63,9 @@ Expected<std::unique_ptr<Planned>> build_plan(const ProfileArgs& args) {
   const ops::OpRegistry& catalog = ops::builtin_ops();
   auto out = std::make_unique<Planned>();
   LOOM_ASSIGN_OR_RETURN(out->config, parallel_config(args.policy, args.parallel));
-  models::ModelOptions options;
-  options.batch = args.batch;
-  options.seq = args.seq;
-  options.layers = args.layers;
+  LOOM_ASSIGN_OR_RETURN(models::ModelOptions options, model_options(args.model));
   options.shrink = args.shrink;
-  LOOM_ASSIGN_OR_RETURN(options.dtype, with_context(ir::parse_dtype(args.dtype), "option --dtype"));
-  LOOM_ASSIGN_OR_RETURN(ir::Graph forward, models::build_model(args.model, options));
+  LOOM_ASSIGN_OR_RETURN(ir::Graph forward, models::build_model(args.model.model, options));
   LOOM_ASSIGN_OR_RETURN(out->graph, ir::build_training_graph(forward, catalog, {}));
   LOOM_ASSIGN_OR_RETURN(out->plan, plan::make_plan(out->graph, catalog));
   LOOM_RETURN_IF_ERROR(with_context(policy::apply_policy(out->plan, args.policy, out->config),
@@ -185,7 +180,7 @@ int run_profile(const ProfileArgs& args) {
   const cost::ProfileRequests wanted = cost::profile_requests(plan, *model);
   const std::size_t keys = wanted.present + wanted.requests.size() + wanted.unresolved.size();
 
-  fmt::print("model      {}{}: {} ops\n", args.model, args.shrink ? " (shrunk)" : "", (*planned)->graph.ops.size());
+  fmt::print("model      {}{}: {} ops\n", args.model.model, args.shrink ? " (shrunk)" : "", (*planned)->graph.ops.size());
   fmt::print("policy     {}: dp {} x tp {} x pp {}, {} micro-batch{}{}\n", args.policy, config.dp, config.tp, config.pp,
              config.micro_batches, config.micro_batches == 1 ? "" : "es",
              config.sequence_parallel ? ", sequence parallel" : "");
@@ -254,13 +249,9 @@ void add_profile_command(CLI::App& app) {
   auto args = std::make_shared<ProfileArgs>();
   CLI::App* cmd = app.add_subcommand(
       "profile", "Measure the ops of a model's plan on this machine's device and merge them into a profile database");
-  cmd->add_option("--model", args->model, "Model preset (see `loom models`)")->required();
+  add_model_options(cmd, &args->model);
   cmd->add_option("--policy", args->policy, "Policy: " + policy::known_policy_names())->capture_default_str();
   add_parallel_options(cmd, &args->parallel);
-  cmd->add_option("--global-batch,--batch", args->batch, "Override the global batch")->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--seq", args->seq, "Override the sequence length or image side")->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--layers", args->layers, "Override the depth")->check(CLI::Range(1, 1024));
-  cmd->add_option("--dtype", args->dtype, "Weights and activations: bf16, f16 or f32")->capture_default_str();
   cmd->add_flag("--shrink", args->shrink, "Build the preset's tiny form (widths 8-32): a quick check of the setup");
   cmd->add_option("--db", args->db, "Profile database (JSON) to extend; created when missing")->required();
   cmd->add_option("--device-name", args->device_name,

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "model_options.h"
 #include "parallel_options.h"
 #include "loom/cluster/presets.h"
 #include "loom/core/strings.h"
@@ -26,11 +27,10 @@ namespace loom::cli {
 namespace {
 
 struct VerifyArgs {
-  std::string model;
+  ModelArgs model{.dtype = "f32"};  // float64 reference kernels; f32 tensors
   std::string policy = "dp";
   ParallelArgs parallel{.devices_flag = "--devices"};
   bool full = false;
-  std::int64_t batch = 0, seq = 0, layers = 0;
   std::string optimizer = "adamw";
   bool fallback_only = false;
   std::uint64_t seed = 1;
@@ -47,13 +47,10 @@ int run_verify(const VerifyArgs& args) {
   if (!config) return report(config.error());
   const int devices = policy::device_count(*config);
 
-  models::ModelOptions options;
-  options.shrink = !args.full;
-  options.batch = args.batch;
-  options.seq = args.seq;
-  options.layers = args.layers;
-  options.dtype = ir::DType::f32;
-  Expected<ir::Graph> forward = models::build_model(args.model, options);
+  Expected<models::ModelOptions> options = model_options(args.model);
+  if (!options) return report(options.error());
+  options->shrink = !args.full;
+  Expected<ir::Graph> forward = models::build_model(args.model.model, *options);
   if (!forward) return report(forward.error());
   ir::OptimizerOptions optimizer;
   Expected<ir::OptimizerKind> kind = with_context(ir::parse_optimizer(args.optimizer), "option --optimizer");
@@ -98,7 +95,7 @@ int run_verify(const VerifyArgs& args) {
   for (const auto& [name, count] : m.collectives) collectives.push_back(fmt::format("{} {}", name, count));
   std::size_t instructions = 0;
   for (const auto& program : exec.programs) instructions += program.size();
-  fmt::print("model      {} ({}): {} ops, {} parameters\n", args.model, args.full ? "full size" : "shrunk",
+  fmt::print("model      {} ({}): {} ops, {} parameters\n", args.model.model, args.full ? "full size" : "shrunk",
              graph->ops.size(), stats->parameter_count);
   fmt::print("policy     {}: dp {} x tp {} x pp {}, {} micro-batch{}{} on {} devices\n", args.policy, config->dp,
              config->tp, config->pp, config->micro_batches, config->micro_batches == 1 ? "" : "es",
@@ -135,13 +132,10 @@ void add_verify_command(CLI::App& app) {
   auto args = std::make_shared<VerifyArgs>();
   CLI::App* cmd = app.add_subcommand(
       "verify", "Prove a policy's plan trains exactly as one device: materialize, run on simulated devices, compare");
-  cmd->add_option("--model", args->model, "Model preset (see `loom models`)")->required();
+  add_model_options(cmd, &args->model, /*dtype=*/false);
   cmd->add_option("--policy", args->policy, "Policy: " + policy::known_policy_names())->capture_default_str();
   add_parallel_options(cmd, &args->parallel);
   cmd->add_flag("--full", args->full, "Keep the preset's full size (slow: float64 on this CPU)");
-  cmd->add_option("--batch", args->batch, "Override the batch")->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--seq", args->seq, "Override the sequence length or image side")->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--layers", args->layers, "Override the depth")->check(CLI::Range(1, 1024));
   cmd->add_option("--optimizer", args->optimizer, "sgd, adam or adamw")->capture_default_str();
   cmd->add_flag("--fallback-only", args->fallback_only, "Move data with sends only (no layout search)");
   cmd->add_option("--seed", args->seed, "Seed of the initial values")->capture_default_str();
