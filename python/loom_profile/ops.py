@@ -19,7 +19,7 @@ BUILDERS = {}
 # op type -> {input index: (other input index, its dimension)}: the integer input holds indices below that size.
 INDEX_INPUTS = {}
 # op types whose floating inputs must be positive.
-POSITIVE_INPUTS = {"log", "sqrt", "rsqrt", "pow"}
+POSITIVE_INPUTS = {"log", "sqrt", "rsqrt", "pow", "cross_entropy_from_parts"}
 
 
 class Unsupported(Exception):
@@ -255,6 +255,46 @@ def _cross_entropy(attrs, inputs, outputs):
     return lambda logits, labels: (
         F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=ignore,
                         label_smoothing=smoothing).float(),)
+
+
+# Cross entropy in vocabulary-splittable parts (src/ops/cross_entropy_parts.cc); the shift is detached.
+def _target(x, labels, ignore, smoothing):
+    valid = labels != ignore
+    z = x.gather(-1, torch.where(valid, labels, 0).unsqueeze(-1)).squeeze(-1)
+    if smoothing:
+        z = (1 - smoothing) * z + smoothing * x.mean(-1)
+    return torch.where(valid, z, torch.zeros_like(z))
+
+
+@op("target_logit", indices={1: (0, -1)})
+def _target_logit(attrs, inputs, outputs):
+    ignore = int(attrs.get("ignore_index", -100))
+    smoothing = float(attrs.get("label_smoothing", 0.0))
+    return lambda logits, labels: (_target(logits.float(), labels, ignore, smoothing),)
+
+
+@op("cross_entropy_parts", indices={1: (0, -1)})
+def _cross_entropy_parts(attrs, inputs, outputs):
+    ignore = int(attrs.get("ignore_index", -100))
+    smoothing = float(attrs.get("label_smoothing", 0.0))
+
+    def run(logits, labels, shift):
+        x = logits.float()
+        return (torch.exp(x - shift.detach().unsqueeze(-1)).sum(-1), _target(x, labels, ignore, smoothing))
+
+    return run
+
+
+@op("cross_entropy_from_parts")
+def _cross_entropy_from_parts(attrs, inputs, outputs):
+    ignore = int(attrs.get("ignore_index", -100))
+
+    def run(sums, shift, target, labels):
+        valid = (labels != ignore).float()
+        per_token = torch.log(sums.float()) + shift.detach().float() - target.float()
+        return ((per_token * valid).sum() / valid.sum().clamp(min=1)).float(),
+
+    return run
 
 
 @op("nll_loss", indices={1: (0, -1)})

@@ -12,6 +12,7 @@
 #include "loom/exec/check.h"
 #include "loom/exec/device_classes.h"
 #include "loom/exec/exec_json.h"
+#include "loom/exec/fold.h"
 #include "loom/ops/registry.h"
 #include "loom/plan/plan_json.h"
 #include "loom/sim/chrome_trace.h"
@@ -58,6 +59,64 @@ sim::Workload workload_of(const ir::Graph& graph) {
   return w;
 }
 
+// Whether to fold (api/plan_job.h): on request, or automatically for a large megatron plan.
+Expected<bool> decide_fold(const PlanRequest& request, const ir::Graph& forward) {
+  const policy::ParallelConfig& c = request.config;
+  const bool foldable = request.policy == "megatron" && c.zero == 0;
+  if (request.fold == Fold::off) return false;
+  if (request.fold == Fold::on) {
+    if (!foldable)
+      return fail(fmt::format("folding plans the megatron policy without ZeRO, not policy {}{}", request.policy,
+                              c.zero > 0 ? fmt::format(" with ZeRO-{}", c.zero) : ""),
+                  "use --policy megatron without --zero, or --fold off");
+    return true;
+  }
+  // The training graph has about three ops per forward op (forward, backward, accumulations).
+  const std::int64_t estimate = 3 * static_cast<std::int64_t>(forward.ops.size()) * c.dp * c.tp * c.micro_batches;
+  if (foldable && (c.dp > 1 || c.micro_batches > 1) && estimate > kFoldAboveSubOps) return true;
+  if (estimate > kExplicitSubOpLimit)
+    return fail(fmt::format("the explicit plan would hold about {} sub-ops (ops x dp x tp x micro-batches), over Loom's "
+                            "limit of {} (minutes and many GB to plan), and policy {}{} cannot be folded",
+                            estimate, kExplicitSubOpLimit, request.policy,
+                            c.zero > 0 ? fmt::format(" with ZeRO-{}", c.zero) : ""),
+                "fold it (--policy megatron without --zero), or plan fewer dp ranks or micro-batches");
+  return false;
+}
+
+// The slice's degrees: one replica, one micro-batch.
+policy::ParallelConfig slice_config(policy::ParallelConfig config) {
+  config.dp = 1;
+  config.micro_batches = 1;
+  return config;
+}
+
+// The model at micro-batch size: the global batch over dp x micro-batches.
+Expected<ir::Graph> micro_batch_model(const PlanRequest& request, const ir::Graph& whole) {
+  const policy::ParallelConfig& c = request.config;
+  const std::int64_t parts = std::int64_t{c.dp} * c.micro_batches;
+  const std::int64_t batch = whole.inputs.empty() || whole.tensor(whole.inputs.front()).shape.rank() == 0
+                                 ? 0
+                                 : whole.tensor(whole.inputs.front()).shape[0];
+  if (batch <= 0 || batch % parts != 0)
+    return fail(fmt::format("the global batch {} does not divide into dp {} x {} micro-batches", batch, c.dp,
+                            c.micro_batches),
+                "choose --global-batch a multiple of dp x micro-batches");
+  models::ModelOptions options = request.model_options;
+  options.batch = batch / parts;
+  return with_context(models::build_model(request.model, options), "model at micro-batch size");
+}
+
+// How the slice unfolds into the job's step: the schedule template of the full micro-batch count.
+Expected<exec::FoldShape> fold_shape(const policy::ParallelConfig& c, std::vector<int> op_stage) {
+  const plan::Schedule schedule{
+      .kind = c.virtual_stages > 1 ? plan::ScheduleKind::interleaved_one_f_one_b : c.schedule,
+      .chunks = c.virtual_stages};
+  exec::FoldShape shape{.dp = c.dp, .tp = c.tp, .pp = c.pp, .chunks = c.virtual_stages, .micro_batches = c.micro_batches,
+                        .sequences = {}, .op_stage = std::move(op_stage)};
+  LOOM_ASSIGN_OR_RETURN(shape.sequences, plan::schedule_blocks(schedule, c.pp, c.micro_batches));
+  return shape;
+}
+
 }  // namespace
 
 std::string describe(const std::string& policy, const policy::ParallelConfig& c) {
@@ -89,27 +148,43 @@ Expected<std::unique_ptr<PlanResult>> plan_model(const PlanRequest& request) {
   auto stage = Clock::now();
   LOOM_ASSIGN_OR_RETURN(ir::Graph forward,
                         with_context(models::build_model(request.model, request.model_options), "model"));
+  const sim::Workload step_workload = workload_of(forward);
+  LOOM_ASSIGN_OR_RETURN(r.folded, decide_fold(request, forward));
+  const policy::ParallelConfig config = r.folded ? slice_config(request.config) : request.config;
+  if (r.folded) {
+    LOOM_ASSIGN_OR_RETURN(forward, micro_batch_model(request, forward));
+  }
   LOOM_ASSIGN_OR_RETURN(r.graph, ir::build_training_graph(forward, catalog, request.optimizer));
   LOOM_ASSIGN_OR_RETURN(r.stats, ir::compute_stats(r.graph, catalog));
   r.seconds.build = seconds_since(stage);
 
   stage = Clock::now();
   LOOM_ASSIGN_OR_RETURN(r.plan, plan::make_plan(r.graph, catalog));
-  LOOM_RETURN_IF_ERROR(with_context(policy::apply_policy(r.plan, request.policy, request.config),
+  std::vector<int> op_stage;
+  if (r.folded) {
+    LOOM_ASSIGN_OR_RETURN(op_stage, policy::megatron_stages(r.plan, request.config));
+  }
+  LOOM_RETURN_IF_ERROR(with_context(policy::apply_policy(r.plan, request.policy, config),
                                     fmt::format("policy {}", request.policy)));
   r.seconds.policy = seconds_since(stage);
 
   stage = Clock::now();
-  const int devices = policy::device_count(request.config);
+  r.slice_devices = policy::device_count(config);
   exec::MaterializeOptions options;
   options.cluster = r.cluster;
   LOOM_ASSIGN_OR_RETURN(exec::Materialized materialized,
-                        with_context(exec::materialize(r.plan, devices, options), "materializing the plan"));
+                        with_context(exec::materialize(r.plan, r.slice_devices, options), "materializing the plan"));
   r.exec = std::move(materialized.exec);
   r.exec.plan = &r.plan;
   r.materialize_stats = std::move(materialized.stats);
   LOOM_RETURN_IF_ERROR(with_context(exec::check_exec_plan(r.exec), "checking the ExecPlan"));
   exec::assign_device_classes(r.exec);
+  if (r.folded) {
+    LOOM_ASSIGN_OR_RETURN(r.fold, fold_shape(request.config, std::move(op_stage)));
+    r.slice = std::move(r.exec);
+    LOOM_ASSIGN_OR_RETURN(r.exec, with_context(exec::unfold_step(r.slice, r.fold), "unfolding the step"));
+    r.exec.plan = &r.plan;
+  }
   r.seconds.materialize = seconds_since(stage);
 
   stage = Clock::now();
@@ -118,8 +193,9 @@ Expected<std::unique_ptr<PlanResult>> plan_model(const PlanRequest& request) {
   LOOM_ASSIGN_OR_RETURN(sim::Durations durations, sim::model_durations(r.exec, compute, r.cluster));
   LOOM_ASSIGN_OR_RETURN(r.sim, with_context(sim::simulate(r.exec, durations), "simulating the plan"));
   r.memory = cost::memory_usage(r.exec);
-  LOOM_ASSIGN_OR_RETURN(r.metrics, sim::step_metrics(r.exec, r.sim, r.memory, r.cluster.gpu, catalog,
-                                                     workload_of(r.graph)));
+  sim::Workload workload = step_workload;
+  workload.graph_copies = r.folded ? static_cast<double>(request.config.dp) * request.config.micro_batches : 1;
+  LOOM_ASSIGN_OR_RETURN(r.metrics, sim::step_metrics(r.exec, r.sim, r.memory, r.cluster.gpu, catalog, workload));
   r.seconds.simulate = seconds_since(stage);
   r.seconds.total = seconds_since(start);
   return result;
@@ -132,7 +208,7 @@ Expected<std::vector<std::string>> write_plan_files(const PlanResult& r, const s
   const sim::ReportLabels labels{.model = r.request.model, .cluster = r.cluster.name, .policy = r.description};
   const std::vector<std::pair<std::string, std::string>> files = {
       {"plan.json", plan::plan_to_json(r.plan)},
-      {"exec.json", exec::exec_to_json(r.exec)},
+      {"exec.json", r.folded ? exec::exec_to_json(r.slice, &r.fold) : exec::exec_to_json(r.exec)},
       {"trace.json", sim::chrome_trace_json(r.exec, r.sim)},
       {"report.html", sim::html_report(labels, r.exec, r.sim, r.metrics, r.memory)},
   };

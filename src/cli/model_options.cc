@@ -8,6 +8,10 @@ void add_model_options(CLI::App* cmd, ModelArgs* args, bool dtype) {
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--seq", args->seq, "Sequence length or image side")->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--layers", args->layers, "Override the depth")->check(CLI::Range(1, 4096));
+  cmd->add_option("--vocab-multiple", args->vocab_multiple,
+                  "Pad the vocabulary to a multiple of this, as Megatron-LM does (1: no padding)")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
   if (dtype) cmd->add_option("--dtype", args->dtype, "Weights and activations: bf16, f16 or f32")->capture_default_str();
 }
 
@@ -16,6 +20,7 @@ Expected<models::ModelOptions> model_options(const ModelArgs& args) {
   options.batch = args.batch;
   options.seq = args.seq;
   options.layers = args.layers;
+  options.vocab_multiple = args.vocab_multiple;
   LOOM_ASSIGN_OR_RETURN(options.dtype, with_context(ir::parse_dtype(args.dtype), "option --dtype"));
   return options;
 }

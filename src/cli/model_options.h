@@ -16,9 +16,11 @@ struct ModelArgs {
   std::string model;
   std::int64_t batch = 0, seq = 0, layers = 0;
   std::string dtype = "bf16";
+  std::int64_t vocab_multiple = 128;
 };
 
-// Registers --model (required), --global-batch (alias --batch), --seq, --layers and, with `dtype`, --dtype.
+// Registers --model (required), --global-batch (alias --batch), --seq, --layers, --vocab-multiple and, with
+// `dtype`, --dtype.
 void add_model_options(CLI::App* command, ModelArgs* args, bool dtype = true);
 
 // The overrides as ModelOptions (dtype parsed; errors name the option).

@@ -19,6 +19,7 @@ struct JobArgs {
   ModelArgs model;
   std::string cluster = "dgx-a100";
   std::string profile;
+  std::string fold = "auto";
   ParallelArgs parallel;
 };
 
@@ -39,6 +40,10 @@ void add_job_options(CLI::App* cmd, JobArgs* args) {
       ->capture_default_str();
   cmd->add_option("--profile", args->profile, "Profile database overriding the roofline (see `loom profile`)");
   add_parallel_options(cmd, &args->parallel);
+  cmd->add_option("--fold", args->fold,
+                  "Plan one micro-batch of one replica and repeat it (megatron without ZeRO): auto (large jobs), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
 }
 
 Expected<api::PlanRequest> request_of(const JobArgs& args, const std::string& policy) {
@@ -49,6 +54,7 @@ Expected<api::PlanRequest> request_of(const JobArgs& args, const std::string& po
   request.gpus = args.parallel.gpus;
   request.policy = policy;
   request.profile = args.profile;
+  request.fold = args.fold == "on" ? api::Fold::on : args.fold == "off" ? api::Fold::off : api::Fold::automatic;
   LOOM_ASSIGN_OR_RETURN(request.config, parallel_config(policy, args.parallel));
   return request;
 }

@@ -40,6 +40,10 @@ std::string plan_summary(const api::PlanResult& r) {
                      r.plan.live_sub_ops().size(), instructions, r.exec.representatives.size(),
                      collectives.empty() ? "no collectives" : fmt::format("{}", fmt::join(collectives, ", ")),
                      r.materialize_stats.sends);
+  if (r.folded)
+    out += fmt::format("folded     the plan is one micro-batch of one replica on {} devices (tp x pp), repeated over {} "
+                       "micro-batches and mirrored over dp {}; --fold off plans every sub-op\n",
+                       r.slice_devices, r.request.config.micro_batches, r.request.config.dp);
   out += sim::summary_table({.model = r.request.model, .cluster = r.cluster.name, .policy = r.description}, r.sim, m);
   if (m.max_memory_device >= 0) {
     const sim::DeviceMetrics& d = m.per_device[static_cast<std::size_t>(m.max_memory_device)];

@@ -5,29 +5,13 @@
 
 #include <fmt/format.h>
 
+#include "loom/exec/instruction_buffers.h"
 #include "loom/plan/residence.h"
 
 namespace loom::cost {
 namespace {
 
 using exec::BufferId;
-
-// The buffer an instruction writes, or kNoBuffer; Compute may write several (see writes()).
-void for_each_write(const exec::Instruction& instruction, const auto& f) {
-  std::visit(
-      [&](const auto& i) {
-        using T = std::decay_t<decltype(i)>;
-        if constexpr (std::is_same_v<T, exec::Compute>) {
-          for (BufferId out : i.outputs) f(out);
-        } else if constexpr (std::is_same_v<T, exec::Load> || std::is_same_v<T, exec::Collective> ||
-                             std::is_same_v<T, exec::Local>) {
-          f(i.output);
-        } else if constexpr (std::is_same_v<T, exec::Recv>) {
-          f(i.buffer);
-        }
-      },
-      instruction);
-}
 
 // Bytes of the pieces a device holds of one role, each element counted once per tensor: value parts
 // are ignored (replicas and parts of one box count once), and a box inside another box of the same
@@ -114,6 +98,16 @@ MemoryReport memory_usage(const exec::ExecPlan& exec) {
   std::vector<char> live(exec.buffers.size(), 0);
   const std::vector<char> final_gradient = ir::optimizer_gradients(*exec.plan->graph);
   for (int device = 0; device < exec.num_devices; ++device) {
+    if (exec.partial && exec.class_of.size() == static_cast<std::size_t>(exec.num_devices)) {
+      // An image of its class (exec/fold.h) holds what its representative, always a lower device, holds.
+      const int rep = exec.representatives[static_cast<std::size_t>(exec.class_of[static_cast<std::size_t>(device)])];
+      if (rep != device) {
+        DeviceMemory copy = report.devices[static_cast<std::size_t>(rep)];
+        copy.device = device;
+        report.devices.push_back(std::move(copy));
+        continue;
+      }
+    }
     DeviceMemory memory{.device = device};
     RoleBytes current;
     const auto& program = exec.programs[static_cast<std::size_t>(device)];
@@ -124,7 +118,7 @@ MemoryReport memory_usage(const exec::ExecPlan& exec) {
         const exec::Buffer& b = exec.buffer(id);
         current[graph.tensor(b.piece.tensor).role] += alive ? b.bytes : -b.bytes;
       };
-      for_each_write(program[step], [&](BufferId id) { change(id, true); });
+      exec::for_each_written(program[step], [&](BufferId id) { change(id, true); });
       if (const auto* free = std::get_if<exec::Free>(&program[step])) change(free->buffer, false);
       if (const std::int64_t total = current.total(); total > memory.peak_bytes) {
         memory.peak_bytes = total;

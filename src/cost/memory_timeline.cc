@@ -3,6 +3,8 @@
 #include <cassert>
 #include <unordered_set>
 
+#include "loom/exec/instruction_buffers.h"
+
 namespace loom::cost {
 
 std::vector<std::int64_t> bytes_after_each_instruction(const exec::ExecPlan& exec, int device) {
@@ -19,21 +21,8 @@ std::vector<std::int64_t> bytes_after_each_instruction(const exec::ExecPlan& exe
     current += alive ? exec.buffer(id).bytes : -exec.buffer(id).bytes;
   };
   for (const exec::Instruction& instruction : program) {
-    std::visit(
-        [&](const auto& i) {
-          using T = std::decay_t<decltype(i)>;
-          if constexpr (std::is_same_v<T, exec::Compute>) {
-            for (exec::BufferId out : i.outputs) change(out, true);
-          } else if constexpr (std::is_same_v<T, exec::Load> || std::is_same_v<T, exec::Collective> ||
-                               std::is_same_v<T, exec::Local>) {
-            change(i.output, true);
-          } else if constexpr (std::is_same_v<T, exec::Recv>) {
-            change(i.buffer, true);
-          } else if constexpr (std::is_same_v<T, exec::Free>) {
-            change(i.buffer, false);
-          }
-        },
-        instruction);
+    exec::for_each_written(instruction, [&](exec::BufferId id) { change(id, true); });
+    if (const auto* free = std::get_if<exec::Free>(&instruction)) change(free->buffer, false);
     held.push_back(current);
   }
   return held;

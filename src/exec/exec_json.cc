@@ -49,9 +49,24 @@ std::string instruction_json(const ExecPlan& exec, const Instruction& instructio
       instruction);
 }
 
+std::string fold_json(const FoldShape& fold) {
+  std::string out = fmt::format(R"({{"dp": {}, "tp": {}, "pp": {}, "chunks": {}, "micro_batches": {}, "sequences": [)",
+                                fold.dp, fold.tp, fold.pp, fold.chunks, fold.micro_batches);
+  for (std::size_t s = 0; s < fold.sequences.size(); ++s) {
+    out += s ? ",\n   [" : "\n   [";
+    for (std::size_t b = 0; b < fold.sequences[s].size(); ++b) {
+      const plan::Block& block = fold.sequences[s][b];
+      out += fmt::format(R"({}"{}{}.{}")", b ? ", " : "", block.pass == ir::Pass::forward ? 'F' : 'B', block.stage,
+                         block.micro_batch);
+    }
+    out += "]";
+  }
+  return out + "]}";
+}
+
 }  // namespace
 
-std::string exec_to_json(const ExecPlan& exec) {
+std::string exec_to_json(const ExecPlan& exec, const FoldShape* fold) {
   DeviceClasses classes{exec.class_of, exec.representatives};
   if (classes.class_of.size() != static_cast<std::size_t>(exec.num_devices)) classes = device_classes(exec);
   std::vector<std::vector<int>> members(classes.representatives.size());
@@ -59,18 +74,22 @@ std::string exec_to_json(const ExecPlan& exec) {
     members[static_cast<std::size_t>(classes.class_of[d])].push_back(static_cast<int>(d));
 
   std::string out = fmt::format(R"({{"format": "loom-exec", "version": 1, "devices": {},)", exec.num_devices);
+  if (fold != nullptr) out += "\n \"fold\": " + fold_json(*fold) + ",";
   out += "\n \"classes\": [";
   for (std::size_t c = 0; c < members.size(); ++c)
     out += fmt::format(R"({}{{"representative": {}, "devices": [{}]}})", c ? ", " : "", classes.representatives[c],
                        fmt::join(members[c], ", "));
   out += "],\n \"programs\": [";
+  std::vector<std::vector<std::size_t>> buffers_of(static_cast<std::size_t>(exec.num_devices));
+  for (std::size_t b = 0; b < exec.buffers.size(); ++b)
+    if (exec.buffers[b].device >= 0 && exec.buffers[b].device < exec.num_devices)
+      buffers_of[static_cast<std::size_t>(exec.buffers[b].device)].push_back(b);
   for (std::size_t c = 0; c < classes.representatives.size(); ++c) {
     const int device = classes.representatives[c];
     const auto& program = exec.programs[static_cast<std::size_t>(device)];
     out += fmt::format(R"({}{{"device": {}, "buffers": [)", c ? ",\n  " : "\n  ", device);
     bool first = true;
-    for (std::size_t b = 0; b < exec.buffers.size(); ++b) {
-      if (exec.buffers[b].device != device) continue;
+    for (std::size_t b : buffers_of[static_cast<std::size_t>(device)]) {
       out += fmt::format(R"({}{{"id": {}, "piece": {}, "bytes": {}}})", first ? "\n    " : ",\n    ", b,
                          quoted_json(piece_to_text(exec, exec.buffers[b].piece)), exec.buffers[b].bytes);
       first = false;

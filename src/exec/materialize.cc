@@ -75,7 +75,10 @@ class Materializer {
  private:
   Expected<BufferId> need(const SubOp& consumer, const SubTensor& piece) {
     if (recomputed_.serves(consumer, piece))
-      return recomputed_.need(consumer, piece, [this](const SubOp& c, const SubTensor& p) { return need(c, p); });
+      return recomputed_.need(consumer, piece, [this](const SubOp& c, const SubTensor& p) {
+        // A recomputation gathers model state again (ZeRO-3) rather than keep the forward's copy.
+        return residents_.holds(p.tensor) ? residents_.need(c, p, /*rerun=*/true) : need(c, p);
+      });
     if (residents_.holds(piece.tensor)) return residents_.need(consumer, piece);
     if (!piece.value.is_whole() && !producers_[piece.tensor.index()].empty()) return need_value_part(consumer, piece);
     const NeedView view{consumer.device, &piece};

@@ -1,5 +1,6 @@
 #include "resident_tensors.h"
 
+#include "loom/plan/recompute.h"
 #include "move_pieces.h"
 #include "step_closing.h"
 
@@ -22,6 +23,11 @@ ResidentTensors::ResidentTensors(const plan::Plan& plan, ProgramBuilder& builder
   for (const plan::SubOp& s : plan.sub_ops)
     if (s.live)
       for (const SubTensor& out : s.outputs) ++remaining_[out.tensor.index()];
+  use_.resize(plan.sub_ops.size());
+  for (const std::vector<plan::SubOpId>& parts : plan.parts) {
+    std::map<int, std::uint32_t> seen;  // by device
+    for (plan::SubOpId id : parts) use_[id.index()] = seen[plan.sub_op(id).device]++;
+  }
   // The step starts with every persistent piece in place: what a device holds between steps.
   for (const ir::FullTensor& t : graph.tensors)
     if (plan::persists(graph, t.id))
@@ -56,11 +62,14 @@ Expected<std::vector<BufferId>> ResidentTensors::sources(ir::TensorId tensor) {
   return all;
 }
 
-Expected<void> ResidentTensors::gather_for(ir::OpId op, ir::TensorId tensor) {
-  NeedMap<BufferId>& gathered = gathered_[{op.value, tensor.value}];
+Expected<void> ResidentTensors::gather_for(const GatherKey& key) {
+  NeedMap<BufferId>& gathered = gathered_[key];
+  const auto& [op, tensor_value, use, rerun] = key;
+  const ir::TensorId tensor{tensor_value};
   std::vector<PlacedPiece> needs;
-  const plan::OpLayout& layout = plan_.layouts[op.index()];
-  for (plan::SubOpId id : plan_.parts[op.index()]) {
+  const plan::OpLayout& layout = plan_.layouts[op];
+  for (plan::SubOpId id : plan_.parts[op]) {
+    if (use_[id.index()] != use || (rerun && !plan::is_recomputed(plan_, id))) continue;
     const plan::SubOp& s = plan_.sub_op(id);
     for (std::size_t i = 0; i < s.inputs.size(); ++i) {
       if (s.inputs[i].tensor != tensor || layout.shape_only(i)) continue;
@@ -79,7 +88,7 @@ Expected<void> ResidentTensors::gather_for(ir::OpId op, ir::TensorId tensor) {
   return {};
 }
 
-Expected<BufferId> ResidentTensors::need(const plan::SubOp& consumer, const SubTensor& piece) {
+Expected<BufferId> ResidentTensors::need(const plan::SubOp& consumer, const SubTensor& piece, bool rerun) {
   const NeedView view{consumer.device, &piece};
   if (auto it = derived_.find(view); it != derived_.end()) return it->second;
   const SubTensor target = plan::normalized(piece);
@@ -90,9 +99,9 @@ Expected<BufferId> ResidentTensors::need(const plan::SubOp& consumer, const SubT
     derived_.emplace(NeedKey{consumer.device, target}, b);
     return b;
   }
-  // Not resident here: gathered once for all parts of the reading op, which alone reads the result.
-  const std::pair key{consumer.op.value, piece.tensor.value};
-  if (!gathered_.contains(key)) LOOM_RETURN_IF_ERROR(gather_for(consumer.op, piece.tensor));
+  // Not resident here: gathered once for all parts of the reading op in this use, which alone read it.
+  const GatherKey key{consumer.op.value, piece.tensor.value, use_[consumer.id.index()], rerun};
+  if (!gathered_.contains(key)) LOOM_RETURN_IF_ERROR(gather_for(key));
   NeedMap<BufferId>& gathered = gathered_[key];
   if (auto it = gathered.find(view); it != gathered.end()) return it->second;
   SubTensor whole = target;

@@ -3,12 +3,15 @@
 // (what a device holds between steps). A read inside a resident piece of the reader's device is a local
 // slice of it (and a scale, for a value part); any other read is gathered for the reading op from every
 // device's resident pieces and freed after that op, as ZeRO-3 gathers a parameter for the forward and
-// again for the backward. A final gradient with resident pieces is reduced into them as soon as its last
-// producer has run, and its readers slice those. When the optimizer steps have written a persistent
-// tensor's updated version, the step is closed (step_closing.h).
+// again for the backward: once per use, so that no gathered copy waits between uses (a device's k-th
+// part of an op, its k-th micro-batch, gets gathering k; a recomputation gathers again rather than
+// keeping the forward's copy until the backward). A final gradient with resident pieces is reduced
+// into them as soon as its last producer has run, and its readers slice those. When the optimizer
+// steps have written a persistent tensor's updated version, the step is closed (step_closing.h).
 #pragma once
 
 #include <map>
+#include <tuple>
 #include <vector>
 
 #include "gradient_accumulation.h"
@@ -28,8 +31,9 @@ class ResidentTensors {
   // Whether reads of `tensor` go through need() below.
   bool holds(ir::TensorId tensor) const { return held_[tensor.index()] != 0; }
 
-  // The buffer on `consumer`'s device holding `piece` of a held tensor.
-  Expected<BufferId> need(const plan::SubOp& consumer, const plan::SubTensor& piece);
+  // The buffer on `consumer`'s device holding `piece` of a held tensor; `rerun`: for the recomputation
+  // of `consumer` (plan/recompute.h).
+  Expected<BufferId> need(const plan::SubOp& consumer, const plan::SubTensor& piece, bool rerun = false);
 
   // Called after `s` is emitted: its partial sums of weight gradients are accumulated
   // (gradient_accumulation.h); its outputs' tensors whose producers have now all run get their resident
@@ -43,8 +47,11 @@ class ResidentTensors {
   // The resident piece of `tensor` on `device` containing `piece`'s box, as a buffer; invalid when none.
   Expected<BufferId> resident_containing(int device, const plan::SubTensor& piece);
   BufferId loaded(std::size_t tensor, std::size_t index);  // the resident piece, loaded once
-  // Gathers every piece of `tensor` the parts of op `op` read outside their device's resident pieces.
-  Expected<void> gather_for(ir::OpId op, ir::TensorId tensor);
+  // One gathering: which parts of an op it serves (those of one use, see above) and whether for reruns.
+  using GatherKey = std::tuple<std::uint32_t, std::uint32_t, std::uint32_t, bool>;  // (op, tensor, use, rerun)
+  // Gathers every piece of `tensor` that the parts of `key`'s op and use (the recomputed ones, for a
+  // rerun) read outside their device's resident pieces.
+  Expected<void> gather_for(const GatherKey& key);
   Expected<std::vector<BufferId>> sources(ir::TensorId tensor);
 
   const plan::Plan& plan_;
@@ -58,7 +65,8 @@ class ResidentTensors {
   std::vector<char> held_;                                // by tensor
   std::vector<std::size_t> remaining_;                    // by tensor: producer outputs not yet emitted
   NeedMap<BufferId> derived_;                             // slices and scales of resident pieces
-  std::map<std::pair<std::uint32_t, std::uint32_t>, NeedMap<BufferId>> gathered_;  // by (op, tensor)
+  std::vector<std::uint32_t> use_;                        // by sub-op: earlier parts of its op on its device
+  std::map<GatherKey, NeedMap<BufferId>> gathered_;
 };
 
 }  // namespace loom::exec::detail

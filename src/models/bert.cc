@@ -50,7 +50,7 @@ Expected<ir::Graph> build_bert(const BertConfig& preset, const ModelOptions& opt
     return fail(fmt::format("seq {} exceeds the {} learned positions of {}", step.seq, config.max_positions,
                             config.name),
                 fmt::format("use seq <= {}", config.max_positions));
-  const std::int64_t h = config.hidden;
+  const std::int64_t h = config.hidden, vocab = padded_vocab(config.vocab, options);
   const ir::DType dtype = step.dtype;
   const NormSpec layer_norm{.kind = NormKind::layer_norm, .eps = kLayerNormEps, .bias = true};
   const AttentionSpec attention{.hidden = h,
@@ -69,7 +69,7 @@ Expected<ir::Graph> build_bert(const BertConfig& preset, const ModelOptions& opt
   ir::TensorId word_table, x;
   {
     auto s = b.scope("embeddings");
-    word_table = b.parameter("word.weight", {config.vocab, h}, dtype);
+    word_table = b.parameter("word.weight", {vocab, h}, dtype);
     const ir::TensorId words = b.op("embedding", "word", {ids, word_table});
     const ir::TensorId positions =
         embedding(b, "position", position_ids(b, "position_ids", step.seq), config.max_positions, h, dtype);
@@ -96,7 +96,7 @@ Expected<ir::Graph> build_bert(const BertConfig& preset, const ModelOptions& opt
     auto s = b.scope("mlm");
     x = b.op("gelu", "act", {linear(b, "dense", x, h, h, /*bias=*/true, dtype)});
     x = norm(b, "norm", x, h, layer_norm, dtype);
-    logits = b.op("linear", "decoder", {x, word_table, b.parameter("decoder.bias", {config.vocab}, dtype)});
+    logits = b.op("linear", "decoder", {x, word_table, b.parameter("decoder.bias", {vocab}, dtype)});
   }
   language_model_loss(b, logits, labels);
   return std::move(b).finish();

@@ -54,7 +54,7 @@ Expected<ir::Graph> build_gpt(const GptConfig& preset, const ModelOptions& optio
   if (step.seq > config.context)
     return fail(fmt::format("seq {} exceeds the {} learned positions of {}", step.seq, config.context, config.name),
                 "use seq <= the context, or a long-context preset such as gpt3-1.3b-16k");
-  const std::int64_t h = config.hidden, vocab = config.vocab;
+  const std::int64_t h = config.hidden, vocab = padded_vocab(config.vocab, options);
   const ir::DType dtype = step.dtype;
   const NormSpec layer_norm{.kind = NormKind::layer_norm, .eps = kLayerNormEps, .bias = true};
   const AttentionSpec attention{.hidden = h,

@@ -65,7 +65,7 @@ Expected<ir::Graph> build_llama(const LlamaConfig& preset, const ModelOptions& o
   ir::GraphBuilder b(config.name, catalog);
   const ir::TensorId ids = b.input("input_ids", {step.batch, step.seq}, ir::DType::i64);
   const ir::TensorId labels = b.input("labels", {step.batch, step.seq}, ir::DType::i64);
-  ir::TensorId x = embedding(b, "embed_tokens", ids, config.vocab, h, dtype);
+  ir::TensorId x = embedding(b, "embed_tokens", ids, padded_vocab(config.vocab, options), h, dtype);
   for (std::int64_t i = 0; i < step.layers; ++i) {
     auto layer = b.scope(fmt::format("layers.{}", i));
     x = pre_norm_residual(b, x, {.norm = "attn_norm", .scope = "attn", .residual = "attn_residual"}, h, rms_norm,
@@ -74,7 +74,7 @@ Expected<ir::Graph> build_llama(const LlamaConfig& preset, const ModelOptions& o
                           [&](ir::TensorId n) { return mlp(b, n, ffn, dtype); });
   }
   x = norm(b, "norm", x, h, rms_norm, dtype);
-  const ir::TensorId logits = linear(b, "lm_head", x, h, config.vocab, /*bias=*/false, dtype);
+  const ir::TensorId logits = linear(b, "lm_head", x, h, padded_vocab(config.vocab, options), /*bias=*/false, dtype);
   language_model_loss(b, logits, labels);
   return std::move(b).finish();
 }

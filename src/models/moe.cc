@@ -98,7 +98,7 @@ Expected<ir::Graph> build_moe(const MoeConfig& preset, const ModelOptions& optio
   ir::GraphBuilder b(config.name, catalog);
   const ir::TensorId ids = b.input("input_ids", {step.batch, step.seq}, ir::DType::i64);
   const ir::TensorId labels = b.input("labels", {step.batch, step.seq}, ir::DType::i64);
-  auto [x, wte] = learned_embeddings(b, ids, config.vocab, config.context, h, kDropout, dtype);
+  auto [x, wte] = learned_embeddings(b, ids, padded_vocab(config.vocab, options), config.context, h, kDropout, dtype);
   for (std::int64_t i = 0; i < step.layers; ++i) {
     auto layer = b.scope(fmt::format("layers.{}", i));
     const bool experts = i % 2 == 1;

@@ -181,7 +181,7 @@ Expected<ir::Graph> build_encoder_decoder(const EncDecConfig& preset, const Mode
   const ir::TensorId ids = b.input("input_ids", {step.batch, step.seq}, ir::DType::i64);
   const ir::TensorId decoder_ids = b.input("decoder_input_ids", {step.batch, step.seq}, ir::DType::i64);
   const ir::TensorId labels = b.input("labels", {step.batch, step.seq}, ir::DType::i64);
-  const ir::TensorId shared = b.parameter("shared.weight", {config.vocab, h}, step.dtype);
+  const ir::TensorId shared = b.parameter("shared.weight", {padded_vocab(config.vocab, options), h}, step.dtype);
   const ir::TensorId memory = encoder(b, stack, ids, shared, per_stack, step.seq);
   ir::TensorId y = decoder(b, stack, decoder_ids, memory, shared, per_stack, step.seq);
   if (config.style == Style::t5)

@@ -244,7 +244,11 @@ TensorId position_ids(GraphBuilder& b, const std::string& name, std::int64_t seq
 
 TensorId language_model_loss(GraphBuilder& b, TensorId logits, TensorId labels) {
   if (!b.ok()) return {};
-  const TensorId loss = b.op("cross_entropy", "loss", {logits, labels});
+  // The target logit is the log-sum-exp's stabiliser: every vocabulary part must subtract the same one.
+  const TensorId shift = b.op("target_logit", "loss_shift", {logits, labels});
+  const std::vector<TensorId> parts = b.ops("cross_entropy_parts", "loss_parts", {logits, labels, shift});
+  if (parts.size() != 2) return {};
+  const TensorId loss = b.op("cross_entropy_from_parts", "loss", {parts[0], shift, parts[1], labels});
   b.set_loss(loss);
   return loss;
 }

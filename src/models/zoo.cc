@@ -26,6 +26,11 @@ const ModelPreset* find_preset(std::string_view name) {
   return nullptr;
 }
 
+std::int64_t padded_vocab(std::int64_t vocab, const ModelOptions& options) {
+  if (options.shrink || options.vocab_multiple <= 1) return vocab;
+  return (vocab + options.vocab_multiple - 1) / options.vocab_multiple * options.vocab_multiple;
+}
+
 Expected<ir::Graph> build_model(std::string_view name, const ModelOptions& options) {
   const ModelPreset* preset = find_preset(name);
   if (preset == nullptr) return fail(fmt::format("unknown model preset '{}'", name), "`loom models` lists the presets");
@@ -38,6 +43,9 @@ Expected<ir::Graph> build_model(std::string_view name, const ModelOptions& optio
   if (options.batch > kMaxBatchOrSeq || options.seq > kMaxBatchOrSeq)
     return fail(fmt::format("model '{}': batch {} or seq {} is over Loom's limit of {}", name, options.batch, options.seq,
                             kMaxBatchOrSeq));
+  if (options.vocab_multiple < 1 || options.vocab_multiple > 65536)
+    return fail(fmt::format("model '{}': a vocabulary multiple of {}", name, options.vocab_multiple),
+                "pad the vocabulary to a multiple between 1 (no padding) and 65536; Megatron-LM uses 128");
   if (!ir::is_floating(options.dtype))
     return fail(fmt::format("model '{}': dtype {} is not a floating type", name, ir::name(options.dtype)),
                 "use bf16, f16, f32 or f64");

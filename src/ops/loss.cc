@@ -9,20 +9,6 @@ namespace {
 using ir::OpCall;
 using ir::OpSignature;
 
-// Names of the token dims of [.., v] logits: "n" for rank 2, "b s" for rank 3, else d0 d1 ...
-TensorDims token_dims(std::size_t count) {
-  if (count == 1) return {"n+"};
-  if (count == 2) return {"b+", "s+"};
-  return flagged(indexed_dims(count), '+');
-}
-
-Expected<void> check_label_smoothing(const OpCall& call, std::string_view op) {
-  LOOM_ASSIGN_OR_RETURN(double smoothing, ir::get_real_or(call.attrs, "label_smoothing", 0.0));
-  if (!(smoothing >= 0 && smoothing < 1))
-    return fail(fmt::format("{}: label_smoothing {} is outside [0, 1)", op, smoothing));
-  return {};
-}
-
 // (scores [.., v], labels [..] integer) -> scalar.
 ir::SignatureFn classification_signature(std::string op, std::string scores) {
   return [op = std::move(op), scores = std::move(scores)](const OpCall& call) -> Expected<OpSignature> {
@@ -34,7 +20,7 @@ ir::SignatureFn classification_signature(std::string op, std::string scores) {
       return fail(fmt::format("{}: labels {} must have the shape of {} {} without its last dim", op,
                               call.input_shapes[1].to_string(), scores, call.input_shapes[0].to_string()));
     LOOM_RETURN_IF_ERROR(check_label_smoothing(call, op));
-    const TensorDims tokens = token_dims(rank - 1);
+    const TensorDims tokens = flagged(token_dims(rank - 1), '+');
     TensorDims logits = tokens;
     logits.push_back("v^");
     return OpSignature{annotation_text({logits, tokens}, {{}}), {}, {ir::DType::f32}};
@@ -74,6 +60,8 @@ void register_loss_ops(OpRegistry& r) {
   // difference, square, sum: 3 per element.
   r.add_builtin(loss("mse_loss", "mean squared error of pred against target", mse_signature,
                      ir::flops_per_input_element(3)));
+  // cross_entropy in vocabulary-splittable parts (cross_entropy_parts.cc).
+  register_cross_entropy_parts_ops(r);
 }
 
 }  // namespace loom::ops

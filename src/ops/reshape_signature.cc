@@ -41,17 +41,24 @@ Expected<ir::OpSignature> reshape_signature(const ir::Shape& from, const ir::Sha
                             from.numel(), to.to_string(), to.numel()),
                 "the element counts must be equal");
 
-  // Size-1 dims stay the number 1; the others are grouped into runs of equal product.
+  // Size-1 dims stay the number 1, except a leading run both sides keep (a batch of one is still the
+  // batch: the planner follows it through the reshape); the others are grouped into runs of equal
+  // product.
   TensorDims in(from.rank(), "1"), out(to.rank(), "1");
-  std::vector<std::size_t> in_axes, out_axes;
-  for (std::size_t k = 0; k < from.rank(); ++k)
-    if (from[k] != 1) in_axes.push_back(k);
-  for (std::size_t k = 0; k < to.rank(); ++k)
-    if (to[k] != 1) out_axes.push_back(k);
-
   ir::OpSignature signature;
   std::size_t names = 0;
   const auto fresh = [&names] { return letter_name(names++); };
+  std::size_t kept = 0;
+  while (kept < from.rank() && kept < to.rank() && from[kept] == 1 && to[kept] == 1) {
+    in[kept] = out[kept] = fresh();
+    ++kept;
+  }
+  std::vector<std::size_t> in_axes, out_axes;
+  for (std::size_t k = kept; k < from.rank(); ++k)
+    if (from[k] != 1) in_axes.push_back(k);
+  for (std::size_t k = kept; k < to.rank(); ++k)
+    if (to[k] != 1) out_axes.push_back(k);
+
   std::size_t i = 0, j = 0;
   while (i < in_axes.size()) {
     std::size_t i_end = i + 1, j_end = j + 1;

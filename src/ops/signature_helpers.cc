@@ -26,6 +26,19 @@ TensorDims flagged(TensorDims dims, char flag) {
   return dims;
 }
 
+TensorDims token_dims(std::size_t count) {
+  if (count == 1) return {"n"};
+  if (count == 2) return {"b", "s"};
+  return indexed_dims(count);
+}
+
+Expected<void> check_label_smoothing(const ir::OpCall& call, std::string_view op) {
+  LOOM_ASSIGN_OR_RETURN(double smoothing, ir::get_real_or(call.attrs, "label_smoothing", 0.0));
+  if (!(smoothing >= 0 && smoothing < 1))
+    return fail(fmt::format("{}: label_smoothing {} is outside [0, 1)", op, smoothing));
+  return {};
+}
+
 std::string letter_name(std::size_t index) {
   const char letter = static_cast<char>('a' + index % 26);
   return index < 26 ? std::string(1, letter) : fmt::format("{}{}", letter, index / 26);

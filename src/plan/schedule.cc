@@ -51,13 +51,19 @@ Expected<std::vector<std::vector<Block>>> schedule_blocks(Schedule schedule, int
   if (!interleaved && schedule.chunks != 1)
     return fail(fmt::format("schedule: {} model chunks per device need the interleaved 1F1B schedule", schedule.chunks),
                 "use ScheduleKind::interleaved_one_f_one_b, or one chunk per device");
-  if (interleaved && num_micro_batches % num_devices != 0)
+  if (interleaved && num_micro_batches > 1 && num_micro_batches % num_devices != 0)
     return fail(fmt::format("interleaved 1F1B: {} micro-batches are not a multiple of the {} pipeline devices",
                             num_micro_batches, num_devices),
                 "Megatron's interleaved schedule runs micro-batches in groups of one per device; use a multiple");
   std::vector<std::vector<Block>> result(static_cast<std::size_t>(num_devices));
   for (int s = 0; s < num_devices; ++s) {
     auto& seq = result[static_cast<std::size_t>(s)];
+    if (interleaved && num_micro_batches == 1) {
+      // One micro-batch (a folded slice, exec/fold.h) passes the chunks in order, then back.
+      for (int c = 0; c < schedule.chunks; ++c) seq.push_back({c * num_devices + s, 0, ir::Pass::forward});
+      for (int c = schedule.chunks; c-- > 0;) seq.push_back({c * num_devices + s, 0, ir::Pass::backward});
+      continue;
+    }
     if (interleaved) {
       seq = interleaved_sequence(s, num_devices, schedule.chunks, num_micro_batches);
       continue;

@@ -42,7 +42,8 @@ Expected<void> check_interleaving(const ParallelConfig& config) {
     return fail(fmt::format("{} model chunks per device need the interleaved 1F1B schedule, not GPipe",
                             config.virtual_stages),
                 "use the 1F1B schedule (interleaved when virtual_stages > 1)");
-  if (schedule_kind(config) == plan::ScheduleKind::interleaved_one_f_one_b && config.micro_batches % config.pp != 0)
+  if (schedule_kind(config) == plan::ScheduleKind::interleaved_one_f_one_b && config.micro_batches > 1 &&
+      config.micro_batches % config.pp != 0)
     return fail(fmt::format("interleaved 1F1B: {} micro-batches are not a multiple of pp {}", config.micro_batches,
                             config.pp),
                 "Megatron's interleaved schedule runs micro-batches in groups of pp; use a multiple of pp");
@@ -374,6 +375,17 @@ Expected<void> check_fresh(const Plan& plan) {
 
 }  // namespace
 
+Expected<std::vector<int>> megatron_stages(const Plan& plan, const ParallelConfig& config) {
+  // Stages in program order: whole layers, as Megatron cuts them (a cut inside a layer would send the
+  // partial sums of a row-parallel output, not the reduced activation); with interleaving, pp x
+  // virtual_stages chunks of whole layers. Balanced FLOPs where the layers do not divide.
+  Expected<std::vector<int>> by_layers = layer_stages(plan, config.pp * config.virtual_stages);
+  if (!by_layers && config.virtual_stages > 1)
+    return std::unexpected(
+        with_context(by_layers.error(), fmt::format("pp {} x {} model chunks", config.pp, config.virtual_stages)));
+  return by_layers ? std::move(by_layers) : pipeline_stages(plan, config.pp);
+}
+
 Expected<void> megatron(Plan& plan, const ParallelConfig& config) {
   for (const auto& [name, value] : {std::pair{"dp", config.dp}, std::pair{"tp", config.tp}, std::pair{"pp", config.pp},
                                     std::pair{"micro_batches", config.micro_batches}})
@@ -389,14 +401,7 @@ Expected<void> megatron(Plan& plan, const ParallelConfig& config) {
   LOOM_RETURN_IF_ERROR(check_fresh(plan));
   LOOM_ASSIGN_OR_RETURN(TensorParallelLayout tensor_parallel,
                         tensor_parallel_layout(plan, config.tp, config.sequence_parallel));
-  // Stages in program order: whole layers, as Megatron cuts them (a cut inside a layer would send the
-  // partial sums of a row-parallel output, not the reduced activation); with interleaving, pp x
-  // virtual_stages chunks of whole layers. Balanced FLOPs where the layers do not divide.
-  Expected<std::vector<int>> by_layers = layer_stages(plan, config.pp * config.virtual_stages);
-  if (!by_layers && config.virtual_stages > 1)
-    return std::unexpected(
-        with_context(by_layers.error(), fmt::format("pp {} x {} model chunks", config.pp, config.virtual_stages)));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int> stages, by_layers ? std::move(by_layers) : pipeline_stages(plan, config.pp));
+  LOOM_ASSIGN_OR_RETURN(std::vector<int> stages, megatron_stages(plan, config));
   LOOM_RETURN_IF_ERROR(Composer(plan, config, std::move(tensor_parallel), std::move(stages)).run());
   return apply_recompute(plan, config.recompute);
 }

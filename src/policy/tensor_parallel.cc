@@ -179,8 +179,13 @@ class Analysis {
       // (dim 0 of the dispatched tokens).
       const bool linear = op.type == "linear";
       std::optional<std::string> x = plan::dim_identifier(plan_, any, !linear, linear ? 1 : 0, 0);
-      if (x && region_closes(op, *x)) return x;
-      return std::nullopt;
+      bool closes_in_weights = false;
+      if (!x || !region_closes(op, *x, closes_in_weights)) return std::nullopt;
+      // A vocabulary head (its region ends in the loss's parts, not in a row-parallel linear) whose
+      // vocabulary tp does not divide stays replicated, as its embedding does; Megatron would pad the
+      // vocabulary (GPT's 50257 to 50304). Heads, hidden and FFN sizes tp must divide (an error).
+      if (linear && !closes_in_weights && !check_divisible(op, *x)) return std::nullopt;
+      return x;
     }
     if (op.type == "embedding") {
       // Vocabulary parallel when tp divides the table's rows; small tables (BERT's two token types
@@ -220,8 +225,9 @@ class Analysis {
   }
 
   // Splitting `seed` along x opens a region that closes without a gather: every forward op reached
-  // through split tensors carries the split, and every path ends in a reduction.
-  bool region_closes(const ir::Op& seed, const std::string& x) const {
+  // through split tensors carries the split, and every path ends in a reduction. `closes_in_weights`:
+  // some path ends in an op that reads a parameter (a row-parallel linear, not only a loss).
+  bool region_closes(const ir::Op& seed, const std::string& x, bool& closes_in_weights) const {
     std::unordered_map<std::uint32_t, int> fresh;  // tensors the region splits, by index
     std::size_t pending = 0;                       // consumers of fresh tensors not yet visited
     const auto add = [&](const ir::Op& op, const std::vector<int>& dims) {
@@ -251,6 +257,8 @@ class Analysis {
       pending -= touched.size();
       const std::optional<std::string> y = batch_[op.id.index()] ? carried(annotation(op), split) : std::nullopt;
       if (!y) return false;
+      if (annotation(op).flag_of(*y) == DimFlag::reduce)
+        closes_in_weights |= std::ranges::any_of(op.inputs, [&](ir::TensorId t) { return is_parameter(t); });
       add(op, output_dims(op, *y));
     }
     return true;

@@ -37,6 +37,9 @@ Expected<StepMetrics> step_metrics(const exec::ExecPlan& exec, const SimResult& 
     return fail(fmt::format("the simulation covers {} devices and the memory report {}, but the plan has {}",
                             sim.devices.size(), memory.devices.size(), devices),
                 "compute both from the same ExecPlan");
+  if (!(workload.graph_copies >= 1))
+    return fail(fmt::format("a workload of {} graph copies per step", workload.graph_copies),
+                "a step runs its graph at least once");
   if (!(workload.samples_per_step >= 0) || !(workload.tokens_per_step >= 0))
     return fail(fmt::format("a workload of {} samples and {} tokens per step", workload.samples_per_step,
                             workload.tokens_per_step),
@@ -48,6 +51,7 @@ Expected<StepMetrics> step_metrics(const exec::ExecPlan& exec, const SimResult& 
   m.devices = exec.num_devices;
   for (const ir::Op& op : graph.ops)
     if (op.pass == ir::Pass::forward || op.pass == ir::Pass::backward) m.model_flops += flops[op.id.index()];
+  m.model_flops *= workload.graph_copies;
   m.precision = matmul_precision(graph, catalog, flops);
   m.peak_flops = cluster::peak_flops(gpu, m.precision);
   if (m.peak_flops <= 0) m.peak_flops = gpu.peak_fp32;  // no path for this precision: as the compute model

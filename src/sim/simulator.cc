@@ -410,6 +410,7 @@ class Simulator {
   };
   Expected<Members> members(const exec::Collective& c) const {
     const std::span<const Site> sites = index_.collective(c.tag);
+    if (exec_.partial) return partial_members(c, sites);
     if (sites.size() != c.group.size())
       return fail(fmt::format("collective #{} ({}) has a group of {} devices but {} programs run it", c.tag,
                               exec::collective_label(exec_, c), c.group.size(), sites.size()),
@@ -429,6 +430,29 @@ class Simulator {
     }
     std::ranges::sort(out.keys);
     out.keys.erase(std::unique(out.keys.begin(), out.keys.end()), out.keys.end());
+    return out;
+  }
+
+  // In a partial plan only representatives run collectives: every member arrives when its
+  // representative reaches the collective, which the representative must run.
+  Expected<Members> partial_members(const exec::Collective& c, std::span<const Site> sites) const {
+    Members out;
+    for (const Site& site : sites) {
+      const auto& member = std::get<exec::Collective>(exec_.programs[static_cast<std::size_t>(site.device)][site.instruction]);
+      out.bytes = std::max(out.bytes, bytes(member.input));
+      if (represented_by_[static_cast<std::size_t>(site.device)] == site.device)
+        out.keys.push_back(key(slot_for(site.device), site.instruction));
+    }
+    for (int g : c.group) {
+      const bool runs = is_device(g) && std::ranges::any_of(sites, [&](const Site& site) {
+        return site.device == represented_by_[static_cast<std::size_t>(g)];
+      });
+      if (!runs)
+        return fail(fmt::format("collective #{} ({}): member {}'s representative does not run it", c.tag,
+                                exec::collective_label(exec_, c), g),
+                    "a partial (folded) plan needs every collective run by its members' representatives");
+    }
+    std::ranges::sort(out.keys);
     return out;
   }
 
@@ -525,6 +549,17 @@ Expected<SimResult> simulate(const exec::ExecPlan& exec, const Durations& durati
   std::vector<int> every_device(static_cast<std::size_t>(exec.num_devices));
   std::iota(every_device.begin(), every_device.end(), 0);
   std::string fallback;
+  if (exec.partial) {
+    // Symmetric by construction (exec/fold.h): the representatives are all there is to simulate.
+    if (exec.class_of.size() != every_device.size())
+      return fail("a partial ExecPlan without device classes", "unfold it with exec::unfold_step");
+    std::vector<int> represented_by(every_device.size());
+    for (std::size_t d = 0; d < represented_by.size(); ++d)
+      represented_by[d] = exec.representatives[static_cast<std::size_t>(exec.class_of[d])];
+    Simulator by_class(exec, durations, index, std::move(represented_by));
+    LOOM_RETURN_IF_ERROR(by_class.run());
+    return by_class.result();
+  }
   if (options.use_device_classes && !exec.class_of.empty()) {
     // Structure first, then the representatives' times (symmetry.h); any failure, an error included,
     // leaves the answer to the full simulation.

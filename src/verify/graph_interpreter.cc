@@ -36,7 +36,9 @@ std::int64_t integer_bound(const ir::Graph& graph, ir::TensorId id, const std::v
   for (ir::OpId reader : readers) {
     const ir::Op& op = graph.op(reader);
     if (op.type == "embedding" && op.inputs.size() == 2 && op.inputs[0] == id) return graph.tensor(op.inputs[1]).shape[0];
-    if ((op.type == "cross_entropy" || op.type == "nll_loss") && op.inputs.size() == 2 && op.inputs[1] == id)
+    const bool classifies = op.type == "cross_entropy" || op.type == "nll_loss" || op.type == "target_logit" ||
+                            op.type == "cross_entropy_parts";
+    if (classifies && op.inputs.size() >= 2 && op.inputs[1] == id)
       return graph.tensor(op.inputs[0]).shape.dims.back();
   }
   return 2;

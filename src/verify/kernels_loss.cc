@@ -130,6 +130,7 @@ void register_loss_kernels(KernelRegistry& r) {
   r.add("cross_entropy", classification_loss("cross_entropy", true));
   r.add("nll_loss", classification_loss("nll_loss", false));
   r.add("mse_loss", mse_kernel());
+  register_cross_entropy_parts_kernels(r);  // kernels_cross_entropy_parts.cc
 }
 
 }  // namespace loom::verify

@@ -58,6 +58,38 @@ expect compare-baselines 0 "$LOOM" compare "${small[@]}" --gpus 4 --policies meg
 expect compare 0 "$LOOM" compare "${small[@]}" --gpus 4 --policies dp,tp,dp-tp &&
   contains compare-header "rank" && contains compare-dp "dp: dp 4" && contains compare-tp "tp: dp 1 x tp 4"
 
+# Vocabulary-parallel LM head and loss under tensor parallelism: each rank computes logits over its
+# half of llama3-8b's 128256 classes, and the plans are proven by the interpreter at tp 2 and dp 2 x tp 2.
+expect plan-vocab-parallel 0 "$LOOM" plan --model llama3-8b --layers 2 --seq 256 --global-batch 8 --policy megatron \
+  --tp 2 --out "$tmp/vocab"
+if grep -qF '"outputs": [{"tensor": "lm_head", "box": [[0, 8], [0, 256], [64128, 128256]]}]' "$tmp/vocab/plan.json"; then
+  pass=$((pass+1)); else fail "plan-vocab-parallel-logits: no lm_head part over classes [64128, 128256)"; fi
+for model in gpt3-125m llama3-8b; do
+  for degrees in "--tp 2" "--dp 2 --tp 2"; do
+    name="verify-vocab-$model-${degrees//[ -]/}"
+    # shellcheck disable=SC2086
+    expect "$name" 0 "$LOOM" verify --model "$model" --layers 2 --policy megatron $degrees && contains "$name-pass" "result     PASS"
+  done
+done
+
+# Folded planning: one micro-batch of one replica, repeated and mirrored; exec.json holds the slice and
+# how it unfolds. A ZeRO or non-megatron job cannot fold; --fold off plans every sub-op.
+fold=(--model llama3-8b --layers 4 --seq 256 --global-batch 16 --policy megatron --dp 2 --tp 2 --pp 2 --microbatches 4)
+expect plan-fold 0 "$LOOM" plan "${fold[@]}" --fold on --out "$tmp/fold" &&
+  contains plan-fold-line "folded     the plan is one micro-batch of one replica on 4 devices" &&
+  contains plan-fold-classes "of 8 devices, one per device class"
+if grep -qF '"fold": {"dp": 2, "tp": 2, "pp": 2, "chunks": 1, "micro_batches": 4' "$tmp/fold/exec.json"; then
+  pass=$((pass+1)); else fail "plan-fold-exec: exec.json has no fold object"; fi
+expect plan-fold-again 0 "$LOOM" plan "${fold[@]}" --fold on --out "$tmp/fold2"
+for f in plan.json exec.json trace.json report.html; do
+  if cmp -s "$tmp/fold/$f" "$tmp/fold2/$f"; then pass=$((pass+1)); else fail "plan-fold-deterministic: $f differs"; fi
+done
+expect plan-fold-off 0 "$LOOM" plan "${fold[@]}" --fold off --out "$tmp/unfolded" &&
+  if grep -q "^folded" <<<"$out"; then fail "plan-fold-off: printed a folded line"; else pass=$((pass+1)); fi
+expect plan-fold-zero nonzero "$LOOM" plan "${fold[@]}" --zero 1 --fold on --out "$tmp/x" &&
+  contains plan-fold-zero-msg "without ZeRO"
+expect plan-fold-bad nonzero "$LOOM" plan "${fold[@]}" --fold sometimes --out "$tmp/x"
+
 # Bad input: named, non-zero, nothing half-written.
 expect plan-bad-model nonzero "$LOOM" plan --model nosuch --out "$tmp/x" && contains plan-bad-model-msg "nosuch"
 expect plan-bad-policy nonzero "$LOOM" plan "${small[@]}" --policy zigzag --out "$tmp/x" && contains plan-bad-policy-msg "zigzag"

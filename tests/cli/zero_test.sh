@@ -37,6 +37,17 @@ expect accumulate 0 "$LOOM" verify --model gpt3-125m --policy megatron --dp 2 --
   contains accumulate-collectives "collectives: all-reduce 28;" && contains accumulate-pass "result     PASS"
 expect accumulate-zero2 0 "$LOOM" verify --model llama3-8b --policy zero --zero 2 --devices 2 --microbatches 2 &&
   contains accumulate-zero2-pass "result     PASS"
+# ZeRO-3 gathers the weights once per use: each micro-batch's forward and backward gather their own
+# (58 -> 114: a weight no op reads per micro-batch is gathered once), and a recomputed forward gathers
+# again rather than keep the forward's copies until the backward.
+expect accumulate-zero3 0 "$LOOM" verify --model gpt3-125m --policy zero --zero 3 --devices 2 --microbatches 2 &&
+  contains accumulate-zero3-collectives "collectives: all-gather 114, reduce-scatter 28; 0 sends" &&
+  contains accumulate-zero3-pass "result     PASS"
+expect recompute-zero3 0 "$LOOM" verify --model llama3-8b --policy zero --zero 3 --devices 2 --microbatches 2 --recompute full &&
+  contains recompute-zero3-pass "result     PASS"
+expect recompute-megatron-zero3 0 "$LOOM" verify --model llama3-8b --policy megatron --dp 2 --tp 2 --zero 3 \
+  --microbatches 2 --recompute selective &&
+  contains recompute-megatron-zero3-pass "result     PASS"
 
 # Bad input.
 expect zero-no-stage nonzero "$LOOM" verify --model gpt3-125m --policy zero --devices 2 &&

@@ -30,10 +30,10 @@ constexpr std::int64_t kPositions = 512, kTokenTypes = 2;
 
 // Embeddings V·h + P·h + T·h + LayerNorm 2h; per layer 12h² + 13h; MLM head dense h² + h,
 // LayerNorm 2h, decoder bias V (decoder weight tied to the word embeddings).
+// V is the vocabulary padded to a multiple of 128 (ModelOptions::vocab_multiple), as Megatron-LM pads it.
 std::int64_t bert_params(const BertShape& s, std::int64_t layers) {
-  const std::int64_t h = s.hidden;
-  return s.vocab * h + kPositions * h + kTokenTypes * h + 2 * h + layers * (12 * h * h + 13 * h) + h * h + h +
-         2 * h + s.vocab;
+  const std::int64_t h = s.hidden, v = (s.vocab + 127) / 128 * 128;
+  return v * h + kPositions * h + kTokenTypes * h + 2 * h + layers * (12 * h * h + 13 * h) + h * h + h + 2 * h + v;
 }
 
 TEST(BertPresets, EveryPresetMatchesTheClosedFormCount) {
@@ -67,17 +67,20 @@ TEST(BertGraph, PostLayerNormEncoderAndTiedMlmHead) {
   ASSERT_NE(decoder, nullptr);
   EXPECT_EQ(graph.tensor(decoder->inputs[1]).name, "embeddings.word.weight");
   EXPECT_EQ(graph.tensor(decoder->inputs[2]).name, "mlm.decoder.bias");
-  EXPECT_EQ(graph.tensor(decoder->outputs[0]).shape, (ir::Shape{2, 128, 30522}));
+  EXPECT_EQ(graph.tensor(decoder->outputs[0]).shape, (ir::Shape{2, 128, 30592}));  // 30522 padded
   EXPECT_EQ(find_op(graph, "mlm.act")->type, "gelu");
-  EXPECT_EQ(find_op(graph, "loss")->type, "cross_entropy");
+  EXPECT_EQ(find_op(graph, "loss")->type, "cross_entropy_from_parts");
   EXPECT_EQ(graph.tensor(graph.loss).shape, ir::Shape{});
   EXPECT_EQ(parameter_count(graph), bert_params(kShapes[0], 2));
 }
 
 TEST(BertGraph, DnabertUsesTheSixMerVocabulary) {
   const ir::Graph graph = build_or_fail("dnabert", {.batch = 4, .seq = 512, .layers = 1});
-  EXPECT_EQ(find_tensor(graph, "embeddings.word.weight")->shape, (ir::Shape{4101, 768}));
-  EXPECT_EQ(graph.tensor(find_op(graph, "mlm.decoder")->outputs[0]).shape, (ir::Shape{4, 512, 4101}));
+  EXPECT_EQ(find_tensor(graph, "embeddings.word.weight")->shape, (ir::Shape{4224, 768}));  // 4101 padded
+  EXPECT_EQ(graph.tensor(find_op(graph, "mlm.decoder")->outputs[0]).shape, (ir::Shape{4, 512, 4224}));
+  // Without padding, the tokenizer's 4101 6-mers.
+  const ir::Graph unpadded = build_or_fail("dnabert", {.batch = 4, .seq = 512, .layers = 1, .vocab_multiple = 1});
+  EXPECT_EQ(find_tensor(unpadded, "embeddings.word.weight")->shape, (ir::Shape{4101, 768}));
 }
 
 TEST(BertOptions, OptionsAndLimits) {

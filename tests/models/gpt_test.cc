@@ -33,7 +33,8 @@ const std::vector<GptShape> kShapes = {
     {"gpt3-2.6b-16k", 32, 2560, 32, 80, 16384},  {"gpt3-6.7b-16k", 32, 4096, 32, 128, 16384},
     {"gpt3-15b-16k", 48, 5120, 32, 160, 16384},
 };
-constexpr std::int64_t kVocab = 50257;
+// GPT-2/3's 50257 tokens padded to a multiple of 128, as Megatron-LM does (ModelOptions::vocab_multiple).
+constexpr std::int64_t kVocab = 50304;
 
 // Per layer: qkv h·3w + 3w, out w·h + h, fc1 4h·h + 4h, fc2 4h·h + h, two LayerNorms 4h (w = a·d).
 // Plus wte V·h (tied head), wpe n_ctx·h, ln_f 2h.
@@ -66,11 +67,12 @@ TEST(GptPresets, FullDepthCountsMatchTheFormulaAndTheNames) {
     std::string name;
     std::int64_t exact;
   };
-  // Exact counts of the architecture (hand-checked against the formulas above).
+  // Exact counts of the architecture (hand-checked against the formulas above), with the vocabulary
+  // padded to 50304: 47 h more than with the tokenizer's 50257.
   const std::vector<Case> cases = {
-      {"gpt3-125m", 125'226'240},      {"gpt3-350m", 355'871'744},     {"gpt3-760m", 760'300'032},
-      {"gpt3-1.3b", 1'315'723'264},    {"gpt3-2.7b", 2'651'553'280},   {"gpt3-6.7b", 6'658'404'352},
-      {"gpt3-13b", 12'936'488'380},    {"gpt3-175b", 174'604'259'328},
+      {"gpt3-125m", 125'262'336},      {"gpt3-350m", 355'919'872},     {"gpt3-760m", 760'372'224},
+      {"gpt3-1.3b", 1'315'819'520},    {"gpt3-2.7b", 2'651'673'600},   {"gpt3-6.7b", 6'658'596'864},
+      {"gpt3-13b", 12'936'729'960},    {"gpt3-175b", 174'604'836'864},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -106,7 +108,7 @@ TEST(GptGraph, LogitsLossAndOpNames) {
   EXPECT_EQ(graph.tensor(graph.loss).dtype, ir::DType::f32);
   const ir::Op* loss = find_op(graph, "loss");
   ASSERT_NE(loss, nullptr);
-  EXPECT_EQ(loss->type, "cross_entropy");
+  EXPECT_EQ(loss->type, "cross_entropy_from_parts");  // the last of the vocabulary-splittable parts
 
   for (const char* name : {"wte", "wpe", "embed", "layers.0.ln1", "layers.0.attn.qkv", "layers.0.attn.sdpa",
                            "layers.0.attn.out", "layers.0.attn_residual", "layers.0.ln2", "layers.0.mlp.fc1",
@@ -145,6 +147,10 @@ TEST(GptOptions, BatchSeqLayersAndDtypeShapeTheGraph) {
   EXPECT_EQ(parameter_count(small), gpt_params(2, 1024, 1024, 2048));  // the position table keeps n_ctx rows
   for (ir::TensorId p : small.parameters) EXPECT_EQ(small.tensor(p).dtype, ir::DType::f32);
   EXPECT_EQ(small.tensor(find_op(small, "lm_head")->outputs[0]).shape, (ir::Shape{3, 128, kVocab}));
+  // The tokenizer's vocabulary without Megatron's padding; a multiple out of range is refused.
+  const ir::Graph unpadded = build_or_fail("gpt3-350m", {.batch = 1, .seq = 8, .layers = 1, .vocab_multiple = 1});
+  EXPECT_EQ(unpadded.tensor(find_op(unpadded, "lm_head")->outputs[0]).shape, (ir::Shape{1, 8, 50257}));
+  EXPECT_FALSE(build_model("gpt3-350m", {.batch = 1, .seq = 8, .layers = 1, .vocab_multiple = 0}));
 
   // Defaults: the paper's batch (0.5M tokens = 256 sequences) and n_ctx.
   const ir::Graph full = build_or_fail("gpt3-350m", {.layers = 1});

@@ -24,7 +24,8 @@ const std::vector<EncDecShape> kT5 = {
 const std::vector<EncDecShape> kMbart = {
     {"mbart-4.7b", 24, 3072, 16}, {"mbart-9.5b", 32, 4096, 32},
     {"mbart-20b", 48, 5120, 32},  {"mbart-32b", 56, 6144, 32}};
-constexpr std::int64_t kT5Vocab = 32128, kMbartVocab = 500000, kMbartSeq = 1024, kBuckets = 32;
+constexpr std::int64_t kT5Vocab = 32128, kMbartVocab = 500096,  // 500000 padded to a multiple of 128, as Megatron-LM pads
+                          kMbartSeq = 1024, kBuckets = 32;
 
 // T5: shared V·h; encoder layer 2 RMSNorms + q,k,v,o + wi, wo; decoder layer 3 RMSNorms + self and
 // cross attention + wi, wo; per stack a [32, heads] relative bias and a final RMSNorm. No biases.

@@ -63,6 +63,10 @@ std::vector<Sample> samples() {
   for (const char* t : {"sum", "mean", "max", "amax"}) s.push_back({t, {x}, {{"dims", V{1}}}, {}});
   s.push_back({"argmax", {x}, {{"dim", std::int64_t{-1}}}, {}});
   s.push_back({"cross_entropy", {x, Shape{2, 8}}, {}, {DType::f32, DType::i64}});
+  s.push_back({"target_logit", {x, Shape{2, 8}}, {}, {DType::f32, DType::i64}});
+  s.push_back({"cross_entropy_parts", {x, Shape{2, 8}, Shape{2, 8}}, {}, {DType::f32, DType::i64, DType::f32}});
+  s.push_back({"cross_entropy_from_parts", {Shape{2, 8}, Shape{2, 8}, Shape{2, 8}, Shape{2, 8}}, {},
+               {DType::f32, DType::f32, DType::f32, DType::i64}});
   s.push_back({"nll_loss", {Shape{8, 16}, Shape{8}}, {}, {DType::f32, DType::i64}});
   s.push_back({"mse_loss", two, {}, {}});
   s.push_back({"moe_gate", {x, Shape{4, 16}}, {{"capacity", std::int64_t{4}}}, {}});

@@ -38,7 +38,12 @@ INSTANTIATE_TEST_SUITE_P(
                       ReshapeCase{Shape{8, 1, 768}, {8, 768}, "a 1 b -> a b", Shape{8, 768}},
                       ReshapeCase{Shape{6, 4}, {4, 6}, "a^ b^ -> c^ d^", Shape{4, 6}},
                       ReshapeCase{Shape{6, 4, 5}, {4, 6, 5}, "a^ b^ e -> c^ d^ e", Shape{4, 6, 5}},
-                      ReshapeCase{Shape{1}, {}, "1 -> ", Shape{}}));
+                      ReshapeCase{Shape{1}, {}, "1 -> ", Shape{}},
+                      // A batch of one stays an identifier where both sides lead with it (the planner
+                      // follows the batch through); other size-1 dims stay numbers.
+                      ReshapeCase{Shape{1, 512, 4096}, {1, 512, 32, 128}, "a b (c d) -> a b c d", Shape{1, 512, 32, 128}},
+                      ReshapeCase{Shape{1, 1, 6}, {1, 6}, "a 1 b -> a b", Shape{1, 6}},
+                      ReshapeCase{Shape{1, 6}, {6}, "1 a -> a", Shape{6}}));
 
 TEST(ReshapeSignature, GivesAllButTheOutermostFactor) {
   auto s = reshape_signature(Shape{8, 768}, Shape{8, 2, 6, 64}, "reshape");

@@ -76,11 +76,12 @@ TEST(TensorParallel, GptAttentionAndMlpAreMegatronPairs) {
   const auto out = parts_of(p, "layers.0.attn.out");
   EXPECT_EQ(input_ranges(out, 1, 1), halves(16));
   EXPECT_EQ(output_values(out), kTwoPartials);
-  // The token embedding is vocabulary parallel; norms, residual adds and the loss are replicated.
+  // The token embedding and the LM head are vocabulary parallel (vocab_parallel_head_test.cc); norms,
+  // residual adds and the loss's final mean are replicated.
   const auto wte = parts_of(p, "wte");
   EXPECT_EQ(input_ranges(wte, 1, 0), halves(64));
   EXPECT_EQ(output_values(wte), kTwoPartials);
-  for (const char* name : {"layers.0.ln1", "layers.0.attn_residual", "layers.1.ln2", "ln_f", "lm_head", "loss", "wpe"})
+  for (const char* name : {"layers.0.ln1", "layers.0.attn_residual", "layers.1.ln2", "ln_f", "loss", "wpe"})
     expect_replicas(p, name, {0, 1});
   // Optimizer steps follow their parameter: fc1's weight rows split, LayerNorm weights replicated.
   EXPECT_EQ(input_ranges(parts_of(p, "layers.0.mlp.fc1.weight.sgd"), 0, 0), halves(64));
@@ -107,7 +108,9 @@ TEST(TensorParallel, GptLayoutNamesTheSplitIdentifiers) {
   EXPECT_EQ(split_of("layers.0.attn.out"), "i");
   EXPECT_EQ(split_of("layers.0.mlp.fc1"), "o");
   EXPECT_EQ(split_of("layers.0.mlp.fc2"), "i");
-  EXPECT_EQ(split_of("lm_head"), "-");  // its vocabulary split would reach the loss
+  EXPECT_EQ(split_of("lm_head"), "o");  // vocabulary parallel: its region closes in the loss's parts
+  EXPECT_EQ(split_of("loss_parts"), "v");
+  EXPECT_EQ(split_of("loss"), "-");
   EXPECT_EQ(split_of("layers.0.ln1"), "-");
 }
 

@@ -65,10 +65,10 @@ TEST(SequenceParallelLayout, SplitsTheOpsTensorParallelismReplicatesAlongTheSequ
     sequence_split.insert(op.name);
   }
   for (const char* name : {"embed", "embed_dropout", "layers.0.ln1", "layers.0.attn.dropout", "layers.0.attn_residual",
-                           "layers.1.ln2", "layers.1.mlp.dropout", "layers.1.mlp_residual", "ln_f", "lm_head", "loss"})
+                           "layers.1.ln2", "layers.1.mlp.dropout", "layers.1.mlp_residual", "ln_f", "loss"})
     EXPECT_TRUE(sequence_split.contains(name)) << name;
   // Position tables see no batch; the tensor-parallel regions keep their splits.
-  for (const char* name : {"wpe", "wte", "layers.0.attn.qkv", "layers.0.attn.sdpa", "layers.0.mlp.fc2"})
+  for (const char* name : {"wpe", "wte", "layers.0.attn.qkv", "layers.0.attn.sdpa", "layers.0.mlp.fc2", "lm_head"})
     EXPECT_FALSE(sequence_split.contains(name)) << name;
 }
 
@@ -83,7 +83,10 @@ TEST(SequenceParallelCollectives, ReduceScatterAndAllGatherReplaceTheAllReducesI
     int layers = 0;
     for (const auto& [layer, c] : counts) {
       SCOPED_TRACE(std::string(preset) + " " + layer);
-      EXPECT_EQ(c.count("forward all-reduce") + c.count("backward all-reduce"), 0u);
+      // Outside the layers one all-reduce of per-token scalars remains: the loss's shift, which every
+      // vocabulary part of the head reads whole (vocab_parallel_head_test.cc).
+      const auto count = [&](const char* key) { return c.contains(key) ? c.at(key) : 0; };
+      EXPECT_EQ(count("forward all-reduce") + count("backward all-reduce"), layer.empty() ? 1 : 0);
       if (layer.empty()) continue;  // embeddings and head: a reduce-scatter of the embedding, its gradient's all-gather
       ++layers;
       EXPECT_EQ(c.count("forward other") + c.count("backward other") + c.count("forward all-to-all"), 0u);

@@ -3,6 +3,7 @@
 // the files that report it. Each stage is the library's own function; nothing here decides a plan.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "loom/core/error.h"
 #include "loom/cost/memory_model.h"
 #include "loom/exec/exec_plan.h"
+#include "loom/exec/fold.h"
 #include "loom/exec/materialize.h"
 #include "loom/ir/autograd.h"
 #include "loom/ir/graph.h"
@@ -23,6 +25,14 @@
 
 namespace loom::api {
 
+// Folded planning (exec/fold.h): one micro-batch of one data-parallel replica planned and materialized,
+// repeated over the micro-batches and mirrored over the replicas. automatic folds a megatron plan
+// without ZeRO whose explicit plan would exceed kFoldAboveSubOps sub-ops (ops x dp x tp x micro-batches).
+enum class Fold : std::uint8_t { automatic, off, on };
+inline constexpr std::int64_t kFoldAboveSubOps = 300'000;
+// An explicit plan past this many sub-ops (estimated) is refused rather than planned for minutes.
+inline constexpr std::int64_t kExplicitSubOpLimit = 3'000'000;
+
 struct PlanRequest {
   std::string model;                   // a preset (`loom models`)
   models::ModelOptions model_options;  // batch = the global batch; bf16 by default
@@ -32,6 +42,7 @@ struct PlanRequest {
   std::string policy = "megatron";
   policy::ParallelConfig config;
   std::string profile;                 // a profile database (cost/profile_db.h) to override the roofline; optional
+  Fold fold = Fold::automatic;
 };
 
 // "megatron: dp 2 x tp 4 x pp 2, 8 micro-batches, 1f1b" — the policy and its degrees, for tables.
@@ -57,6 +68,12 @@ struct PlanResult {
   plan::Plan plan;
   exec::ExecPlan exec;
   exec::MaterializeStats materialize_stats;
+  // Folded: the plan and the graph are one micro-batch of one replica over tp x pp slice devices, and
+  // exec is the unfolded step (exec/fold.h), its programs those of the class representatives.
+  bool folded = false;
+  int slice_devices = 0;
+  exec::ExecPlan slice;      // folded: the slice's checked ExecPlan, which exec.json holds
+  exec::FoldShape fold;      // folded: how the slice unfolds
   sim::SimResult sim;
   cost::MemoryReport memory;
   sim::StepMetrics metrics;

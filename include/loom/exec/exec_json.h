@@ -15,10 +15,14 @@
 #include <string>
 
 #include "loom/exec/exec_plan.h"
+#include "loom/exec/fold.h"
 
 namespace loom::exec {
 
-// Fills the classes afresh (device_classes) when exec.class_of is empty or stale in size.
-std::string exec_to_json(const ExecPlan& exec);
+// Fills the classes afresh (device_classes) when exec.class_of is empty or stale in size. With `fold`,
+// `exec` is the slice a folded step unfolds from (exec/fold.h), written as is, and a "fold" object says
+// how it unfolds: {"dp": 8, "tp": 8, "pp": 16, "chunks": 2, "micro_batches": 64,
+// "sequences": [["F0.0", "F16.0", ..., "B0.63"], ...]} (per pipeline rank, pass + stage "." micro-batch).
+std::string exec_to_json(const ExecPlan& exec, const FoldShape* fold = nullptr);
 
 }  // namespace loom::exec

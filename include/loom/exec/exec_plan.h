@@ -109,6 +109,10 @@ struct ExecPlan {
   // class; class_of[d] is d's class and representatives[c] the first device of class c.
   std::vector<int> class_of;
   std::vector<int> representatives;
+  // Only the class representatives (and devices sending to them) have programs; every other device is
+  // an image of its class with an empty program (a folded step, exec/fold.h). check_exec_plan and the
+  // interpreter need every program, so they take the slice a partial plan was unfolded from instead.
+  bool partial = false;
 
   const Buffer& buffer(BufferId id) const { return buffers[id.index()]; }
   BufferId add_buffer(int device, plan::SubTensor piece, std::int64_t bytes) {

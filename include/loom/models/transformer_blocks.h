@@ -177,7 +177,10 @@ Embedded learned_embeddings(ir::GraphBuilder& b, ir::TensorId ids, std::int64_t 
 // An i64 buffer "<name>" [seq] of positions 0..seq-1 (HF's registered position_ids buffer).
 ir::TensorId position_ids(ir::GraphBuilder& b, const std::string& name, std::int64_t seq);
 
-// cross_entropy(logits [b s v], labels [b s]) -> scalar mean loss, set as the graph's loss.
+// Mean cross entropy of logits [b s v] against labels [b s], set as the graph's loss, built from ops
+// whose vocabulary splits are exact (src/ops/cross_entropy_parts.cc): "loss_shift" (target_logit),
+// "loss_parts" (cross_entropy_parts) and "loss" (cross_entropy_from_parts), so tensor parallelism keeps
+// the LM head's logits split along the vocabulary and exchanges per-token scalars only.
 ir::TensorId language_model_loss(ir::GraphBuilder& b, ir::TensorId logits, ir::TensorId labels);
 
 }  // namespace loom::models

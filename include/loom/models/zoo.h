@@ -26,7 +26,14 @@ struct ModelOptions {
   // Every dimension a policy splits (batch, heads, hidden, ffn, vocabulary, experts) is divisible by 4.
   // batch, seq and layers above still override the shrunk defaults.
   bool shrink = false;
+  // Pad the vocabulary (embedding rows, logits) up to a multiple of this, as Megatron-LM does
+  // (--make-vocab-size-divisible-by, default 128): GPT's 50257 becomes 50304, so the head's GEMM is
+  // aligned and divides over tensor-parallel ranks. 1 keeps the tokenizer's size. Shrunk models keep theirs.
+  std::int64_t vocab_multiple = 128;
 };
+
+// `vocab` rounded up to a multiple of options.vocab_multiple (unchanged when shrunk or the multiple is 1).
+std::int64_t padded_vocab(std::int64_t vocab, const ModelOptions& options);
 
 struct ModelPreset {
   std::string name;         // "gpt3-175b"

@@ -15,6 +15,7 @@ void register_conv_pool_ops(OpRegistry& registry);    // conv2d, pooling, upsamp
 void register_shape_ops(OpRegistry& registry);        // reshape, permute, transpose, split, concat, chunk
 void register_reduce_ops(OpRegistry& registry);       // sum, mean, max
 void register_loss_ops(OpRegistry& registry);         // cross_entropy, mse_loss
+void register_cross_entropy_parts_ops(OpRegistry& registry);  // target_logit, cross_entropy_parts, _from_parts
 void register_moe_ops(OpRegistry& registry);          // gate, dispatch, combine
 void register_alphafold_ops(OpRegistry& registry);    // triangle updates, outer-product mean, MSA attention
 void register_swin_ops(OpRegistry& registry);         // window partition / reverse, patch merging, cyclic shift

@@ -26,6 +26,10 @@ std::string annotation_text(const std::vector<TensorDims>& inputs, const std::ve
 TensorDims indexed_dims(std::size_t rank, std::string_view prefix = "d");
 // Appends a flag ('+' or '^') to every token of `dims`.
 TensorDims flagged(TensorDims dims, char flag);
+// Names of the token dims of [.., v] logits: "n" for one, "b s" for two, else d0 d1 ...
+TensorDims token_dims(std::size_t count);
+// The optional label_smoothing attribute of a loss must lie in [0, 1); errors name the op.
+Expected<void> check_label_smoothing(const ir::OpCall& call, std::string_view op);
 // "a", "b", ..., "z", "a1", "b1", ...: short distinct names for generated identifiers.
 std::string letter_name(std::size_t index);
 

@@ -48,7 +48,8 @@ std::string to_string(const Block& block);  // "F2" / "B0"
 
 // The template: per pipeline device, its blocks in execution order. Every stage runs each (micro-batch,
 // pass) once. Errors: fewer than one device, micro-batch or chunk; chunks above 1 without interleaving;
-// an interleaved template whose micro-batches are not a multiple of the devices.
+// an interleaved template whose micro-batches (above 1) are not a multiple of the devices. One
+// micro-batch through an interleaved pipeline passes the chunks in order and back.
 Expected<std::vector<std::vector<Block>>> schedule_blocks(Schedule schedule, int num_devices, int num_micro_batches);
 
 // stages[s][m]: the forward sub-ops of stage s for micro-batch m, in program order (e.g.

@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "loom/core/error.h"
 #include "loom/plan/plan.h"
@@ -76,5 +77,9 @@ Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const Par
 // Errors name the op and the dimension: a batch not divisible by dp x micro_batches, heads (or another
 // split dimension) not divisible by tp, fewer balanced stages than pp, or a plan already transformed.
 Expected<void> megatron(plan::Plan& plan, const ParallelConfig& config);
+
+// By OpId: the stage (chunk * pp + pipeline rank) megatron() gives each forward op, -1 for the others:
+// pp x virtual_stages stages of whole layers, else pp stages of balanced FLOPs.
+Expected<std::vector<int>> megatron_stages(const plan::Plan& plan, const ParallelConfig& config);
 
 }  // namespace loom::policy

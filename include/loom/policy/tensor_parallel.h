@@ -9,7 +9,12 @@
 //    projection row-parallel) and MLPs (fc1/gate/up column, activation, fc2/down row) in GPT, LLaMA,
 //    BERT, T5/mBART (cross-attention too), MoE's dense layers, Swin's window attention and MLP, and
 //    AlphaFold2's transitions; a linear whose split would reach a LayerNorm, a loss or the residual
-//    stream (output projections, LM heads, Swin's patch-merge reduction) stays replicated.
+//    stream (output projections, Swin's patch-merge reduction) stays replicated.
+//  - Vocabulary-parallel LM heads: the language models' loss is built from ops linear in the
+//    vocabulary (target_logit, cross_entropy_parts; src/ops/cross_entropy_parts.cc), so the head is a
+//    column-parallel seed whose region closes in the loss: each rank computes logits [.., v/tp] and the
+//    loss exchanges per-token scalars. When tp does not divide the vocabulary (GPT's 50257) the head
+//    stays replicated, as the embedding does; Megatron pads the vocabulary instead.
 //  - Expert parallelism: moe_dispatch split along its experts dimension, carried through the expert
 //    FFN einsums to moe_combine's expert reduction (GShard experts across tp ranks).
 //  - Fused head-parallel ops: an op whose reduction identifier occurs only in its parameters (the
@@ -21,9 +26,10 @@
 //    (k v), head_dim] for cross-attention), so contiguous splits give each rank whole heads and no
 //    strided split is needed.
 //  - Everything else is replicated across the tp ranks: norms, residual adds, dropout on the residual
-//    stream, losses (cross_entropy's vocabulary is not splittable), MoE gates, AlphaFold2's outer
-//    product mean and triangle multiplications, Swin's window partition/shift/merge, and ops that see
-//    no batch (position tables, relative-position biases), which data parallelism replicates.
+//    stream, the loss's final mean (and cross_entropy, whose vocabulary is frozen), MoE gates,
+//    AlphaFold2's outer product mean and triangle multiplications, Swin's window partition/shift/merge,
+//    and ops that see no batch (position tables, relative-position biases), which data parallelism
+//    replicates.
 //  - Sequence parallelism (Korthikanti et al. 2022), when asked for: of the ops above that see the
 //    batch, those that carry the sequence are split along it instead of replicated (layer norms,
 //    dropouts, residual adds, embedding sums, and, since they work token by token here, the replicated

@@ -26,6 +26,9 @@ namespace loom::sim {
 struct Workload {
   double samples_per_step = 0;
   double tokens_per_step = 0;  // 0 for models without tokens
+  // How many times a step runs the plan's graph: 1, or dp x micro-batches for a folded plan, whose graph
+  // is one micro-batch of one replica (exec/fold.h). Multiplies the model FLOPs.
+  double graph_copies = 1;
 };
 
 struct DeviceMetrics {

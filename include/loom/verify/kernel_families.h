@@ -15,6 +15,7 @@ void register_conv_pool_kernels(KernelRegistry& registry);
 void register_shape_kernels(KernelRegistry& registry);
 void register_reduce_kernels(KernelRegistry& registry);
 void register_loss_kernels(KernelRegistry& registry);
+void register_cross_entropy_parts_kernels(KernelRegistry& registry);  // called by register_loss_kernels
 void register_moe_kernels(KernelRegistry& registry);
 void register_alphafold_kernels(KernelRegistry& registry);
 void register_swin_kernels(KernelRegistry& registry);

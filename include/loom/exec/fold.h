@@ -1,0 +1,52 @@
+// Folded execution: the step of a large data- and pipeline-parallel job from the ExecPlan of one slice
+// (DESIGN.md, "ExecPlan": symmetric devices simulated once, carried over to planning).
+//
+// A Megatron job of dp x tp x pp devices and m micro-batches repeats the same work m times per pipeline
+// device and mirrors it over dp replicas: 1024 GPUs and 64 micro-batches would be ~16M sub-ops planned
+// one by one. The slice is the plan of one micro-batch of one replica: the graph built at micro-batch
+// size, placed over tp x pp devices (slice device s * tp + t), materialized and checked as any plan.
+// unfold_step turns its ExecPlan into the job's step:
+//   - each slice program is cut into segments: the loads (once), the blocks (model chunk, pass), and the
+//     epilogue (the optimizer steps and what only they consume, once);
+//   - each pipeline device runs its blocks in the order of the schedule template for m micro-batches,
+//     every block instance a copy of the slice's block with its own buffers and transfer tags;
+//   - a buffer a block produces and the epilogue reads (a weight gradient) is accumulated over the
+//     instances (a combine per micro-batch, as gradient accumulation does), then, with dp > 1, all-reduced
+//     over the dp replicas (the images of its device: full device (s * dp + r) * tp + t) before the
+//     optimizer reads it, as the V->R transition of a gradient split by value over dp would be.
+// Only the slice's device-class representatives (and the devices sending to them) get programs; every
+// other device is an image of its class (ExecPlan::partial): the simulator runs the representatives, and
+// a collective's members are taken to arrive when their representatives do. The slice itself is
+// proven by `loom verify`; unfolding repeats and mirrors it, which tests compare against explicit plans.
+#pragma once
+
+#include <vector>
+
+#include "loom/core/error.h"
+#include "loom/exec/exec_plan.h"
+#include "loom/plan/schedule.h"
+
+namespace loom::exec {
+
+struct FoldShape {
+  int dp = 1;
+  int tp = 1;
+  int pp = 1;
+  int chunks = 1;        // model chunks per pipeline device (interleaving)
+  int micro_batches = 1;
+  // By pipeline rank: its block instances in execution order, Block::stage = chunk * pp + rank
+  // (plan::schedule_blocks for micro_batches).
+  std::vector<std::vector<plan::Block>> sequences;
+  // By OpId: the stage (chunk * pp + rank) of each forward op; -1 for the others.
+  std::vector<int> op_stage;
+};
+
+// The full device of slice device `slice_device` in dp replica `replica`.
+int full_device(const FoldShape& shape, int slice_device, int replica);
+
+// Errors: a slice whose device count is not tp x pp, sequences that do not match pp, chunks and
+// micro-batches, and slices that cannot be repeated: a transfer or collective whose members disagree on
+// whether it runs once per step or once per micro-batch (naming the tag and the devices).
+Expected<ExecPlan> unfold_step(const ExecPlan& slice, const FoldShape& shape);
+
+}  // namespace loom::exec

@@ -1,0 +1,176 @@
+#include "fold_segments.h"
+
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "loom/exec/instruction_buffers.h"
+
+namespace loom::exec {
+namespace {
+
+constexpr int kUnknown = -3;
+
+class Classifier {
+ public:
+  Classifier(const ExecPlan& slice, const FoldShape& shape) : slice_(slice), shape_(shape) {}
+
+  std::vector<int> program(int device) const {
+    const auto& program = slice_.programs[static_cast<std::size_t>(device)];
+    std::vector<int> seg(program.size(), kUnknown);
+    computes(program, seg);
+    consumers(program, seg);
+    producers(program, seg);
+    return seg;
+  }
+
+ private:
+  // Computes by their sub-op; those without a stage take the block around them.
+  void computes(const std::vector<Instruction>& program, std::vector<int>& seg) const {
+    const plan::Plan& plan = *slice_.plan;
+    std::unordered_set<std::uint32_t> ran;  // sub-ops already run once (a second run is a recomputation)
+    for (std::size_t i = 0; i < program.size(); ++i) {
+      const auto* c = std::get_if<Compute>(&program[i]);
+      if (c == nullptr) {
+        if (std::holds_alternative<Load>(program[i])) seg[i] = kPrologue;
+        continue;
+      }
+      const ir::Op& op = plan.op_of(c->sub_op);
+      const bool again = !ran.insert(c->sub_op.index()).second;
+      if (op.pass == ir::Pass::optimizer) {
+        seg[i] = kEpilogue;
+      } else if (const int stage = stage_of(op); stage >= 0) {
+        seg[i] = block_segment(stage / shape_.pp, op.pass == ir::Pass::backward || again);
+      }
+    }
+    // Without a stage (a gradient accumulation): the block of its first reader, else the block around.
+    std::unordered_map<std::uint32_t, int> first_reader;
+    for (std::size_t i = program.size(); i-- > 0;) {
+      const auto* c = std::get_if<Compute>(&program[i]);
+      if (c == nullptr) continue;
+      if (seg[i] == kUnknown)
+        for (BufferId b : c->outputs)
+          if (const auto it = first_reader.find(b.index()); it != first_reader.end() && is_block(it->second)) seg[i] = it->second;
+      if (is_block(seg[i]))
+        for (BufferId b : c->inputs)
+          if (b.valid()) first_reader[b.index()] = seg[i];
+    }
+    int around = kUnknown;  // the last block seen, then (second sweep) the next one
+    for (std::size_t i = 0; i < program.size(); ++i) {
+      if (is_block(seg[i])) around = seg[i];
+      else if (seg[i] == kUnknown && std::holds_alternative<Compute>(program[i]) && around != kUnknown) seg[i] = around;
+    }
+    around = kUnknown;
+    for (std::size_t i = program.size(); i-- > 0;) {
+      if (is_block(seg[i])) around = seg[i];
+      else if (seg[i] == kUnknown && std::holds_alternative<Compute>(program[i])) seg[i] = around == kUnknown ? kEpilogue : around;
+    }
+  }
+
+  int stage_of(const ir::Op& op) const {
+    const ir::OpId forward = op.pass == ir::Pass::backward ? op.mirror_of : op.id;
+    if (!forward.valid() || forward.index() >= shape_.op_stage.size()) return -1;
+    return shape_.op_stage[forward.index()];
+  }
+
+  // Collectives, recvs and locals where their output is first read (walking back from the end).
+  static void consumers(const std::vector<Instruction>& program, std::vector<int>& seg) {
+    std::unordered_map<std::uint32_t, int> first_reader;
+    for (std::size_t i = program.size(); i-- > 0;) {
+      const Instruction& in = program[i];
+      if (seg[i] == kUnknown && (std::holds_alternative<Collective>(in) || std::holds_alternative<Recv>(in) ||
+                                 std::holds_alternative<Local>(in))) {
+        for_each_written(in, [&](BufferId b) {
+          if (const auto it = first_reader.find(b.index()); it != first_reader.end()) seg[i] = it->second;
+        });
+      }
+      if (seg[i] != kUnknown)
+        for_each_read(in, [&](BufferId b) {
+          if (b.valid()) first_reader[b.index()] = seg[i];
+        });
+    }
+  }
+
+  // The rest with what wrote their input (sends, unread outputs); frees with the instruction before.
+  static void producers(const std::vector<Instruction>& program, std::vector<int>& seg) {
+    std::unordered_map<std::uint32_t, int> writer;
+    int before = kPrologue;
+    for (std::size_t i = 0; i < program.size(); ++i) {
+      const Instruction& in = program[i];
+      if (std::holds_alternative<Free>(in)) {
+        seg[i] = before;
+        continue;
+      }
+      if (seg[i] == kUnknown) {
+        for_each_read(in, [&](BufferId b) {
+          if (const auto it = writer.find(b.index()); seg[i] == kUnknown && it != writer.end()) seg[i] = it->second;
+        });
+        // A recv nobody reads this step delivers next step's copy (step closing): once, at the end.
+        if (seg[i] == kUnknown) seg[i] = std::holds_alternative<Recv>(in) ? kEpilogue : before;
+      }
+      for_each_written(in, [&](BufferId b) { writer[b.index()] = seg[i]; });
+      before = seg[i];
+    }
+  }
+
+  const ExecPlan& slice_;
+  const FoldShape& shape_;
+};
+
+// Where a send's recv runs once, the send runs once: an epilogue send reads the accumulated gradient;
+// a recv in a block of data sent once (in the prologue) receives it once. Collective members must agree.
+Expected<void> agree(const ExecPlan& slice, std::vector<std::vector<int>>& seg) {
+  std::map<std::tuple<int, int, std::int64_t>, std::size_t> recv_at;  // (src, dst, tag) -> position
+  std::map<std::int64_t, std::vector<std::pair<int, std::size_t>>> members;
+  for (int d = 0; d < slice.num_devices; ++d) {
+    const auto& program = slice.programs[static_cast<std::size_t>(d)];
+    for (std::size_t i = 0; i < program.size(); ++i) {
+      if (const auto* r = std::get_if<Recv>(&program[i])) recv_at[{r->peer, d, r->tag}] = i;
+      if (const auto* c = std::get_if<Collective>(&program[i])) members[c->tag].emplace_back(d, i);
+    }
+  }
+  for (int d = 0; d < slice.num_devices; ++d) {
+    const auto& program = slice.programs[static_cast<std::size_t>(d)];
+    for (std::size_t i = 0; i < program.size(); ++i) {
+      const auto* s = std::get_if<Send>(&program[i]);
+      if (s == nullptr) continue;
+      const auto it = recv_at.find({d, s->peer, s->tag});
+      if (it == recv_at.end())
+        return fail(fmt::format("device {}'s send #{} to device {} has no recv", d, s->tag, s->peer));
+      int& mine = seg[static_cast<std::size_t>(d)][i];
+      int& theirs = seg[static_cast<std::size_t>(s->peer)][it->second];
+      if (is_block(mine) == is_block(theirs)) continue;
+      if (is_block(mine) && theirs == kEpilogue) mine = kEpilogue;
+      else if (mine == kPrologue && is_block(theirs)) theirs = kPrologue;
+      else
+        return fail(fmt::format("transfer #{} from device {} to device {} runs once per step on one side and once per "
+                                "micro-batch on the other",
+                                s->tag, d, s->peer),
+                    "plan this job without folding (--fold off)");
+    }
+  }
+  for (const auto& [tag, sites] : members) {
+    const bool repeated = is_block(seg[static_cast<std::size_t>(sites.front().first)][sites.front().second]);
+    for (const auto& [d, i] : sites)
+      if (is_block(seg[static_cast<std::size_t>(d)][i]) != repeated)
+        return fail(fmt::format("collective #{} runs once per micro-batch on device {} but once per step on device {}",
+                                tag, repeated ? sites.front().first : d, repeated ? d : sites.front().first),
+                    "plan this job without folding (--fold off)");
+  }
+  return {};
+}
+
+}  // namespace
+
+Expected<std::vector<std::vector<int>>> fold_segments(const ExecPlan& slice, const FoldShape& shape) {
+  const Classifier classify(slice, shape);
+  std::vector<std::vector<int>> seg;
+  seg.reserve(static_cast<std::size_t>(slice.num_devices));
+  for (int d = 0; d < slice.num_devices; ++d) seg.push_back(classify.program(d));
+  LOOM_RETURN_IF_ERROR(agree(slice, seg));
+  return seg;
+}
+
+}  // namespace loom::exec

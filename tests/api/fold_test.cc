@@ -1,0 +1,181 @@
+// Folded planning (exec/fold.h, api/plan_job.h) against explicit plans of the same jobs: one micro-batch
+// of one replica, repeated and mirrored, must predict what planning every sub-op predicts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "loom/api/plan_job.h"
+
+namespace loom::api {
+namespace {
+
+struct Job {
+  std::string name;
+  std::string cluster;
+  policy::ParallelConfig config;
+  std::int64_t batch;
+};
+
+PlanRequest request_of(const Job& job, Fold fold) {
+  PlanRequest r;
+  r.model = "llama3-8b";
+  r.model_options.layers = 8;
+  r.model_options.seq = 512;
+  r.model_options.batch = job.batch;
+  r.cluster = job.cluster;
+  r.policy = "megatron";
+  r.config = job.config;
+  r.fold = fold;
+  return r;
+}
+
+std::unique_ptr<PlanResult> plan_or_fail(const PlanRequest& request) {
+  auto result = plan_model(request);
+  EXPECT_TRUE(result.has_value()) << (result ? "" : result.error().message);
+  return result ? std::move(*result) : nullptr;
+}
+
+double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
+
+const std::vector<Job>& jobs() {
+  using plan::ScheduleKind;
+  static const std::vector<Job> kJobs = {
+      {"1f1b dp2 tp2 pp2 m4", "dgx-a100", {.dp = 2, .tp = 2, .pp = 2, .micro_batches = 4}, 16},
+      {"1f1b dp2 tp2 pp4 m8", "dgx-a100x2", {.dp = 2, .tp = 2, .pp = 4, .micro_batches = 8}, 32},
+      {"interleaved dp2 tp2 pp2 v2 m4", "dgx-a100",
+       {.dp = 2, .tp = 2, .pp = 2, .micro_batches = 4, .virtual_stages = 2}, 16},
+      {"accumulation dp4 tp2 m4 full recompute", "dgx-a100",
+       {.dp = 4, .tp = 2, .pp = 1, .micro_batches = 4, .recompute = policy::Recompute::full}, 16},
+      {"sp selective dp2 tp2 pp2 m4", "dgx-a100",
+       {.dp = 2, .tp = 2, .pp = 2, .micro_batches = 4, .sequence_parallel = true,
+        .recompute = policy::Recompute::selective},
+       16},
+      {"gpipe dp2 tp2 pp2 m4", "dgx-a100",
+       {.dp = 2, .tp = 2, .pp = 2, .micro_batches = 4, .schedule = ScheduleKind::gpipe}, 16},
+  };
+  return kJobs;
+}
+
+// Step time within 10 % of the explicit plan (its order completion differs in detail; compute per device
+// agrees to 1 %), the same model FLOPs, the step simulated once per device class, and peak memory at most
+// 5 % above the explicit plan's and at most 15 % below: the fold keeps one running sum per weight
+// gradient (as Megatron's main_grad buffer), where the explicit plan sums micro-batch partials pairwise
+// as they arrive and may hold three at its peak.
+TEST(Fold, PredictsWhatTheExplicitPlanPredicts) {
+  for (const Job& job : jobs()) {
+    SCOPED_TRACE(job.name);
+    const auto explicit_plan = plan_or_fail(request_of(job, Fold::off));
+    const auto folded = plan_or_fail(request_of(job, Fold::on));
+    ASSERT_TRUE(explicit_plan && folded);
+    EXPECT_FALSE(explicit_plan->folded);
+    EXPECT_TRUE(folded->folded);
+    EXPECT_TRUE(folded->exec.partial);
+    EXPECT_EQ(folded->exec.num_devices, explicit_plan->exec.num_devices);
+    EXPECT_EQ(folded->slice_devices, job.config.tp * job.config.pp);
+    EXPECT_LT(relative(folded->metrics.step_time, explicit_plan->metrics.step_time), 0.10)
+        << "folded " << folded->metrics.step_time << " s, explicit " << explicit_plan->metrics.step_time << " s";
+    const auto& fm = folded->memory.devices, &em = explicit_plan->memory.devices;
+    ASSERT_EQ(fm.size(), em.size());
+    for (std::size_t d = 0; d < fm.size(); ++d) {
+      const double ratio = static_cast<double>(fm[d].peak_bytes) / static_cast<double>(em[d].peak_bytes);
+      EXPECT_LT(ratio, 1.05) << "device " << d;
+      EXPECT_GT(ratio, 0.85) << "device " << d;
+      EXPECT_LT(relative(folded->sim.devices[d].compute, explicit_plan->sim.devices[d].compute), 0.01)
+          << "device " << d;
+    }
+    EXPECT_LT(relative(folded->metrics.model_flops, explicit_plan->metrics.model_flops), 1e-9);
+    EXPECT_DOUBLE_EQ(folded->metrics.samples_per_second * folded->metrics.step_time,
+                     static_cast<double>(job.batch));
+    EXPECT_LT(folded->sim.simulated_devices.size(), folded->sim.devices.size());
+  }
+}
+
+// The unfolded programs: every block once per micro-batch, the weight gradients accumulated and then
+// all-reduced over the dp replicas (groups of dp devices, one per replica), images without programs.
+TEST(Fold, RepeatsBlocksAndReducesOverReplicas) {
+  const Job job{"", "dgx-a100x2", {.dp = 4, .tp = 2, .pp = 2, .micro_batches = 8}, 64};
+  const auto folded = plan_or_fail(request_of(job, Fold::on));
+  ASSERT_TRUE(folded);
+  const exec::ExecPlan& exec = folded->exec;
+  ASSERT_EQ(exec.class_of.size(), 16u);
+  int with_program = 0;
+  for (int d = 0; d < exec.num_devices; ++d) {
+    const auto& program = exec.programs[static_cast<std::size_t>(d)];
+    if (program.empty()) continue;
+    ++with_program;
+    std::map<std::string, int> runs;
+    int dp_reductions = 0;
+    for (const exec::Instruction& in : program) {
+      if (const auto* c = std::get_if<exec::Compute>(&in)) ++runs[folded->plan.sub_op(c->sub_op).name];
+      if (const auto* c = std::get_if<exec::Collective>(&in); c != nullptr && c->group.size() == 4) {
+        ++dp_reductions;
+        // The replicas of device d: stage-major numbering, tp innermost.
+        for (std::size_t r = 1; r < c->group.size(); ++r) EXPECT_EQ(c->group[r] - c->group[r - 1], job.config.tp);
+        EXPECT_EQ(std::ranges::count(c->group, d), 1);
+      }
+    }
+    EXPECT_GT(dp_reductions, 0) << "device " << d;
+    for (const auto& [name, count] : runs) {
+      const bool step = name.find(".adamw") != std::string::npos;
+      EXPECT_EQ(count, step ? 1 : job.config.micro_batches) << name << " on device " << d;
+    }
+  }
+  EXPECT_GT(with_program, 0);
+  EXPECT_LT(with_program, exec.num_devices / 2);  // dp images have none
+}
+
+TEST(Fold, RefusesWhatItCannotFold) {
+  Job job{"", "dgx-a100", {.dp = 2, .tp = 2, .pp = 2, .micro_batches = 4}, 16};
+  PlanRequest request = request_of(job, Fold::on);
+  request.policy = "zero";
+  request.config = {.dp = 2, .zero = 1};
+  auto zero = plan_model(request);
+  ASSERT_FALSE(zero.has_value());
+  EXPECT_NE(zero.error().message.find("megatron"), std::string::npos) << zero.error().message;
+
+  request = request_of(job, Fold::on);
+  request.config.zero = 1;
+  auto megatron_zero = plan_model(request);
+  ASSERT_FALSE(megatron_zero.has_value());
+  EXPECT_NE(megatron_zero.error().message.find("ZeRO-1"), std::string::npos) << megatron_zero.error().message;
+
+  request = request_of(job, Fold::on);
+  request.model_options.batch = 12;  // not a multiple of dp 2 x 4 micro-batches
+  auto indivisible = plan_model(request);
+  ASSERT_FALSE(indivisible.has_value());
+  EXPECT_NE(indivisible.error().message.find("does not divide"), std::string::npos) << indivisible.error().message;
+}
+
+// A job too large to plan explicitly that cannot fold is refused at once, naming the reason.
+TEST(Fold, RefusesAnExplicitPlanTooLargeToBuild) {
+  PlanRequest request;
+  request.model = "gpt3-175b";
+  request.model_options.batch = 512;
+  request.cluster = "dgx-a100x128";
+  request.policy = "megatron";
+  request.config = {.dp = 8, .tp = 8, .pp = 16, .micro_batches = 64, .virtual_stages = 2, .zero = 1};
+  auto refused = plan_model(request);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("cannot be folded"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("ZeRO-1"), std::string::npos) << refused.error().message;
+}
+
+// automatic folds a job whose explicit plan would be large, and leaves a small one explicit.
+TEST(Fold, AutomaticFoldsLargeJobsOnly) {
+  const Job small{"", "dgx-a100", {.dp = 2, .tp = 2, .pp = 2, .micro_batches = 4}, 16};
+  const auto explicit_plan = plan_or_fail(request_of(small, Fold::automatic));
+  ASSERT_TRUE(explicit_plan);
+  EXPECT_FALSE(explicit_plan->folded);
+
+  const Job large{"", "dgx-a100x8", {.dp = 8, .tp = 8, .pp = 1, .micro_batches = 16}, 128};
+  const auto folded = plan_or_fail(request_of(large, Fold::automatic));
+  ASSERT_TRUE(folded);
+  EXPECT_TRUE(folded->folded);
+  EXPECT_EQ(folded->exec.num_devices, 64);
+}
+
+}  // namespace
+}  // namespace loom::api
