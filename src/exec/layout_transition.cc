@@ -67,12 +67,19 @@ Expected<Holding> lower_p2p(const StepContext& ctx, const comm::PlannedStep& pla
   }
   const comm::Layout& after = planned.after;
   const bool same_parts = after.v == before.v && after.v > 1;
-  Holding next;
+  // What each new piece needs: (member holding the old chunk, the part of it, the receiver's position).
+  struct Move {
+    std::size_t to = 0;  // position in after.devices
+    int member = 0;
+    BufferId source;
+    std::vector<plan::IndexRange> box;
+  };
+  std::vector<Move> moves;
   for (std::size_t p = 0; p < after.devices.size(); ++p) {
     const int device = after.devices[p];
     const comm::GridCoord c = after.coord_of(p);
     const plan::SubTensor target = piece_at(after, p, ctx.tensor, ctx.region);
-    std::vector<BufferId> parts;
+    const std::size_t before_count = moves.size();
     for (const auto& [coord, chunk] : chunks) {
       const auto common = plan::box_intersection(chunk.piece, target);
       if (!common) continue;
@@ -84,11 +91,41 @@ Expected<Holding> lower_p2p(const StepContext& ctx, const comm::PlannedStep& pla
           same_parts ? std::vector<int>{(*group)[static_cast<std::size_t>(c[comm::kAxisV])]} : *group;
       for (int member : members) {
         LOOM_ASSIGN_OR_RETURN(BufferId source, held(holding, member));
-        parts.push_back(ctx.builder.transfer(ctx.builder.slice(source, *common), device, planned.step.rule));
+        moves.push_back(Move{p, member, source, *common});
       }
     }
-    if (parts.empty()) return failf("no old chunk meets {}", target.to_string());
-    next[device] = ctx.builder.combine(device, std::move(parts), target);
+    if (moves.size() == before_count) return failf("no old chunk meets {}", target.to_string());
+  }
+  // Every send first, then each device's receives and combine (ProgramBuilder::send), in ring order
+  // over the new layout's positions: member i sends to i + 1, i + 2, ... and receiver j takes from
+  // j - 1, j - 2, ..., so every member's k-th transfer waits alike (an exchange stays one device class).
+  const auto n = static_cast<std::ptrdiff_t>(after.devices.size());
+  const auto position = [&](int device) -> std::ptrdiff_t {
+    const auto it = std::ranges::find(after.devices, device);
+    return it == after.devices.end() ? -1 : it - after.devices.begin();
+  };
+  const auto distance = [&](const Move& m) -> std::ptrdiff_t {
+    const std::ptrdiff_t from = position(m.member);
+    return from < 0 ? n : ((static_cast<std::ptrdiff_t>(m.to) - from) % n + n) % n;
+  };
+  std::vector<std::size_t> order(moves.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::ranges::stable_sort(order, [&](std::size_t a, std::size_t b) { return distance(moves[a]) < distance(moves[b]); });
+  std::vector<std::vector<ProgramBuilder::PendingReceive>> pending(after.devices.size());
+  for (std::size_t i : order) {
+    const Move& m = moves[i];
+    pending[m.to].push_back(ctx.builder.send(ctx.builder.slice(m.source, m.box), after.devices[m.to], planned.step.rule));
+  }
+  Holding next;
+  for (std::size_t p = 0; p < after.devices.size(); ++p) {
+    // What the device holds itself first, then what it receives in ring order: every member's combine
+    // reads its inputs from the same positions of its program (symmetry.h).
+    std::vector<BufferId> parts;
+    for (const ProgramBuilder::PendingReceive& r : pending[p])
+      if (r.tag < 0) parts.push_back(r.buffer);
+    for (const ProgramBuilder::PendingReceive& r : pending[p])
+      if (r.tag >= 0) parts.push_back(ctx.builder.receive(r));
+    next[after.devices[p]] = ctx.builder.combine(after.devices[p], std::move(parts), piece_at(after, p, ctx.tensor, ctx.region));
   }
   return next;
 }

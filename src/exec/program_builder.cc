@@ -59,15 +59,23 @@ BufferId ProgramBuilder::combine(int at, std::vector<BufferId> inputs, plan::Sub
 }
 
 BufferId ProgramBuilder::transfer(BufferId from, int to, const std::string& rule) {
+  return receive(send(from, to, rule));
+}
+
+ProgramBuilder::PendingReceive ProgramBuilder::send(BufferId from, int to, const std::string& rule) {
   const int src = device(from);
-  if (src == to) return from;
+  if (src == to) return {src, -1, from};
   const std::int64_t tag = next_tag(piece(from).tensor, rule);
   const BufferId b = new_buffer(to, piece(from));
   emit(src, Send{to, tag, from});
-  emit(to, Recv{src, tag, b});
   ++stats_.sends;
   stats_.bytes_sent += exec_.buffer(b).bytes;
-  return b;
+  return {src, tag, b};
+}
+
+BufferId ProgramBuilder::receive(const PendingReceive& pending) {
+  if (pending.tag >= 0) emit(device(pending.buffer), Recv{pending.from, pending.tag, pending.buffer});
+  return pending.buffer;
 }
 
 std::vector<BufferId> ProgramBuilder::collective(comm::Primitive kind, std::span<const int> group,

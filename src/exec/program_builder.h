@@ -29,6 +29,16 @@ class ProgramBuilder {
   BufferId combine(int device, std::vector<BufferId> inputs, plan::SubTensor target);
   // The buffer's data on `to`: itself when already there, else a send and a receive.
   BufferId transfer(BufferId from, int to, const std::string& rule);
+  // A transfer in two halves, so that an exchange among several devices emits every send before any
+  // receive: each member's program then reads sends, receives, combine, the same on every member (one
+  // device class), instead of a receive-combine-send on one and send-receive-combine on the other.
+  struct PendingReceive {
+    int from = 0;
+    std::int64_t tag = -1;  // -1: no transfer, `buffer` is already on the receiver
+    BufferId buffer;
+  };
+  PendingReceive send(BufferId from, int to, const std::string& rule);  // emits the Send
+  BufferId receive(const PendingReceive& pending);                     // emits the Recv
   // One collective over `group` (devices in piece order): inputs[i] on group[i] gives a buffer holding
   // outputs[i] there. Returns the output buffers.
   std::vector<BufferId> collective(comm::Primitive kind, std::span<const int> group, std::span<const BufferId> inputs,
