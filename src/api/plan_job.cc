@@ -13,6 +13,7 @@
 #include "loom/exec/device_classes.h"
 #include "loom/exec/exec_json.h"
 #include "loom/exec/fold.h"
+#include "loom/frontend/graph_file.h"
 #include "loom/ops/registry.h"
 #include "loom/plan/plan_json.h"
 #include "loom/sim/chrome_trace.h"
@@ -62,13 +63,17 @@ sim::Workload workload_of(const ir::Graph& graph) {
 // Whether to fold (api/plan_job.h): on request, or automatically for a large megatron plan.
 Expected<bool> decide_fold(const PlanRequest& request, const ir::Graph& forward) {
   const policy::ParallelConfig& c = request.config;
-  const bool foldable = request.policy == "megatron" && c.zero == 0;
+  // Folding rebuilds the model at micro-batch size, which only a preset can do: a graph file's sizes
+  // are fixed where it was traced.
+  const bool foldable = request.policy == "megatron" && c.zero == 0 && request.graph_file.empty();
   if (request.fold == Fold::off) return false;
   if (request.fold == Fold::on) {
     if (!foldable)
-      return fail(fmt::format("folding plans the megatron policy without ZeRO, not policy {}{}", request.policy,
-                              c.zero > 0 ? fmt::format(" with ZeRO-{}", c.zero) : ""),
-                  "use --policy megatron without --zero, or --fold off");
+      return fail(!request.graph_file.empty()
+                      ? std::string("folding rebuilds a model preset at micro-batch size; a graph file cannot be folded")
+                      : fmt::format("folding plans the megatron policy without ZeRO, not policy {}{}", request.policy,
+                                    c.zero > 0 ? fmt::format(" with ZeRO-{}", c.zero) : ""),
+                  "use --policy megatron without --zero on a --model preset, or --fold off");
     return true;
   }
   // The training graph has about three ops per forward op (forward, backward, accumulations).
@@ -146,8 +151,12 @@ Expected<std::unique_ptr<PlanResult>> plan_model(const PlanRequest& request) {
   }
 
   auto stage = Clock::now();
+  if (request.model.empty() == request.graph_file.empty())
+    return fail("give exactly one of a model preset or a graph file", "`loom models` lists the presets");
   LOOM_ASSIGN_OR_RETURN(ir::Graph forward,
-                        with_context(models::build_model(request.model, request.model_options), "model"));
+                        request.graph_file.empty()
+                            ? with_context(models::build_model(request.model, request.model_options), "model")
+                            : frontend::load_graph_file(request.graph_file, catalog));
   const sim::Workload step_workload = workload_of(forward);
   LOOM_ASSIGN_OR_RETURN(r.folded, decide_fold(request, forward));
   const policy::ParallelConfig config = r.folded ? slice_config(request.config) : request.config;
@@ -205,7 +214,9 @@ Expected<std::vector<std::string>> write_plan_files(const PlanResult& r, const s
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return fail(fmt::format("cannot create output directory '{}': {}", dir, ec.message()));
-  const sim::ReportLabels labels{.model = r.request.model, .cluster = r.cluster.name, .policy = r.description};
+  const sim::ReportLabels labels{.model = r.request.model.empty() ? r.graph.name : r.request.model,
+                                 .cluster = r.cluster.name,
+                                 .policy = r.description};
   const std::vector<std::pair<std::string, std::string>> files = {
       {"plan.json", plan::plan_to_json(r.plan)},
       {"exec.json", r.folded ? exec::exec_to_json(r.slice, &r.fold) : exec::exec_to_json(r.exec)},

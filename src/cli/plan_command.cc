@@ -1,4 +1,4 @@
-// `loom plan`: plans a model preset on a cluster with a built-in policy, materializes, checks and
+// `loom plan`: plans a model preset (or a traced graph file, --graph) on a cluster with a built-in policy, materializes, checks and
 // simulates it, prints the summary and writes plan.json, exec.json, trace.json and report.html.
 // `loom compare`: the same for several policies, ranked by step time.
 #include <fmt/format.h>
@@ -35,7 +35,7 @@ struct CompareArgs {
 };
 
 void add_job_options(CLI::App* cmd, JobArgs* args) {
-  add_model_options(cmd, &args->model);
+  add_model_options(cmd, &args->model, /*dtype=*/true, /*graph=*/true);
   cmd->add_option("--cluster", args->cluster, "Cluster preset (see `loom clusters`) or a YAML / JSON file")
       ->capture_default_str();
   cmd->add_option("--profile", args->profile, "Profile database overriding the roofline (see `loom profile`)");
@@ -47,8 +47,13 @@ void add_job_options(CLI::App* cmd, JobArgs* args) {
 }
 
 Expected<api::PlanRequest> request_of(const JobArgs& args, const std::string& policy) {
+  LOOM_RETURN_IF_ERROR(check_model_source(args.model));
+  if (!args.model.graph.empty() && api::is_baseline(policy))
+    return fail(fmt::format("{} searches a preset's batch sizes; it cannot plan a graph file", policy),
+                "use a built-in policy with --graph");
   api::PlanRequest request;
   request.model = args.model.model;
+  request.graph_file = args.model.graph;
   LOOM_ASSIGN_OR_RETURN(request.model_options, model_options(args.model));
   request.cluster = args.cluster;
   request.gpus = args.parallel.gpus;
@@ -99,7 +104,7 @@ int run_compare(const CompareArgs& args) {
     rows.push_back(result->get());
     results.push_back(std::move(*result));
   }
-  fmt::print("{} on {}\n{}", args.job.model.model, rows.empty() ? args.job.cluster : rows.front()->cluster.name,
+  fmt::print("{} on {}\n{}", args.job.model.graph.empty() ? args.job.model.model : args.job.model.graph, rows.empty() ? args.job.cluster : rows.front()->cluster.name,
              ranked_table(rows));
   return 0;
 }

@@ -1,5 +1,5 @@
-// Graph files: the engine's JSON graph on disk. Reading parses then validates; writing goes through
-// a temporary file renamed into place, so readers never see half a graph.
+// Graph files: the engine's JSON graph on disk. Reading parses, resolves missing annotations, then
+// validates; writing goes through a temporary file renamed into place, so readers never see half a graph.
 #include "loom/frontend/graph_file.h"
 
 #include <filesystem>
@@ -27,12 +27,39 @@ Expected<std::string> read_file(const std::string& path) {
   return std::move(text).str();
 }
 
+// Ops written without an annotation (the Python tracer leaves it out: annotations are the registry's
+// knowledge) get the one their type's signature gives for the recorded inputs and attributes; a
+// backward op takes its forward op's. validate_graph then checks the outputs against it as for any op.
+Expected<void> resolve_missing_annotations(ir::Graph& graph, const ir::OpCatalog& catalog) {
+  for (ir::Op& op : graph.ops) {
+    if (!op.annotation.empty() || op.mirror_of.valid()) continue;
+    const std::string label = fmt::format("op '{}' (#{}, {})", op.name, op.id.value, op.type);
+    const ir::OpDef* def = catalog.find(op.type);
+    if (def == nullptr)
+      return fail(fmt::format("{}: unknown op type '{}'", label, op.type), "`loom ops` lists the known types");
+    std::vector<ir::Shape> shapes;
+    std::vector<ir::DType> dtypes;
+    for (ir::TensorId in : op.inputs) {
+      shapes.push_back(graph.tensor(in).shape);
+      dtypes.push_back(graph.tensor(in).dtype);
+    }
+    Expected<ir::ResolvedOp> resolved = ir::resolve_op(*def, op.attrs, shapes, dtypes);
+    if (!resolved) return std::unexpected(with_context(std::move(resolved).error(), label));
+    op.annotation = std::move(resolved->annotation_text);
+  }
+  for (ir::Op& op : graph.ops)
+    if (op.annotation.empty() && op.mirror_of.valid()) op.annotation = graph.op(op.mirror_of).annotation;
+  return {};
+}
+
 }  // namespace
 
 Expected<ir::Graph> load_graph_file(const std::string& path, const ir::OpCatalog& catalog) {
   LOOM_ASSIGN_OR_RETURN(std::string text, read_file(path));
   Expected<ir::Graph> graph = ir::graph_from_json(text);
   if (!graph) return std::unexpected(with_context(std::move(graph).error(), path));
+  if (Expected<void> resolved = resolve_missing_annotations(*graph, catalog); !resolved)
+    return std::unexpected(with_context(std::move(resolved).error(), path));
   if (Expected<void> valid = ir::validate_graph(*graph, catalog); !valid)
     return std::unexpected(with_context(std::move(valid).error(), path));
   return graph;

@@ -6,7 +6,7 @@
 //     "name": "...",
 //     "inputs": [0], "parameters": [1, 2], "loss": 7,          (loss absent when the graph has none)
 //     "tensors": [{"id", "name", "role", "dtype", "shape", "owner"?, "updates"?}, ...],
-//     "ops": [{"id", "name", "type", "pass", "mirror_of"?, "inputs", "outputs", "annotation", "attrs"}, ...]
+//     "ops": [{"id", "name", "type", "pass", "mirror_of"?, "inputs", "outputs", "annotation"?, "attrs"}, ...]
 //   }
 //
 // The writer puts one tensor or op per line, keys in the order above, so diffs stay readable and the
@@ -329,8 +329,11 @@ Expected<Op> read_op(const Json& j, std::string_view path, std::size_t index, co
   LOOM_ASSIGN_OR_RETURN(op.inputs, read_ids<TensorId>(*inputs, child(path, "inputs"), counts.tensors, "tensor"));
   LOOM_ASSIGN_OR_RETURN(const Json* outputs, required(j, path, "outputs"));
   LOOM_ASSIGN_OR_RETURN(op.outputs, read_ids<TensorId>(*outputs, child(path, "outputs"), counts.tensors, "tensor"));
-  LOOM_ASSIGN_OR_RETURN(const Json* annotation, required(j, path, "annotation"));
-  LOOM_ASSIGN_OR_RETURN(op.annotation, read_string(*annotation, child(path, "annotation")));
+  // Optional: a traced graph leaves it out and frontend::load_graph_file resolves it from the registry
+  // (the tracer holds no planning knowledge). Absent reads as "".
+  if (const Json* annotation = member(j, "annotation")) {
+    LOOM_ASSIGN_OR_RETURN(op.annotation, read_string(*annotation, child(path, "annotation")));
+  }
   LOOM_ASSIGN_OR_RETURN(const Json* attrs, required(j, path, "attrs"));
   LOOM_ASSIGN_OR_RETURN(op.attrs, read_attrs(*attrs, child(path, "attrs")));
   return op;

@@ -118,7 +118,7 @@ class Checker {
       if (a->kind != b.kind || a->group.size() != b.group.size() || bytes(a->input) != bytes(b.input) ||
           bytes(a->output) != bytes(b.output) || producer(a->input) != producer(b.input))
         return "another collective, or buffers of other sizes or written elsewhere";
-      // Who it waits for is checked on the simulated times (simulator.cc): only its length here.
+      // Who it waits for is checked on the simulated times (simulator_represented.cc): only its length here.
       const double mine = seconds(*a), theirs = seconds(b);
       if (!same_time(mine, theirs)) return fmt::format("it takes {} s, not {} s", mine, theirs);
     } else if (const auto* a = std::get_if<exec::Send>(&x)) {
@@ -130,7 +130,7 @@ class Checker {
       if (!same_time(mine, theirs)) return fmt::format("it takes {} s, not {} s", mine, theirs);
     } else if (const auto* a = std::get_if<exec::Recv>(&x)) {
       const auto& b = std::get<exec::Recv>(y);
-      // When its sender issues is checked on the simulated times (simulator.cc): only its length here.
+      // When its sender issues is checked on the simulated times (simulator_represented.cc): only its length here.
       if (bytes(a->buffer) != bytes(b.buffer)) return "a buffer of another size";
       if (!index_.send(a->peer, d, a->tag)) return "no matching send";
       const double mine = p2p(a->peer, d, bytes(a->buffer)), theirs = p2p(b.peer, r, bytes(b.buffer));

@@ -35,6 +35,7 @@ inline constexpr std::int64_t kExplicitSubOpLimit = 3'000'000;
 
 struct PlanRequest {
   std::string model;                   // a preset (`loom models`)
+  std::string graph_file;              // or a graph JSON file (`loom.trace`), planned at its recorded sizes
   models::ModelOptions model_options;  // batch = the global batch; bf16 by default
   ir::OptimizerOptions optimizer;      // AdamW with fp32 master weights by default
   std::string cluster = "dgx-a100";    // a preset (`loom clusters`) or a YAML / JSON cluster file

@@ -15,7 +15,7 @@
 //   send        the same bytes and input position, and the same Durations::p2p time;
 //   recv        the same bytes, a matching send, and the same Durations::p2p time;
 //   load, free  nothing (they take no time).
-// After simulating the representatives (simulator.cc, on the times): every collective of a device not
+// After simulating the representatives (simulator_represented.cc, on the times): every collective of a device not
 // simulated starts (and, under contention, ends) when its representative's does, its members' arrivals
 // read from their representatives; and every recv's sender, read from its representative, issues when
 // the representative's sender does. Then the representatives' times, given to their classes, satisfy

@@ -1,0 +1,499 @@
+"""From torch.fx nodes to the engine's registry ops (`loom ops` lists them; src/ops/*.cc their attributes).
+
+A handler receives a Lowering context, the node's arguments with tensors replaced by engine tensor ids
+(class T) and its concrete output value, and returns the lowered value: a T, a tuple of them, or None
+when the node is not supported (it is then reported). Shapes are never computed here: every output
+takes the recorded value's shape and the engine checks it against its own rules.
+"""
+
+import math
+import operator
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class T(int):
+    """An engine tensor id (a dynamic value: it depends on the inputs or the parameters)."""
+
+
+def _is_tensor(x):
+    return isinstance(x, T)
+
+
+# ------------------------------------------------------------------------------------------------
+# Helpers the handlers share. `cx` is the Lowering (tracer.py): cx.emit(type, inputs, attrs, value),
+# cx.constant(value) (a buffer tensor holding a non-traced tensor or scalar), cx.alias(t).
+
+
+def _arg(args, kwargs, index, name, default=None):
+    if len(args) > index:
+        return args[index]
+    return kwargs.get(name, default)
+
+
+def _dims(value, rank):
+    dims = [value] if isinstance(value, int) else list(value)
+    return [d + rank if d < 0 else d for d in dims]
+
+
+def _scalar_operand(cx, x, like, value):
+    """A constant operand of a binary op as a rank-0 buffer of the tensor operand's dtype."""
+    return cx.constant(torch.tensor(x, dtype=cx.torch_dtype(like)))
+
+
+def _binary(type_):
+    def handler(cx, args, kwargs, value):
+        a, b = args[0], args[1]
+        if kwargs.get("alpha", 1) != 1:
+            return None
+        if not _is_tensor(a) and not _is_tensor(b):
+            return None
+        if type_ == "mul" and not _is_tensor(a) and isinstance(a, (int, float)):
+            a, b = b, a  # c * x is x * c: a scale
+        if not _is_tensor(a):
+            a = cx.constant(a) if isinstance(a, torch.Tensor) else _scalar_operand(cx, a, b, value)
+        if not _is_tensor(b):
+            if type_ == "mul" and isinstance(b, (int, float)):
+                return cx.emit("scale", [a], {"factor": float(b)}, value)
+            if type_ == "div" and isinstance(b, (int, float)) and b != 0:
+                return cx.emit("scale", [a], {"factor": 1.0 / float(b)}, value)
+            b = cx.constant(b) if isinstance(b, torch.Tensor) else _scalar_operand(cx, b, a, value)
+        return cx.emit(type_, [a, b], {}, value)
+    return handler
+
+
+def _rsub(cx, args, kwargs, value):
+    return _binary("sub")(cx, [args[1], args[0]], kwargs, value)
+
+
+def _unary(type_, **fixed):
+    def handler(cx, args, kwargs, value):
+        return cx.emit(type_, [args[0]], dict(fixed), value)
+    return handler
+
+
+def _pow(cx, args, kwargs, value):
+    x, exponent = args[0], args[1]
+    if not _is_tensor(x) or not isinstance(exponent, (int, float)):
+        return None
+    if exponent == 2:
+        return cx.emit("square", [x], {}, value)
+    return cx.emit("pow", [x], {"exponent": float(exponent)}, value)
+
+
+def _gelu(cx, args, kwargs, value):
+    approximate = kwargs.get("approximate", "none")
+    return cx.emit("gelu", [args[0]], {} if approximate == "none" else {"approximate": approximate}, value)
+
+
+def _softmax(type_):
+    def handler(cx, args, kwargs, value):
+        dim = _arg(args, kwargs, 1, "dim")
+        if dim is None or kwargs.get("dtype") is not None:
+            return None
+        return cx.emit(type_, [args[0]], {"dim": int(dim)}, value)
+    return handler
+
+
+def _dropout(cx, args, kwargs, value):
+    p = float(_arg(args, kwargs, 1, "p", 0.5))
+    training = _arg(args, kwargs, 2, "training", True)
+    if p == 0 or not training:
+        return cx.alias(args[0], value)
+    return cx.emit("dropout", [args[0]], {"p": p}, value)
+
+
+def _linear(cx, args, kwargs, value):
+    x, w, b = args[0], _arg(args, kwargs, 1, "weight"), _arg(args, kwargs, 2, "bias")
+    inputs = [x, w] + ([b] if b is not None else [])
+    return cx.emit("linear", [cx.tensor(i) for i in inputs], {}, value)
+
+
+def _matmul(cx, args, kwargs, value):
+    return cx.emit("matmul", [cx.tensor(args[0]), cx.tensor(args[1])], {}, value)
+
+
+def _addmm(cx, args, kwargs, value):
+    # bias + a @ b (HuggingFace's Conv1D): a matmul, then the bias broadcast over the rows.
+    if kwargs.get("beta", 1) != 1 or kwargs.get("alpha", 1) != 1:
+        return None
+    product = cx.emit("matmul", [cx.tensor(args[1]), cx.tensor(args[2])], {}, value, suffix="matmul")
+    return cx.emit("add", [product, cx.tensor(args[0])], {}, value)
+
+
+def _embedding(cx, args, kwargs, value):
+    ids, weight = args[0], args[1]
+    padding_idx = _arg(args, kwargs, 2, "padding_idx")
+    attrs = {} if padding_idx is None else {"padding_idx": int(padding_idx)}
+    return cx.emit("embedding", [ids, cx.tensor(weight)], attrs, value)
+
+
+def _layer_norm(cx, args, kwargs, value):
+    x, shape = args[0], _arg(args, kwargs, 1, "normalized_shape")
+    weight, bias = _arg(args, kwargs, 2, "weight"), _arg(args, kwargs, 3, "bias")
+    eps = float(_arg(args, kwargs, 4, "eps", 1e-5))
+    if weight is None or len(shape) != 1:
+        return None  # the engine's layer_norm has a weight and normalizes the last dim
+    inputs = [x, cx.tensor(weight)] + ([cx.tensor(bias)] if bias is not None else [])
+    return cx.emit("layer_norm", inputs, {"eps": eps}, value)
+
+
+def _rms_norm(cx, args, kwargs, value):
+    x, shape, weight = args[0], _arg(args, kwargs, 1, "normalized_shape"), _arg(args, kwargs, 2, "weight")
+    eps = _arg(args, kwargs, 3, "eps")
+    if weight is None or len(shape) != 1:
+        return None
+    return cx.emit("rms_norm", [x, cx.tensor(weight)], {} if eps is None else {"eps": float(eps)}, value)
+
+
+def _sdpa(cx, args, kwargs, value):
+    q, k, v = args[0], args[1], args[2]
+    mask = _arg(args, kwargs, 3, "attn_mask")
+    dropout = float(_arg(args, kwargs, 4, "dropout_p", 0.0))
+    causal = bool(_arg(args, kwargs, 5, "is_causal", False))
+    scale = _arg(args, kwargs, 6, "scale")
+    if kwargs.get("enable_gqa", False):
+        return None
+    attrs = {"causal": causal, "scale": float(scale) if scale is not None else 1.0 / math.sqrt(value.shape[-1])}
+    if dropout > 0:
+        attrs["dropout"] = dropout
+    inputs = [q, k, v]
+    if mask is not None and _is_causal_mask(mask, value.shape[-2], cx.shape(k)[-2]):
+        attrs["causal"], mask = True, None  # HuggingFace's traced models spell causality as a constant mask
+    if mask is not None:
+        if isinstance(mask, T) or mask.dtype == torch.bool:
+            return None  # a boolean or computed mask: the engine takes an additive constant bias (or causal)
+        inputs.append(cx.tensor(mask))
+    return cx.emit("scaled_dot_product_attention", inputs, attrs, value)
+
+
+def _is_causal_mask(mask, s, t):
+    """A constant mask that keeps exactly the keys up to the query (top-left aligned, as is_causal): boolean
+    True there, or additive 0 there and very negative elsewhere; every broadcast row alike."""
+    if isinstance(mask, T) or not isinstance(mask, torch.Tensor) or s != t or tuple(mask.shape[-2:]) != (s, t):
+        return False
+    keep = torch.ones(s, t, dtype=torch.bool).tril()
+    if mask.dtype == torch.bool:
+        return bool(torch.all(mask == keep))
+    if not mask.dtype.is_floating_point:
+        return False
+    return bool(torch.all((mask == 0) == keep)) and bool(torch.all(mask.masked_fill(keep, -torch.inf) <= -1e4))
+
+
+def _cross_entropy(cx, args, kwargs, value):
+    logits, labels = args[0], cx.tensor(args[1])
+    if kwargs.get("reduction", "mean") != "mean" or kwargs.get("weight") is not None:
+        return None
+    attrs = {"ignore_index": int(kwargs.get("ignore_index", -100))}  # torch's default, -100, spelled out
+    if kwargs.get("label_smoothing", 0.0):
+        attrs["label_smoothing"] = float(kwargs["label_smoothing"])
+    return cx.emit("cross_entropy", [logits, labels], attrs, value)
+
+
+def _mse_loss(cx, args, kwargs, value):
+    if kwargs.get("reduction", "mean") != "mean":
+        return None
+    return cx.emit("mse_loss", [cx.tensor(args[0]), cx.tensor(args[1])], {}, value)
+
+
+# Shape ops. The target shape is the recorded output's: -1 and sizes computed from x.size() resolve.
+def _reshape(type_):
+    def handler(cx, args, kwargs, value):
+        return cx.emit(type_, [args[0]], {"shape": list(value.shape)}, value)
+    return handler
+
+
+def _flatten(cx, args, kwargs, value):
+    return cx.emit("flatten", [args[0]], {"start_dim": int(_arg(args, kwargs, 1, "start_dim", 0)),
+                                          "end_dim": int(_arg(args, kwargs, 2, "end_dim", -1))}, value)
+
+
+def _permute(cx, args, kwargs, value):
+    dims = args[1:] if len(args) > 2 or isinstance(_arg(args, kwargs, 1, "dims"), int) else _arg(args, kwargs, 1, "dims")
+    return cx.emit("permute", [args[0]], {"dims": [int(d) for d in dims]}, value)
+
+
+def _transpose(cx, args, kwargs, value):
+    return cx.emit("transpose", [args[0]], {"dim0": int(_arg(args, kwargs, 1, "dim0")),
+                                            "dim1": int(_arg(args, kwargs, 2, "dim1"))}, value)
+
+
+def _t(cx, args, kwargs, value):
+    if len(value.shape) < 2:
+        return cx.alias(args[0], value)
+    return cx.emit("transpose", [args[0]], {"dim0": 0, "dim1": 1}, value)
+
+
+def _unsqueeze(cx, args, kwargs, value):
+    return cx.emit("unsqueeze", [args[0]], {"dim": int(_arg(args, kwargs, 1, "dim"))}, value)
+
+
+def _squeeze(cx, args, kwargs, value):
+    dim = _arg(args, kwargs, 1, "dim")
+    if isinstance(dim, (list, tuple)):
+        return None
+    return cx.emit("squeeze", [args[0]], {} if dim is None else {"dim": int(dim)}, value)
+
+
+def _expand(cx, args, kwargs, value):
+    return cx.emit("expand", [args[0]], {"shape": list(value.shape)}, value)
+
+
+def _split(cx, args, kwargs, value):
+    x = args[0]
+    dim = int(_arg(args, kwargs, 2, "dim", 0))
+    sizes = [int(part.shape[dim]) for part in value]
+    if len(sizes) == 1:
+        return (cx.alias(x, value[0]),)
+    return cx.emit_many("split", [x], {"sizes": sizes, "dim": dim}, value)
+
+
+def _chunk(cx, args, kwargs, value):
+    x, chunks = args[0], int(_arg(args, kwargs, 1, "chunks"))
+    dim = int(_arg(args, kwargs, 2, "dim", 0))
+    if len(value) == 1:
+        return (cx.alias(x, value[0]),)
+    return cx.emit_many("chunk", [x], {"chunks": chunks, "dim": dim}, value)
+
+
+def _concat(cx, args, kwargs, value):
+    tensors = _arg(args, kwargs, 0, "tensors")
+    dim = int(_arg(args, kwargs, 1, "dim", 0))
+    return cx.emit("concat", [cx.tensor(t) for t in tensors], {"dim": dim}, value)
+
+
+def _contiguous(cx, args, kwargs, value):
+    return cx.alias(args[0], value)  # layout only: the engine's tensors have no strides
+
+
+def _convert(cx, args, kwargs, value):
+    """.to / .type / .float / ...: a cast when the dtype changes, else the same tensor."""
+    if not isinstance(value, torch.Tensor):
+        return None
+    if cx.torch_dtype(args[0]) == value.dtype:
+        return cx.alias(args[0], value)
+    return cx.emit("cast", [args[0]], {"dtype": cx.dtype_name(value.dtype)}, value)
+
+
+def _masked_fill(cx, args, kwargs, value):
+    x, mask, fill = args[0], cx.tensor(args[1]), _arg(args, kwargs, 2, "value")
+    if isinstance(fill, torch.Tensor):
+        fill = fill.item()
+    return cx.emit("masked_fill", [x, mask], {"value": float(fill)}, value)
+
+
+def _where(cx, args, kwargs, value):
+    if len(args) != 3:
+        return None
+    cond, a, b = args
+    like = a if _is_tensor(a) else b
+    operands = []
+    for x in (a, b):
+        if _is_tensor(x):
+            operands.append(x)
+        elif isinstance(x, torch.Tensor):
+            operands.append(cx.constant(x))
+        else:
+            operands.append(_scalar_operand(cx, x, like, value))
+    return cx.emit("where", [cx.tensor(cond)] + operands, {}, value)
+
+
+def _clamp(cx, args, kwargs, value):
+    lo, hi = _arg(args, kwargs, 1, "min"), _arg(args, kwargs, 2, "max")
+    if isinstance(lo, torch.Tensor) or isinstance(hi, torch.Tensor):
+        return None
+    attrs = {}
+    if lo is not None:
+        attrs["min"] = float(lo)
+    if hi is not None:
+        attrs["max"] = float(hi)
+    return cx.emit("clamp", [args[0]], attrs, value)
+
+
+def _reduce(type_):
+    def handler(cx, args, kwargs, value):
+        x = args[0]
+        dim = _arg(args, kwargs, 1, "dim")
+        keepdim = bool(_arg(args, kwargs, 2, "keepdim", False))
+        if kwargs.get("dtype") is not None:
+            return None
+        attrs = {"keepdim": keepdim} if keepdim else {}
+        if dim is not None:
+            attrs["dims"] = _dims(dim, cx.rank(x))
+        return cx.emit(type_, [x], attrs, value)
+    return handler
+
+
+def _getitem(cx, args, kwargs, value):
+    """x[index] on a tensor: slices, None (a new dim), Ellipsis and integers (a slice then a squeeze)."""
+    x, index = args[0], args[1]
+    if not isinstance(index, tuple):
+        index = (index,)
+    if any(isinstance(i, (T, torch.Tensor, list)) for i in index):
+        return None  # advanced (tensor) indexing
+    rank = cx.rank(x)
+    consumed = sum(1 for i in index if i is not None and i is not Ellipsis)
+    expanded = []
+    for i in index:
+        if i is Ellipsis:
+            expanded.extend([slice(None)] * (rank - consumed))
+        else:
+            expanded.append(i)
+    dim, current = 0, x
+    for i in expanded:
+        if i is None:
+            current = cx.emit("unsqueeze", [current], {"dim": dim}, cx.shape_after_unsqueeze(current, dim),
+                              suffix=f"unsqueeze{dim}")
+            dim += 1
+        elif isinstance(i, slice):
+            size = cx.shape(current)[dim]
+            start, stop, step = i.indices(size)
+            if step <= 0:
+                return None
+            if (start, stop, step) != (0, size, 1):
+                current = cx.emit("slice", [current], {"dim": dim, "start": start, "end": stop, "step": step},
+                                  cx.shape_after_slice(current, dim, start, stop, step), suffix=f"slice{dim}")
+            dim += 1
+        elif isinstance(i, int):
+            size = cx.shape(current)[dim]
+            start = i + size if i < 0 else i
+            sliced = cx.emit("slice", [current], {"dim": dim, "start": start, "end": start + 1},
+                             cx.shape_after_slice(current, dim, start, start + 1, 1), suffix=f"slice{dim}")
+            current = cx.emit("squeeze", [sliced], {"dim": dim}, cx.shape_after_squeeze(sliced, dim),
+                              suffix=f"squeeze{dim}")
+        else:
+            return None
+    return current if current != x else cx.alias(x, value)
+
+
+# ------------------------------------------------------------------------------------------------
+# The tables. Functions and methods are looked up by the callable (call_function) or the method name
+# (call_method); modules by type (call_module).
+
+FUNCTIONS = {
+    operator.add: _binary("add"), torch.add: _binary("add"),
+    operator.sub: _binary("sub"), torch.sub: _binary("sub"), torch.rsub: _rsub,
+    operator.mul: _binary("mul"), torch.mul: _binary("mul"),
+    operator.truediv: _binary("div"), torch.div: _binary("div"),
+    operator.neg: _unary("neg"), torch.neg: _unary("neg"),
+    operator.pow: _pow, torch.pow: _pow,
+    operator.matmul: _matmul, torch.matmul: _matmul, torch.bmm: _matmul, torch.addmm: _addmm,
+    operator.getitem: _getitem,
+    torch.tanh: _unary("tanh"), F.tanh: _unary("tanh"), torch.sigmoid: _unary("sigmoid"), F.sigmoid: _unary("sigmoid"),
+    torch.exp: _unary("exp"), torch.log: _unary("log"), torch.sqrt: _unary("sqrt"), torch.rsqrt: _unary("rsqrt"),
+    torch.abs: _unary("abs"), torch.square: _unary("square"),
+    torch.relu: _unary("relu"), F.relu: _unary("relu"), F.silu: _unary("silu"), F.gelu: _gelu,
+    torch.softmax: _softmax("softmax"), F.softmax: _softmax("softmax"),
+    torch.log_softmax: _softmax("log_softmax"), F.log_softmax: _softmax("log_softmax"),
+    F.dropout: _dropout, torch.dropout: _dropout,
+    F.linear: _linear, F.embedding: _embedding, F.layer_norm: _layer_norm,
+    F.scaled_dot_product_attention: _sdpa,
+    F.cross_entropy: _cross_entropy, F.mse_loss: _mse_loss,
+    torch.reshape: _reshape("reshape"), torch.flatten: _flatten, torch.permute: _permute,
+    torch.transpose: _transpose, torch.t: _t, torch.unsqueeze: _unsqueeze, torch.squeeze: _squeeze,
+    torch.split: _split, torch.chunk: _chunk, torch.cat: _concat, torch.concat: _concat,
+    torch.masked_fill: _masked_fill, torch.where: _where, torch.clamp: _clamp,
+    torch.sum: _reduce("sum"), torch.mean: _reduce("mean"), torch.amax: _reduce("amax"),
+}
+if hasattr(F, "rms_norm"):
+    FUNCTIONS[F.rms_norm] = _rms_norm
+
+METHODS = {
+    "add": _binary("add"), "sub": _binary("sub"), "mul": _binary("mul"), "div": _binary("div"),
+    "neg": _unary("neg"), "pow": _pow, "matmul": _matmul, "bmm": _matmul,
+    "tanh": _unary("tanh"), "sigmoid": _unary("sigmoid"), "exp": _unary("exp"), "log": _unary("log"),
+    "sqrt": _unary("sqrt"), "rsqrt": _unary("rsqrt"), "abs": _unary("abs"), "relu": _unary("relu"),
+    "softmax": _softmax("softmax"), "log_softmax": _softmax("log_softmax"),
+    "view": _reshape("view"), "reshape": _reshape("reshape"), "flatten": _flatten, "permute": _permute,
+    "transpose": _transpose, "t": _t, "unsqueeze": _unsqueeze, "squeeze": _squeeze, "expand": _expand,
+    "split": _split, "chunk": _chunk, "contiguous": _contiguous,
+    "to": _convert, "type": _convert, "type_as": _convert, "float": _convert, "half": _convert,
+    "bfloat16": _convert, "double": _convert, "long": _convert, "int": _convert, "bool": _convert,
+    "masked_fill": _masked_fill, "clamp": _clamp, "sum": _reduce("sum"), "mean": _reduce("mean"),
+    "amax": _reduce("amax"),
+}
+
+
+def _module_linear(cx, m, args, kwargs, value):
+    return _linear(cx, [args[0], m.weight, m.bias], {}, value)
+
+
+def _module_embedding(cx, m, args, kwargs, value):
+    if m.max_norm is not None:
+        return None
+    return _embedding(cx, [args[0], m.weight, m.padding_idx], {}, value)
+
+
+def _module_layer_norm(cx, m, args, kwargs, value):
+    return _layer_norm(cx, [args[0], m.normalized_shape, m.weight, m.bias, m.eps], {}, value)
+
+
+def _module_rms_norm(cx, m, args, kwargs, value):
+    return _rms_norm(cx, [args[0], m.normalized_shape, m.weight, m.eps], {}, value)
+
+
+def _module_dropout(cx, m, args, kwargs, value):
+    return _dropout(cx, [args[0], m.p, True], {}, value)
+
+
+def _module_cross_entropy(cx, m, args, kwargs, value):
+    return _cross_entropy(cx, [args[0], args[1]], {"ignore_index": m.ignore_index, "reduction": m.reduction,
+                                                    "weight": m.weight, "label_smoothing": m.label_smoothing}, value)
+
+
+def _module_mse(cx, m, args, kwargs, value):
+    return _mse_loss(cx, args, {"reduction": m.reduction}, value)
+
+
+def _module_softmax(type_):
+    def handler(cx, m, args, kwargs, value):
+        return _softmax(type_)(cx, [args[0], m.dim], {}, value)
+    return handler
+
+
+def _module_unary(type_):
+    def handler(cx, m, args, kwargs, value):
+        return cx.emit(type_, [args[0]], {}, value)
+    return handler
+
+
+def _module_gelu(cx, m, args, kwargs, value):
+    return _gelu(cx, [args[0]], {"approximate": m.approximate}, value)
+
+
+def _module_identity(cx, m, args, kwargs, value):
+    return cx.alias(args[0], value)
+
+
+def _module_flatten(cx, m, args, kwargs, value):
+    return _flatten(cx, [args[0], m.start_dim, m.end_dim], {}, value)
+
+
+MODULES = [
+    (nn.Linear, _module_linear),
+    (nn.Embedding, _module_embedding),
+    (nn.LayerNorm, _module_layer_norm),
+    (nn.Dropout, _module_dropout),
+    (nn.GELU, _module_gelu),
+    (nn.ReLU, _module_unary("relu")),
+    (nn.SiLU, _module_unary("silu")),
+    (nn.Tanh, _module_unary("tanh")),
+    (nn.Sigmoid, _module_unary("sigmoid")),
+    (nn.Softmax, _module_softmax("softmax")),
+    (nn.LogSoftmax, _module_softmax("log_softmax")),
+    (nn.Identity, _module_identity),
+    (nn.Flatten, _module_flatten),
+    (nn.CrossEntropyLoss, _module_cross_entropy),
+    (nn.MSELoss, _module_mse),
+]
+if hasattr(nn, "RMSNorm"):
+    MODULES.append((nn.RMSNorm, _module_rms_norm))
+
+
+def module_handler(module):
+    for type_, handler in MODULES:
+        if isinstance(module, type_):
+            return handler
+    return None

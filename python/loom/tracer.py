@@ -1,0 +1,342 @@
+"""loom.trace: a torch.nn.Module and example inputs to the engine's graph JSON (a Python dict).
+
+1. capture (capture.py): torch.fx (HuggingFace's tracer for its models), the loss appended, every
+   node's value recorded on the examples;
+2. lower (lowering.py): each node whose value depends on an input or a parameter becomes registry ops;
+   values that do not (sizes, dtypes, position ids, masks built from constants) are folded: numbers
+   stay numbers, tensors become "buffer" tensors;
+3. finish (graph_json.py): only what the loss needs is kept.
+Unknown ops are all collected and reported in one UnsupportedOpsError.
+"""
+
+import operator
+from collections import OrderedDict
+
+import torch
+import torch.fx as fx
+import torch.nn as nn
+
+from . import capture, lowering
+from .graph_json import GraphBuilder, dtype_name
+from .lowering import T
+
+_HINT = ('map such ops with loom.register_op(fn, "annotation") once the engine takes custom ops (this '
+         'increment does not: rewrite them with supported torch ops, or mark their module a leaf to see it whole)')
+
+
+class UnsupportedOpsError(RuntimeError):
+    """Every torch target the tracer cannot map, with where it occurs and how often."""
+
+    def __init__(self, unsupported):
+        self.unsupported = unsupported  # OrderedDict: target -> {"where": [node or module paths], "count": n}
+        lines = [f"{len(unsupported)} unsupported op(s) in the traced model:"]
+        for target, info in unsupported.items():
+            where = ", ".join(info["where"][:3]) + (", ..." if len(info["where"]) > 3 else "")
+            lines.append(f"  {target}: {info['count']} use(s), at {where}")
+        lines.append(f"hint: {_HINT}")
+        super().__init__("\n".join(lines))
+
+
+class _Meta:
+    """The shape and dtype of an intermediate output that no fx node holds (getitem's slice chain)."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+
+
+_PUBLIC_NAMES = None
+
+
+def _public_name(target):
+    """torch.fft.fft rather than torch._C._fft.fft_fft: the name a user wrote, from torch's namespaces."""
+    global _PUBLIC_NAMES
+    if _PUBLIC_NAMES is None:
+        _PUBLIC_NAMES = {}
+        spaces = [("torch", torch), ("torch.nn.functional", torch.nn.functional)]
+        spaces += [(f"torch.{name}", getattr(torch, name)) for name in ("fft", "linalg", "special")
+                   if hasattr(torch, name)]
+        for prefix, space in reversed(spaces):
+            for name in dir(space):
+                if not name.startswith("_"):
+                    _PUBLIC_NAMES.setdefault(id(getattr(space, name)), f"{prefix}.{name}")
+    return _PUBLIC_NAMES.get(id(target))
+
+
+def _target_name(node):
+    if node.op == "call_method":
+        return f"Tensor.{node.target}"
+    target = node.target
+    if target is getattr and len(node.args) == 2 and isinstance(node.args[1], str):
+        return f"Tensor.{node.args[1]}"
+    public = _public_name(target)
+    if public:
+        return public
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or str(target)
+    return f"{module}.{name}" if module else name
+
+
+def _scope(node):
+    """The module path a function node was called from (torch.fx's nn_module_stack), or ''."""
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return ""
+    path = list(stack.values())[-1]
+    path = path[0] if isinstance(path, tuple) else path
+    return path if isinstance(path, str) else ""
+
+
+class Lowering:
+    def __init__(self, gm, values, parameter_names, name):
+        self.gm = gm
+        self.values = values
+        self.graph = GraphBuilder(name)
+        self.parameter_names = parameter_names  # id(parameter) -> its first module path
+        self.parameters = {}  # id(parameter) -> T
+        self.constants = {}  # id(tensor) -> T
+        self.lowered = {}  # node -> lowered value
+        self.unsupported = OrderedDict()
+        self.node = None  # the node being lowered (names its outputs)
+
+    # -- what handlers call ----------------------------------------------------------------------
+    def torch_dtype(self, x):
+        if isinstance(x, T):
+            return self._torch_dtypes[x]
+        return x.dtype if isinstance(x, torch.Tensor) else torch.get_default_dtype()
+
+    def dtype_name(self, dtype):
+        name = dtype_name(dtype)
+        if name is None:
+            raise _Unsupported(f"dtype {dtype}")
+        return name
+
+    def shape(self, t):
+        return self.graph.tensors[t]["shape"]
+
+    def rank(self, t):
+        return len(self.shape(t))
+
+    def shape_after_unsqueeze(self, t, dim):
+        shape = list(self.shape(t))
+        shape.insert(dim, 1)
+        return _Meta(shape, self.torch_dtype(t))
+
+    def shape_after_slice(self, t, dim, start, stop, step):
+        shape = list(self.shape(t))
+        shape[dim] = len(range(start, stop, step))
+        return _Meta(shape, self.torch_dtype(t))
+
+    def shape_after_squeeze(self, t, dim):
+        shape = list(self.shape(t))
+        del shape[dim]
+        return _Meta(shape, self.torch_dtype(t))
+
+    def _new_tensor(self, name, role, meta):
+        t = T(self.graph.tensor(name, role, self.dtype_name(meta.dtype), meta.shape))
+        self._torch_dtypes[t] = meta.dtype
+        return t
+
+    def _name(self, suffix=None):
+        node = self.node
+        if node.op in ("call_module", "get_attr"):
+            base = node.target
+        else:
+            scope = _scope(node)
+            base = f"{scope}.{node.name}" if scope else node.name
+        return f"{base}.{suffix}" if suffix else base
+
+    def emit(self, type_, inputs, attrs, value, suffix=None):
+        out = self._new_tensor(self._name(suffix), "activation", value)
+        self.graph.op(self._name(suffix), type_, [self.tensor(i) for i in inputs], [out], attrs)
+        return out
+
+    def emit_many(self, type_, inputs, attrs, values):
+        outs = [self._new_tensor(f"{self._name()}:{k}", "activation", v) for k, v in enumerate(values)]
+        self.graph.op(self._name(), type_, [self.tensor(i) for i in inputs], outs, attrs)
+        return tuple(outs)
+
+    def alias(self, t, value):
+        return t
+
+    def tensor(self, x):
+        """An engine tensor for an operand: itself, a parameter, or a constant buffer."""
+        if isinstance(x, T):
+            return x
+        if isinstance(x, nn.Parameter):
+            return self._parameter(x)
+        if isinstance(x, torch.Tensor):
+            return self.constant(x)
+        raise _Unsupported(f"operand of type {type(x).__name__}")
+
+    def constant(self, x):
+        if not isinstance(x, torch.Tensor):
+            x = torch.tensor(x)
+        key = id(x)
+        if key not in self.constants:
+            self._keep_alive.append(x)
+            name = self.folded_names.get(key) or f"{self._name()}.const{len(self.constants)}"
+            self.constants[key] = self._new_tensor(name, "buffer", x)
+        return self.constants[key]
+
+    def _parameter(self, p):
+        key = id(p)
+        if key not in self.parameters:
+            name = self.parameter_names.get(key, self._name())
+            self.parameters[key] = self._new_tensor(name, "parameter", p)
+        return self.parameters[key]
+
+    # -- the walk --------------------------------------------------------------------------------
+    def run(self, inputs, aliases):
+        self._torch_dtypes = {}
+        self._keep_alive = []
+        self.folded_names = {}  # id(folded tensor) -> the node that computed it
+        output = None
+        for node in self.gm.graph.nodes:
+            self.node = node
+            value = self.values.get(node)
+            if node.op == "placeholder":
+                self.lowered[node] = self._placeholder(aliases.get(node.target, node.target), value, inputs)
+            elif node.op == "get_attr":
+                self.lowered[node] = self._parameter(value) if isinstance(value, nn.Parameter) else value
+            elif node.op == "output":
+                output = fx.node.map_arg(node.args[0], lambda n: self.lowered[n])
+            else:
+                self.lowered[node] = self._call(node, value)
+        self.node = None
+        return output
+
+    def _placeholder(self, name, value, inputs):
+        if isinstance(value, torch.Tensor) and name in inputs:
+            return self._new_tensor(name, "input", value)
+        return value
+
+    def _call(self, node, value):
+        args = fx.node.map_arg(node.args, lambda n: self.lowered[n])
+        kwargs = fx.node.map_arg(node.kwargs, lambda n: self.lowered[n])
+        # A module with parameters is trainable whatever it reads (an embedding of constant position ids).
+        trainable = node.op == "call_module" and any(True for _ in self.gm.get_submodule(node.target).parameters())
+        if not trainable and not _has_dynamic((args, kwargs)):
+            if isinstance(value, torch.Tensor):
+                self.folded_names.setdefault(id(value), self._name())  # names its buffer, if one is used
+            return value  # folded: a number, a dtype, or a tensor made of constants (a buffer when used)
+        if not _has_tensor(value):
+            return value  # sizes, dtypes and devices of dynamic tensors are known on the examples
+        if node.op == "call_function" and node.target is operator.getitem and isinstance(args[0], (tuple, list, dict)):
+            return args[0][args[1]]
+        try:
+            if node.op == "call_module":
+                module = self.gm.get_submodule(node.target)
+                handler = lowering.module_handler(module)
+                target = type(module).__module__ + "." + type(module).__qualname__
+                result = handler(self, module, args, kwargs, value) if handler else None
+            else:
+                table = lowering.METHODS if node.op == "call_method" else lowering.FUNCTIONS
+                handler = table.get(node.target) if isinstance(node.target, str) or _hashable(node.target) else None
+                target = _target_name(node)
+                result = handler(self, args, kwargs, value) if handler else None
+        except _Unsupported as e:
+            target = f"{_target_name(node) if node.op != 'call_module' else node.target} ({e})"
+            result = None
+        if result is None:
+            self._report(target, node)
+            return self._stand_in(value)
+        return result
+
+    def _report(self, target, node):
+        where = node.target if node.op == "call_module" else (_scope(node) + "." + node.name).lstrip(".")
+        info = self.unsupported.setdefault(target, {"where": [], "count": 0})
+        info["where"].append(where)
+        info["count"] += 1
+
+    def _stand_in(self, value):
+        # Lets the walk go on, so that every unsupported op is found; the graph is never written.
+        if isinstance(value, torch.Tensor):
+            dtype = value.dtype if dtype_name(value.dtype) else torch.float32
+            return T(self._new_tensor(self._name(), "activation", _Meta(value.shape, dtype)))
+        if isinstance(value, (tuple, list)):
+            return type(value)(self._stand_in(v) for v in value)
+        return value
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _hashable(x):
+    try:
+        hash(x)
+        return True
+    except TypeError:
+        return False
+
+
+def _has_dynamic(x):
+    found = False
+
+    def visit(v):
+        nonlocal found
+        if isinstance(v, T):
+            found = True
+        elif isinstance(v, (tuple, list)):
+            for item in v:
+                visit(item)
+        elif isinstance(v, dict):
+            for item in v.values():
+                visit(item)
+        elif isinstance(v, slice):
+            visit((v.start, v.stop, v.step))
+    visit(x)
+    return found
+
+
+def _has_tensor(x):
+    if isinstance(x, torch.Tensor):
+        return True
+    if isinstance(x, (tuple, list)):
+        return any(_has_tensor(v) for v in x)
+    if isinstance(x, dict):
+        return any(_has_tensor(v) for v in x.values())
+    return False
+
+
+def _find_loss(output):
+    """The scalar the model (or the loss function) returns: itself, a dict's "loss", or a tuple's first."""
+    if isinstance(output, T):
+        return output
+    if isinstance(output, dict):
+        if "loss" in output and isinstance(output["loss"], T):
+            return output["loss"]
+        output = list(output.values())
+    if isinstance(output, (tuple, list)):
+        for v in output:
+            if isinstance(v, T):
+                return v
+    return None
+
+
+def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=None):
+    """Traces `module` on `example_inputs` into the engine's graph JSON (a dict; see save_graph).
+
+    example_inputs: a tensor, a tuple (by position) or a dict (by argument name) of example tensors; the
+      graph takes their shapes and dtypes (the batch and sequence sizes the plan is for).
+    concrete_args: arguments fixed while tracing ({"use_cache": False}), so control flow on them resolves.
+    leaf_modules: module types or instances kept whole (their call is one op: it must map to one).
+    loss: None when the module returns the loss (a scalar, a dict with "loss", or a tuple starting with
+      it); else loss(outputs, batch) -> scalar, traced into the graph (batch: the inputs by name).
+    """
+    inputs = capture.named_inputs(module, example_inputs)
+    gm, fixed, aliases = capture.trace_module(module, inputs, concrete_args, tuple(leaf_modules))
+    if loss is not None:
+        gm = capture.append_loss(gm, loss, inputs, aliases)
+    values = capture.record_values(gm, {**fixed, **inputs}, aliases)
+    names = {}
+    for path, p in module.named_parameters():
+        names.setdefault(id(p), path)
+    lowering_ = Lowering(gm, values, names, type(module).__name__)
+    output = lowering_.run(inputs, aliases)
+    if lowering_.unsupported:
+        raise UnsupportedOpsError(lowering_.unsupported)
+    loss_tensor = _find_loss(output)
+    if loss_tensor is None or lowering_.shape(loss_tensor) != []:
+        raise ValueError("the traced model returns no scalar loss: return one, or pass loss=lambda outputs, batch: ...")
+    return lowering_.graph.finish(loss_tensor)

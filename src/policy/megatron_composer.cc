@@ -1,0 +1,87 @@
+// The Composer (megatron_composer.h): what it derives from the graph before placing anything, and the
+// order of its work: forward ops, then the ops that follow them, then each pipeline's schedule.
+#include "megatron_composer.h"
+
+#include <algorithm>
+
+#include "loom/ir/graph.h"
+#include "loom/plan/batch.h"
+
+namespace loom::policy::detail {
+namespace {
+
+using plan::Plan;
+using plan::SubOpId;
+
+// The batch dimension of every tensor (-1: none), derived as batch_identifiers derives the ops':
+// dimension 0 of graph inputs, then each batch-carrying op's outputs where its batch identifier sits.
+std::vector<int> tensor_batch_dims(const Plan& plan, const std::vector<std::optional<std::string>>& batch) {
+  const ir::Graph& graph = *plan.graph;
+  std::vector<int> dims(graph.tensors.size(), -1);
+  for (ir::TensorId in : graph.inputs)
+    if (graph.tensor(in).shape.rank() > 0) dims[in.index()] = 0;
+  for (const ir::Op& op : graph.ops) {
+    if (op.pass != ir::Pass::forward || !batch[op.id.index()]) continue;
+    const SubOpId any = plan.parts[op.id.index()].front();
+    for (std::size_t j = 0; j < op.outputs.size(); ++j)
+      for (std::size_t d = 0; d < graph.tensor(op.outputs[j]).shape.rank(); ++d)
+        if (plan::dim_identifier(plan, any, true, j, d) == batch[op.id.index()]) {
+          dims[op.outputs[j].index()] = static_cast<int>(d);
+          break;
+        }
+  }
+  return dims;
+}
+
+// By TensorId, the stage of its first forward reader or writer (0 when none).
+std::vector<int> tensor_stages(const ir::Graph& graph, const std::vector<int>& op_stage) {
+  std::vector<int> stage(graph.tensors.size(), -1);
+  for (const ir::Op& op : graph.ops) {
+    if (op.pass != ir::Pass::forward) continue;
+    for (const auto* list : {&op.inputs, &op.outputs})
+      for (ir::TensorId t : *list)
+        if (stage[t.index()] < 0) stage[t.index()] = op_stage[op.id.index()];
+  }
+  for (int& s : stage) s = std::max(s, 0);
+  return stage;
+}
+
+// The pipeline rank of each op from its stage in program order: chunk c of rank s is stage c * pp + s.
+std::vector<int> pipeline_ranks(std::vector<int> stages, int pp) {
+  for (int& s : stages)
+    if (s >= 0) s %= pp;
+  return stages;
+}
+
+}  // namespace
+
+Expected<std::vector<SubOpId>> split(Plan& plan, SubOpId piece, const plan::TransAlgo& algo, int n) {
+  if (n == 1) return std::vector<SubOpId>{piece};
+  return plan::trans(plan, piece, algo, n);
+}
+
+Composer::Composer(Plan& plan, const ParallelConfig& config, TensorParallelLayout tensor_parallel, std::vector<int> stages)
+    : plan_(plan),
+      graph_(*plan.graph),
+      c_(config),
+      tp_layout_(std::move(tensor_parallel)),
+      virtual_stage_(std::move(stages)),
+      stage_(pipeline_ranks(virtual_stage_, config.pp)),
+      tensor_stage_(tensor_stages(graph_, stage_)),
+      batch_(plan::batch_identifiers(plan)),
+      batch_dims_(tensor_batch_dims(plan, batch_)),
+      producers_(ir::producers(*plan.graph)),
+      blocks_(static_cast<std::size_t>(device_count(config) * config.virtual_stages),
+              std::vector<std::vector<SubOpId>>(static_cast<std::size_t>(config.micro_batches))) {}
+
+Expected<void> Composer::run() {
+  LOOM_RETURN_IF_ERROR(check_batch());
+  LOOM_ASSIGN_OR_RETURN(std::vector<std::vector<SubOpId>> pieces, micro_batches());
+  for (const ir::Op& op : graph_.ops)
+    if (op.pass == ir::Pass::forward) LOOM_RETURN_IF_ERROR(place_forward(op, pieces[op.id.index()]));
+  for (const ir::Op& op : graph_.ops)
+    if (op.pass != ir::Pass::forward && !op.is_mirror()) LOOM_RETURN_IF_ERROR(place_follower(op));
+  return schedule();
+}
+
+}  // namespace loom::policy::detail

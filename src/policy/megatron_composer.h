@@ -1,0 +1,90 @@
+// Private to megatron (policy.h). The Composer builds Megatron-LM's dp x tp x pp plan on a fresh,
+// checked plan:
+//   megatron_composer.cc   what it derives from the graph (stages, batch dimensions), and the order of work;
+//   megatron_forward.cc    forward ops cut into micro-batches, split over dp and tp and placed;
+//   megatron_followers.cc  the ops no forward op carries along (optimizer steps, accumulations), placed
+//                          with the tensor they own;
+//   megatron_schedule.cc   each pipeline's schedule, and gradient accumulations ordered into it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loom/core/error.h"
+#include "loom/plan/primitives.h"
+#include "loom/plan/schedule.h"
+#include "loom/policy/policy.h"
+#include "loom/policy/tensor_parallel.h"
+
+namespace loom::policy::detail {
+
+// trans, or the piece itself when n is 1 (a one-part split would only rename it).
+Expected<std::vector<plan::SubOpId>> split(plan::Plan& plan, plan::SubOpId piece, const plan::TransAlgo& algo, int n);
+
+// The schedule template of a pipeline: interleaved 1F1B whenever a device holds several model chunks.
+inline plan::ScheduleKind schedule_kind(const ParallelConfig& config) {
+  return config.virtual_stages > 1 ? plan::ScheduleKind::interleaved_one_f_one_b : config.schedule;
+}
+
+class Composer {
+ public:
+  Composer(plan::Plan& plan, const ParallelConfig& config, TensorParallelLayout tensor_parallel, std::vector<int> stages);
+
+  Expected<void> run();
+
+ private:
+  int device(int stage, int r, int j) const { return device_of(c_, stage, r, j); }
+  // The stage of a tensor: a parameter's is its first forward reader's, an activation's its producer's.
+  int stage_of(ir::TensorId t) const { return t.valid() ? tensor_stage_[t.index()] : 0; }
+  std::size_t block_slot(int virtual_stage, int r, int j) const {
+    return static_cast<std::size_t>((virtual_stage * c_.dp + r) * c_.tp + j);
+  }
+
+  // megatron_forward.cc
+
+  // The batch (dimension 0 of every input) must split into dp x micro_batches equal parts.
+  Expected<void> check_batch() const;
+  // Per forward op, its micro-batch pieces (one piece for ops without a batch, or a single micro-batch).
+  Expected<std::vector<std::vector<plan::SubOpId>>> micro_batches();
+  Expected<void> place_forward(const ir::Op& op, const std::vector<plan::SubOpId>& pieces);
+
+  // megatron_followers.cc
+
+  Expected<void> place_follower(const ir::Op& op);
+  // The value count every producer part of every input of `op` writes it with (0 when they differ, or
+  // an input is not produced).
+  std::int64_t partial_sums_of(const ir::Op& op) const;
+  // How a follower splits over tp.
+  plan::TransAlgo tensor_algo(const ir::Op& op, const std::optional<std::string>& tensor) const;
+  // Whether some producer part writes an input of `op` as a value part (a partial sum).
+  bool reads_partial_sums(const ir::Op& op) const;
+
+  // megatron_schedule.cc
+
+  // By device, (stage, micro-batch) of a backward block -> the last sub-op of the block before it.
+  using BlockStarts = std::vector<std::map<std::pair<int, int>, plan::SubOpId>>;
+  // One pipeline per (dp rank, tp rank): its stages' forward parts per micro-batch, ordered by the
+  // schedule template.
+  Expected<void> schedule();
+  Expected<void> order_gradient_accumulations(const BlockStarts& starts);
+
+  plan::Plan& plan_;
+  const ir::Graph& graph_;
+  const ParallelConfig& c_;
+  TensorParallelLayout tp_layout_;
+  std::vector<int> virtual_stage_;  // by OpId, forward ops: the stage in program order (chunk * pp + rank)
+  std::vector<int> stage_;         // by OpId, forward ops: the pipeline rank
+  std::vector<int> tensor_stage_;  // by TensorId
+  std::vector<std::optional<std::string>> batch_;
+  std::vector<int> batch_dims_;
+  std::vector<ir::OpId> producers_;  // by TensorId: the op writing it
+  // [block_slot(virtual stage, dp rank, tp rank)][micro-batch]: forward parts, program order.
+  std::vector<std::vector<std::vector<plan::SubOpId>>> blocks_;
+};
+
+}  // namespace loom::policy::detail

@@ -1,0 +1,75 @@
+// The Composer's forward ops (megatron_composer.h): each is cut into micro-batches along its batch,
+// split over dp along the batch and over tp by the tensor-parallel layout, and placed on its stage; the
+// parts that carry the batch make up the pipeline's blocks.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "loom/plan/micro_batches.h"
+#include "megatron_composer.h"
+
+namespace loom::policy::detail {
+
+using plan::SubOpId;
+using plan::TransAlgo;
+
+Expected<void> Composer::check_batch() const {
+  const int parts = c_.dp * c_.micro_batches;
+  for (ir::TensorId in : graph_.inputs) {
+    const ir::FullTensor& t = graph_.tensor(in);
+    if (t.shape.rank() == 0 || t.shape[0] % parts == 0) continue;
+    std::string reader;
+    for (const ir::Op& op : graph_.ops)
+      if (std::find(op.inputs.begin(), op.inputs.end(), in) != op.inputs.end()) {
+        reader = fmt::format(", read by op '{}'", op.name);
+        break;
+      }
+    return fail(fmt::format("batch {} of input '{}' {}{} is not divisible into dp {} x {} micro-batches", t.shape[0],
+                            t.name, t.shape.to_string(), reader, c_.dp, c_.micro_batches),
+                "choose dp x micro_batches dividing the batch, or build the model with another batch");
+  }
+  return {};
+}
+
+Expected<std::vector<std::vector<SubOpId>>> Composer::micro_batches() {
+  std::vector<std::vector<SubOpId>> pieces(graph_.ops.size());
+  std::vector<ir::OpId> batched;
+  for (const ir::Op& op : graph_.ops) {
+    if (op.pass != ir::Pass::forward) continue;
+    pieces[op.id.index()] = {plan_.parts[op.id.index()].front()};
+    if (batch_[op.id.index()]) batched.push_back(op.id);
+  }
+  if (c_.micro_batches == 1) return pieces;
+  LOOM_ASSIGN_OR_RETURN(plan::MicroBatches mb, plan::split_micro_batches(plan_, batched, c_.micro_batches));
+  for (std::size_t i = 0; i < mb.ops.size(); ++i) pieces[mb.ops[i].index()] = mb.parts[i];
+  return pieces;
+}
+
+Expected<void> Composer::place_forward(const ir::Op& op, const std::vector<SubOpId>& pieces) {
+  const int stage = stage_[op.id.index()];
+  const int virtual_stage = virtual_stage_[op.id.index()];
+  const auto& batch = batch_[op.id.index()];
+  const TransAlgo data = batch ? TransAlgo{plan::SplitAlgo{*batch}} : TransAlgo{plan::ReplicateAlgo{}};
+  const auto& tensor_split = tp_layout_.splits[op.id.index()];
+  // Ops tensor parallelism does not split run on every tp rank and, as in Megatron, compute whole
+  // gradients there (one all-reduce of their output gradient, none of their weights' gradients).
+  const TransAlgo tensor = tensor_split ? TransAlgo{*tensor_split}
+                                        : TransAlgo{plan::ReplicateAlgo{.redundant_backward = true}};
+  for (std::size_t k = 0; k < pieces.size(); ++k) {
+    LOOM_ASSIGN_OR_RETURN(std::vector<SubOpId> dp_parts,
+                          with_context(split(plan_, pieces[k], data, c_.dp), fmt::format("data parallelism {}", c_.dp)));
+    for (int r = 0; r < c_.dp; ++r) {
+      LOOM_ASSIGN_OR_RETURN(std::vector<SubOpId> tp_parts,
+                            with_context(split(plan_, dp_parts[static_cast<std::size_t>(r)], tensor, c_.tp),
+                                         fmt::format("tensor parallelism {}", c_.tp)));
+      for (int j = 0; j < c_.tp; ++j) {
+        const SubOpId part = tp_parts[static_cast<std::size_t>(j)];
+        LOOM_RETURN_IF_ERROR(plan::assign(plan_, part, device(stage, r, j)));
+        if (batch) blocks_[block_slot(virtual_stage, r, j)][k].push_back(part);
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace loom::policy::detail

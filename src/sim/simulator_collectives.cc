@@ -1,0 +1,126 @@
+// The Simulator's collectives (simulator_core.h): a simulated member's arrival parks its stream until
+// every member has arrived, each read where its class representative (or itself) reaches it; then the
+// collective runs on all of them at once.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "loom/exec/exec_text.h"
+#include "simulator_core.h"
+
+namespace loom::sim::detail {
+
+Expected<void> Simulator::arrive(std::size_t a, const exec::Collective& c, double arrival) {
+  auto it = pending_.find(c.tag);
+  if (it == pending_.end()) {
+    LOOM_ASSIGN_OR_RETURN(it, open(c));
+  }
+  it->second.parked.push_back(a);
+  agents_[a].parked = true;
+  return reach(agents_[a].slot, position(agents_[a]), arrival);  // releases it when a is the last
+}
+
+Expected<std::unordered_map<std::int64_t, PendingCollective>::iterator> Simulator::open(const exec::Collective& c) {
+  LOOM_ASSIGN_OR_RETURN(const Members m, members(c));
+  PendingCollective pending;
+  pending.bytes = m.bytes;
+  pending.slots = slots_of(m.keys);
+  for (std::uint64_t k : m.keys) {
+    const double t = reached(static_cast<std::size_t>(k >> 32), static_cast<std::uint32_t>(k));
+    if (t == kUnknown) {
+      ++pending.missing;
+      waiters_at_[k].push_back(Waiter{true, c.tag});
+    } else {
+      pending.start = std::max(pending.start, t);
+    }
+  }
+  return pending_.emplace(c.tag, std::move(pending)).first;
+}
+
+Expected<void> Simulator::release(std::int64_t tag) {
+  const auto it = pending_.find(tag);
+  PendingCollective done = std::move(it->second);
+  pending_.erase(it);
+  const Agent& first = agents_[done.parked.front()];
+  const auto& c = std::get<exec::Collective>(at(first));
+  if (!durations_.collective) return fail("the plan has collectives but Durations::collective is not set");
+  LOOM_ASSIGN_OR_RETURN(const double duration, checked(durations_.collective(c, done.bytes), first));
+  LOOM_ASSIGN_OR_RETURN(const double end, collective_end(done.start, duration, done.slots));
+  const std::string label = exec::collective_label(exec_, c);
+  for (std::size_t m : done.parked) {
+    Agent& member = agents_[m];
+    const auto& mine = std::get<exec::Collective>(at(member));
+    finish(member, EventKind::collective, label, done.start, end, {mine.output});
+    member.parked = false;
+    wake(m);  // the last to arrive too: it goes on from the worklist
+  }
+  return {};
+}
+
+Expected<double> Simulator::collective_end(double start, double duration, const std::vector<std::size_t>& slots) {
+  double end = start + duration;
+  for (std::size_t slot : slots) {
+    LOOM_ASSIGN_OR_RETURN(const double member_end, stretched(slot, start, duration));
+    end = std::max(end, member_end);
+  }
+  return end;
+}
+
+// Errors: a group whose programs do not all run it, a member whose representative has no collective at
+// its position.
+Expected<Simulator::Members> Simulator::members(const exec::Collective& c) const {
+  const std::span<const Site> sites = index_.collective(c.tag);
+  if (exec_.partial) return partial_members(c, sites);
+  if (sites.size() != c.group.size())
+    return fail(fmt::format("collective #{} ({}) has a group of {} devices but {} programs run it", c.tag,
+                            exec::collective_label(exec_, c), c.group.size(), sites.size()),
+                "check the plan with check_exec_plan");
+  Members out;
+  out.keys.reserve(sites.size());
+  for (const Site& site : sites) {
+    const std::size_t slot = slot_for(site.device);
+    const auto& program = exec_.programs[static_cast<std::size_t>(slots_[slot].device)];
+    if (site.instruction >= program.size() || !std::holds_alternative<exec::Collective>(program[site.instruction]))
+      return fail(fmt::format("device {}'s collective #{} sits at instruction {}, where its representative {} has none",
+                              site.device, c.tag, site.instruction, slots_[slot].device),
+                  "the device classes are not a symmetry; simulate with use_device_classes = false");
+    const auto& member = std::get<exec::Collective>(exec_.programs[static_cast<std::size_t>(site.device)][site.instruction]);
+    out.bytes = std::max(out.bytes, bytes(member.input));
+    out.keys.push_back(key(slot, site.instruction));
+  }
+  std::ranges::sort(out.keys);
+  out.keys.erase(std::unique(out.keys.begin(), out.keys.end()), out.keys.end());
+  return out;
+}
+
+// In a partial plan only representatives run collectives: every member arrives when its representative
+// reaches the collective, which the representative must run.
+Expected<Simulator::Members> Simulator::partial_members(const exec::Collective& c, std::span<const Site> sites) const {
+  Members out;
+  for (const Site& site : sites) {
+    const auto& member = std::get<exec::Collective>(exec_.programs[static_cast<std::size_t>(site.device)][site.instruction]);
+    out.bytes = std::max(out.bytes, bytes(member.input));
+    if (represented_by_[static_cast<std::size_t>(site.device)] == site.device)
+      out.keys.push_back(key(slot_for(site.device), site.instruction));
+  }
+  for (int g : c.group) {
+    const bool runs = is_device(g) && std::ranges::any_of(sites, [&](const Site& site) {
+      return site.device == represented_by_[static_cast<std::size_t>(g)];
+    });
+    if (!runs)
+      return fail(fmt::format("collective #{} ({}): member {}'s representative does not run it", c.tag,
+                              exec::collective_label(exec_, c), g),
+                  "a partial (folded) plan needs every collective run by its members' representatives");
+  }
+  std::ranges::sort(out.keys);
+  return out;
+}
+
+std::vector<std::size_t> Simulator::slots_of(const std::vector<std::uint64_t>& keys) {
+  std::vector<std::size_t> slots;
+  for (std::uint64_t k : keys)
+    if (slots.empty() || slots.back() != static_cast<std::size_t>(k >> 32)) slots.push_back(static_cast<std::size_t>(k >> 32));
+  return slots;
+}
+
+}  // namespace loom::sim::detail

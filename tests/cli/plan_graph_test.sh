@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# `loom plan --graph` / `loom compare --graph`: a graph file (as the Python tracer writes it: ops without
+# annotations) planned at its recorded sizes, and the option errors.
+source "$(dirname "$0")/cli_lib.sh"
+
+expect graph-json 0 "$LOOM" graph --model gpt3-125m --layers 2 --forward-only --batch 8 --seq 64 --json "$tmp/g.json"
+# The tracer leaves annotations to the engine's registry.
+python3 -c 'import json,sys; g=json.load(open(sys.argv[1])); [op.pop("annotation") for op in g["ops"]]; json.dump(g, open(sys.argv[2], "w"))' \
+  "$tmp/g.json" "$tmp/traced.json"
+
+expect plan-graph 0 "$LOOM" plan --graph "$tmp/traced.json" --policy megatron --dp 2 --tp 2 --out "$tmp/a" &&
+  contains plan-graph-policy "megatron: dp 2 x tp 2 x pp 1" && contains plan-graph-step "step time"
+# Same graph, same plan as the preset it came from.
+expect plan-preset 0 "$LOOM" plan --model gpt3-125m --layers 2 --global-batch 8 --seq 64 --policy megatron --dp 2 --tp 2 \
+  --fold off --out "$tmp/b"
+if cmp -s "$tmp/a/exec.json" "$tmp/b/exec.json"; then pass=$((pass+1)); else fail "plan-graph-equals-preset: exec.json differs"; fi
+expect plan-graph-pp 0 "$LOOM" plan --graph "$tmp/traced.json" --policy megatron --pp 2 --microbatches 2 --out "$tmp/pp" &&
+  contains plan-graph-pp-desc "pp 2, 2 micro-batches"
+expect compare-graph 0 "$LOOM" compare --graph "$tmp/traced.json" --gpus 4 && contains compare-graph-title "$tmp/traced.json on dgx-a100"
+
+expect both 1 "$LOOM" plan --graph "$tmp/traced.json" --model gpt3-125m && contains both-msg "exactly one of --model NAME or --graph FILE"
+expect neither 1 "$LOOM" plan --policy dp && contains neither-msg "exactly one of --model NAME or --graph FILE"
+expect resize 1 "$LOOM" plan --graph "$tmp/traced.json" --global-batch 16 && contains resize-msg "a graph file keeps the sizes"
+expect baseline 1 "$LOOM" plan --graph "$tmp/traced.json" --policy megatron-best && contains baseline-msg "cannot plan a graph file"
+expect fold 1 "$LOOM" plan --graph "$tmp/traced.json" --fold on --dp 2 && contains fold-msg "a graph file cannot be folded"
+expect missing nonzero "$LOOM" plan --graph "$tmp/none.json" && contains missing-msg "none.json"
+echo '{"format": "loom-graph"' > "$tmp/bad.json"
+expect malformed 1 "$LOOM" plan --graph "$tmp/bad.json" && contains malformed-msg "$tmp/bad.json: malformed JSON"
+
+finish
