@@ -5,6 +5,7 @@ every node's value is recorded by running the graph once on the examples (shape 
 keeps sizes, dtypes and other non-tensor values, so `x.size(-1)` becomes a number).
 """
 
+import copy
 import inspect
 
 import torch
@@ -33,6 +34,89 @@ class _LeafTracer(fx.Tracer):
         return super().is_leaf_module(m, qualname)
 
 
+def _concrete_hf_tracer():
+    """HuggingFace's tracer whose proxies act as their values where its meta-tensor run knows them: sizes
+    (and numbers computed from sizes) iterate, index, convert to int and decide `if`s, so control flow on
+    shapes resolves on the examples. Data-dependent values (meta tensors, no values) are still refused."""
+    from torch.fx.proxy import TraceError
+    from transformers.utils.fx import HFProxy, HFTracer
+
+    def known(proxy):
+        meta = proxy.__dict__.get("_metadata")
+        return meta if isinstance(meta, (bool, int, float, tuple, list, torch.Size)) else None
+
+    class ConcreteProxy(HFProxy):
+        def __iter__(self):
+            meta = known(self)
+            if isinstance(meta, (tuple, list, torch.Size)):
+                return iter([self[i] for i in range(len(meta))])
+            return super().__iter__()
+
+        def __bool__(self):
+            meta = self.__dict__.get("_metadata")
+            if isinstance(meta, torch.Tensor) and meta.device.type != "meta" and meta.numel() == 1:
+                return bool(meta)
+            if known(self) is None:
+                raise TraceError(f"a traced value decides control flow at {self.node.name}, and the examples do "
+                                 "not fix it: pass the argument that steers it in concrete_args")
+            return bool(known(self))
+
+        def __index__(self):
+            if isinstance(known(self), int) and not isinstance(known(self), bool):
+                return known(self)
+            raise TypeError(f"{self.node.name} is used as an integer, and the examples do not fix its value")
+
+        __int__ = __index__
+
+    class ConcreteHFTracer(HFTracer):
+        def proxy(self, node):
+            return ConcreteProxy(node, self)
+
+        def create_proxy(self, kind, target, args, kwargs, *rest, **named):
+            rv = super().create_proxy(kind, target, args, kwargs, *rest, **named)
+            if kind in ("call_function", "call_method", "call_module") and isinstance(rv, HFProxy) \
+                    and "_metadata" not in rv.__dict__:
+                meta = self._fallback_metadata(kind, target, args, kwargs)
+                if meta is not None:
+                    rv.install_metadata(meta)
+            return rv
+
+        def _fallback_metadata(self, kind, target, args, kwargs):
+            """Where HuggingFace's meta run gives up (a module whose weights are not on the meta device,
+            an override that refuses plain relu), the op itself on meta tensors: modules moved to meta."""
+            metas = fx.node.map_aggregate((args, kwargs), lambda v: v.__dict__.get("_metadata", v)
+                                          if isinstance(v, fx.Proxy) else v)
+            if any(isinstance(v, fx.Proxy) for v in _flatten(metas)):
+                return None
+            meta_args, meta_kwargs = metas
+            self._disable_module_getattr = self._disable_call_module = True
+            try:
+                if kind == "call_function":
+                    out = target(*meta_args, **meta_kwargs)
+                elif kind == "call_method":
+                    out = getattr(meta_args[0], target)(*meta_args[1:], **meta_kwargs)
+                else:
+                    modules = self.__dict__.setdefault("_meta_modules", {})
+                    if target not in modules:
+                        modules[target] = copy.deepcopy(self.root.get_submodule(target)).to("meta")
+                    out = modules[target](*meta_args, **meta_kwargs)
+                return out.to("meta") if isinstance(out, torch.Tensor) else out
+            except Exception:  # noqa: BLE001: no metadata, as HuggingFace's own run
+                return None
+            finally:
+                self._disable_module_getattr = self._disable_call_module = False
+
+    return ConcreteHFTracer
+
+
+def _flatten(value):
+    if isinstance(value, (tuple, list)):
+        return [x for v in value for x in _flatten(v)]
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _flatten(v)]
+    return [value]
+
+
 def named_inputs(module, example_inputs):
     """example_inputs as {forward argument name: value}: a dict as is, a tensor or a tuple by position."""
     if isinstance(example_inputs, dict):
@@ -57,7 +141,10 @@ def trace_module(module, inputs, concrete_args, leaf_modules):
         if leaf_modules:
             raise ValueError("leaf_modules is not supported for HuggingFace models (their tracer picks the leaves)")
         taken = inspect.signature(module.forward).parameters
-        return symbolic_trace(module, input_names=[name for name in inputs if name in taken]), {}, {}
+        # disable_check: HuggingFace lists the classes it tested its tracer on; others often trace too,
+        # and those that do not fail with the reason.
+        return symbolic_trace(module, input_names=[name for name in inputs if name in taken], disable_check=True,
+                              tracer_cls=_concrete_hf_tracer()), {}, {}
     fixed = dict(concrete_args or {})
     params = inspect.signature(module.forward).parameters
     # Arguments the examples do not give are fixed to their defaults, so control flow on them resolves.

@@ -18,6 +18,13 @@ class T(int):
     """An engine tensor id (a dynamic value: it depends on the inputs or the parameters)."""
 
 
+class Meta:
+    """The shape and dtype of an output that no fx node holds (an op a handler adds on the way)."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+
+
 def _is_tensor(x):
     return isinstance(x, T)
 
@@ -90,10 +97,12 @@ def _gelu(cx, args, kwargs, value):
 
 def _softmax(type_):
     def handler(cx, args, kwargs, value):
-        dim = _arg(args, kwargs, 1, "dim")
-        if dim is None or kwargs.get("dtype") is not None:
+        x, dim, dtype = args[0], _arg(args, kwargs, 1, "dim"), _arg(args, kwargs, 3, "dtype")
+        if dim is None:
             return None
-        return cx.emit(type_, [args[0]], {"dim": int(dim)}, value)
+        if dtype is not None and dtype != cx.torch_dtype(x):  # torch casts the input first
+            x = cx.emit("cast", [x], {"dtype": cx.dtype_name(dtype)}, Meta(cx.shape(x), dtype), suffix="cast")
+        return cx.emit(type_, [x], {"dim": int(dim)}, value)
     return handler
 
 
@@ -123,6 +132,50 @@ def _addmm(cx, args, kwargs, value):
     return cx.emit("add", [product, cx.tensor(args[0])], {}, value)
 
 
+def _baddbmm(cx, args, kwargs, value):
+    # beta * input + alpha * (b1 @ b2) (Bloom's ALiBi scores).
+    bias, b1, b2 = args[0], args[1], args[2]
+    beta, alpha = float(kwargs.get("beta", 1)), float(kwargs.get("alpha", 1))
+    product = cx.emit("bmm", [cx.tensor(b1), cx.tensor(b2)], {}, value, suffix="bmm")
+    if alpha != 1:
+        product = cx.emit("scale", [product], {"factor": alpha}, value, suffix="alpha")
+    if beta == 0:
+        return product
+    bias = cx.tensor(bias)
+    if beta != 1:
+        bias = cx.emit("scale", [bias], {"factor": beta}, Meta(cx.shape(bias), cx.torch_dtype(bias)), suffix="beta")
+    return cx.emit("add", [bias, product], {}, value)
+
+
+def _einsum(cx, args, kwargs, value):
+    equation, operands = args[0], args[1:]
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = operands[0]
+    if not isinstance(equation, str) or "." in equation or "->" not in equation:
+        return None  # the engine's einsum takes explicit outputs and no ellipsis
+    return cx.emit("einsum", [cx.tensor(t) for t in operands], {"equation": equation.replace(" ", "")}, value)
+
+
+def _stack(cx, args, kwargs, value):
+    tensors, dim = _arg(args, kwargs, 0, "tensors"), int(_arg(args, kwargs, 1, "dim", 0))
+    dim = dim + len(value.shape) if dim < 0 else dim
+    parts = []
+    for k, t in enumerate(tensors):
+        t = cx.tensor(t)
+        parts.append(cx.emit("unsqueeze", [t], {"dim": dim}, cx.shape_after_unsqueeze(t, dim), suffix=f"unsqueeze{k}"))
+    return cx.emit("concat", parts, {"dim": dim}, value)
+
+
+def _group_norm(cx, args, kwargs, value):
+    x, groups = args[0], int(_arg(args, kwargs, 1, "num_groups"))
+    weight, bias = _arg(args, kwargs, 2, "weight"), _arg(args, kwargs, 3, "bias")
+    eps = float(_arg(args, kwargs, 4, "eps", 1e-5))
+    channels, dtype = cx.shape(x)[1], cx.torch_dtype(x)
+    weight = cx.tensor(weight) if weight is not None else cx.constant(torch.ones(channels, dtype=dtype))
+    bias = cx.tensor(bias) if bias is not None else cx.constant(torch.zeros(channels, dtype=dtype))
+    return cx.emit("group_norm", [x, weight, bias], {"groups": groups, "eps": eps}, value)
+
+
 def _embedding(cx, args, kwargs, value):
     ids, weight = args[0], args[1]
     padding_idx = _arg(args, kwargs, 2, "padding_idx")
@@ -134,8 +187,10 @@ def _layer_norm(cx, args, kwargs, value):
     x, shape = args[0], _arg(args, kwargs, 1, "normalized_shape")
     weight, bias = _arg(args, kwargs, 2, "weight"), _arg(args, kwargs, 3, "bias")
     eps = float(_arg(args, kwargs, 4, "eps", 1e-5))
-    if weight is None or len(shape) != 1:
-        return None  # the engine's layer_norm has a weight and normalizes the last dim
+    if len(shape) != 1:
+        return None  # the engine's layer_norm normalizes the last dim
+    if weight is None:  # elementwise_affine=False: the engine's layer_norm has a weight, here ones
+        weight = torch.ones(cx.shape(x)[-1], dtype=cx.torch_dtype(x))
     inputs = [x, cx.tensor(weight)] + ([cx.tensor(bias)] if bias is not None else [])
     return cx.emit("layer_norm", inputs, {"eps": eps}, value)
 
@@ -149,7 +204,7 @@ def _rms_norm(cx, args, kwargs, value):
 
 
 def _sdpa(cx, args, kwargs, value):
-    q, k, v = args[0], args[1], args[2]
+    q, k, v = _arg(args, kwargs, 0, "query"), _arg(args, kwargs, 1, "key"), _arg(args, kwargs, 2, "value")
     mask = _arg(args, kwargs, 3, "attn_mask")
     dropout = float(_arg(args, kwargs, 4, "dropout_p", 0.0))
     causal = bool(_arg(args, kwargs, 5, "is_causal", False))
@@ -196,6 +251,75 @@ def _mse_loss(cx, args, kwargs, value):
     if kwargs.get("reduction", "mean") != "mean":
         return None
     return cx.emit("mse_loss", [cx.tensor(args[0]), cx.tensor(args[1])], {}, value)
+
+
+# Vision (src/ops/conv_pool.cc, norm.cc): NCHW images; attributes as [height, width] pairs.
+def _pair(value):
+    return [int(v) for v in value] if isinstance(value, (tuple, list)) else [int(value), int(value)]
+
+
+def _conv2d(cx, args, kwargs, value):
+    x, weight, bias = args[0], _arg(args, kwargs, 1, "weight"), _arg(args, kwargs, 2, "bias")
+    stride, padding = _arg(args, kwargs, 3, "stride", 1), _arg(args, kwargs, 4, "padding", 0)
+    dilation, groups = _arg(args, kwargs, 5, "dilation", 1), int(_arg(args, kwargs, 6, "groups", 1))
+    if cx.rank(x) != 4:
+        return None  # an unbatched image [c h w]
+    kernel = list(cx.shape(cx.tensor(weight))[2:])
+    if padding == "valid":
+        padding = 0
+    elif padding == "same":  # symmetric only: an even reach would pad one side more
+        reach = [d * (k - 1) for d, k in zip(_pair(dilation), kernel)]
+        if any(r % 2 for r in reach):
+            return None
+        padding = [r // 2 for r in reach]
+    attrs = {"stride": _pair(stride), "padding": _pair(padding), "dilation": _pair(dilation)}
+    if groups != 1:
+        attrs["groups"] = groups
+    inputs = [x, cx.tensor(weight)] + ([cx.tensor(bias)] if bias is not None else [])
+    return cx.emit("conv2d", inputs, attrs, value)
+
+
+def _batch_norm(cx, args, kwargs, value):
+    # Training mode normalizes with the batch's statistics (the engine's batch_norm); the running
+    # statistics torch updates on the side are not part of the gradient.
+    x, weight, bias = args[0], _arg(args, kwargs, 3, "weight"), _arg(args, kwargs, 4, "bias")
+    training, eps = _arg(args, kwargs, 5, "training", False), float(_arg(args, kwargs, 7, "eps", 1e-5))
+    if not training:
+        return None  # inference normalizes with the running statistics: no engine op says that
+    channels = cx.shape(x)[1]
+    dtype = cx.torch_dtype(x)
+    weight = cx.tensor(weight) if weight is not None else cx.constant(torch.ones(channels, dtype=dtype))
+    bias = cx.tensor(bias) if bias is not None else cx.constant(torch.zeros(channels, dtype=dtype))
+    return cx.emit("batch_norm", [x, weight, bias], {"eps": eps}, value)
+
+
+def _pool2d(type_):
+    def handler(cx, args, kwargs, value):
+        x, kernel = args[0], _arg(args, kwargs, 1, "kernel_size")
+        stride, padding = _arg(args, kwargs, 2, "stride"), _arg(args, kwargs, 3, "padding", 0)
+        if cx.rank(x) != 4 or isinstance(value, tuple):
+            return None  # unbatched, or max pooling that returns its indices
+        if type_ == "max_pool2d":
+            dilation, ceil_mode = _arg(args, kwargs, 4, "dilation", 1), _arg(args, kwargs, 5, "ceil_mode", False)
+            if _pair(dilation) != [1, 1] or ceil_mode:
+                return None
+        else:
+            ceil_mode = _arg(args, kwargs, 4, "ceil_mode", False)
+            include_pad = _arg(args, kwargs, 5, "count_include_pad", True)
+            if ceil_mode or kwargs.get("divisor_override") is not None or (not include_pad and _pair(padding) != [0, 0]):
+                return None
+        attrs = {"kernel": _pair(kernel), "padding": _pair(padding)}
+        if stride is not None and (not isinstance(stride, (list, tuple)) or len(stride) > 0):
+            attrs["stride"] = _pair(stride)
+        return cx.emit(type_, [x], attrs, value)
+    return handler
+
+
+def _adaptive_avg_pool2d(cx, args, kwargs, value):
+    x = args[0]
+    if cx.rank(x) != 4:
+        return None
+    return cx.emit("adaptive_avg_pool2d", [x], {"output_size": [int(s) for s in value.shape[-2:]]}, value)
 
 
 # Shape ops. The target shape is the recorded output's: -1 and sizes computed from x.size() resolve.
@@ -262,6 +386,24 @@ def _concat(cx, args, kwargs, value):
     tensors = _arg(args, kwargs, 0, "tensors")
     dim = int(_arg(args, kwargs, 1, "dim", 0))
     return cx.emit("concat", [cx.tensor(t) for t in tensors], {"dim": dim}, value)
+
+
+def _getattr(cx, args, kwargs, value):
+    """x.T (HuggingFace's Falcon): the dims reversed; other attributes of traced tensors are not ops."""
+    x, name = args[0], args[1]
+    if name != "T" or not _is_tensor(x):
+        return None
+    rank = cx.rank(x)
+    if rank < 2:
+        return cx.alias(x, value)
+    return cx.emit("permute", [x], {"dims": list(range(rank))[::-1]}, value)
+
+
+def _like(type_):
+    """expand_as / reshape_as / view_as: the recorded output's shape."""
+    def handler(cx, args, kwargs, value):
+        return cx.emit(type_, [args[0]], {"shape": list(value.shape)}, value)
+    return handler
 
 
 def _contiguous(cx, args, kwargs, value):
@@ -396,6 +538,11 @@ FUNCTIONS = {
     torch.split: _split, torch.chunk: _chunk, torch.cat: _concat, torch.concat: _concat,
     torch.masked_fill: _masked_fill, torch.where: _where, torch.clamp: _clamp,
     torch.sum: _reduce("sum"), torch.mean: _reduce("mean"), torch.amax: _reduce("amax"),
+    getattr: _getattr, torch.clone: _contiguous, F.relu6: _unary("clamp", min=0.0, max=6.0),
+    torch.baddbmm: _baddbmm, torch.einsum: _einsum, torch.stack: _stack, F.group_norm: _group_norm,
+    F.conv2d: _conv2d, torch.conv2d: _conv2d, F.batch_norm: _batch_norm,
+    F.max_pool2d: _pool2d("max_pool2d"), torch.max_pool2d: _pool2d("max_pool2d"),
+    F.avg_pool2d: _pool2d("avg_pool2d"), F.adaptive_avg_pool2d: _adaptive_avg_pool2d,
 }
 if hasattr(F, "rms_norm"):
     FUNCTIONS[F.rms_norm] = _rms_norm
@@ -412,7 +559,8 @@ METHODS = {
     "to": _convert, "type": _convert, "type_as": _convert, "float": _convert, "half": _convert,
     "bfloat16": _convert, "double": _convert, "long": _convert, "int": _convert, "bool": _convert,
     "masked_fill": _masked_fill, "clamp": _clamp, "sum": _reduce("sum"), "mean": _reduce("mean"),
-    "amax": _reduce("amax"),
+    "amax": _reduce("amax"), "baddbmm": _baddbmm, "clone": _contiguous,
+    "expand_as": _like("expand"), "reshape_as": _like("reshape"), "view_as": _like("view"),
 }
 
 
@@ -453,9 +601,9 @@ def _module_softmax(type_):
     return handler
 
 
-def _module_unary(type_):
+def _module_unary(type_, **fixed):
     def handler(cx, m, args, kwargs, value):
-        return cx.emit(type_, [args[0]], {}, value)
+        return cx.emit(type_, [args[0]], dict(fixed), value)
     return handler
 
 
@@ -471,6 +619,37 @@ def _module_flatten(cx, m, args, kwargs, value):
     return _flatten(cx, [args[0], m.start_dim, m.end_dim], {}, value)
 
 
+def _module_conv2d(cx, m, args, kwargs, value):
+    if m.padding_mode != "zeros":
+        return None
+    return _conv2d(cx, [args[0], m.weight, m.bias, m.stride, m.padding, m.dilation, m.groups], {}, value)
+
+
+def _module_batch_norm(cx, m, args, kwargs, value):
+    # nn.BatchNorm2d uses the batch's statistics in training mode, and when it tracks no running ones.
+    training = m.training or not m.track_running_stats
+    return _batch_norm(cx, [args[0], None, None, m.weight, m.bias, training, m.momentum, m.eps], {}, value)
+
+
+def _module_max_pool2d(cx, m, args, kwargs, value):
+    if m.return_indices:
+        return None
+    return _pool2d("max_pool2d")(cx, [args[0], m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode], {}, value)
+
+
+def _module_avg_pool2d(cx, m, args, kwargs, value):
+    return _pool2d("avg_pool2d")(cx, [args[0], m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad],
+                                 {"divisor_override": m.divisor_override}, value)
+
+
+def _module_group_norm(cx, m, args, kwargs, value):
+    return _group_norm(cx, [args[0], m.num_groups, m.weight, m.bias, m.eps], {}, value)
+
+
+def _module_adaptive_avg_pool2d(cx, m, args, kwargs, value):
+    return _adaptive_avg_pool2d(cx, [args[0]], {}, value)
+
+
 MODULES = [
     (nn.Linear, _module_linear),
     (nn.Embedding, _module_embedding),
@@ -478,6 +657,7 @@ MODULES = [
     (nn.Dropout, _module_dropout),
     (nn.GELU, _module_gelu),
     (nn.ReLU, _module_unary("relu")),
+    (nn.ReLU6, _module_unary("clamp", min=0.0, max=6.0)),
     (nn.SiLU, _module_unary("silu")),
     (nn.Tanh, _module_unary("tanh")),
     (nn.Sigmoid, _module_unary("sigmoid")),
@@ -487,6 +667,12 @@ MODULES = [
     (nn.Flatten, _module_flatten),
     (nn.CrossEntropyLoss, _module_cross_entropy),
     (nn.MSELoss, _module_mse),
+    (nn.Conv2d, _module_conv2d),
+    (nn.BatchNorm2d, _module_batch_norm),
+    (nn.GroupNorm, _module_group_norm),
+    (nn.MaxPool2d, _module_max_pool2d),
+    (nn.AvgPool2d, _module_avg_pool2d),
+    (nn.AdaptiveAvgPool2d, _module_adaptive_avg_pool2d),
 ]
 if hasattr(nn, "RMSNorm"):
     MODULES.append((nn.RMSNorm, _module_rms_norm))

@@ -5,7 +5,8 @@
 2. lower (lowering.py): each node whose value depends on an input or a parameter becomes registry ops;
    values that do not (sizes, dtypes, position ids, masks built from constants) are folded: numbers
    stay numbers, tensors become "buffer" tensors;
-3. finish (graph_json.py): only what the loss needs is kept.
+3. finish: fused projections cut into equal parts (GPT-2's c_attn) laid out per part, so tensor parallelism
+   splits them per head (fused_projection.py); only what the loss needs is kept (graph_json.py).
 Unknown ops are all collected and reported in one UnsupportedOpsError.
 """
 
@@ -16,7 +17,7 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 
-from . import capture, lowering
+from . import capture, fused_projection, lowering
 from .graph_json import GraphBuilder, dtype_name
 from .lowering import T
 
@@ -37,11 +38,7 @@ class UnsupportedOpsError(RuntimeError):
         super().__init__("\n".join(lines))
 
 
-class _Meta:
-    """The shape and dtype of an intermediate output that no fx node holds (getitem's slice chain)."""
-
-    def __init__(self, shape, dtype):
-        self.shape, self.dtype = tuple(shape), dtype
+_Meta = lowering.Meta
 
 
 _PUBLIC_NAMES = None
@@ -219,6 +216,9 @@ class Lowering:
             if isinstance(value, torch.Tensor):
                 self.folded_names.setdefault(id(value), self._name())  # names its buffer, if one is used
             return value  # folded: a number, a dtype, or a tensor made of constants (a buffer when used)
+        if (node.op, node.target) in (("call_function", operator.setitem), ("call_method", "__setitem__")):
+            self._report("operator.setitem (in-place assignment of a traced value)", node)
+            return value  # x[i] = y writes into x: dropping it would lose y
         if not _has_tensor(value):
             return value  # sizes, dtypes and devices of dynamic tensors are known on the examples
         if node.op == "call_function" and node.target is operator.getitem and isinstance(args[0], (tuple, list, dict)):
@@ -339,4 +339,5 @@ def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=N
     loss_tensor = _find_loss(output)
     if loss_tensor is None or lowering_.shape(loss_tensor) != []:
         raise ValueError("the traced model returns no scalar loss: return one, or pass loss=lambda outputs, batch: ...")
+    fused_projection.split_fused_projections(lowering_.graph)
     return lowering_.graph.finish(loss_tensor)

@@ -1,6 +1,7 @@
 """loom.trace on hand-written modules: the graph's content, the loss, and the errors."""
 
 import math
+import operator
 
 import pytest
 import torch
@@ -162,3 +163,120 @@ def test_leaf_modules_stay_whole_and_unmapped_ones_are_reported_by_path():
         loom.trace(TwoBlocks(), torch.randn(2, 4), leaf_modules=(Block,))
     (target, info), = caught.value.unsupported.items()
     assert target.endswith("Block") and info == {"where": ["a", "b"], "count": 2}
+
+
+class FusedProjection(nn.Module):
+    """x @ W + b (HuggingFace's Conv1D), its output cut into equal parts; `shared` also reads it whole."""
+
+    def __init__(self, shared):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(8, 12))
+        self.bias = nn.Parameter(torch.randn(12))
+        self.shared = shared
+
+    def forward(self, x):
+        y = torch.addmm(self.bias, x.view(-1, 8), self.weight).view(2, 3, 12)
+        a, b, c = y.split(4, dim=2)
+        out = (a * b + c).sum()
+        return out + y.sum() if self.shared else out
+
+
+def test_a_fused_projection_cut_into_equal_parts_is_laid_out_per_part():
+    graph = loom.trace(FusedProjection(shared=False), torch.randn(2, 3, 8))
+    shapes = {t["name"]: t["shape"] for t in graph["tensors"]}
+    assert shapes["weight"] == [8, 3, 4] and shapes["bias"] == [3, 4]
+    types = [op["type"] for op in graph["ops"]]
+    assert types[:5] == ["view", "einsum", "add", "view", "split"] and types.count("squeeze") == 3
+    # Read whole elsewhere, the product keeps its layout.
+    graph = loom.trace(FusedProjection(shared=True), torch.randn(2, 3, 8))
+    assert {t["name"]: t["shape"] for t in graph["tensors"]}["weight"] == [8, 12]
+    assert "einsum" not in [op["type"] for op in graph["ops"]]
+
+
+class Assigns(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        out = torch.zeros(3, 4)
+        out[1:] = self.fc(x)
+        return out.sum()
+
+
+def test_an_in_place_assignment_of_a_traced_value_is_reported_not_dropped():
+    with pytest.raises(loom.UnsupportedOpsError, match="operator.setitem"):
+        loom.trace(Assigns(), torch.randn(2, 4))
+
+
+class MoreOps(nn.Module):
+    """stack, einsum, baddbmm, softmax in another dtype, layer and group norms without weights."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+        self.norm = nn.GroupNorm(2, 4, affine=False)
+
+    def forward(self, x):
+        h = torch.einsum("bij,jk->bik", x, self.w)
+        h = torch.stack([h, x], dim=1).sum(dim=1)
+        xt = x.transpose(1, 2)
+        h = torch.baddbmm(torch.matmul(h, xt), h, xt, beta=0.5, alpha=2.0)
+        h = F.softmax(h, dim=-1, dtype=torch.float64)
+        h = F.layer_norm(h.float(), (3,))
+        return self.norm(h.unsqueeze(-1).expand(2, 3, 3, 4).permute(0, 3, 1, 2)).mean()
+
+
+def test_more_functions_map_to_registry_ops():
+    graph = loom.trace(MoreOps(), torch.randn(2, 3, 4))
+    types = [op["type"] for op in graph["ops"]]
+    assert types[:4] == ["einsum", "unsqueeze", "unsqueeze", "concat"]
+    start = types.index("bmm")
+    assert types[start:start + 8] == ["bmm", "scale", "scale", "add", "cast", "softmax", "cast", "layer_norm"]
+    by_type = {op["type"]: op for op in graph["ops"]}
+    assert by_type["einsum"]["attrs"] == {"equation": "bij,jk->bik"}
+    assert by_type["group_norm"]["attrs"] == {"groups": 2, "eps": {"real": 1e-5}}
+    assert graph["tensors"][by_type["softmax"]["outputs"][0]]["dtype"] == "f64"
+
+
+class ShapeSteered(nn.Module):
+    """Control flow and loops on sizes, as HuggingFace models write them."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.fc(x)
+        if y.shape[-1] > 4:
+            y = y * 2
+        b, s, h = y.size()
+        return y.view(b, s, 2, h // 2).sum()
+
+
+def test_sizes_of_traced_values_decide_control_flow_with_the_huggingface_tracer():
+    from transformers.utils.fx import HFTracer
+    from loom.capture import _concrete_hf_tracer
+    tracer = _concrete_hf_tracer()()
+    assert isinstance(tracer, HFTracer)
+    graph = tracer.trace(ShapeSteered(), concrete_args=None, dummy_inputs={"x": torch.randn(2, 3, 8)})
+    targets = [n.target for n in graph.nodes if n.op in ("call_method", "call_function")]
+    assert "view" in targets and operator.mul in targets  # the branch taken: 8 > 4
+
+
+class Odds(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(3, 4))
+        self.act = nn.ReLU6()
+
+    def forward(self, x):
+        h = self.act(x @ self.w.T).clone()  # [2, 4] @ [4, 3]
+        return F.relu6(h.expand_as(torch.ones(5, 2, 3))).mean()
+
+
+def test_transpose_attribute_clone_expand_as_and_relu6():
+    graph = loom.trace(Odds(), torch.randn(2, 4))
+    assert [op["type"] for op in graph["ops"]] == ["permute", "matmul", "clamp", "expand", "clamp", "mean"]
+    assert graph["ops"][2]["attrs"] == {"min": {"real": 0.0}, "max": {"real": 6.0}}
+    assert graph["ops"][3]["attrs"] == {"shape": [5, 2, 3]}

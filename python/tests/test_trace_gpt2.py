@@ -45,6 +45,23 @@ def test_gpt2_traces_with_its_own_loss_and_all_parameters(gpt2):
     assert {"embedding", "layer_norm", "scaled_dot_product_attention", "matmul", "cross_entropy"} <= types
 
 
+def test_the_fused_qkv_is_laid_out_per_part_for_tensor_parallelism(gpt2):
+    # c_attn(x).split(64, dim=2): the weight [64, 192] is traced as its view [64, 3, 64], an einsum whose
+    # 'n' a tensor-parallel split cuts per part (the same heads of q, k and v on each rank).
+    model, graph = gpt2
+    tensors = graph["tensors"]
+    by_name = {t["name"]: t for t in tensors}
+    assert by_name["transformer.h.0.attn.c_attn.weight"]["shape"] == [64, 3, 64]
+    assert by_name["transformer.h.0.attn.c_attn.bias"]["shape"] == [3, 64]
+    assert by_name["transformer.h.0.mlp.c_fc.weight"]["shape"] == [64, 256]  # not split: left as is
+    einsums = [op for op in graph["ops"] if op["type"] == "einsum"]
+    assert len(einsums) == 2 and all(op["attrs"] == {"equation": "ak,kpn->apn"} for op in einsums)
+    splits = [op for op in graph["ops"] if op["type"] == "split"]
+    assert all(op["attrs"] == {"dim": 2, "sizes": [1, 1, 1]} for op in splits)
+    weight = model.transformer.h[0].attn.c_attn.weight
+    assert weight.view(64, 3, 64)[:, 1, :].equal(weight[:, 64:128])  # a view: part k is columns k*64..
+
+
 def test_the_engine_reads_the_traced_gpt2(gpt2_file, run_loom):
     result = run_loom("graph", "--from", gpt2_file)
     assert result.returncode == 0, result.stderr

@@ -174,11 +174,15 @@ class Analysis {
         split.emplace_back(i, d);
     if (!split.empty()) return carried(a, split);
     const plan::SubOpId any = plan_.parts[op.id.index()].front();
-    if (op.type == "linear" || op.type == "moe_dispatch") {
-      // Column parallel: the output features (dim 0 of the weight); expert parallel: the experts
-      // (dim 0 of the dispatched tokens).
-      const bool linear = op.type == "linear";
-      std::optional<std::string> x = plan::dim_identifier(plan_, any, !linear, linear ? 1 : 0, 0);
+    const bool transposed_linear = is_transposed_linear(op);
+    if (op.type == "linear" || op.type == "moe_dispatch" || transposed_linear) {
+      // Column parallel: the output features (dim 0 of a linear's weight [out, in], dim 1 of a
+      // matmul's parameter [in, out]: HuggingFace's Conv1D); expert parallel: the experts (dim 0 of the
+      // dispatched tokens).
+      const bool linear = op.type != "moe_dispatch";
+      std::optional<std::string> x =
+          transposed_linear ? plan::dim_identifier(plan_, any, false, 1, graph_.tensor(op.inputs[1]).shape.rank() - 1)
+                            : plan::dim_identifier(plan_, any, !linear, linear ? 1 : 0, 0);
       bool closes_in_weights = false;
       if (!x || !region_closes(op, *x, closes_in_weights)) return std::nullopt;
       // A vocabulary head (its region ends in the loss's parts, not in a row-parallel linear) whose
@@ -214,6 +218,20 @@ class Analysis {
   }
 
   bool is_parameter(ir::TensorId t) const { return graph_.tensor(t).role == ir::TensorRole::parameter; }
+
+  // x [.., k] @ W [k, n] with W a parameter: a linear whose weight is stored transposed (HuggingFace's
+  // Conv1D, traced as matmul + add; an einsum "mk,kpn->mpn" when the tracer laid a fused projection
+  // out per part, python/loom/fused_projection.py). Its last weight dim 'n' splits column parallel;
+  // 'k+' row parallel, which the region rules find as for any reduction.
+  bool is_transposed_linear(const ir::Op& op) const {
+    if (op.inputs.size() != 2 || is_parameter(op.inputs[0]) || !is_parameter(op.inputs[1])) return false;
+    if (op.type == "matmul") return graph_.tensor(op.inputs[1]).shape.rank() == 2;
+    if (op.type != "einsum") return false;
+    const TensorAnnotation& weight = annotation(op).inputs[1];
+    if (weight.opaque || weight.dims.empty() || weight.dims.back().atoms.size() != 1) return false;
+    const DimAtom& n = weight.dims.back().atoms.front();
+    return n.kind == DimAtom::Kind::identifier && annotation(op).flag_of(n.name) != DimFlag::reduce;
+  }
 
   // The outputs' split dimensions when the op is split along x (none for a reduction: partial sums).
   std::vector<int> output_dims(const ir::Op& op, const std::string& x) const {

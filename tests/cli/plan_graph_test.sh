@@ -16,6 +16,10 @@ expect plan-preset 0 "$LOOM" plan --model gpt3-125m --layers 2 --global-batch 8 
 if cmp -s "$tmp/a/exec.json" "$tmp/b/exec.json"; then pass=$((pass+1)); else fail "plan-graph-equals-preset: exec.json differs"; fi
 expect plan-graph-pp 0 "$LOOM" plan --graph "$tmp/traced.json" --policy megatron --pp 2 --microbatches 2 --out "$tmp/pp" &&
   contains plan-graph-pp-desc "pp 2, 2 micro-batches"
+# A traced HuggingFace GPT-2 (tests/policy/traced_gpt2.json; its Conv1Ds are matmuls with [in, out]
+# weights) under Megatron tensor parallelism.
+expect plan-traced-gpt2-tp 0 "$LOOM" plan --graph "$(dirname "$0")/../policy/traced_gpt2.json" --policy megatron --tp 2 \
+  --out "$tmp/hf" && contains plan-traced-gpt2-tp-policy "megatron: dp 1 x tp 2 x pp 1"
 expect compare-graph 0 "$LOOM" compare --graph "$tmp/traced.json" --gpus 4 && contains compare-graph-title "$tmp/traced.json on dgx-a100"
 
 expect both 1 "$LOOM" plan --graph "$tmp/traced.json" --model gpt3-125m && contains both-msg "exactly one of --model NAME or --graph FILE"

@@ -9,11 +9,13 @@
 #include <string>
 
 #include "../exec/policy_plans.h"
+#include "layer_all_reduces.h"
 
 namespace loom::policy {
 namespace {
 
 using exec::testing::policy_plan;
+using testing::all_reduces_per_layer;
 using exec::testing::shrunk_training_graph;
 
 // The layer ("layers.3") a tensor name belongs to, or "" outside the layers.
@@ -22,29 +24,12 @@ std::string layer_of(const std::string& tensor) {
   return tensor.substr(0, tensor.find('.', 7));
 }
 
-struct LayerCounts {
-  int forward = 0;   // all-reduces of activations
-  int backward = 0;  // all-reduces of gradients
-};
-
-std::map<std::string, LayerCounts> all_reduces_per_layer(const exec::ExecPlan& exec) {
-  const ir::Graph& graph = *exec.plan->graph;
-  std::map<std::string, LayerCounts> counts;
-  for (const exec::CollectiveInfo& info : exec.collectives) {
-    if (!info.tensor.valid() || info.rule.find("all-reduce") == std::string::npos) continue;
-    const ir::FullTensor& t = graph.tensor(info.tensor);
-    LayerCounts& c = counts[layer_of(t.name)];
-    (t.role == ir::TensorRole::gradient ? c.backward : c.forward) += 1;
-  }
-  return counts;
-}
-
 TEST(MegatronCollectives, TwoAllReducesPerLayerEachWay) {
   for (const char* preset : {"gpt3-125m", "llama3-8b"}) {
     const ir::Graph& graph = shrunk_training_graph(preset, ir::DType::f32);
     for (int tp : {2, 4}) {
       const auto pp = policy_plan(graph, "tp", {.tp = tp});
-      const auto counts = all_reduces_per_layer(pp->exec);
+      const auto counts = all_reduces_per_layer(pp->exec, layer_of);
       int layers = 0;
       for (const auto& [layer, c] : counts) {
         if (layer.empty()) continue;

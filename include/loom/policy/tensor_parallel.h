@@ -9,7 +9,9 @@
 //    projection row-parallel) and MLPs (fc1/gate/up column, activation, fc2/down row) in GPT, LLaMA,
 //    BERT, T5/mBART (cross-attention too), MoE's dense layers, Swin's window attention and MLP, and
 //    AlphaFold2's transitions; a linear whose split would reach a LayerNorm, a loss or the residual
-//    stream (output projections, Swin's patch-merge reduction) stays replicated.
+//    stream (output projections, Swin's patch-merge reduction) stays replicated. A matmul (or einsum)
+//    whose right operand is a parameter [k, n] is a linear with a transposed weight (traced HuggingFace
+//    Conv1D projections): n is its column-parallel dimension.
 //  - Vocabulary-parallel LM heads: the language models' loss is built from ops linear in the
 //    vocabulary (target_logit, cross_entropy_parts; src/ops/cross_entropy_parts.cc), so the head is a
 //    column-parallel seed whose region closes in the loss: each rank computes logits [.., v/tp] and the

@@ -1,0 +1,270 @@
+"""Coverage report (issue 5): which HuggingFace `transformers` model classes Loom traces and plans.
+
+    python -m loom.coverage [--families causal-lm,seq2seq-lm,image-classification] [--limit N]
+                            [--models GPT2LMHeadModel,...] [--loom build/loom] [--json out.json]
+
+For every model class transformers maps to causal LM, seq-to-seq LM or image classification: build it
+from its default config shrunk (2 layers, hidden 64, 4 heads, vocabulary 512, 32x32 images; random
+init, nothing downloaded), trace it with its own loss on a small batch (loom.trace), and plan the graph
+with the engine twice, `loom plan --graph` under `--policy dp --gpus 2` and `--policy megatron --tp 2`.
+Prints one row per class (traced? planned dp? planned tp? and the first failure's reason) and the
+shares over the classes that build. A class that does not build from the shrunk config is listed with
+its reason and left out of the shares. Planning is the engine's; this script only drives it.
+"""
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import tempfile
+import warnings
+
+FAMILIES = {
+    "causal-lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
+    "seq2seq-lm": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
+    "image-classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+}
+PLANS = {
+    "dp": ["--policy", "dp", "--gpus", "2"],
+    "tp": ["--policy", "megatron", "--tp", "2"],
+}
+BATCH, SEQ, TARGET_SEQ, IMAGE, VOCAB, LABELS = 2, 16, 8, 32, 512, 10
+
+# Config fields shrunk where a config has them as integers (lists: each element).
+_SMALL = {
+    2: ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers", "decoder_layers",
+        "num_decoder_layers", "num_key_value_heads"),
+    64: ("hidden_size", "n_embd", "d_model", "dim", "embed_dim", "word_embed_proj_dim"),
+    4: ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads", "decoder_attention_heads"),
+    128: ("intermediate_size", "n_inner", "ffn_dim", "d_ff", "encoder_ffn_dim", "decoder_ffn_dim"),
+    16: ("head_dim", "d_kv", "kv_channels"),
+}
+_TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id",
+              "cls_token_id", "unk_token_id", "mask_token_id")
+
+
+def model_classes(families):
+    """[(family, class name)] in transformers' mapping order, tuples of names flattened."""
+    from transformers.models.auto import modeling_auto
+    found = []
+    for family in families:
+        for _, names in getattr(modeling_auto, FAMILIES[family]).items():
+            for name in (names if isinstance(names, (tuple, list)) else (names,)):
+                if (family, name) not in found:  # one class may serve several model types
+                    found.append((family, name))
+    return found
+
+
+def shrink(config, family):
+    """The config made small in place: few layers, small widths, a small vocabulary, small images."""
+    for value, fields in _SMALL.items():
+        for field in fields:
+            if isinstance(getattr(config, field, None), int) and not isinstance(getattr(config, field), bool):
+                with contextlib.suppress(NotImplementedError, AttributeError):  # some configs refuse an alias
+                    setattr(config, field, value)
+    if isinstance(getattr(config, "vocab_size", None), int):
+        config.vocab_size = VOCAB
+        if isinstance(getattr(config, "decoder_vocab_size", None), int):  # Marian's target vocabulary
+            config.decoder_vocab_size = VOCAB
+        for field in _TOKEN_IDS:  # special tokens of the full vocabulary would index past the small one
+            if isinstance(getattr(config, field, None), int) and getattr(config, field) >= VOCAB:
+                setattr(config, field, _TOKEN_IDS.index(field))
+    if family == "seq2seq-lm":  # shifting labels right needs them; T5's docs: "usually the pad token"
+        if getattr(config, "pad_token_id", 0) is None:
+            config.pad_token_id = 0
+        if getattr(config, "decoder_start_token_id", 0) is None:
+            config.decoder_start_token_id = config.pad_token_id
+    if isinstance(getattr(config, "max_position_embeddings", None), int):
+        config.max_position_embeddings = min(config.max_position_embeddings, 128)
+    if family == "image-classification":
+        if isinstance(getattr(config, "image_size", None), int):
+            config.image_size = IMAGE
+        if isinstance(getattr(config, "patch_size", None), int):
+            config.patch_size = min(config.patch_size, 8)
+        for field in ("hidden_sizes", "embed_dims", "neck_hidden_sizes"):
+            sizes = getattr(config, field, None)
+            if isinstance(sizes, list) and all(isinstance(s, int) for s in sizes):
+                setattr(config, field, [16 * 2 ** min(k, 2) for k in range(len(sizes))])
+        for field in ("num_heads", "num_attention_heads"):  # per stage: 2 divides every shrunk width
+            heads = getattr(config, field, None)
+            if isinstance(heads, list) and all(isinstance(h, int) for h in heads):
+                setattr(config, field, [2] * len(heads))
+        depths = getattr(config, "depths", None)
+        if isinstance(depths, list) and all(isinstance(d, int) for d in depths):
+            config.depths = [1] * len(depths)
+        config.num_labels = LABELS
+    for sub in ("text_config", "vision_config", "encoder", "decoder"):
+        inner = getattr(config, sub, None)
+        if inner is not None and hasattr(inner, "to_dict"):
+            shrink(inner, family)
+    return config
+
+
+def example_inputs(config, family):
+    import torch
+    generator = torch.Generator().manual_seed(0)
+    if family == "image-classification":
+        channels = getattr(config, "num_channels", 3)
+        return {"pixel_values": torch.randn(BATCH, channels, IMAGE, IMAGE, generator=generator),
+                "labels": torch.randint(0, LABELS, (BATCH,), generator=generator)}
+    vocab = getattr(config, "vocab_size", VOCAB) or VOCAB
+    ids = torch.randint(len(_TOKEN_IDS), vocab, (BATCH, SEQ), generator=generator)
+    if family == "seq2seq-lm":
+        # The decoder's inputs are the labels shifted right, given as data (as seq2seq data loaders do).
+        labels = torch.randint(len(_TOKEN_IDS), vocab, (BATCH, TARGET_SEQ), generator=generator)
+        start = getattr(config, "decoder_start_token_id", None)
+        start = start if isinstance(start, int) else 0
+        decoder_ids = torch.cat([torch.full((BATCH, 1), start), labels[:, :-1]], dim=1)
+        return {"input_ids": ids, "decoder_input_ids": decoder_ids, "labels": labels}
+    return {"input_ids": ids, "labels": ids}
+
+
+class _Timeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds):
+    def expire(signum, frame):
+        raise _Timeout(f"took longer than {seconds} s")
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _reason(error):
+    import loom
+    if isinstance(error, loom.UnsupportedOpsError):
+        return "unsupported: " + ", ".join(error.unsupported)
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}: {first}"[:300]
+
+
+def _engine_error(result):
+    lines = (result.stderr + "\n" + result.stdout).strip().splitlines()
+    for line in lines:
+        if "error" in line.lower():
+            return line.strip()[:300]
+    return (lines[0].strip() if lines else f"exit status {result.returncode}")[:300]
+
+
+def check_model(family, name, loom_binary, workdir, timeout=180):
+    """One row of the report: {family, model, built, traced, dp, tp, reason}."""
+    import torch
+    import transformers
+    import loom
+    row = {"family": family, "model": name, "built": False, "traced": False, "dp": False, "tp": False, "reason": ""}
+    try:
+        with _time_limit(timeout):
+            cls = getattr(transformers, name)
+            config = shrink(cls.config_class(), family)
+            torch.manual_seed(0)
+            model = cls(config)
+            model.train()
+            row["built"] = True
+            inputs = example_inputs(config, family)
+            graph = loom.trace(model, inputs)
+            row["traced"] = True
+    except Exception as e:  # noqa: BLE001: every failure is a row of the report
+        row["reason"] = ("" if row["built"] else "does not build: ") + _reason(e)
+        return row
+    path = os.path.join(workdir, f"{name}.json")
+    loom.save_graph(graph, path)
+    for plan, options in PLANS.items():
+        try:
+            result = subprocess.run([loom_binary, "plan", "--graph", path, *options, "--out",
+                                     os.path.join(workdir, f"{name}-{plan}")], capture_output=True, text=True,
+                                    timeout=timeout)
+        except subprocess.TimeoutExpired:
+            row["reason"] = row["reason"] or f"plan {plan}: took longer than {timeout} s"
+            continue
+        row[plan] = result.returncode == 0
+        if not row[plan] and not row["reason"]:
+            row["reason"] = f"plan {plan}: {_engine_error(result)}"
+    return row
+
+
+def summary(rows):
+    built = [r for r in rows if r["built"]]
+    n = len(built)
+    count = lambda key: sum(1 for r in built if r[key])  # noqa: E731
+    share = lambda k: f"{k}/{n} ({100.0 * k / n:.0f} %)" if n else "0/0"  # noqa: E731
+    every = sum(1 for r in built if r["traced"] and r["dp"] and r["tp"])
+    return {"classes": len(rows), "built": n, "traced": count("traced"), "dp": count("dp"), "tp": count("tp"),
+            "all": every, "text": (f"{len(rows)} classes, {n} build from a small config; traced {share(count('traced'))}, "
+                                   f"planned dp {share(count('dp'))}, planned tp {share(count('tp'))}; "
+                                   f"traced and planned both ways {share(every)}")}
+
+
+def format_table(rows):
+    width = max([len(r["model"]) for r in rows] + [5])
+    mark = lambda ok, r: "yes" if ok else ("-" if not r["built"] else "no")  # noqa: E731
+    lines = [f"{'family':<21} {'model':<{width}} traced dp  tp  reason"]
+    for r in rows:
+        lines.append(f"{r['family']:<21} {r['model']:<{width}} {mark(r['traced'], r):<6} {mark(r['dp'], r):<3} "
+                     f"{mark(r['tp'], r):<3} {r['reason']}")
+    return "\n".join(lines)
+
+
+def _default_loom():
+    if os.environ.get("LOOM"):
+        return os.environ["LOOM"]
+    return str(pathlib.Path(__file__).resolve().parents[2] / "build" / "loom")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m loom.coverage", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--families", default=",".join(FAMILIES),
+                        help=f"comma-separated, of: {', '.join(FAMILIES)} (default: all)")
+    parser.add_argument("--models", default="", help="comma-separated class names: only these (e.g. GPT2LMHeadModel)")
+    parser.add_argument("--limit", type=int, default=0, help="check at most this many classes (0: all)")
+    parser.add_argument("--loom", default=_default_loom(), help="the engine binary (default: $LOOM, else build/loom)")
+    parser.add_argument("--timeout", type=int, default=180, help="seconds per class for tracing and each plan")
+    parser.add_argument("--json", default="", help="also write the rows and the shares to this file")
+    args = parser.parse_args(argv)
+    families = [f for f in args.families.split(",") if f]
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown:
+        parser.error(f"--families: unknown {', '.join(unknown)}; choose from {', '.join(FAMILIES)}")
+    if not os.path.exists(args.loom):
+        parser.error(f"--loom: no engine binary at {args.loom}; build it (make build) or pass --loom PATH")
+    import transformers
+    transformers.logging.set_verbosity_error()
+    warnings.filterwarnings("ignore")
+    classes = model_classes(families)
+    if args.models:
+        wanted = set(args.models.split(","))
+        missing = wanted - {name for _, name in classes}
+        if missing:
+            parser.error(f"--models: {', '.join(sorted(missing))} not in the families {', '.join(families)}")
+        classes = [(f, n) for f, n in classes if n in wanted]
+    if args.limit > 0:
+        classes = classes[:args.limit]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="loom-coverage-") as workdir:
+        for family, name in classes:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                row = check_model(family, name, args.loom, workdir, args.timeout)
+            rows.append(row)
+            print(f"{family:<21} {name:<50} traced {row['traced']!s:<5} dp {row['dp']!s:<5} tp {row['tp']!s:<5} "
+                  f"{row['reason']}", file=sys.stderr, flush=True)
+    print(format_table(rows))
+    totals = summary(rows)
+    print(totals["text"])
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"rows": rows, "summary": totals}, out, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

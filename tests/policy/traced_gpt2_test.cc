@@ -1,0 +1,89 @@
+// Megatron tensor parallelism of a traced HuggingFace GPT-2 (python/loom traced GPT2LMHeadModel with
+// n_layer 2, n_embd 64, n_head 4, vocab 128 on a [4, 16] batch; the fixture is that graph as
+// `loom graph --from traced.json --forward-only --json` writes it, annotations resolved). HF's Conv1D
+// is traced as matmul + add with a parameter [in, out]: the tensor-parallel analysis takes it for a
+// linear with a transposed weight, so each layer gets Megatron's two all-reduces in the forward pass
+// (after attn.c_proj and mlp.c_proj, the row-parallel outputs) and two in the backward pass (the input
+// gradients of the column-parallel attention and mlp.c_fc).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "../exec/policy_plans.h"
+#include "layer_all_reduces.h"
+#include "loom/ir/graph_json.h"
+#include "loom/policy/tensor_parallel.h"
+
+namespace loom::policy {
+namespace {
+
+using exec::testing::policy_plan;
+using testing::all_reduces_per_layer;
+
+const ir::Graph& traced_gpt2_training_graph() {
+  static const ir::Graph graph = [] {
+    std::ifstream in(std::string(LOOM_SOURCE_DIR) + "/tests/policy/traced_gpt2.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    auto forward = ir::graph_from_json(text.str());
+    EXPECT_TRUE(forward) << forward.error().to_string();
+    auto training = forward ? ir::build_training_graph(*forward, ops::builtin_ops(), {}) : Expected<ir::Graph>(ir::Graph{});
+    EXPECT_TRUE(training) << training.error().to_string();
+    return training.value_or(ir::Graph{});
+  }();
+  return graph;
+}
+
+// "transformer.h.1" for the tensors of layer 1 (gradients are named after their tensor), else "".
+std::string layer_of(const std::string& tensor) {
+  const std::size_t at = tensor.find("transformer.h.");
+  if (at == std::string::npos) return "";
+  return tensor.substr(at, tensor.find('.', at + 14) - at);
+}
+
+TEST(TracedGpt2, MegatronTensorParallelismGivesTwoAllReducesPerLayerEachWay) {
+  const ir::Graph& graph = traced_gpt2_training_graph();
+  for (int tp : {2, 4}) {
+    const auto pp = policy_plan(graph, "tp", {.tp = tp});
+    const auto counts = all_reduces_per_layer(pp->exec, layer_of);
+    int layers = 0;
+    for (const auto& [layer, c] : counts) {
+      if (layer.empty()) continue;
+      ++layers;
+      EXPECT_EQ(c.forward, 2) << "tp " << tp << " " << layer;
+      EXPECT_EQ(c.backward, 2) << "tp " << tp << " " << layer;
+    }
+    EXPECT_EQ(layers, 2) << "tp " << tp;
+  }
+}
+
+// The Conv1D weights [in, out] are split as Megatron splits them: column-parallel ones along 'out'
+// (dim 1), row-parallel ones along 'in' (dim 0); the fused QKV, traced as [in, 3, out] (per part:
+// python/loom/fused_projection.py), along 'out' (dim 2), so each rank holds whole heads of q, k and v;
+// norms stay whole.
+TEST(TracedGpt2, Conv1DWeightsSplitColumnThenRow) {
+  const ir::Graph& graph = traced_gpt2_training_graph();
+  auto made = plan::make_plan(graph, ops::builtin_ops());
+  ASSERT_TRUE(made) << made.error().to_string();
+  auto layout = tensor_parallel_layout(*made, 2);
+  ASSERT_TRUE(layout) << layout.error().to_string();
+  std::map<std::string, int> dims;
+  for (const ir::FullTensor& t : graph.tensors)
+    if (t.role == ir::TensorRole::parameter) dims[t.name] = layout->tensor_dims[t.id.index()];
+  for (const char* layer : {"transformer.h.0", "transformer.h.1"}) {
+    const std::string l = layer;
+    EXPECT_EQ(dims.at(l + ".attn.c_attn.weight"), 2) << l;
+    EXPECT_EQ(dims.at(l + ".attn.c_attn.bias"), 1) << l;
+    EXPECT_EQ(dims.at(l + ".mlp.c_fc.weight"), 1) << l;
+    EXPECT_EQ(dims.at(l + ".mlp.c_fc.bias"), 0) << l;
+    EXPECT_EQ(dims.at(l + ".mlp.c_proj.weight"), 0) << l;
+    EXPECT_EQ(dims.at(l + ".attn.c_proj.weight"), 0) << l;
+    EXPECT_EQ(dims.at(l + ".ln_1.weight"), -1) << l;
+  }
+}
+
+}  // namespace
+}  // namespace loom::policy
