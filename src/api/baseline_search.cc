@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <set>
+#include <string_view>
+
 #include "loom/cluster/presets.h"
+#include "loom/policy/stages.h"
 
 namespace loom::api {
 namespace {
@@ -16,19 +20,30 @@ std::vector<int> divisors(int n) {
   return out;
 }
 
-// Megatron's space, recomputation left at none (best_baseline adds it where memory demands).
-std::vector<BaselineCandidate> megatron_space(int gpus, int gpus_per_node, std::int64_t batch) {
+// The transformer layers of a forward graph (distinct numbered layer names, policy/stages.h); 0 when
+// the model has none.
+int count_layers(const ir::Graph& graph) {
+  std::set<std::string_view> layers;
+  for (const ir::Op& op : graph.ops)
+    if (const std::string_view layer = policy::layer_of(op.name); !layer.empty()) layers.insert(layer);
+  return static_cast<int>(layers.size());
+}
+
+// Megatron's space, recomputation left at none (best_baseline adds it where memory demands). Like
+// Megatron-LM, a pipeline holds whole layers: pp (times the chunks) divides the layer count.
+std::vector<BaselineCandidate> megatron_space(int gpus, int gpus_per_node, std::int64_t batch, int layers) {
   std::vector<BaselineCandidate> out;
   for (int tp : {1, 2, 4, 8}) {
     if (tp > gpus_per_node || gpus % tp != 0) continue;
     for (int pp : divisors(gpus / tp)) {
+      if (pp > 1 && layers > 0 && layers % pp != 0) continue;
       const int dp = gpus / (tp * pp);
       for (int mbs : kMicroBatchSizes) {
         if (batch % (std::int64_t{dp} * mbs) != 0) continue;
         const auto micro_batches = static_cast<int>(batch / (std::int64_t{dp} * mbs));
         if (pp > 1 && micro_batches < pp) continue;  // a pipeline needs at least pp micro-batches
         for (int chunks : {1, 2}) {
-          if (chunks > 1 && (pp == 1 || micro_batches % pp != 0)) continue;
+          if (chunks > 1 && (pp == 1 || micro_batches % pp != 0 || (layers > 0 && layers % (pp * chunks) != 0))) continue;
           policy::ParallelConfig c{.dp = dp, .tp = tp, .pp = pp, .micro_batches = micro_batches};
           c.virtual_stages = chunks;
           c.sequence_parallel = tp > 1;
@@ -77,14 +92,14 @@ Expected<std::vector<BaselineCandidate>> baseline_candidates(const PlanRequest& 
     return fail(fmt::format("unknown baseline '{}'", baseline), "use megatron-best or deepspeed-best");
   LOOM_ASSIGN_OR_RETURN(cluster::Cluster cluster, with_context(cluster::make_cluster(request.cluster), "cluster"));
   const int gpus = request.gpus > 0 ? request.gpus : cluster.device_count();
-  std::int64_t batch = request.model_options.batch;
-  if (batch <= 0) {
-    const models::ModelPreset* preset = models::find_preset(request.model);
-    if (preset == nullptr) return fail(fmt::format("unknown model '{}'", request.model), "see `loom models`");
-    batch = preset->default_batch;
-  }
-  std::vector<BaselineCandidate> out = baseline == "megatron-best" ? megatron_space(gpus, cluster.gpus_per_node, batch)
-                                                                   : deepspeed_space(gpus, batch);
+  LOOM_ASSIGN_OR_RETURN(const ir::Graph forward,
+                        with_context(models::build_model(request.model, request.model_options), "model"));
+  const std::int64_t batch = forward.inputs.empty() || forward.tensor(forward.inputs.front()).shape.rank() == 0
+                                 ? 1
+                                 : forward.tensor(forward.inputs.front()).shape[0];
+  std::vector<BaselineCandidate> out = baseline == "megatron-best"
+                                           ? megatron_space(gpus, cluster.gpus_per_node, batch, count_layers(forward))
+                                           : deepspeed_space(gpus, batch);
   if (out.empty())
     return fail(fmt::format("{} has no configuration of {} GPUs for a global batch of {}", baseline, gpus, batch),
                 "choose a global batch divisible by the data-parallel degrees (--global-batch)");

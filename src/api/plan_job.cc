@@ -181,6 +181,9 @@ Expected<std::unique_ptr<PlanResult>> plan_model(const PlanRequest& request) {
   r.slice_devices = policy::device_count(config);
   exec::MaterializeOptions options;
   options.cluster = r.cluster;
+  // A shrunk model's tensors are tiny: price moves by bandwidth alone, as `loom verify` does, so they
+  // move as the full-size ones would (latency would make every move a p2p send).
+  if (request.model_options.shrink) options.cost_model = exec::bandwidth_only_cost(r.cluster);
   LOOM_ASSIGN_OR_RETURN(exec::Materialized materialized,
                         with_context(exec::materialize(r.plan, r.slice_devices, options), "materializing the plan"));
   r.exec = std::move(materialized.exec);

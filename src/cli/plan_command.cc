@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "loom/api/baseline_search.h"
+#include "loom/api/emit_programs.h"
 #include "loom/api/plan_job.h"
 #include "loom/core/strings.h"
 #include "model_options.h"
@@ -27,6 +28,8 @@ struct PlanArgs {
   JobArgs job;
   std::string policy = "megatron";
   std::string out = "loom-out";
+  std::string emit;     // --emit DIR: per-rank PyTorch modules and manifest.json (docs/codegen.md)
+  bool shrink = false;  // --shrink: tiny widths, as `loom verify` builds its models
 };
 
 struct CompareArgs {
@@ -78,12 +81,18 @@ Expected<std::unique_ptr<api::PlanResult>> plan_or_search(const api::PlanRequest
 int run_plan(const PlanArgs& args) {
   Expected<api::PlanRequest> request = request_of(args.job, args.policy);
   if (!request) return report(request.error());
+  request->model_options.shrink = args.shrink;
   Expected<std::unique_ptr<api::PlanResult>> result = plan_or_search(*request);
   if (!result) return report(result.error());
   fmt::print("{}", plan_summary(**result));
   Expected<std::vector<std::string>> files = api::write_plan_files(**result, args.out);
   if (!files) return report(files.error());
   fmt::print("wrote      {}\n", join(*files, ", "));
+  if (!args.emit.empty()) {
+    Expected<std::vector<std::string>> programs = api::write_rank_programs(**result, args.emit);
+    if (!programs) return report(with_context(programs.error(), "option --emit"));
+    fmt::print("emitted    {} rank modules and manifest.json in {}\n", programs->size() - 1, args.emit);
+  }
   fmt::print("report     {}\n", files->back());
   if ((*result)->metrics.out_of_memory()) {
     fmt::print(stderr, "loom: error: the plan does not fit in GPU memory ({} devices over capacity; see OOM above)\n",
@@ -120,6 +129,9 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--out", args->out, "Directory for plan.json, exec.json, trace.json, report.html")
       ->capture_default_str();
+  cmd->add_option("--emit", args->emit,
+                  "Also write per-rank PyTorch modules and manifest.json here (run: python -m loom.runtime.launch DIR)");
+  cmd->add_flag("--shrink", args->shrink, "Shrink the preset to tiny widths, as `loom verify` does");
   on_selected(cmd, [args] { return run_plan(*args); });
 }
 

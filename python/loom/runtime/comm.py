@@ -1,0 +1,177 @@
+"""Collectives and point-to-point transfers of a generated program over torch.distributed.
+
+Each call names every member's input and output piece (the generated code writes them out), so a member
+can place the others' data without asking. One process group per distinct group of ranks, created by
+every rank in the manifest's order at start (torch.distributed needs all ranks to create each group).
+gloo in torch 2.13 has every collective used here; where a build lacks one (reduce_scatter and
+all_to_all on older gloo), the fallback builds it from all_reduce or all_gather and says so once.
+The same code runs NCCL with tensors on cuda.
+"""
+
+import warnings
+
+import torch
+import torch.distributed as dist
+
+from . import geometry
+
+
+# torch 2.13 renames reduce_scatter_tensor (deprecated there) to reduce_scatter_single; 2.11 has only the former.
+_REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
+class Communicator:
+    def __init__(self, rank, world_size, groups, device):
+        self.rank, self.world_size, self.device = rank, world_size, device
+        self.groups = {}
+        for ranks in groups:  # the same order on every rank
+            key = tuple(sorted(ranks))
+            if key not in self.groups:
+                self.groups[key] = dist.new_group(list(key))
+        self.pending = []  # sends in flight, waited at the step's end
+        self.fallbacks = set()
+
+    def _group(self, ranks):
+        try:
+            return self.groups[tuple(sorted(ranks))]
+        except KeyError:
+            raise RuntimeError(f"rank {self.rank}: group {tuple(ranks)} is not in the manifest's groups") from None
+
+    def _fallback(self, what, error):
+        if what not in self.fallbacks:
+            self.fallbacks.add(what)
+            warnings.warn(f"loom.runtime: {what} unavailable on this backend ({error}); using its fallback")
+
+    # --- gathering every member's input -----------------------------------------------------------
+
+    def _all_inputs(self, x, group, ins):
+        """Every member's input tensor, in rank order (padded flat all_gather when shapes differ)."""
+        pg = self._group(group)
+        shapes = [geometry.local_shape(box) for box, _ in ins]
+        if all(s == shapes[0] for s in shapes):
+            out = [torch.empty_like(x) for _ in group]
+            dist.all_gather(out, x.contiguous(), group=pg)
+            return out
+        width = max(max(1, int(torch.Size(s).numel())) for s in shapes)
+        flat = torch.zeros(width, dtype=x.dtype, device=x.device)
+        flat[:x.numel()] = x.reshape(-1)
+        out = [torch.empty_like(flat) for _ in group]
+        dist.all_gather(out, flat, group=pg)
+        return [o[:torch.Size(s).numel()].reshape(s) for o, s in zip(out, shapes)]
+
+    # --- sum kinds --------------------------------------------------------------------------------
+
+    def all_reduce(self, x, group, tag, ins, outs):
+        group, ins, outs = _rank_order(group, ins, outs)
+        me = group.index(self.rank)
+        boxes = {tuple(map(tuple, box)) for box, _ in ins}
+        if len(boxes) == 1:
+            total = x.clone()
+            dist.all_reduce(total, group=self._group(group))
+            return geometry.restrict(total, ins[me][0], outs[me][0])
+        inputs = self._all_inputs(x, group, ins)
+        return geometry.sum_pieces(list(zip(inputs, ins)), outs[me][0])
+
+    def reduce_scatter(self, x, group, tag, ins, outs):
+        group, ins, outs = _rank_order(group, ins, outs)
+        dim = _even_split_dim(ins, outs)
+        if dim is not None and "reduce_scatter_tensor" not in self.fallbacks:
+            moved = x.movedim(dim, 0).contiguous()
+            out = torch.empty((moved.shape[0] // len(group), *moved.shape[1:]), dtype=x.dtype, device=x.device)
+            try:
+                _REDUCE_SCATTER(out, moved, group=self._group(group))
+                return out.movedim(0, dim).contiguous()
+            except (RuntimeError, NotImplementedError) as e:
+                self._fallback("reduce_scatter_tensor", e)
+        return self.all_reduce(x, group, tag, ins, outs)
+
+    # --- gather kinds -----------------------------------------------------------------------------
+
+    def all_gather(self, x, group, tag, ins, outs):
+        group, ins, outs = _rank_order(group, ins, outs)
+        me = group.index(self.rank)
+        inputs = self._all_inputs(x, group, ins)
+        return geometry.gather_pieces(list(zip(inputs, ins)), outs[me][0], f"all-gather tag {tag}")
+
+    def all_to_all(self, x, group, tag, ins, outs):
+        """Member j receives from each member i the part of i's input that j's output holds."""
+        group, ins, outs = _rank_order(group, ins, outs)
+        me = group.index(self.rank)
+        if "all_to_all" not in self.fallbacks:
+            try:
+                send = [geometry.place(out_box, x, ins[me][0]) for out_box, _ in outs]
+                send_flat = [values[mask].contiguous() for values, mask in send]
+                recv_sizes = [int(geometry.place(outs[me][0], torch.zeros(geometry.local_shape(box), device=x.device),
+                                                 box)[1].sum()) for box, _ in ins]
+                received = [torch.empty(n, dtype=x.dtype, device=x.device) for n in recv_sizes]
+                dist.all_to_all(received, send_flat, group=self._group(group))
+                pieces = []
+                for i, (box, _) in enumerate(ins):
+                    _, mask = geometry.place(outs[me][0], torch.zeros(geometry.local_shape(box), device=x.device), box)
+                    values = torch.zeros(mask.shape, dtype=x.dtype, device=x.device)
+                    values[mask] = received[i]
+                    pieces.append((values, mask))
+                return _assemble_distinct(pieces, ins, outs[me][0], tag)
+            except (RuntimeError, NotImplementedError) as e:
+                self._fallback("all_to_all", e)
+        return self.all_gather(x, group, tag, ins, outs)
+
+    # --- point to point ---------------------------------------------------------------------------
+
+    def send(self, x, peer, tag):
+        self.pending.append((dist.isend(x.contiguous(), dst=peer, tag=tag), x))
+
+    def recv(self, peer, tag, shape, dtype):
+        out = torch.empty(shape, dtype=dtype, device=self.device)
+        dist.recv(out, src=peer, tag=tag)
+        return out
+
+    def finish(self):
+        for work, _ in self.pending:
+            work.wait()
+        self.pending.clear()
+
+
+def _rank_order(group, ins, outs):
+    """The members, their inputs and outputs in the process group's rank order (ascending global rank), which
+    torch's list and chunk arguments follow; the ExecPlan lists them in piece order."""
+    order = sorted(range(len(group)), key=lambda k: group[k])
+    return [group[k] for k in order], [ins[k] for k in order], [outs[k] for k in order]
+
+
+def _assemble_distinct(pieces, ins, out_box, tag):
+    """The all-to-all's output from what each member sent: replicas (equal pieces) count once."""
+    out, held, seen = None, None, []
+    for (values, mask), piece in zip(pieces, ins):
+        if any(geometry.same_piece(piece, p) for p in seen):
+            continue
+        seen.append(piece)
+        out = values if out is None else torch.where(mask, values, out)
+        held = mask.long() if held is None else held + mask.long()
+    if bool((held != 1).any()):
+        raise geometry.PieceError(f"all-to-all tag {tag}: output {out_box} is not covered exactly once")
+    return out
+
+
+def _even_split_dim(ins, outs):
+    """The dim along which the members' outputs split their common input box evenly and contiguously, in rank
+    order (what reduce_scatter_tensor computes); None when they do not."""
+    boxes = {tuple(map(tuple, box)) for box, _ in ins}
+    if len(boxes) != 1:
+        return None
+    box = next(iter(boxes))
+    n = len(outs)
+    for d, (start, stop, step) in enumerate(box):
+        size = len(range(start, stop, step))
+        if step != 1 or size % n:
+            continue
+        chunk = size // n
+        ok = True
+        for k, (out_box, _) in enumerate(outs):
+            for e, r in enumerate(out_box):
+                want = (start + k * chunk, start + (k + 1) * chunk, 1) if e == d else tuple(box[e])
+                if tuple(r) != want:
+                    ok = False
+        if ok:
+            return d
+    return None

@@ -1,0 +1,76 @@
+"""Initial values of loaded tensors, the same numbers `loom verify` draws (src/verify/graph_interpreter.cc):
+a counter-based generator keyed by (seed, tensor name, element index), so every rank slices its piece of
+one single-device value and a plan of any shape starts where the single device does.
+
+    floating tensors   scale * (2u - 1), u uniform in [0, 1)        (scale 0.5)
+    integer tensors    min(bound - 1, floor(u * bound))             (bound from the manifest: the vocabulary)
+    optimizer states   zeros, or a copy of the parameter (fp32 master weights)
+"""
+
+import numpy as np
+import torch
+
+MASK = (1 << 64) - 1
+DTYPES = {
+    "f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+    "i64": torch.int64, "i32": torch.int32, "i8": torch.int8, "u8": torch.uint8, "bool": torch.bool,
+}
+
+
+def _mix_int(z):
+    z = (z + 0x9E3779B97F4A7C15) & MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return z ^ (z >> 31)
+
+
+def _mix_array(z):
+    with np.errstate(over="ignore"):
+        z = z + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def hash_name(name):
+    """FNV-1a over the name's bytes: the name, not an id, keys a tensor's values."""
+    h = 0xCBF29CE484222325
+    for byte in name.encode():
+        h = ((h ^ byte) * 0x100000001B3) & MASK
+    return h
+
+
+def uniform(seed, name, count):
+    """count uniforms in [0, 1) for elements 0..count-1 of the tensor keyed by (seed, name)."""
+    key = np.uint64(_mix_int((seed ^ hash_name(name)) & MASK))
+    z = _mix_array(key ^ _mix_array(np.arange(count, dtype=np.uint64)))
+    return (z >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+
+
+def mix_array(z):
+    """The generator's mixing function over uint64 arrays (dropout masks use it too)."""
+    return _mix_array(z)
+
+
+def mix_int(z):
+    return _mix_int(z & MASK)
+
+
+def initial_value(name, entry, seed, tensors, scale=0.5):
+    """The whole single-device value of a loaded tensor (a float64 or int64 tensor before the cast)."""
+    shape = tuple(entry["shape"])
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    init = entry["init"]
+    if init == "zeros":
+        values = np.zeros(count)
+    elif init == "copy":
+        source = entry["copy_of"]
+        return initial_value(source, tensors[source], seed, tensors, scale)
+    elif init == "uniform":
+        values = scale * (2 * uniform(seed, name, count) - 1)
+    elif init == "integer":
+        bound = int(entry["bound"])
+        values = np.minimum(bound - 1, np.floor(uniform(seed, name, count) * bound)).astype(np.int64)
+    else:
+        raise ValueError(f"tensor '{name}': unknown init '{init}' in the manifest")
+    return torch.from_numpy(np.ascontiguousarray(values)).reshape(shape)

@@ -1,0 +1,223 @@
+"""Op forms whose result depends on where a shard sits in its whole tensor, as the reference kernels
+define them (src/verify/kernels_*.cc): a sub-op's spec gives each input and output piece's offset and the
+whole tensor's shape. The plain forms (ops.py) see local shapes only, which is right everywhere else.
+
+    dropout                   the mask of element i is a hash of (seed attribute, global flat index of i)
+    embedding                 a vocabulary shard holds rows [offset, offset + rows): other ids give zeros
+    target_logit, cross_entropy_parts
+                              a class shard starts at its offset; smoothing divides by the whole vocabulary
+    cross_entropy_from_parts, cross_entropy, nll_loss, mse_loss
+                              a shard of the batch divides by the whole count (the shards' losses sum to the mean)
+    rotary_embedding          positions start at the shard's sequence offset
+    scaled_dot_product_attention
+                              causal masks in global positions, with or without an additive bias; no dropout
+"""
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import ops
+from .initial import mix_array, mix_int
+
+
+def _offset(spec):
+    return list(spec.get("offset", [0] * len(spec["shape"])))
+
+
+def _global_flat_index(spec):
+    """Each local element's flat index in the whole tensor (row-major), as a uint64 array."""
+    shape, offset, step, full = spec["shape"], _offset(spec), spec.get("step"), spec["full"]
+    step = step or [1] * len(shape)
+    flat = np.zeros(shape, dtype=np.uint64)
+    stride = 1
+    for d in reversed(range(len(shape))):
+        coords = (offset[d] + np.arange(shape[d], dtype=np.int64) * step[d]).astype(np.uint64)
+        view = [1] * len(shape)
+        view[d] = shape[d]
+        flat = flat + coords.reshape(view) * np.uint64(stride)
+        stride *= full[d]
+    return flat
+
+
+def _dropout(attrs, inputs, outputs):
+    p = float(attrs.get("p", 0.1))
+    seed = int(attrs.get("seed", 0))
+    key = np.uint64(mix_int(seed))
+    u = (mix_array(key ^ mix_array(_global_flat_index(outputs[0]))) >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+    multiplier = torch.from_numpy(np.where(u < p, 0.0, 1.0 / (1.0 - p)))
+    return lambda x: (x * multiplier.to(x.device, x.dtype),)
+
+
+def _embedding(attrs, inputs, outputs):
+    first = _offset(inputs[1])[0]
+    rows = inputs[1]["shape"][0]
+
+    def run(ids, weight):
+        local = ids - first
+        inside = (local >= 0) & (local < rows)
+        looked_up = F.embedding(torch.where(inside, local, torch.zeros_like(local)), weight)
+        return (looked_up * inside.unsqueeze(-1).to(looked_up.dtype),)
+
+    return run
+
+
+def _class_shard(attrs, logits_spec):
+    first = _offset(logits_spec)[-1]
+    vocabulary = logits_spec["full"][-1]
+    ignore = int(attrs.get("ignore_index", -100))
+    smoothing = float(attrs.get("label_smoothing", 0.0))
+
+    def target(x, labels):
+        width = x.shape[-1]
+        local = labels - first
+        hit = (labels != ignore) & (local >= 0) & (local < width)
+        z = x.gather(-1, torch.where(hit, local, torch.zeros_like(local)).unsqueeze(-1)).squeeze(-1)
+        z = torch.where(hit, z, torch.zeros_like(z)) * (1 - smoothing)
+        if smoothing:
+            z = z + (smoothing / vocabulary) * x.sum(-1)
+        return torch.where(labels != ignore, z, torch.zeros_like(z))
+
+    return target, ignore
+
+
+def _target_logit(attrs, inputs, outputs):
+    target, _ = _class_shard(attrs, inputs[0])
+    return lambda logits, labels: (target(logits.float(), labels),)
+
+
+def _cross_entropy_parts(attrs, inputs, outputs):
+    target, ignore = _class_shard(attrs, inputs[0])
+
+    def run(logits, labels, shift):
+        x = logits.float()
+        sums = torch.exp(x - shift.detach().float().unsqueeze(-1)).sum(-1)
+        return (torch.where(labels != ignore, sums, torch.zeros_like(sums)), target(x, labels))
+
+    return run
+
+
+def _cross_entropy_from_parts(attrs, inputs, outputs):
+    ignore = int(attrs.get("ignore_index", -100))
+    labels_spec = inputs[3]
+    token_shard = list(labels_spec["full"]) != list(labels_spec["shape"])
+    whole_tokens = float(np.prod(labels_spec["full"])) if token_shard else None
+
+    def run(sums, shift, target, labels):
+        counted = labels != ignore
+        safe = torch.where(counted, sums.float(), torch.ones_like(sums, dtype=torch.float32))
+        per_token = torch.log(safe) + shift.detach().float() - target.float()
+        total = torch.where(counted, per_token, torch.zeros_like(per_token)).sum()
+        divisor = whole_tokens if token_shard else counted.sum().clamp(min=1).float()
+        return ((total / divisor).float(),)
+
+    return run
+
+
+def _loss_divisor(spec, counted):
+    """A shard of the batch divides by the whole tensor's element count, so the shards' losses add up to the
+    whole's mean (exact when no token is ignored); the whole divides by its counted tokens."""
+    if list(spec["full"]) != list(spec["shape"]):
+        return float(np.prod(spec["full"]))
+    return counted.sum().clamp(min=1).float()
+
+
+def _classification_loss(log_probs_given):
+    def build(attrs, inputs, outputs):
+        ignore = int(attrs.get("ignore_index", -100))
+        smoothing = float(attrs.get("label_smoothing", 0.0))
+
+        def run(scores, labels):
+            flat, flat_labels = scores.reshape(-1, scores.shape[-1]), labels.reshape(-1)
+            if log_probs_given:
+                total = F.nll_loss(flat, flat_labels, ignore_index=ignore, reduction="sum")
+            else:
+                total = F.cross_entropy(flat, flat_labels, ignore_index=ignore, label_smoothing=smoothing,
+                                        reduction="sum")
+            return ((total / _loss_divisor(inputs[1], labels != ignore)).float(),)
+
+        return run
+
+    return build
+
+
+def _mse_loss(attrs, inputs, outputs):
+    whole = float(np.prod(inputs[0]["full"])) if inputs[0]["full"] else 1.0
+    return lambda pred, target: ((F.mse_loss(pred, target, reduction="sum") / whole).float(),)
+
+
+def _rotary(attrs, inputs, outputs):
+    spec = inputs[0]
+    (b, h, s, d), start = spec["shape"], _offset(spec)[2]
+    base = float(attrs.get("base", 10000.0))
+    half = d // 2
+    inv = base ** (-torch.arange(0, half, dtype=torch.float64) * 2.0 / d)
+    angles = (start + torch.arange(s, dtype=torch.float64))[:, None] * inv[None, :]
+
+    def run(x):
+        cos, sin = angles.cos().to(x.device, x.dtype), angles.sin().to(x.device, x.dtype)
+        x1, x2 = x[..., :half], x[..., half:]
+        return (torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1),)
+
+    return run
+
+
+def _attention(attrs, inputs, outputs):
+    """Attention as the reference defines it: dropout 0 (a random mask would change what the plan computes),
+    causal masking in global positions (a query shard at sequence offset a sees keys up to a + i), and a
+    fully masked row gives zeros. torch's fused call serves the plain cases; the rest is spelled out."""
+    causal = bool(attrs.get("causal", False))
+    scale = attrs.get("scale")
+    q_start, k_start = _offset(outputs[0])[2], _offset(inputs[1])[2]
+    with_bias = len(inputs) == 4
+    gqa = inputs[0]["shape"][1] != inputs[1]["shape"][1]
+    if not causal or (not with_bias and q_start == 0 and k_start == 0):
+        extra = {"enable_gqa": True} if gqa else {}
+        return lambda q, k, v, bias=None: (
+            F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=causal, scale=scale, **extra),)
+    s, t = inputs[0]["shape"][2], inputs[1]["shape"][2]
+    visible = (k_start + torch.arange(t))[None, :] <= (q_start + torch.arange(s))[:, None]
+
+    def run(q, k, v, bias=None):
+        if gqa:
+            repeat = q.shape[1] // k.shape[1]
+            k, v = k.repeat_interleave(repeat, 1), v.repeat_interleave(repeat, 1)
+        factor = scale if scale is not None else q.shape[-1] ** -0.5
+        logits = torch.matmul(q, k.transpose(-1, -2)) * factor
+        if bias is not None:
+            logits = logits + bias
+        mask = visible.to(q.device)
+        logits = logits.masked_fill(~mask, float("-inf"))
+        probs = torch.softmax(logits, dim=-1)
+        probs = torch.where(mask.any(-1, keepdim=True), probs, torch.zeros_like(probs))
+        return (torch.matmul(probs, v),)
+
+    return run
+
+
+PLACED = {
+    "dropout": _dropout,
+    "embedding": _embedding,
+    "target_logit": _target_logit,
+    "cross_entropy_parts": _cross_entropy_parts,
+    "cross_entropy_from_parts": _cross_entropy_from_parts,
+    "cross_entropy": _classification_loss(False),
+    "nll_loss": _classification_loss(True),
+    "mse_loss": _mse_loss,
+    "rotary_embedding": _rotary,
+    "scaled_dot_product_attention": _attention,
+}
+
+
+def build(op_type, attrs, inputs, outputs):
+    """The callable for one sub-op; `inputs` and `outputs` are the manifest's piece specs."""
+    placed = PLACED.get(op_type)
+    fn = placed(attrs, inputs, outputs) if placed else None
+    if fn is not None:
+        return fn
+    return ops.build(op_type, attrs, [_shape_dtype(s) for s in inputs], [_shape_dtype(s) for s in outputs])
+
+
+def _shape_dtype(spec):
+    from .initial import DTYPES
+    return tuple(spec["shape"]), DTYPES[spec["dtype"]]

@@ -1,0 +1,87 @@
+"""The object a generated rank program calls (`def step(rt)`, docs/codegen.md): one method per kind of
+ExecPlan instruction, over this rank's tensors."""
+
+import torch
+
+from . import geometry
+from .compute import SubOp
+from .initial import DTYPES, initial_value
+
+
+class Runtime:
+    """rank's view of one step. `comm` is None for a single-process program (world size 1)."""
+
+    def __init__(self, manifest, rank, comm=None, seed=1, device="cpu"):
+        self.manifest = manifest
+        self.rank = rank
+        self.comm = comm
+        self.seed = seed
+        self.device = torch.device(device)
+        self.tensors = manifest["tensors"]
+        self._sub_ops = {}
+        self._initial = {}
+        self.kept = []  # (tensor name, piece, value): the step's results
+
+    # --- data -------------------------------------------------------------------------------------
+
+    def load(self, name, piece):
+        """The piece of a leaf's single-device initial value: its box, times 1/count for a value part."""
+        box, (index, count) = piece
+        entry = self.tensors[name]
+        if name not in self._initial:
+            self._initial[name] = initial_value(name, entry, self.seed, self.tensors)
+        whole = self._initial[name]
+        value = geometry.restrict(whole, tuple(geometry.local_shape_box(whole.shape)), box) if box else whole.clone()
+        value = value.to(DTYPES[entry["dtype"]])
+        if count > 1:
+            value = value / count
+        return value.to(self.device)
+
+    def compute(self, sub_op, *inputs):
+        op = self._sub_ops.get(sub_op)
+        if op is None:
+            op = self._sub_ops[sub_op] = SubOp(self.manifest["sub_ops"][str(sub_op)], self.device)
+        return op(*inputs)
+
+    def keep(self, name, value, piece):
+        self.kept.append((name, piece, value.detach().cpu()))
+
+    # --- local data movement ------------------------------------------------------------------------
+
+    def slice(self, x, in_piece, out_piece):
+        return geometry.slice_piece(x, in_piece, out_piece)
+
+    def scale(self, x, in_piece, out_piece):
+        return geometry.scale_piece(x, in_piece, out_piece)
+
+    def combine(self, inputs, out_piece):
+        return geometry.combine(inputs, out_piece)
+
+    # --- communication --------------------------------------------------------------------------------
+
+    def _comm(self, what):
+        if self.comm is None:
+            raise RuntimeError(f"rank {self.rank}: {what} in a single-process run (world size 1)")
+        return self.comm
+
+    def all_reduce(self, x, group, tag, ins, outs):
+        return self._comm("all-reduce").all_reduce(x, list(group), tag, ins, outs)
+
+    def reduce_scatter(self, x, group, tag, ins, outs):
+        return self._comm("reduce-scatter").reduce_scatter(x, list(group), tag, ins, outs)
+
+    def all_gather(self, x, group, tag, ins, outs):
+        return self._comm("all-gather").all_gather(x, list(group), tag, ins, outs)
+
+    def all_to_all(self, x, group, tag, ins, outs):
+        return self._comm("all-to-all").all_to_all(x, list(group), tag, ins, outs)
+
+    def send(self, x, peer, tag):
+        self._comm("send").send(x, peer, tag)
+
+    def recv(self, peer, tag, piece, dtype):
+        return self._comm("recv").recv(peer, tag, geometry.local_shape(piece[0]), DTYPES[dtype])
+
+    def finish(self):
+        if self.comm is not None:
+            self.comm.finish()

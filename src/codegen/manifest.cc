@@ -1,0 +1,120 @@
+#include "manifest.h"
+
+#include <cmath>
+
+#include "loom/ir/autograd.h"
+
+namespace loom::codegen::detail {
+namespace {
+
+using nlohmann::json;
+
+bool is_optimizer(std::string_view type) { return type == "sgd" || type == "adam" || type == "adamw"; }
+
+// The range of an integer leaf as verify::initial_values draws it: the vocabulary of an embedding it
+// indexes, the class count of a loss it labels, 2 otherwise.
+std::int64_t integer_bound(const ir::Graph& graph, ir::TensorId id) {
+  for (const ir::Op& op : graph.ops) {
+    if (op.type == "embedding" && op.inputs.size() == 2 && op.inputs[0] == id) return graph.tensor(op.inputs[1]).shape[0];
+    const bool classifies = op.type == "cross_entropy" || op.type == "nll_loss" || op.type == "target_logit" ||
+                            op.type == "cross_entropy_parts";
+    if (classifies && op.inputs.size() >= 2 && op.inputs[1] == id) return graph.tensor(op.inputs[0]).shape.dims.back();
+  }
+  return 2;
+}
+
+// The parameter an optimizer state is the fp32 master copy of; invalid for moments.
+ir::TensorId master_of(const ir::Graph& graph, ir::TensorId id) {
+  for (const ir::Op& op : graph.ops) {
+    if (!is_optimizer(op.type) || op.inputs.size() < 3 || op.inputs[2] != id) continue;
+    if (ir::get_bool_or(op.attrs, "master_weights", false).value_or(false)) return op.inputs[0];
+  }
+  return {};
+}
+
+json attr_json(const ir::AttrValue& value) {
+  return std::visit(
+      [](const auto& v) -> json {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, double>) {
+          if (std::isnan(v)) return "nan";
+          if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+        }
+        return v;
+      },
+      value);
+}
+
+json attrs_json(const ir::Attrs& attrs) {
+  json out = json::object();
+  for (const auto& [key, value] : attrs) out[key] = attr_json(value);
+  return out;
+}
+
+// Local shape, dtype, box offset and the FullTensor's shape: what a position-dependent op form needs.
+json piece_json(const ir::Graph& graph, const plan::SubTensor& piece) {
+  const ir::FullTensor& full = graph.tensor(piece.tensor);
+  json offset = json::array(), step = json::array();
+  for (const plan::IndexRange& r : piece.box) {
+    offset.push_back(r.start);
+    step.push_back(r.step);
+  }
+  return json{{"shape", piece.local_shape().dims}, {"dtype", std::string(ir::name(full.dtype))},
+              {"offset", offset},                  {"step", step},
+              {"full", full.shape.dims}};
+}
+
+json pieces_json(const ir::Graph& graph, const std::vector<plan::SubTensor>& pieces) {
+  json out = json::array();
+  for (const plan::SubTensor& p : pieces) out.push_back(piece_json(graph, p));
+  return out;
+}
+
+}  // namespace
+
+json tensor_entry(const ir::Graph& graph, ir::TensorId id) {
+  const ir::FullTensor& t = graph.tensor(id);
+  json entry{{"shape", t.shape.dims}, {"dtype", std::string(ir::name(t.dtype))}, {"role", std::string(ir::name(t.role))}};
+  if (t.role == ir::TensorRole::optimizer_state) {
+    const ir::TensorId param = master_of(graph, id);
+    entry["init"] = param.valid() ? "copy" : "zeros";
+    if (param.valid()) entry["copy_of"] = graph.tensor(param).name;
+  } else if (ir::is_floating(t.dtype)) {
+    entry["init"] = "uniform";
+  } else {
+    entry["init"] = "integer";
+    entry["bound"] = integer_bound(graph, id);
+  }
+  return entry;
+}
+
+Expected<json> sub_op_entry(const plan::Plan& plan, plan::SubOpId id) {
+  const ir::Graph& graph = *plan.graph;
+  const plan::SubOp& s = plan.sub_op(id);
+  const ir::Op& op = graph.op(s.op);
+  json entry{{"name", s.name},
+             {"type", op.type},
+             {"attrs", attrs_json(op.attrs)},
+             {"inputs", pieces_json(graph, s.inputs)},
+             {"outputs", pieces_json(graph, s.outputs)}};
+  json shape_only = json::array();
+  for (std::size_t i = 0; i < s.inputs.size(); ++i)
+    if (plan.layouts[s.op.index()].shape_only(i)) shape_only.push_back(i);
+  entry["shape_only"] = shape_only;
+  if (!op.is_mirror()) return entry;
+  if (!s.mirror.valid()) return failf("sub-op '{}' is a backward part without its forward part", s.name);
+  LOOM_ASSIGN_OR_RETURN(ir::MirrorLayout layout, with_context(ir::mirror_layout(op), fmt::format("sub-op '{}'", s.name)));
+  const plan::SubOp& forward = plan.sub_op(s.mirror);
+  const ir::Op& forward_op = graph.op(forward.op);
+  entry["backward_of"] = json{{"type", forward_op.type},
+                              {"attrs", attrs_json(forward_op.attrs)},
+                              {"inputs", pieces_json(graph, forward.inputs)},
+                              {"outputs", pieces_json(graph, forward.outputs)},
+                              {"saved_inputs", layout.saved_inputs},
+                              {"saved_outputs", layout.saved_outputs},
+                              {"grad_inputs", layout.grad_inputs},
+                              {"grad_outputs", layout.grad_outputs}};
+  return entry;
+}
+
+}  // namespace loom::codegen::detail

@@ -1,0 +1,300 @@
+#include "loom/codegen/rank_programs.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "buffer_names.h"
+#include "loom/core/strings.h"
+#include "loom/plan/residence.h"
+#include "manifest.h"
+
+namespace loom::codegen {
+namespace {
+
+using detail::piece_literal;
+using detail::python_string;
+using nlohmann::json;
+
+// What every member of one collective reads and writes, in group order: each member's call names all
+// of them, so the runtime can place the others' pieces without asking.
+struct CollectiveMembers {
+  std::vector<plan::SubTensor> inputs, outputs;
+};
+
+Expected<std::map<std::int64_t, CollectiveMembers>> collective_members(const exec::ExecPlan& exec) {
+  std::map<std::int64_t, std::vector<std::pair<int, const exec::Collective*>>> by_tag;
+  for (int d = 0; d < exec.num_devices; ++d)
+    for (const exec::Instruction& instruction : exec.programs[static_cast<std::size_t>(d)])
+      if (const auto* c = std::get_if<exec::Collective>(&instruction)) by_tag[c->tag].emplace_back(d, c);
+  std::map<std::int64_t, CollectiveMembers> members;
+  for (auto& [tag, calls] : by_tag) {
+    const std::vector<int>& group = calls.front().second->group;
+    if (calls.size() != group.size())
+      return failf("collective tag {} has {} members but a group of {}", tag, calls.size(), group.size());
+    CollectiveMembers& m = members[tag];
+    for (int device : group) {
+      const auto it = std::ranges::find_if(calls, [&](const auto& call) { return call.first == device; });
+      if (it == calls.end()) return failf("collective tag {}: device {} of its group never joins it", tag, device);
+      m.inputs.push_back(exec.buffer(it->second->input).piece);
+      m.outputs.push_back(exec.buffer(it->second->output).piece);
+    }
+  }
+  return members;
+}
+
+std::string pieces_literal(const std::vector<plan::SubTensor>& pieces) {
+  std::vector<std::string> items;
+  for (const plan::SubTensor& p : pieces) items.push_back(piece_literal(p));
+  return "(" + join(items, ", ") + (items.size() == 1 ? ",)" : ")");
+}
+
+std::string tuple_literal(const std::vector<int>& values) {
+  return fmt::format("({}{})", fmt::join(values, ", "), values.size() == 1 ? "," : "");
+}
+
+std::string_view method_of(comm::Primitive kind) {
+  switch (kind) {
+    case comm::Primitive::all_reduce: return "all_reduce";
+    case comm::Primitive::all_gather: return "all_gather";
+    case comm::Primitive::reduce_scatter: return "reduce_scatter";
+    default: return "all_to_all";
+  }
+}
+
+// One rank's module. `names` by BufferId; `updated` by TensorId: the persistent tensor a loaded leaf
+// becomes after the step (invalid when the step does not update it).
+class ModuleWriter {
+ public:
+  ModuleWriter(const exec::ExecPlan& exec, int rank, const std::vector<std::string>& names,
+               const std::map<std::int64_t, CollectiveMembers>& members, const std::vector<ir::TensorId>& updated)
+      : exec_(exec), graph_(*exec.plan->graph), rank_(rank), names_(names), members_(members), updated_(updated) {}
+
+  Expected<std::string> write(std::string_view description) {
+    const auto& program = exec_.programs[static_cast<std::size_t>(rank_)];
+    out_ = fmt::format(
+        "# Loom rank program: rank {} of {}, generated from the plan's ExecPlan (docs/codegen.md).\n"
+        "# plan: {}\n"
+        "# {} instructions, one statement each; run it with `python -m loom.runtime.launch DIR`.\n\n\n"
+        "def step(rt):\n",
+        rank_, exec_.num_devices, description, program.size());
+    for (const exec::Instruction& instruction : program) LOOM_RETURN_IF_ERROR(std::visit([&](const auto& in) { return emit(in); }, instruction));
+    LOOM_RETURN_IF_ERROR(keep_updated());
+    if (program.empty()) line("pass");
+    return out_;
+  }
+
+ private:
+  void line(std::string_view text) { out_ += fmt::format("    {}\n", text); }
+  void comment(std::string_view text) { line(fmt::format("# {}", text)); }
+  const std::string& var(exec::BufferId b) const { return names_[b.index()]; }
+  const plan::SubTensor& piece(exec::BufferId b) const { return exec_.buffer(b).piece; }
+  const std::string& tensor_name(exec::BufferId b) const { return graph_.tensor(piece(b).tensor).name; }
+
+  Expected<void> emit(const exec::Load& in) {
+    const plan::SubTensor& p = piece(in.output);
+    comment(fmt::format("load {} '{}' {}", ir::name(graph_.tensor(p.tensor).role), tensor_name(in.output), p.to_string()));
+    line(fmt::format("{} = rt.load({}, {})", var(in.output), python_string(tensor_name(in.output)), piece_literal(p)));
+    loads_.push_back(in.output);
+    return {};
+  }
+
+  Expected<void> emit(const exec::Compute& in) {
+    const plan::SubOp& s = exec_.plan->sub_op(in.sub_op);
+    const ir::Op& op = graph_.op(s.op);
+    comment(fmt::format("{} ({}{})", s.name, op.type,
+                        op.is_mirror() ? fmt::format(", backward of '{}'", graph_.op(op.mirror_of).name) : ""));
+    std::vector<std::string> args, outs;
+    for (exec::BufferId b : in.inputs) args.push_back(b.valid() ? var(b) : "None");
+    for (exec::BufferId b : in.outputs) outs.push_back(var(b));
+    line(fmt::format("{}{} = rt.compute({}{}{})", join(outs, ", "), outs.size() == 1 ? "," : "", in.sub_op.value,
+                     args.empty() ? "" : ", ", join(args, ", ")));
+    for (exec::BufferId b : in.outputs)
+      if (piece(b).tensor == graph_.loss) line(fmt::format("rt.keep({}, {}, {})", python_string(tensor_name(b)), var(b), piece_literal(piece(b))));
+    return {};
+  }
+
+  Expected<void> emit(const exec::Collective& in) {
+    const auto it = members_.find(in.tag);
+    if (it == members_.end()) return failf("collective tag {} has no members", in.tag);
+    const auto tag = static_cast<std::size_t>(in.tag);
+    const exec::CollectiveInfo* info = tag < exec_.collectives.size() ? &exec_.collectives[tag] : nullptr;
+    std::string why = info != nullptr && !info->rule.empty() ? info->rule : std::string(comm::name(in.kind));
+    if (info != nullptr && info->paired >= 0) why += fmt::format(" (autograd pair: tag {})", info->paired);
+    comment(fmt::format("{} of '{}' over ranks {}: {}", comm::name(in.kind), tensor_name(in.input), tuple_literal(in.group), why));
+    line(fmt::format("{} = rt.{}({}, group={}, tag={}, ins={}, outs={})", var(in.output), method_of(in.kind), var(in.input),
+                     tuple_literal(in.group), in.tag, pieces_literal(it->second.inputs), pieces_literal(it->second.outputs)));
+    return {};
+  }
+
+  Expected<void> emit(const exec::Send& in) {
+    comment(fmt::format("send '{}' {} to rank {}", tensor_name(in.buffer), piece(in.buffer).to_string(), in.peer));
+    line(fmt::format("rt.send({}, peer={}, tag={})", var(in.buffer), in.peer, in.tag));
+    return {};
+  }
+
+  Expected<void> emit(const exec::Recv& in) {
+    const plan::SubTensor& p = piece(in.buffer);
+    comment(fmt::format("receive '{}' {} from rank {}", tensor_name(in.buffer), p.to_string(), in.peer));
+    line(fmt::format("{} = rt.recv(peer={}, tag={}, piece={}, dtype={})", var(in.buffer), in.peer, in.tag, piece_literal(p),
+                     python_string(ir::name(graph_.tensor(p.tensor).dtype))));
+    return {};
+  }
+
+  Expected<void> emit(const exec::Local& in) {
+    const plan::SubTensor& out = piece(in.output);
+    comment(fmt::format("{} into '{}' {}", exec::name(in.kind), tensor_name(in.output), out.to_string()));
+    if (in.kind == exec::LocalKind::combine) {
+      std::vector<std::string> parts;
+      for (exec::BufferId b : in.inputs) parts.push_back(fmt::format("({}, {})", var(b), piece_literal(piece(b))));
+      line(fmt::format("{} = rt.combine([{}], {})", var(in.output), join(parts, ", "), piece_literal(out)));
+      return {};
+    }
+    if (in.inputs.size() != 1) return failf("a {} on rank {} has {} inputs", exec::name(in.kind), rank_, in.inputs.size());
+    line(fmt::format("{} = rt.{}({}, {}, {})", var(in.output), exec::name(in.kind), var(in.inputs[0]),
+                     piece_literal(piece(in.inputs[0])), piece_literal(out)));
+    return {};
+  }
+
+  Expected<void> emit(const exec::Free& in) {
+    line(fmt::format("del {}", var(in.buffer)));
+    freed_.insert(in.buffer.value);
+    return {};
+  }
+
+  // The step closes (plan/residence.h): each loaded piece of an updated tensor ends in a buffer of its
+  // next version, which the runtime reports as that tensor's result.
+  Expected<void> keep_updated() {
+    bool first = true;
+    for (exec::BufferId loaded : loads_) {
+      const ir::TensorId next = updated_[piece(loaded).tensor.index()];
+      if (!next.valid()) continue;
+      std::optional<exec::BufferId> end;
+      for (std::size_t b = 0; b < exec_.buffers.size(); ++b) {
+        const exec::Buffer& buffer = exec_.buffers[b];
+        if (buffer.device != rank_ || buffer.piece.tensor != next || freed_.contains(static_cast<std::uint32_t>(b))) continue;
+        plan::SubTensor same = buffer.piece;
+        same.tensor = piece(loaded).tensor;
+        if (same.value.is_whole() && plan::same_piece(same, piece(loaded), false)) end = exec::BufferId(static_cast<std::uint32_t>(b));
+      }
+      if (!end)
+        return fail(fmt::format("rank {} loads {} of '{}' but ends the step without that piece of '{}'", rank_,
+                                piece(loaded).to_string(), tensor_name(loaded), graph_.tensor(next).name),
+                    "the ExecPlan does not close its step (plan/residence.h); codegen needs a closed step");
+      if (first) comment("the step's results: updated parameters and optimizer states, where the next step loads them");
+      first = false;
+      line(fmt::format("rt.keep({}, {}, {})", python_string(graph_.tensor(next).name), var(*end), piece_literal(piece(*end))));
+    }
+    return {};
+  }
+
+  const exec::ExecPlan& exec_;
+  const ir::Graph& graph_;
+  int rank_;
+  const std::vector<std::string>& names_;
+  const std::map<std::int64_t, CollectiveMembers>& members_;
+  const std::vector<ir::TensorId>& updated_;
+  std::string out_;
+  std::vector<exec::BufferId> loads_;
+  std::set<std::uint32_t> freed_;
+};
+
+// The manifest with one line per top-level field, per tensor, per sub-op and per rank's loads: readable
+// and diffable without a line per number.
+std::string manifest_text(const json& manifest) {
+  std::vector<std::string> fields;
+  for (const auto& [key, value] : manifest.items()) {
+    std::vector<std::string> items;
+    if (value.is_object() && !value.empty()) {
+      for (const auto& [k, v] : value.items()) items.push_back(fmt::format("  {}: {}", json(k).dump(), v.dump()));
+      fields.push_back(fmt::format(" {}: {{\n{}\n }}", json(key).dump(), join(items, ",\n")));
+    } else if (key == "loads") {
+      for (const json& v : value) items.push_back("  " + v.dump());
+      fields.push_back(fmt::format(" {}: [\n{}\n ]", json(key).dump(), join(items, ",\n")));
+    } else {
+      fields.push_back(fmt::format(" {}: {}", json(key).dump(), value.dump()));
+    }
+  }
+  return "{\n" + join(fields, ",\n") + "\n}\n";
+}
+
+Expected<void> check_emittable(const exec::ExecPlan& exec) {
+  if (exec.plan == nullptr || exec.plan->graph == nullptr) return fail("codegen: the ExecPlan has no plan");
+  if (exec.partial)
+    return fail("codegen needs every device's program, but this ExecPlan is folded (only class representatives)",
+                "plan with --fold off (codegen emits one module per rank)");
+  if (exec.num_devices < 1 || exec.programs.size() != static_cast<std::size_t>(exec.num_devices))
+    return failf("codegen: the ExecPlan has {} programs for {} devices", exec.programs.size(), exec.num_devices);
+  return {};
+}
+
+}  // namespace
+
+std::string rank_module_file(int rank) { return fmt::format("rank_{}.py", rank); }
+
+Expected<RankPrograms> emit_rank_programs(const exec::ExecPlan& exec, std::string_view description) {
+  LOOM_RETURN_IF_ERROR(check_emittable(exec));
+  const ir::Graph& graph = *exec.plan->graph;
+  LOOM_ASSIGN_OR_RETURN(auto members, collective_members(exec));
+  std::vector<ir::TensorId> updated(graph.tensors.size());
+  for (const ir::FullTensor& t : graph.tensors)
+    if (t.updates.valid() && plan::persists(graph, t.updates)) updated[t.updates.index()] = t.id;
+  const std::vector<std::string> names = detail::buffer_variables(exec);
+
+  RankPrograms out;
+  json manifest{{"format", 1},
+                {"world_size", exec.num_devices},
+                {"description", std::string(description)},
+                {"loss", graph.loss.valid() ? json(graph.tensor(graph.loss).name) : json(nullptr)}};
+  json ranks = json::array(), loads = json::array(), tensors = json::object(), sub_ops = json::object();
+  std::set<std::vector<int>> groups;
+  for (int r = 0; r < exec.num_devices; ++r) {
+    ModuleWriter writer(exec, r, names, members, updated);
+    LOOM_ASSIGN_OR_RETURN(std::string module, with_context(writer.write(description), fmt::format("rank {}", r)));
+    out.modules.push_back(std::move(module));
+    ranks.push_back(rank_module_file(r));
+    json rank_loads = json::array();
+    for (const exec::Instruction& instruction : exec.programs[static_cast<std::size_t>(r)]) {
+      if (const auto* load = std::get_if<exec::Load>(&instruction)) {
+        const plan::SubTensor& p = exec.buffer(load->output).piece;
+        const std::string& name = graph.tensor(p.tensor).name;
+        tensors[name] = detail::tensor_entry(graph, p.tensor);
+        if (const json& entry = tensors[name]; entry.contains("copy_of")) {
+          for (const ir::FullTensor& t : graph.tensors)
+            if (t.name == entry["copy_of"]) tensors[t.name] = detail::tensor_entry(graph, t.id);
+        }
+        json box = json::array();
+        for (const plan::IndexRange& range : p.box) {
+          const plan::IndexRange n = range.normalized();
+          box.push_back({n.start, n.stop, n.step});
+        }
+        rank_loads.push_back({{"tensor", name}, {"box", box}, {"part", {p.value.index, p.value.count}}});
+        if (const ir::TensorId next = updated[p.tensor.index()]; next.valid()) {
+          json entry = detail::tensor_entry(graph, next);
+          entry["updates"] = name;
+          tensors[graph.tensor(next).name] = entry;
+        }
+      } else if (const auto* compute = std::get_if<exec::Compute>(&instruction)) {
+        LOOM_ASSIGN_OR_RETURN(json entry, detail::sub_op_entry(*exec.plan, compute->sub_op));
+        sub_ops[std::to_string(compute->sub_op.value)] = std::move(entry);
+      } else if (const auto* collective = std::get_if<exec::Collective>(&instruction)) {
+        groups.insert(collective->group);
+      }
+    }
+    loads.push_back(std::move(rank_loads));
+  }
+  if (graph.loss.valid()) tensors[graph.tensor(graph.loss).name] = detail::tensor_entry(graph, graph.loss);
+  manifest["ranks"] = ranks;
+  manifest["groups"] = groups;
+  manifest["loads"] = loads;
+  manifest["tensors"] = tensors;
+  manifest["sub_ops"] = sub_ops;
+  out.manifest = manifest_text(manifest);
+  return out;
+}
+
+}  // namespace loom::codegen
