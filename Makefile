@@ -41,8 +41,12 @@ configure: system-packages $(BUILD)/build.ninja
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-run: build
+# Then trains a small GPT-2 with the plan Loom finds (megatron dp 2 x tp 2, 4 gloo processes) for 20 steps and
+# prints each step's loss beside the single-process run's (python/loom/examples/train_gpt2.py).
+run: build venv
 	./$(BUILD)/loom $(RUN_ARGS)
+	@echo
+	PYTHONPATH=python .venv/bin/python -m loom.examples.train_gpt2 --loom $(BUILD)/loom --out $(BUILD)/run/train_gpt2
 
 test: build venv
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

@@ -431,20 +431,32 @@ def _where(cx, args, kwargs, value):
         return None
     cond, a, b = args
     like = a if _is_tensor(a) else b
+    operands = _binary_operands(cx, (a, b), lambda x: _scalar_operand(cx, x, like, value))
+    return cx.emit("where", [cx.tensor(cond)] + operands, {}, value)
+
+
+def _binary_operands(cx, pair, scalar):
+    """The operands of a binary op as tensors: traced ones as they are, constant tensors as buffers, anything
+    else through `scalar` (returning None when it cannot be lowered: then the list is None)."""
     operands = []
-    for x in (a, b):
+    for x in pair:
         if _is_tensor(x):
             operands.append(x)
         elif isinstance(x, torch.Tensor):
             operands.append(cx.constant(x))
         else:
-            operands.append(_scalar_operand(cx, x, like, value))
-    return cx.emit("where", [cx.tensor(cond)] + operands, {}, value)
+            operand = scalar(x)
+            if operand is None:
+                return None
+            operands.append(operand)
+    return operands
 
 
 def _clamp(cx, args, kwargs, value):
     lo, hi = _arg(args, kwargs, 1, "min"), _arg(args, kwargs, 2, "max")
-    if isinstance(lo, torch.Tensor) or isinstance(hi, torch.Tensor):
+    # A constant one-element bound (Swin V2's log(1 / 0.01)) is a number; a traced or wider one is not.
+    lo, hi = (b.item() if isinstance(b, torch.Tensor) and b.numel() == 1 else b for b in (lo, hi))
+    if isinstance(lo, (T, torch.Tensor)) or isinstance(hi, (T, torch.Tensor)):
         return None
     attrs = {}
     if lo is not None:
@@ -468,13 +480,21 @@ def _reduce(type_):
     return handler
 
 
+def _is_integer_vector(cx, index):
+    if isinstance(index, T):
+        return cx.rank(index) == 1 and not cx.torch_dtype(index).is_floating_point and cx.torch_dtype(index) != torch.bool
+    return isinstance(index, torch.Tensor) and index.dim() == 1 and index.dtype in (torch.int64, torch.int32)
+
+
 def _getitem(cx, args, kwargs, value):
     """x[index] on a tensor: slices, None (a new dim), Ellipsis and integers (a slice then a squeeze)."""
     x, index = args[0], args[1]
+    if _is_integer_vector(cx, index):
+        return _index_select(cx, [x, 0, index], {}, value)  # x[ids]: rows picked by a 1-D integer index
     if not isinstance(index, tuple):
         index = (index,)
     if any(isinstance(i, (T, torch.Tensor, list)) for i in index):
-        return None  # advanced (tensor) indexing
+        return None  # other advanced (tensor) indexing
     rank = cx.rank(x)
     consumed = sum(1 for i in index if i is not None and i is not Ellipsis)
     expanded = []
@@ -510,6 +530,166 @@ def _getitem(cx, args, kwargs, value):
     return current if current != x else cx.alias(x, value)
 
 
+def _compare(type_):
+    """a == b, a < b, ...: a boolean tensor; a number operand becomes a rank-0 buffer."""
+    def handler(cx, args, kwargs, value):
+        a, b = args[0], _arg(args, kwargs, 1, "other")
+        if not _is_tensor(a) and not _is_tensor(b):
+            return None
+        like = a if _is_tensor(a) else b
+
+        def number(x):
+            if not isinstance(x, (bool, int, float)):
+                return None
+            exact = torch.tensor(x, dtype=cx.torch_dtype(like))
+            return cx.constant(exact if exact.item() == x else torch.tensor(x, dtype=torch.float64))
+
+        operands = _binary_operands(cx, (a, b), number)
+        return None if operands is None else cx.emit(type_, operands, {}, value)
+    return handler
+
+
+def _extreme(type_, reduce_type):
+    """torch.max / torch.min: of two tensors elementwise (maximum, minimum), or of all elements (amax, ...);
+    the (values, indices) form along a dim is not lowered."""
+    def handler(cx, args, kwargs, value):
+        other = _arg(args, kwargs, 1, "other")
+        if other is None and not kwargs and len(args) == 1:
+            return cx.emit(reduce_type, [args[0]], {}, value) if reduce_type else None
+        if isinstance(other, (T, torch.Tensor)) and len(args) <= 2:
+            return _compare(type_)(cx, [args[0], other], {}, value)
+        return None
+    return handler
+
+
+def _norm(cx, args, kwargs, value):
+    """torch.norm / Tensor.norm, the Euclidean (p = 2) form: sqrt(sum(x^2)) over the given dims."""
+    x, p, dim = args[0], _arg(args, kwargs, 1, "p", "fro"), _arg(args, kwargs, 2, "dim")
+    keepdim = bool(_arg(args, kwargs, 3, "keepdim", False))
+    if p not in (2, 2.0, "fro") or kwargs.get("dtype") is not None or not cx.torch_dtype(x).is_floating_point:
+        return None
+    squared = cx.emit("square", [x], {}, Meta(cx.shape(x), cx.torch_dtype(x)), suffix="square")
+    attrs = {"keepdim": True} if keepdim else {}
+    if dim is not None:
+        attrs["dims"] = _dims(dim, cx.rank(x))
+    total = cx.emit("sum", [squared], attrs, Meta(value.shape, value.dtype), suffix="sum")
+    return cx.emit("sqrt", [total], {}, value)
+
+
+def _normalize(cx, args, kwargs, value):
+    """F.normalize, p = 2: x / max(||x||, eps) along dim, as square, sum, sqrt, clamp and a division."""
+    x, p, dim = args[0], _arg(args, kwargs, 1, "p", 2.0), _arg(args, kwargs, 2, "dim", 1)
+    eps = float(_arg(args, kwargs, 3, "eps", 1e-12))
+    if p not in (2, 2.0) or _arg(args, kwargs, 4, "out") is not None or not isinstance(dim, int):
+        return None
+    shape, dtype = cx.shape(x), cx.torch_dtype(x)
+    axis = _dims(dim, len(shape))[0]
+    reduced = tuple(1 if i == axis else n for i, n in enumerate(shape))
+    squared = cx.emit("square", [x], {}, Meta(shape, dtype), suffix="square")
+    total = cx.emit("sum", [squared], {"dims": [axis], "keepdim": True}, Meta(reduced, dtype), suffix="sum")
+    norm = cx.emit("sqrt", [total], {}, Meta(reduced, dtype), suffix="norm")
+    floor = cx.emit("clamp", [norm], {"min": eps}, Meta(reduced, dtype), suffix="clamp")
+    return cx.emit("div", [x, floor], {}, value)
+
+
+def _repeat(cx, args, kwargs, value):
+    """Tensor.repeat tiles x: a dim of size s > 1 repeated r > 1 times gets a new dim r before it, expanded
+    and merged ((r s) varies r slowest); a size-1 dim (or a new leading one) is expanded in place, which
+    keeps it splittable, e.g. a probe [1 1 h] repeated over the batch."""
+    x = args[0]
+    repeats = list(args[1]) if len(args) == 2 and isinstance(args[1], (tuple, list)) else list(args[1:])
+    shape, dtype = cx.shape(x), cx.torch_dtype(x)
+    if not all(isinstance(r, int) and r >= 1 for r in repeats) or len(repeats) < len(shape):
+        return None
+    if all(r == 1 for r in repeats) and len(repeats) == len(shape):
+        return cx.alias(x, value)
+    padded = [1] * (len(repeats) - len(shape)) + list(shape)
+    spread, tiled = [], []
+    for r, s in zip(repeats, padded):
+        spread += [1, s] if r > 1 and s > 1 else [s]
+        tiled += [r, s] if r > 1 and s > 1 else [r * s]
+    current = x
+    if spread != list(shape):
+        current = cx.emit("reshape", [current], {"shape": spread}, Meta(spread, dtype), suffix="spread")
+    if tiled == list(value.shape):
+        return cx.emit("expand", [current], {"shape": tiled}, value)
+    current = cx.emit("expand", [current], {"shape": tiled}, Meta(tiled, dtype), suffix="tile")
+    return cx.emit("reshape", [current], {"shape": list(value.shape)}, value)
+
+
+def _detach(cx, args, kwargs, value):
+    return cx.emit("recycle_detach", [args[0]], {}, value)  # the registry's gradient-stopping identity
+
+
+def _cumsum(cx, args, kwargs, value):
+    """The engine's cumsum keeps floats and gives i64 for integers (as torch does); another dtype is a cast."""
+    x, dim = args[0], _arg(args, kwargs, 1, "dim")
+    if dim is None:
+        return None
+    scanned = cx.torch_dtype(x)
+    result_dtype = scanned if scanned.is_floating_point else torch.int64
+    if result_dtype == value.dtype:
+        return cx.emit("cumsum", [x], {"dim": int(dim)}, value)
+    summed = cx.emit("cumsum", [x], {"dim": int(dim)}, Meta(value.shape, result_dtype), suffix="cumsum")
+    return cx.emit("cast", [summed], {"dtype": cx.dtype_name(value.dtype)}, value)
+
+
+def _index_select(cx, args, kwargs, value):
+    x, dim, index = args[0], _arg(args, kwargs, 1, "dim"), _arg(args, kwargs, 2, "index")
+    return cx.emit("index_select", [cx.tensor(x), cx.tensor(index)], {"dim": int(dim)}, value)
+
+
+def _pad(cx, args, kwargs, value):
+    """F.pad in constant mode with non-negative pads (torch's order: last dim first)."""
+    x, pads = args[0], _arg(args, kwargs, 1, "pad")
+    mode, fill = _arg(args, kwargs, 2, "mode", "constant"), _arg(args, kwargs, 3, "value")
+    if mode != "constant" or any(int(p) < 0 for p in pads):
+        return None
+    if all(int(p) == 0 for p in pads):
+        return cx.alias(x, value)
+    attrs = {"pads": [int(p) for p in pads]}
+    if fill:
+        attrs["value"] = float(fill)
+    return cx.emit("pad", [x], attrs, value)
+
+
+def _interpolate(cx, args, kwargs, value):
+    """F.interpolate of [n c h w]: nearest-neighbour up-sampling by one integer factor, or bilinear
+    resizing to any size (not antialiased; a scale_factor must give the output size exactly, since
+    torch then maps coordinates with the factor rather than the sizes' ratio)."""
+    x = args[0]
+    scale = _arg(args, kwargs, 2, "scale_factor")
+    mode, align = _arg(args, kwargs, 3, "mode", "nearest"), _arg(args, kwargs, 4, "align_corners")
+    recompute, antialias = _arg(args, kwargs, 5, "recompute_scale_factor"), _arg(args, kwargs, 6, "antialias", False)
+    if cx.rank(x) != 4 or antialias:
+        return None
+    (h, w), (oh, ow) = cx.shape(x)[2:], tuple(value.shape[2:])
+    if mode == "bilinear":
+        if scale is not None and not recompute:
+            factors = scale if isinstance(scale, (tuple, list)) else (scale, scale)
+            if h * factors[0] != oh or w * factors[1] != ow:
+                return None
+        attrs = {"output_size": [oh, ow]}
+        if align:
+            attrs["align_corners"] = True
+        return cx.emit("upsample_bilinear2d", [x], attrs, value)
+    if mode != "nearest" or oh % h or ow % w or oh // h != ow // w:
+        return None
+    if oh == h:
+        return cx.alias(x, value)
+    return cx.emit("upsample_nearest2d", [x], {"scale": oh // h}, value)
+
+
+def _shape_only(empty=False):
+    """zeros_like, new_zeros, ...: the values do not depend on the input's, so the result is a constant
+    (zeros for the empty_like family, whose values are undefined, so the graph stays deterministic)."""
+    def handler(cx, args, kwargs, value):
+        if not isinstance(value, torch.Tensor):
+            return None
+        return cx.constant(torch.zeros_like(value) if empty else value)
+    return handler
+
+
 # ------------------------------------------------------------------------------------------------
 # The tables. Functions and methods are looked up by the callable (call_function) or the method name
 # (call_method); modules by type (call_module).
@@ -543,6 +723,15 @@ FUNCTIONS = {
     F.conv2d: _conv2d, torch.conv2d: _conv2d, F.batch_norm: _batch_norm,
     F.max_pool2d: _pool2d("max_pool2d"), torch.max_pool2d: _pool2d("max_pool2d"),
     F.avg_pool2d: _pool2d("avg_pool2d"), F.adaptive_avg_pool2d: _adaptive_avg_pool2d,
+    operator.eq: _compare("eq"), torch.eq: _compare("eq"), operator.ne: _compare("ne"), torch.ne: _compare("ne"),
+    operator.lt: _compare("lt"), torch.lt: _compare("lt"), operator.le: _compare("le"), torch.le: _compare("le"),
+    operator.gt: _compare("gt"), torch.gt: _compare("gt"), operator.ge: _compare("ge"), torch.ge: _compare("ge"),
+    torch.cumsum: _cumsum, torch.index_select: _index_select, F.pad: _pad, F.interpolate: _interpolate,
+    torch.zeros_like: _shape_only(), torch.ones_like: _shape_only(), torch.full_like: _shape_only(),
+    torch.empty_like: _shape_only(empty=True),
+    torch.maximum: _compare("maximum"), torch.minimum: _compare("minimum"), torch.max: _extreme("maximum", "amax"),
+    torch.min: _extreme("minimum", None), torch.detach: _detach,
+    torch.norm: _norm, F.normalize: _normalize,
 }
 if hasattr(F, "rms_norm"):
     FUNCTIONS[F.rms_norm] = _rms_norm
@@ -561,6 +750,12 @@ METHODS = {
     "masked_fill": _masked_fill, "clamp": _clamp, "sum": _reduce("sum"), "mean": _reduce("mean"),
     "amax": _reduce("amax"), "baddbmm": _baddbmm, "clone": _contiguous,
     "expand_as": _like("expand"), "reshape_as": _like("reshape"), "view_as": _like("view"),
+    "eq": _compare("eq"), "ne": _compare("ne"), "lt": _compare("lt"), "le": _compare("le"), "gt": _compare("gt"),
+    "ge": _compare("ge"), "cumsum": _cumsum, "index_select": _index_select,
+    "new_zeros": _shape_only(), "new_ones": _shape_only(), "new_full": _shape_only(),
+    "new_empty": _shape_only(empty=True), "maximum": _compare("maximum"), "minimum": _compare("minimum"),
+    "max": _extreme("maximum", "amax"), "min": _extreme("minimum", None), "detach": _detach, "norm": _norm,
+    "repeat": _repeat,
 }
 
 
@@ -646,6 +841,17 @@ def _module_group_norm(cx, m, args, kwargs, value):
     return _group_norm(cx, [args[0], m.num_groups, m.weight, m.bias, m.eps], {}, value)
 
 
+def _module_zero_pad2d(cx, m, args, kwargs, value):
+    return _pad(cx, [args[0], m.padding], {}, value)
+
+
+def _module_adaptive_avg_pool1d(cx, m, args, kwargs, value):
+    """Global average pooling of [n c l] (output size 1) is a mean over the last dim."""
+    if m.output_size not in (1, (1,)):
+        return None
+    return cx.emit("mean", [args[0]], {"dims": [cx.rank(args[0]) - 1], "keepdim": True}, value)
+
+
 def _module_adaptive_avg_pool2d(cx, m, args, kwargs, value):
     return _adaptive_avg_pool2d(cx, [args[0]], {}, value)
 
@@ -673,6 +879,8 @@ MODULES = [
     (nn.MaxPool2d, _module_max_pool2d),
     (nn.AvgPool2d, _module_avg_pool2d),
     (nn.AdaptiveAvgPool2d, _module_adaptive_avg_pool2d),
+    (nn.ZeroPad2d, _module_zero_pad2d),
+    (nn.AdaptiveAvgPool1d, _module_adaptive_avg_pool1d),
 ]
 if hasattr(nn, "RMSNorm"):
     MODULES.append((nn.RMSNorm, _module_rms_norm))

@@ -6,6 +6,7 @@ optimizer state equal what the single-device plan's program computes from the sa
 
 import pytest
 import torch
+from conftest import emit_shrunk, loom_runner
 
 from loom.runtime.launch import LaunchError, launch
 
@@ -26,23 +27,12 @@ PLANS = {
 CASES = [(model, plan) for model in MODELS for plan in PLANS] + [("t5-3.9b", "dp2xtp2")]
 
 
-def emit(run_loom, directory, model, policy_args):
-    result = run_loom("plan", "--model", model, "--layers", "2", "--dtype", "f32", "--shrink", *policy_args,
-                      "--out", str(directory / "out"), "--emit", str(directory / "emit"))
-    assert result.returncode == 0, result.stdout + result.stderr
-    return directory / "emit"
-
-
 @pytest.fixture(scope="module")
 def single_device(tmp_path_factory, loom_binary):
-    import subprocess
-
-    def run_loom(*args):
-        return subprocess.run([loom_binary, *args], capture_output=True, text=True, timeout=120)
-
+    run_loom = loom_runner(loom_binary)
     values = {}
     for model in sorted({model for model, _ in CASES}):
-        directory = emit(run_loom, tmp_path_factory.mktemp(f"{model}-single"), model, ["--policy", "dp", "--dp", "1"])
+        directory = emit_shrunk(run_loom, tmp_path_factory.mktemp(f"{model}-single"), model, ["--policy", "dp", "--dp", "1"])
         values[model] = launch(directory)
     return values
 
@@ -61,7 +51,7 @@ def worst_error(reference, candidate):
 
 @pytest.mark.parametrize(("model", "plan"), CASES)
 def test_plan_trains_as_one_device(model, plan, single_device, run_loom, tmp_path):
-    values = launch(emit(run_loom, tmp_path, model, PLANS[plan]), timeout=120)
+    values = launch(emit_shrunk(run_loom, tmp_path, model, PLANS[plan]), timeout=120)
     reference = single_device[model]
     assert sorted(values) == sorted(reference)
     updated = [n for n in reference if n.endswith(".updated")]
@@ -76,12 +66,12 @@ def test_plan_trains_as_one_device(model, plan, single_device, run_loom, tmp_pat
 
 def test_other_seed_differs(single_device, tmp_path, run_loom):
     # The comparison has teeth: a different seed gives different initial values, so different results.
-    values = launch(emit(run_loom, tmp_path, "gpt3-125m", ["--policy", "dp", "--dp", "1"]), seed=2)
+    values = launch(emit_shrunk(run_loom, tmp_path, "gpt3-125m", ["--policy", "dp", "--dp", "1"]), seed=2)
     assert worst_error(single_device["gpt3-125m"], values)[1] > 1e-2
 
 
 def test_crashed_rank_stops_the_job_naming_it(run_loom, tmp_path):
-    directory = emit(run_loom, tmp_path, "gpt3-125m", PLANS["dp2"])
+    directory = emit_shrunk(run_loom, tmp_path, "gpt3-125m", PLANS["dp2"])
     module = directory / "rank_1.py"
     text = module.read_text().replace("def step(rt):\n", "def step(rt):\n    raise ValueError('boom in rank one')\n", 1)
     module.write_text(text)
@@ -130,7 +120,7 @@ def test_collectives_place_by_boxes_whatever_the_member_order(single_device, run
     # (and its pieces) of a ZeRO-1 program (all-gathers, reduce-scatters) and the step still ends the same.
     import ast
 
-    directory = emit(run_loom, tmp_path, "gpt3-125m", PLANS["zero1"])
+    directory = emit_shrunk(run_loom, tmp_path, "gpt3-125m", PLANS["zero1"])
     reversed_calls = 0
     for path in directory.glob("rank_*.py"):
         tree = ast.parse(path.read_text())

@@ -55,6 +55,11 @@ const OpRegistry& builtin_ops() {
     register_swin_ops(r);
     register_optimizer_ops(r);
     register_autograd_ops(r);
+    register_comparison_ops(r);
+    register_scan_ops(r);
+    register_gather_ops(r);
+    register_padding_ops(r);
+    register_resample_ops(r);
     return r;
   }();
   return registry;

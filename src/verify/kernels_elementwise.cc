@@ -178,6 +178,7 @@ void register_elementwise_kernels(KernelRegistry& r) {
   r.add("where", where_kernel());
   r.add("masked_fill", masked_fill_kernel());
   r.add("cast", cast_kernel());
+  register_comparison_kernels(r);
 }
 
 }  // namespace loom::verify

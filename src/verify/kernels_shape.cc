@@ -371,6 +371,11 @@ void register_shape_kernels(KernelRegistry& r) {
   r.add("concat", concat_kernel());
   r.add("slice", slice_kernel());
   r.add("expand", expand_kernel());
+  // Index-driven data movement, each in its own file (kernels_scan.cc, _gather.cc, _padding.cc, _resample.cc).
+  register_scan_kernels(r);
+  register_gather_kernels(r);
+  register_padding_kernels(r);
+  register_resample_kernels(r);
 }
 
 }  // namespace loom::verify

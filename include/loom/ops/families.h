@@ -21,5 +21,10 @@ void register_alphafold_ops(OpRegistry& registry);    // triangle updates, outer
 void register_swin_ops(OpRegistry& registry);         // window partition / reverse, patch merging, cyclic shift
 void register_optimizer_ops(OpRegistry& registry);    // sgd, adam, adamw
 void register_autograd_ops(OpRegistry& registry);     // accumulate (gradient sum), fill_like (loss seed)
+void register_comparison_ops(OpRegistry& registry);   // eq, ne, lt, le, gt, ge (booleans), maximum, minimum
+void register_scan_ops(OpRegistry& registry);         // cumsum
+void register_gather_ops(OpRegistry& registry);       // index_select
+void register_padding_ops(OpRegistry& registry);      // pad (constant)
+void register_resample_ops(OpRegistry& registry);     // upsample_bilinear2d
 
 }  // namespace loom::ops

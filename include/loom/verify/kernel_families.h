@@ -21,5 +21,10 @@ void register_alphafold_kernels(KernelRegistry& registry);
 void register_swin_kernels(KernelRegistry& registry);
 void register_optimizer_kernels(KernelRegistry& registry);
 void register_autograd_kernels(KernelRegistry& registry);
+void register_comparison_kernels(KernelRegistry& registry);  // called by register_elementwise_kernels
+void register_scan_kernels(KernelRegistry& registry);        // called by register_shape_kernels
+void register_gather_kernels(KernelRegistry& registry);      // called by register_shape_kernels
+void register_padding_kernels(KernelRegistry& registry);     // called by register_shape_kernels
+void register_resample_kernels(KernelRegistry& registry);    // called by register_shape_kernels
 
 }  // namespace loom::verify

@@ -41,6 +41,7 @@ class SubOp:
         self.name = spec["name"]
         forward = spec.get("backward_of")
         self.forward = forward
+        self.step = 1
         source = forward or spec
         if forward and not forward["saved_inputs"] and forward["saved_outputs"] and source["type"] not in _FROM_OUTPUT:
             raise SubOpError(f"sub-op '{self.name}': the backward of '{source['type']}' saves only its outputs, and "
@@ -50,6 +51,14 @@ class SubOp:
                 placed_ops.build(source["type"], source["attrs"], source["inputs"], source["outputs"])
         except ops.Unsupported as e:
             raise SubOpError(f"sub-op '{self.name}' ({source['type']}): {e}") from None
+
+    def set_step(self, step):
+        """The optimizer's step number (1 for the first): Adam's bias correction depends on it."""
+        if self.forward or self.spec["type"] not in OPTIMIZERS or step == self.step:
+            return
+        self.step = step
+        spec = self.spec
+        self.fn = placed_ops.build(spec["type"], {**spec["attrs"], "step": step}, spec["inputs"], spec["outputs"])
 
     def __call__(self, *args):
         try:

@@ -5,6 +5,9 @@ one single-device value and a plan of any shape starts where the single device d
     floating tensors   scale * (2u - 1), u uniform in [0, 1)        (scale 0.5)
     integer tensors    min(bound - 1, floor(u * bound))             (bound from the manifest: the vocabulary)
     optimizer states   zeros, or a copy of the parameter (fp32 master weights)
+
+Several steps (launch --steps): step 0 draws exactly the numbers above; step k > 0 draws each input (role
+"input": the batch) under the key "<name>@<k>", so every step sees a new batch, the same on every plan.
 """
 
 import numpy as np
@@ -56,8 +59,15 @@ def mix_int(z):
     return _mix_int(z & MASK)
 
 
-def initial_value(name, entry, seed, tensors, scale=0.5):
-    """The whole single-device value of a loaded tensor (a float64 or int64 tensor before the cast)."""
+def draw_key(name, entry, step):
+    """The generator's key of a loaded tensor at a step: inputs (the batch) change per step, the rest do not."""
+    return f"{name}@{step}" if step and entry.get("role") == "input" else name
+
+
+def initial_value(name, entry, seed, tensors, scale=0.5, step=0):
+    """The whole single-device value of a loaded tensor (a float64 or int64 tensor before the cast); step > 0
+    draws the step's batch for an input."""
+    key = draw_key(name, entry, step)
     shape = tuple(entry["shape"])
     count = int(np.prod(shape, dtype=np.int64)) if shape else 1
     init = entry["init"]
@@ -67,10 +77,10 @@ def initial_value(name, entry, seed, tensors, scale=0.5):
         source = entry["copy_of"]
         return initial_value(source, tensors[source], seed, tensors, scale)
     elif init == "uniform":
-        values = scale * (2 * uniform(seed, name, count) - 1)
+        values = scale * (2 * uniform(seed, key, count) - 1)
     elif init == "integer":
         bound = int(entry["bound"])
-        values = np.minimum(bound - 1, np.floor(uniform(seed, name, count) * bound)).astype(np.int64)
+        values = np.minimum(bound - 1, np.floor(uniform(seed, key, count) * bound)).astype(np.int64)
     else:
         raise ValueError(f"tensor '{name}': unknown init '{init}' in the manifest")
     return torch.from_numpy(np.ascontiguousarray(values)).reshape(shape)

@@ -1,8 +1,10 @@
-"""Run a generated program: `python -m loom.runtime.launch DIR` starts one process per rank of
+"""Run a generated program: `python -m loom.runtime.launch DIR [--steps N]` starts one process per rank of
 DIR/manifest.json (torch.multiprocessing, gloo on CPU or NCCL with --device cuda, MASTER_ADDR localhost
-and a free port), runs one step of DIR/rank_<r>.py in each, and writes the assembled results (the loss and
-every updated persistent tensor) to DIR/results/values.pt. Every collective has a timeout, and the
-launcher stops the job as soon as a rank fails, naming the rank and the cause, instead of hanging.
+and a free port), runs N training steps of DIR/rank_<r>.py in each (each step loads what the previous one
+updated, and a new batch), prints the loss of every step and writes the assembled results of the last step
+(the loss and every updated persistent tensor) to DIR/results/values.pt, the losses to losses.pt. Every
+collective has a timeout, and the launcher stops the job as soon as a rank fails, naming the rank and the
+cause, instead of hanging.
 """
 
 import argparse
@@ -44,12 +46,19 @@ def _rank_module(directory, rank):
     return module
 
 
-def run_rank(directory, manifest, rank, comm=None, seed=1, device="cpu"):
-    """One step of rank's program; returns its kept (name, piece, value) triples."""
+def run_rank(directory, manifest, rank, comm=None, seed=1, device="cpu", steps=1):
+    """`steps` steps of rank's program; returns (the loss's kept triples of every step, all kept triples of
+    the last step)."""
     rt = Runtime(manifest, rank, comm=comm, seed=seed, device=device)
-    _rank_module(directory, rank).step(rt)
-    rt.finish()
-    return rt.kept
+    program = _rank_module(directory, rank)
+    losses = []
+    for step in range(steps):
+        if step:
+            rt.next_step()
+        program.step(rt)
+        rt.finish()
+        losses.append([k for k in rt.kept if k[0] == manifest.get("loss")])
+    return losses, rt.kept
 
 
 def _free_port():
@@ -58,7 +67,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _worker(rank, directory, port, seed, device, timeout, out_dir):
+def _worker(rank, directory, port, seed, device, timeout, out_dir, steps):
     import torch.distributed as dist
 
     from .comm import Communicator
@@ -75,8 +84,8 @@ def _worker(rank, directory, port, seed, device, timeout, out_dir):
         dist.init_process_group(backend, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=timeout))
         dev = f"cuda:{torch.cuda.current_device()}" if device == "cuda" else "cpu"
         comm = Communicator(rank, world, manifest["groups"], torch.device(dev))
-        kept = run_rank(directory, manifest, rank, comm=comm, seed=seed, device=dev)
-        torch.save(kept, out_dir / f"rank_{rank}.pt")
+        torch.save(run_rank(directory, manifest, rank, comm=comm, seed=seed, device=dev, steps=steps),
+                   out_dir / f"rank_{rank}.pt")
         dist.barrier()
         dist.destroy_process_group()
     except BaseException as e:  # noqa: BLE001 (any failure must reach the launcher with its rank)
@@ -85,9 +94,18 @@ def _worker(rank, directory, port, seed, device, timeout, out_dir):
         sys.exit(1)
 
 
-def launch(directory, seed=1, device="cpu", timeout=300.0, out=None):
-    """Runs every rank of DIR's program for one step; returns {tensor name: whole value} (loss and updated
-    persistent tensors) and writes them to OUT/values.pt (OUT defaults to DIR/results)."""
+def launch(directory, seed=1, device="cpu", timeout=300.0, out=None, steps=1):
+    """Runs every rank of DIR's program for `steps` steps; returns {tensor name: whole value} of the last
+    step (loss and updated persistent tensors) and writes them to OUT/values.pt (OUT defaults to
+    DIR/results)."""
+    return train(directory, steps, seed=seed, device=device, timeout=timeout, out=out)[1]
+
+
+def train(directory, steps, seed=1, device="cpu", timeout=300.0, out=None):
+    """Runs every rank of DIR's program for `steps` steps; returns ([loss of every step], {tensor name:
+    whole value} of the last step), written to OUT/losses.pt and OUT/values.pt."""
+    if steps < 1:
+        raise LaunchError(f"--steps {steps}: a run has at least one step")
     directory = pathlib.Path(directory)
     manifest = load_manifest(directory)
     world = int(manifest["world_size"])
@@ -97,17 +115,20 @@ def launch(directory, seed=1, device="cpu", timeout=300.0, out=None):
         stale.unlink()
     if world == 1:
         try:
-            kept = run_rank(directory, manifest, 0, seed=seed, device=device)
+            loss_kept, kept = run_rank(directory, manifest, 0, seed=seed, device=device, steps=steps)
         except Exception as e:  # noqa: BLE001 (reported as a multi-rank failure is)
             raise LaunchError(f"rank 0 failed: {type(e).__name__}: {e}") from e
     else:
-        kept = _spawn(directory, world, seed, device, timeout, out_dir)
+        loss_kept, kept = _spawn(directory, world, seed, device, timeout, out_dir, steps)
+    losses = [results_mod.assemble(manifest, step_kept).get(manifest.get("loss")) for step_kept in loss_kept]
+    losses = [None if loss is None else float(loss) for loss in losses]
     values = results_mod.assemble(manifest, kept)
     torch.save(values, out_dir / "values.pt")
-    return values
+    torch.save(losses, out_dir / "losses.pt")
+    return losses, values
 
 
-def _spawn(directory, world, seed, device, timeout, out_dir):
+def _spawn(directory, world, seed, device, timeout, out_dir, steps):
     import torch.multiprocessing as mp
 
     # A fork server that imported torch once forks every rank of every launch: no per-rank import of
@@ -115,7 +136,7 @@ def _spawn(directory, world, seed, device, timeout, out_dir):
     context = mp.get_context("forkserver")
     context.set_forkserver_preload(["torch", "torch.distributed", "loom.runtime.runtime", "loom.runtime.comm"])
     port = _free_port()
-    processes = [context.Process(target=_worker, args=(r, str(directory), port, seed, device, timeout, out_dir),
+    processes = [context.Process(target=_worker, args=(r, str(directory), port, seed, device, timeout, out_dir, steps),
                                  daemon=True) for r in range(world)]
     for p in processes:
         p.start()
@@ -138,10 +159,13 @@ def _spawn(directory, world, seed, device, timeout, out_dir):
                 p.terminate()
         for p in processes:
             p.join(5)
-    kept = []
+    loss_kept, kept = [[] for _ in range(steps)], []
     for rank in range(world):
-        kept.extend(torch.load(out_dir / f"rank_{rank}.pt"))
-    return kept
+        rank_losses, rank_kept = torch.load(out_dir / f"rank_{rank}.pt")
+        for step, triples in enumerate(rank_losses):
+            loss_kept[step].extend(triples)
+        kept.extend(rank_kept)
+    return loss_kept, kept
 
 
 def _cause(out_dir, rank, exitcode):
@@ -158,15 +182,17 @@ def main(argv=None):
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds any collective may wait")
     parser.add_argument("--out", help="results directory (default DIR/results)")
+    parser.add_argument("--steps", type=int, default=1, help="optimizer steps to run (default 1)")
     args = parser.parse_args(argv)
     try:
-        values = launch(args.dir, seed=args.seed, device=args.device, timeout=args.timeout, out=args.out)
+        losses, values = train(args.dir, args.steps, seed=args.seed, device=args.device, timeout=args.timeout,
+                               out=args.out)
     except (LaunchError, results_mod.ResultError) as e:
         print(f"loom.runtime: error: {e}", file=sys.stderr)
         return 1
-    loss = load_manifest(args.dir).get("loss")
-    if loss in values:
-        print(f"loss       {float(values[loss]):.8g}")
+    for step, loss in enumerate(losses):
+        if loss is not None:
+            print(f"loss       {loss:.8g}" if len(losses) == 1 else f"step {step + 1:<5d}loss {loss:.8g}")
     print(f"results    {len(values)} tensors in {pathlib.Path(args.out or pathlib.Path(args.dir) / 'results') / 'values.pt'}")
     return 0
 

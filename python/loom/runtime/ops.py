@@ -448,6 +448,42 @@ def _upsample(attrs, inputs, outputs):
     return lambda x: (F.interpolate(x, scale_factor=scale, mode="nearest"),)
 
 
+# --- comparisons, scans, gathers, resizing and padding --------------------------------------------
+
+
+def _comparison(compare):
+    return lambda attrs, inputs, outputs: (lambda a, b: (compare(a, b),))
+
+
+for _name, _compare in {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt,
+                        "ge": torch.ge, "maximum": torch.maximum, "minimum": torch.minimum}.items():
+    op(_name)(_comparison(_compare))
+
+
+@op("cumsum")
+def _cumsum(attrs, inputs, outputs):
+    dim = int(attrs["dim"])
+    return lambda x: (torch.cumsum(x, dim),)
+
+
+@op("index_select")
+def _index_select(attrs, inputs, outputs):
+    dim = int(attrs["dim"])
+    return lambda x, index: (torch.index_select(x, dim, index),)
+
+
+@op("upsample_bilinear2d")
+def _upsample_bilinear2d(attrs, inputs, outputs):
+    size, align = tuple(int(s) for s in attrs["output_size"]), bool(attrs.get("align_corners", False))
+    return lambda x: (F.interpolate(x, size=size, mode="bilinear", align_corners=align),)
+
+
+@op("pad")
+def _pad(attrs, inputs, outputs):
+    pads, value = [int(p) for p in attrs["pads"]], float(attrs.get("value", 0.0))
+    return lambda x: (F.pad(x, pads, mode="constant", value=value),)
+
+
 # --- Swin -----------------------------------------------------------------------------------------
 
 
@@ -550,6 +586,7 @@ def _adam_builder(decoupled):
         eps = float(attrs.get("eps", 1e-8))
         decay = float(attrs.get("weight_decay", 1e-2 if decoupled else 0.0))
         fused = torch._fused_adamw_ if decoupled else torch._fused_adam_
+        step = int(attrs.get("step", 1))  # the optimizer's step number (the runtime counts steps)
         steps = {}
 
         def run(param, grad, *rest):
@@ -557,12 +594,12 @@ def _adam_builder(decoupled):
             m, v = rest[-2], rest[-1]
             g = grad.to(weights.dtype) if grad.dtype != weights.dtype else grad
             if weights.device not in steps:
-                steps[weights.device] = torch.ones((), dtype=torch.float32, device=weights.device)
+                steps[weights.device] = torch.full((), float(step), dtype=torch.float32, device=weights.device)
             try:
                 fused([weights], [g], [m], [v], [], [steps[weights.device]], lr=lr, beta1=beta1, beta2=beta2,
                       weight_decay=decay, eps=eps, amsgrad=False, maximize=False)
             except (RuntimeError, NotImplementedError):
-                _adam_step(weights, g, m, v, lr, beta1, beta2, eps, decay, decoupled)
+                _adam_step(weights, g, m, v, lr, beta1, beta2, eps, decay, decoupled, step)
             if master:
                 param.copy_(weights)
             return (param, *rest)
@@ -572,16 +609,16 @@ def _adam_builder(decoupled):
     return build
 
 
-def _adam_step(p, g, m, v, lr, beta1, beta2, eps, decay, decoupled):
-    """The step of torch.optim.Adam(W) (foreach=False), step 1, in place."""
+def _adam_step(p, g, m, v, lr, beta1, beta2, eps, decay, decoupled, step=1):
+    """Step `step` of torch.optim.Adam(W) (foreach=False), in place."""
     if decoupled:
         p.mul_(1 - lr * decay)
     elif decay:
         g = g + decay * p
     m.lerp_(g, 1 - beta1)
     v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-    denom = (v / (1 - beta2)).sqrt_().add_(eps)
-    p.addcdiv_(m, denom, value=-lr / (1 - beta1))
+    denom = (v / (1 - beta2 ** step)).sqrt_().add_(eps)
+    p.addcdiv_(m, denom, value=-lr / (1 - beta1 ** step))
 
 
 BUILDERS["adam"] = _adam_builder(False)
@@ -613,6 +650,7 @@ def _sgd(attrs, inputs, outputs):
 
 
 NOT_DIFFERENTIABLE = {"adam", "adamw", "sgd", "fill_like", "argmax", "recycle_detach"}
+NOT_DIFFERENTIABLE.update({"eq", "ne", "lt", "le", "gt", "ge"})  # boolean outputs
 UNSUPPORTED_REASONS = {
     "moe_gate": "top-k gating with capacity has no single torch call; time the MoE model's gate separately",
     "msa_row_attention_with_pair_bias": "AlphaFold kernels are not mapped to torch here",

@@ -9,7 +9,11 @@ from .initial import DTYPES, initial_value
 
 
 class Runtime:
-    """rank's view of one step. `comm` is None for a single-process program (world size 1)."""
+    """rank's view of one step. `comm` is None for a single-process program (world size 1).
+
+    Several steps: `next_step()` after a step makes the persistent tensors it kept (each `X.updated`, where
+    the next step loads X: the plan's step closing puts it there) the next step's loads of X, draws the next
+    batch, and counts the optimizer's step (Adam's bias correction)."""
 
     def __init__(self, manifest, rank, comm=None, seed=1, device="cpu"):
         self.manifest = manifest
@@ -20,7 +24,22 @@ class Runtime:
         self.tensors = manifest["tensors"]
         self._sub_ops = {}
         self._initial = {}
+        self.step_index = 0  # 0 for the first step
+        self._carried = {}  # tensor name -> [(piece, value)]: this rank's results of the previous step
         self.kept = []  # (tensor name, piece, value): the step's results
+
+    def next_step(self):
+        """Begins the next step from this step's results; returns this step's kept triples."""
+        kept, self.kept = self.kept, []
+        carried = {}
+        for name, piece, value in kept:
+            target = self.tensors[name].get("updates")
+            if target is not None:
+                carried.setdefault(target, []).append((piece, value.to(self.device)))
+        self._carried = carried
+        self._initial = {k: v for k, v in self._initial.items() if self.tensors[k].get("role") != "input"}
+        self.step_index += 1
+        return kept
 
     # --- data -------------------------------------------------------------------------------------
 
@@ -28,8 +47,10 @@ class Runtime:
         """The piece of a leaf's single-device initial value: its box, times 1/count for a value part."""
         box, (index, count) = piece
         entry = self.tensors[name]
+        if name in self._carried:
+            return self._carried_piece(name, piece)
         if name not in self._initial:
-            self._initial[name] = initial_value(name, entry, self.seed, self.tensors)
+            self._initial[name] = initial_value(name, entry, self.seed, self.tensors, step=self.step_index)
         whole = self._initial[name]
         value = geometry.restrict(whole, tuple(geometry.local_shape_box(whole.shape)), box) if box else whole.clone()
         value = value.to(DTYPES[entry["dtype"]])
@@ -37,10 +58,26 @@ class Runtime:
             value = value / count
         return value.to(self.device)
 
+    def _carried_piece(self, name, piece):
+        """The previous step's value of the piece: kept as it is loaded, else restricted from a kept piece
+        of the same value part that holds its box."""
+        pieces = self._carried[name]
+        for kept_piece, value in pieces:
+            if geometry.same_piece(kept_piece, piece):
+                return value.clone()
+        box, part = piece
+        for (kept_box, kept_part), value in pieces:
+            if tuple(kept_part) == tuple(part) and geometry.contains(kept_box, box):
+                return geometry.restrict(value, kept_box, box).clone()
+        raise RuntimeError(f"rank {self.rank}: step {self.step_index + 1} loads '{name}' piece {piece}, but the "
+                           f"previous step kept only {[p for p, _ in pieces]} of it here (the plan's step closing "
+                           f"must leave every updated tensor where the next step loads it)")
+
     def compute(self, sub_op, *inputs):
         op = self._sub_ops.get(sub_op)
         if op is None:
             op = self._sub_ops[sub_op] = SubOp(self.manifest["sub_ops"][str(sub_op)], self.device)
+        op.set_step(self.step_index + 1)
         return op(*inputs)
 
     def keep(self, name, value, piece):

@@ -1,0 +1,1 @@
+"""Runnable examples of the Python layer (`make run` runs train_gpt2)."""
