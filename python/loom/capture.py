@@ -5,6 +5,7 @@ every node's value is recorded by running the graph once on the examples (shape 
 keeps sizes, dtypes and other non-tensor values, so `x.size(-1)` becomes a number).
 """
 
+import contextlib
 import copy
 import inspect
 
@@ -71,6 +72,18 @@ def _concrete_hf_tracer():
     class ConcreteHFTracer(HFTracer):
         def proxy(self, node):
             return ConcreteProxy(node, self)
+
+        @contextlib.contextmanager
+        def patch_for_tracing(self, root):
+            """HuggingFace's patches (torch.clamp, torch.arange, ... and its cache classes), undone also when
+            the trace fails: its own context manager restores them only on a normal exit, so a failed trace
+            left them patched for every later trace in the process (whose lowering then missed torch.clamp)."""
+            patches = super().patch_for_tracing(root)
+            patches.__enter__()
+            try:
+                yield
+            finally:
+                patches.__exit__(None, None, None)  # the normal exit path: the one that restores
 
         def create_proxy(self, kind, target, args, kwargs, *rest, **named):
             rv = super().create_proxy(kind, target, args, kwargs, *rest, **named)

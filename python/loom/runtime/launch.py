@@ -21,6 +21,7 @@ import traceback
 import torch
 
 from . import results as results_mod
+from .compute import _FROM_OUTPUT, OPTIMIZERS
 from .runtime import Runtime
 
 
@@ -46,19 +47,68 @@ def _rank_module(directory, rank):
     return module
 
 
-def run_rank(directory, manifest, rank, comm=None, seed=1, device="cpu", steps=1):
+def run_rank(directory, manifest, rank, comm=None, seed=1, device="cpu", steps=1, timing=None):
     """`steps` steps of rank's program; returns (the loss's kept triples of every step, all kept triples of
-    the last step)."""
+    the last step). A `timing` dict, when given, receives the wall seconds of every step ("step_s") and, per
+    instruction kind, the seconds and calls summed over the steps after the first (the only step when there
+    is one: "kinds", _instrument)."""
     rt = Runtime(manifest, rank, comm=comm, seed=seed, device=device)
     program = _rank_module(directory, rank)
+    kinds = _instrument(rt, manifest) if timing is not None else None
     losses = []
     for step in range(steps):
         if step:
             rt.next_step()
+        if kinds is not None and step == 1:
+            kinds.clear()  # the first step builds every sub-op's form: timed apart, in step_s only
+        start = time.perf_counter()
         program.step(rt)
         rt.finish()
+        if timing is not None:
+            timing.setdefault("step_s", []).append(time.perf_counter() - start)
         losses.append([k for k in rt.kept if k[0] == manifest.get("loss")])
+    if timing is not None:
+        timing["kinds"] = dict(kinds)
     return losses, rt.kept
+
+
+def _compute_kind(spec):
+    """How a compute instruction runs (compute.py): forward form, autograd over it, closed form, optimizer."""
+    forward = spec.get("backward_of")
+    if forward is None:
+        return f"optimizer ({spec['type']})" if spec["type"] in OPTIMIZERS else "compute forward"
+    closed = forward["type"] in _FROM_OUTPUT and not forward["saved_inputs"]
+    return "backward closed form" if closed else "backward autograd"
+
+
+def _instrument(rt, manifest):
+    """Wraps rt's instruction methods to sum wall seconds per kind ("all_reduce", "compute forward", ...;
+    "load", "keep", "slice", "scale", "combine" are the locals). A collective's time includes waiting for
+    the slowest member; a compute also counts under "<kind>: <op type>". Returns the {kind: [seconds, calls]}
+    dict it fills."""
+    kinds = {}
+    sub_op_kind = {int(i): _compute_kind(spec) for i, spec in manifest["sub_ops"].items()}
+    sub_op_type = {int(i): (spec.get("backward_of") or spec)["type"] for i, spec in manifest["sub_ops"].items()}
+
+    def timed(name, method):
+        def call(*args, **kwargs):
+            start = time.perf_counter()
+            result = method(*args, **kwargs)
+            seconds = time.perf_counter() - start
+            keys = [name]
+            if name == "compute":
+                keys = [sub_op_kind[int(args[0])], f"{sub_op_kind[int(args[0])]}: {sub_op_type[int(args[0])]}"]
+            for key in keys:
+                entry = kinds.setdefault(key, [0.0, 0])
+                entry[0] += seconds
+                entry[1] += 1
+            return result
+        return call
+
+    for name in ("load", "compute", "keep", "slice", "scale", "combine", "all_reduce", "reduce_scatter",
+                 "all_gather", "all_to_all", "send", "recv", "finish"):
+        setattr(rt, name, timed(name, getattr(rt, name)))
+    return kinds
 
 
 def _free_port():
@@ -67,7 +117,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _worker(rank, directory, port, seed, device, timeout, out_dir, steps):
+def _worker(rank, directory, port, seed, device, timeout, out_dir, steps, timed=False):
     import torch.distributed as dist
 
     from .comm import Communicator
@@ -84,8 +134,11 @@ def _worker(rank, directory, port, seed, device, timeout, out_dir, steps):
         dist.init_process_group(backend, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=timeout))
         dev = f"cuda:{torch.cuda.current_device()}" if device == "cuda" else "cpu"
         comm = Communicator(rank, world, manifest["groups"], torch.device(dev))
-        torch.save(run_rank(directory, manifest, rank, comm=comm, seed=seed, device=dev, steps=steps),
-                   out_dir / f"rank_{rank}.pt")
+        timing = {} if timed else None
+        torch.save(run_rank(directory, manifest, rank, comm=comm, seed=seed, device=dev, steps=steps,
+                            timing=timing), out_dir / f"rank_{rank}.pt")
+        if timed:
+            torch.save(timing, out_dir / f"rank_{rank}.timing.pt")
         dist.barrier()
         dist.destroy_process_group()
     except BaseException as e:  # noqa: BLE001 (any failure must reach the launcher with its rank)
@@ -101,9 +154,11 @@ def launch(directory, seed=1, device="cpu", timeout=300.0, out=None, steps=1):
     return train(directory, steps, seed=seed, device=device, timeout=timeout, out=out)[1]
 
 
-def train(directory, steps, seed=1, device="cpu", timeout=300.0, out=None):
+def train(directory, steps, seed=1, device="cpu", timeout=300.0, out=None, timed=False):
     """Runs every rank of DIR's program for `steps` steps; returns ([loss of every step], {tensor name:
-    whole value} of the last step), written to OUT/losses.pt and OUT/values.pt."""
+    whole value} of the last step), written to OUT/losses.pt and OUT/values.pt. `timed`: also writes
+    OUT/timing.pt, per rank (in rank order) run_rank's timing dict (wall seconds of every step, seconds per
+    instruction kind after the first step; read_timing)."""
     if steps < 1:
         raise LaunchError(f"--steps {steps}: a run has at least one step")
     directory = pathlib.Path(directory)
@@ -114,21 +169,33 @@ def train(directory, steps, seed=1, device="cpu", timeout=300.0, out=None):
     for stale in list(out_dir.glob("rank_*.pt")) + list(out_dir.glob("rank_*.error")):
         stale.unlink()
     if world == 1:
+        timing = {} if timed else None
         try:
-            loss_kept, kept = run_rank(directory, manifest, 0, seed=seed, device=device, steps=steps)
+            loss_kept, kept = run_rank(directory, manifest, 0, seed=seed, device=device, steps=steps,
+                                       timing=timing)
         except Exception as e:  # noqa: BLE001 (reported as a multi-rank failure is)
             raise LaunchError(f"rank 0 failed: {type(e).__name__}: {e}") from e
+        if timed:
+            torch.save(timing, out_dir / "rank_0.timing.pt")
     else:
-        loss_kept, kept = _spawn(directory, world, seed, device, timeout, out_dir, steps)
+        loss_kept, kept = _spawn(directory, world, seed, device, timeout, out_dir, steps, timed)
     losses = [results_mod.assemble(manifest, step_kept).get(manifest.get("loss")) for step_kept in loss_kept]
     losses = [None if loss is None else float(loss) for loss in losses]
     values = results_mod.assemble(manifest, kept)
     torch.save(values, out_dir / "values.pt")
     torch.save(losses, out_dir / "losses.pt")
+    if timed:
+        torch.save([torch.load(out_dir / f"rank_{r}.timing.pt") for r in range(world)], out_dir / "timing.pt")
     return losses, values
 
 
-def _spawn(directory, world, seed, device, timeout, out_dir, steps):
+def read_timing(out):
+    """The timing.pt a `train(..., timed=True)` wrote to OUT: [per rank {"step_s": [...], "kinds": {kind:
+    [seconds, calls]}}]."""
+    return torch.load(pathlib.Path(out) / "timing.pt")
+
+
+def _spawn(directory, world, seed, device, timeout, out_dir, steps, timed=False):
     import torch.multiprocessing as mp
 
     # A fork server that imported torch once forks every rank of every launch: no per-rank import of
@@ -136,7 +203,8 @@ def _spawn(directory, world, seed, device, timeout, out_dir, steps):
     context = mp.get_context("forkserver")
     context.set_forkserver_preload(["torch", "torch.distributed", "loom.runtime.runtime", "loom.runtime.comm"])
     port = _free_port()
-    processes = [context.Process(target=_worker, args=(r, str(directory), port, seed, device, timeout, out_dir, steps),
+    processes = [context.Process(target=_worker,
+                                 args=(r, str(directory), port, seed, device, timeout, out_dir, steps, timed),
                                  daemon=True) for r in range(world)]
     for p in processes:
         p.start()
