@@ -3,34 +3,12 @@
 #include <cmath>
 
 #include "loom/ir/autograd.h"
+#include "loom/ir/leaf_values.h"
 
 namespace loom::codegen::detail {
 namespace {
 
 using nlohmann::json;
-
-bool is_optimizer(std::string_view type) { return type == "sgd" || type == "adam" || type == "adamw"; }
-
-// The range of an integer leaf as verify::initial_values draws it: the vocabulary of an embedding it
-// indexes, the class count of a loss it labels, 2 otherwise.
-std::int64_t integer_bound(const ir::Graph& graph, ir::TensorId id) {
-  for (const ir::Op& op : graph.ops) {
-    if (op.type == "embedding" && op.inputs.size() == 2 && op.inputs[0] == id) return graph.tensor(op.inputs[1]).shape[0];
-    const bool classifies = op.type == "cross_entropy" || op.type == "nll_loss" || op.type == "target_logit" ||
-                            op.type == "cross_entropy_parts";
-    if (classifies && op.inputs.size() >= 2 && op.inputs[1] == id) return graph.tensor(op.inputs[0]).shape.dims.back();
-  }
-  return 2;
-}
-
-// The parameter an optimizer state is the fp32 master copy of; invalid for moments.
-ir::TensorId master_of(const ir::Graph& graph, ir::TensorId id) {
-  for (const ir::Op& op : graph.ops) {
-    if (!is_optimizer(op.type) || op.inputs.size() < 3 || op.inputs[2] != id) continue;
-    if (ir::get_bool_or(op.attrs, "master_weights", false).value_or(false)) return op.inputs[0];
-  }
-  return {};
-}
 
 json attr_json(const ir::AttrValue& value) {
   return std::visit(
@@ -76,14 +54,14 @@ json tensor_entry(const ir::Graph& graph, ir::TensorId id) {
   const ir::FullTensor& t = graph.tensor(id);
   json entry{{"shape", t.shape.dims}, {"dtype", std::string(ir::name(t.dtype))}, {"role", std::string(ir::name(t.role))}};
   if (t.role == ir::TensorRole::optimizer_state) {
-    const ir::TensorId param = master_of(graph, id);
+    const ir::TensorId param = ir::master_copy_of(graph, id);
     entry["init"] = param.valid() ? "copy" : "zeros";
     if (param.valid()) entry["copy_of"] = graph.tensor(param).name;
   } else if (ir::is_floating(t.dtype)) {
     entry["init"] = "uniform";
   } else {
     entry["init"] = "integer";
-    entry["bound"] = integer_bound(graph, id);
+    entry["bound"] = ir::integer_bound(graph, id);
   }
   return entry;
 }

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "loom/ir/autograd.h"
+#include "loom/ir/leaf_values.h"
 
 namespace loom::verify {
 namespace {
@@ -26,32 +27,6 @@ std::uint64_t hash_name(std::string_view name) {
 double uniform(std::uint64_t seed, std::uint64_t name_key, std::int64_t index) {
   const std::uint64_t z = mix(mix(seed ^ name_key) ^ mix(static_cast<std::uint64_t>(index)));
   return static_cast<double>(z >> 11) * 0x1.0p-53;
-}
-
-bool is_optimizer(std::string_view type) { return type == "sgd" || type == "adam" || type == "adamw"; }
-
-// The range of an integer input: the vocabulary of an embedding it feeds, the class count of a loss
-// it labels; 2 otherwise (booleans, and integers nothing here bounds).
-std::int64_t integer_bound(const ir::Graph& graph, ir::TensorId id, const std::vector<ir::OpId>& readers) {
-  for (ir::OpId reader : readers) {
-    const ir::Op& op = graph.op(reader);
-    if (op.type == "embedding" && op.inputs.size() == 2 && op.inputs[0] == id) return graph.tensor(op.inputs[1]).shape[0];
-    const bool classifies = op.type == "cross_entropy" || op.type == "nll_loss" || op.type == "target_logit" ||
-                            op.type == "cross_entropy_parts";
-    if (classifies && op.inputs.size() >= 2 && op.inputs[1] == id)
-      return graph.tensor(op.inputs[0]).shape.dims.back();
-  }
-  return 2;
-}
-
-// The parameter whose fp32 master copy `id` is, if it is one: input 2 of an optimizer step with master weights.
-ir::TensorId master_of(const ir::Graph& graph, ir::TensorId id, const std::vector<ir::OpId>& readers) {
-  for (ir::OpId reader : readers) {
-    const ir::Op& op = graph.op(reader);
-    if (!is_optimizer(op.type) || op.inputs.size() < 3 || op.inputs[2] != id) continue;
-    if (ir::get_bool_or(op.attrs, "master_weights", false).value_or(false)) return op.inputs[0];
-  }
-  return {};
 }
 
 bool has_value(const NdArray& value, const ir::FullTensor& tensor) {
@@ -119,7 +94,6 @@ Expected<std::vector<NdArray>> run_plain(const ir::Graph& graph, const std::vect
 std::vector<NdArray> initial_values(const ir::Graph& graph, std::uint64_t seed, double scale) {
   std::vector<NdArray> values(graph.tensors.size());
   const std::vector<ir::OpId> producer = ir::producers(graph);
-  const std::vector<std::vector<ir::OpId>> readers = ir::consumers(graph);
   const auto fill_random = [&](const ir::FullTensor& t) {
     NdArray a(t.shape);
     const std::uint64_t key = hash_name(t.name);
@@ -130,15 +104,14 @@ std::vector<NdArray> initial_values(const ir::Graph& graph, std::uint64_t seed, 
   std::vector<std::pair<ir::TensorId, ir::TensorId>> masters;
   for (const ir::FullTensor& t : graph.tensors) {
     if (producer[t.id.index()].valid()) continue;
-    const std::vector<ir::OpId>& reads = readers[t.id.index()];
     if (t.role == ir::TensorRole::optimizer_state) {
-      const ir::TensorId param = master_of(graph, t.id, reads);
+      const ir::TensorId param = ir::master_copy_of(graph, t.id);
       if (param.valid()) masters.emplace_back(t.id, param);
       values[t.id.index()] = NdArray(t.shape);
     } else if (ir::is_floating(t.dtype)) {
       values[t.id.index()] = fill_random(t);
     } else {
-      const std::int64_t bound = integer_bound(graph, t.id, reads);
+      const std::int64_t bound = ir::integer_bound(graph, t.id);
       NdArray a(t.shape);
       const std::uint64_t key = hash_name(t.name);
       for (std::size_t i = 0; i < a.data.size(); ++i)
