@@ -90,18 +90,6 @@ double token_count(const ir::OpInstance& op) { return static_cast<double>(op.inp
 
 bool smoothed(const ir::OpInstance& op) { return ir::get_real_or(op.attrs, "label_smoothing", 0.0).value_or(0) > 0; }
 
-ir::OpDef part(std::string type, std::string summary, ir::SignatureFn signature, ir::CostFn flops,
-               std::vector<ir::AttrSpec> attrs, std::vector<int> no_grad) {
-  return {.type = std::move(type),
-          .family = "loss",
-          .summary = std::move(summary),
-          .op_class = ir::OpClass::loss,
-          .attrs = std::move(attrs),
-          .signature = std::move(signature),
-          .flops = std::move(flops),
-          .backward = {.no_grad_inputs = std::move(no_grad), .flops_factor = 1.0}};
-}
-
 }  // namespace
 
 void register_cross_entropy_parts_ops(OpRegistry& r) {
@@ -109,7 +97,7 @@ void register_cross_entropy_parts_ops(OpRegistry& r) {
   const ir::AttrSpec smoothing{"label_smoothing", ir::AttrKind::real, false, "in [0, 1), default 0"};
 
   // A pick per token; label smoothing adds a sum over the vocabulary.
-  ir::OpDef target = part(
+  ir::OpDef target = loss_op(
       "target_logit", "per token, the label's logit of logits [.., v] ((1-eps) x[label] + eps mean x when smoothed)",
       target_logit_signature,
       [](const ir::OpInstance& op) { return smoothed(op) ? static_cast<double>(op.inputs[0].numel()) : token_count(op); },
@@ -123,12 +111,13 @@ void register_cross_entropy_parts_ops(OpRegistry& r) {
   };
   r.add_builtin(std::move(target));
   // Subtract, exponentiate, sum, and the target's pick (or smoothed sum): 4 per logit.
-  r.add_builtin(part("cross_entropy_parts",
-                     "per token, sum_v exp(logits - shift) and the target logit: cross entropy's vocabulary-splittable part",
-                     parts_signature, ir::flops_per_input_element(4), {ignore, smoothing}, {1, 2}));
+  r.add_builtin(loss_op(
+      "cross_entropy_parts",
+      "per token, sum_v exp(logits - shift) and the target logit: cross entropy's vocabulary-splittable part",
+      parts_signature, ir::flops_per_input_element(4), {ignore, smoothing}, {1, 2}));
   // A log, two adds per token.
-  r.add_builtin(part("cross_entropy_from_parts", "mean over counted tokens of log(sum) + shift - target",
-                     from_parts_signature, ir::flops_per_input_element(3), {ignore}, {1, 3}));
+  r.add_builtin(loss_op("cross_entropy_from_parts", "mean over counted tokens of log(sum) + shift - target",
+                        from_parts_signature, ir::flops_per_input_element(3), {ignore}, {1, 3}));
 }
 
 }  // namespace loom::ops

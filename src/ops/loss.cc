@@ -35,14 +35,7 @@ Expected<OpSignature> mse_signature(const OpCall& call) {
 
 ir::OpDef loss(std::string type, std::string summary, ir::SignatureFn signature, ir::CostFn flops,
                std::vector<ir::AttrSpec> attrs = {}) {
-  return {.type = std::move(type),
-          .family = "loss",
-          .summary = std::move(summary),
-          .op_class = ir::OpClass::loss,
-          .attrs = std::move(attrs),
-          .signature = std::move(signature),
-          .flops = std::move(flops),
-          .backward = {.no_grad_inputs = {1}, .flops_factor = 1.0}};
+  return loss_op(std::move(type), std::move(summary), std::move(signature), std::move(flops), std::move(attrs), {1});
 }
 
 }  // namespace

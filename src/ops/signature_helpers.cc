@@ -39,6 +39,18 @@ Expected<void> check_label_smoothing(const ir::OpCall& call, std::string_view op
   return {};
 }
 
+ir::OpDef loss_op(std::string type, std::string summary, ir::SignatureFn signature, ir::CostFn flops,
+                  std::vector<ir::AttrSpec> attrs, std::vector<int> no_grad) {
+  return {.type = std::move(type),
+          .family = "loss",
+          .summary = std::move(summary),
+          .op_class = ir::OpClass::loss,
+          .attrs = std::move(attrs),
+          .signature = std::move(signature),
+          .flops = std::move(flops),
+          .backward = {.no_grad_inputs = std::move(no_grad), .flops_factor = 1.0}};
+}
+
 std::string letter_name(std::size_t index) {
   const char letter = static_cast<char>('a' + index % 26);
   return index < 26 ? std::string(1, letter) : fmt::format("{}{}", letter, index / 26);

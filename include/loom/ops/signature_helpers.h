@@ -30,6 +30,10 @@ TensorDims flagged(TensorDims dims, char flag);
 TensorDims token_dims(std::size_t count);
 // The optional label_smoothing attribute of a loss must lie in [0, 1); errors name the op.
 Expected<void> check_label_smoothing(const ir::OpCall& call, std::string_view op);
+// A loss-family op definition (op class loss, backward at 1x the forward's FLOPs) whose inputs
+// `no_grad` (labels, stabilisers) take no gradient.
+ir::OpDef loss_op(std::string type, std::string summary, ir::SignatureFn signature, ir::CostFn flops,
+                  std::vector<ir::AttrSpec> attrs, std::vector<int> no_grad);
 // "a", "b", ..., "z", "a1", "b1", ...: short distinct names for generated identifiers.
 std::string letter_name(std::size_t index);
 
