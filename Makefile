@@ -33,16 +33,23 @@ venv: .venv/.requirements-installed
 	.venv/bin/python -m pip install -q -r python/requirements.txt
 	touch $@
 
-$(BUILD)/build.ninja: | system-packages
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_WERROR=ON
+# Configured with the venv's Python (its pybind11 builds the loom extension, src/bindings); again when the
+# venv's requirements change.
+$(BUILD)/build.ninja: .venv/.requirements-installed | system-packages
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_WERROR=ON \
+	      -DLOOM_PYTHON=$(CURDIR)/.venv/bin/python
+	touch $@
 
 configure: system-packages $(BUILD)/build.ninja
 
+# loom.pth makes `import loom` work in the venv: python/ and this build's extension dir (the last build wins).
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
+	@.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' | \
+	  { read site; printf '%s\n' "$(CURDIR)/python" "$(abspath $(BUILD))/python" > "$$site/loom.pth"; }
 
 # Then trains a small GPT-2 with the plan Loom finds (megatron dp 2 x tp 2, 4 gloo processes) for 20 steps and
-# prints each step's loss beside the single-process run's (python/loom/examples/train_gpt2.py).
+# prints each step's loss beside the single-process run's and torch's own (python/loom/examples/train_gpt2.py).
 run: build venv
 	./$(BUILD)/loom $(RUN_ARGS)
 	@echo

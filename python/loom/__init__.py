@@ -5,7 +5,10 @@ JSON is here; planning is the engine's (`loom plan --graph FILE`). DESIGN.md: no
     loom.save_graph(graph, "model.json")      # then: loom plan --graph model.json --policy dp --gpus 2
 """
 
+from .api import ParallelModule, PlanError, parallelize, plan
+from .custom_ops import register_op
 from .graph_json import save_graph
 from .tracer import UnsupportedOpsError, trace
 
-__all__ = ["trace", "save_graph", "UnsupportedOpsError"]
+__all__ = ["trace", "save_graph", "UnsupportedOpsError", "register_op", "parallelize", "plan", "ParallelModule",
+           "PlanError"]

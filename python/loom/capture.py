@@ -8,9 +8,12 @@ keeps sizes, dtypes and other non-tensor values, so `x.size(-1)` becomes a numbe
 import contextlib
 import copy
 import inspect
+import operator
 
 import torch
 import torch.fx as fx
+
+from . import custom_ops
 
 
 def _is_huggingface(module):
@@ -25,7 +28,7 @@ class _LeafTracer(fx.Tracer):
     """torch.fx's tracer with user-chosen leaf module types or instances."""
 
     def __init__(self, leaf_modules):
-        super().__init__()
+        super().__init__(autowrap_functions=custom_ops.leaf_functions())  # loom.register_op: calls kept whole
         self._leaf_types = tuple(m for m in leaf_modules if isinstance(m, type))
         self._leaf_ids = {id(m) for m in leaf_modules if not isinstance(m, type)}
 
@@ -33,6 +36,17 @@ class _LeafTracer(fx.Tracer):
         if id(m) in self._leaf_ids or (self._leaf_types and isinstance(m, self._leaf_types)):
             return True
         return super().is_leaf_module(m, qualname)
+
+    def proxy(self, node):
+        return _WritableProxy(node, self)
+
+
+class _WritableProxy(fx.Proxy):
+    """x[i] = v recorded as a call of operator.setitem (as HuggingFace's proxies do; lowering writes it
+    functionally, tracer.py)."""
+
+    def __setitem__(self, index, value):
+        return self.tracer.create_proxy("call_function", operator.setitem, (self, index, value), {})
 
 
 def _concrete_hf_tracer():
@@ -51,7 +65,11 @@ def _concrete_hf_tracer():
             meta = known(self)
             if isinstance(meta, (tuple, list, torch.Size)):
                 return iter([self[i] for i in range(len(meta))])
-            return super().__iter__()
+            if isinstance(self.__dict__.get("_metadata"), torch.Tensor):
+                return super().__iter__()  # a tensor of known shape: HuggingFace's iteration over dim 0
+            raise TraceError(f"{self.node.name} ({_node_target(self.node)}) is iterated, and its length is not known "
+                             "from the example shapes: a data-dependent size (torch.where's indices, a routing "
+                             "mask's nonzeros), or a value computed from one")
 
         def __bool__(self):
             meta = self.__dict__.get("_metadata")
@@ -67,11 +85,41 @@ def _concrete_hf_tracer():
                 return known(self)
             raise TypeError(f"{self.node.name} is used as an integer, and the examples do not fix its value")
 
-        __int__ = __index__
+        def __int__(self):  # int(size ** 0.5) truncates, as Python does (transformers' torch_float)
+            if isinstance(known(self), (int, float)):
+                return int(known(self))
+            raise TypeError(f"{self.node.name} is used as a number, and the examples do not fix its value")
+
+        def __float__(self):
+            if isinstance(known(self), (int, float)):
+                return float(known(self))
+            raise TypeError(f"{self.node.name} is used as a number, and the examples do not fix its value")
+
+        def __array__(self, dtype=None, copy=None):
+            """numpy on a number known from shapes (CTRL's np.sqrt(k.shape[-1])): that number's array."""
+            import numpy
+            meta = known(self)
+            if isinstance(meta, (int, float, tuple, list, torch.Size)) and not isinstance(meta, bool):
+                return numpy.asarray(meta, dtype=dtype)  # sizes too: Perceiver's np.prod(index_dims)
+            raise TypeError(f"{self.node.name} is used as a numpy value, and the examples do not fix it")
 
     class ConcreteHFTracer(HFTracer):
+        def __init__(self, *args, **kwargs):  # loom.register_op: calls to registered functions kept whole
+            super().__init__(*args, autowrap_functions=custom_ops.leaf_functions(), **kwargs)
+
         def proxy(self, node):
             return ConcreteProxy(node, self)
+
+        def is_leaf_module(self, m, qualname):
+            # A top-k mixture of experts routes with data-dependent sizes: traced whole, lowered densely.
+            return _moe_leaf(m) or super().is_leaf_module(m, qualname)
+
+        def call_module(self, m, forward, args, kwargs):
+            out = super().call_module(m, forward, args, kwargs)
+            meta = out.__dict__.get("_metadata") if isinstance(out, fx.Proxy) else None
+            if _moe_leaf(m) and isinstance(meta, tuple):  # (hidden states, router logits): a real tuple, as
+                return tuple(out[i] for i in range(len(meta)))  # callers test isinstance(output, tuple)
+            return out
 
         @contextlib.contextmanager
         def patch_for_tracing(self, root):
@@ -101,7 +149,9 @@ def _concrete_hf_tracer():
                                           if isinstance(v, fx.Proxy) else v)
             if any(isinstance(v, fx.Proxy) for v in _flatten(metas)):
                 return None
-            meta_args, meta_kwargs = metas
+            # A real tensor (a buffer read through get_attr) beside meta ones: torch refuses to mix devices.
+            meta_args, meta_kwargs = fx.node.map_aggregate(metas, lambda v: v.to("meta") if isinstance(
+                v, torch.Tensor) and v.device.type != "meta" else v)
             self._disable_module_getattr = self._disable_call_module = True
             try:
                 if kind == "call_function":
@@ -109,9 +159,16 @@ def _concrete_hf_tracer():
                 elif kind == "call_method":
                     out = getattr(meta_args[0], target)(*meta_args[1:], **meta_kwargs)
                 else:
+                    module = self.root.get_submodule(target)
+                    if _moe_leaf(module):  # data-dependent sizes inside, not in its outputs: shapes from zeros
+                        real = fx.node.map_aggregate((meta_args, meta_kwargs), lambda v: torch.zeros(
+                            v.shape, dtype=v.dtype) if isinstance(v, torch.Tensor) else v)
+                        with torch.no_grad():
+                            out = module(*real[0], **real[1])
+                        return fx.node.map_aggregate(out, lambda v: v.to("meta") if isinstance(v, torch.Tensor) else v)
                     modules = self.__dict__.setdefault("_meta_modules", {})
                     if target not in modules:
-                        modules[target] = copy.deepcopy(self.root.get_submodule(target)).to("meta")
+                        modules[target] = copy.deepcopy(module).to("meta")
                     out = modules[target](*meta_args, **meta_kwargs)
                 return out.to("meta") if isinstance(out, torch.Tensor) else out
             except Exception:  # noqa: BLE001: no metadata, as HuggingFace's own run
@@ -120,6 +177,16 @@ def _concrete_hf_tracer():
                 self._disable_module_getattr = self._disable_call_module = False
 
     return ConcreteHFTracer
+
+
+def _moe_leaf(module):
+    from .lowering import is_dense_moe
+    return is_dense_moe(module)
+
+
+def _node_target(node):
+    target = node.target
+    return target if isinstance(target, str) else getattr(target, "__name__", str(target))
 
 
 def _flatten(value):
@@ -145,19 +212,34 @@ def named_inputs(module, example_inputs):
     return dict(zip(names, example_inputs))
 
 
+def _trace_huggingface(module, inputs):
+    """HuggingFace's tracer (its patches, its leaves) on the example inputs themselves, as meta tensors: its
+    own symbolic_trace draws random batch and sequence sizes, so numbers the trace fixes (a size turned into
+    an int, a loop's length) would be another batch's; here every known size is the examples'. The check of
+    HuggingFace's list of tested classes is left out: others often trace too, and those that do not fail
+    with the reason."""
+    from transformers.utils.fx import get_concrete_args
+    taken = inspect.signature(module.forward).parameters
+    names = [name for name in inputs if name in taken]
+    if getattr(module.config, "use_cache", False):
+        module.config.use_cache = False  # as symbolic_trace: no cache, whose objects are not traced
+    tracer = _concrete_hf_tracer()()
+    graph = tracer.trace(module, concrete_args=get_concrete_args(module, names),
+                         dummy_inputs={name: inputs[name] for name in names},
+                         complete_concrete_args_with_inputs_not_in_dummy_inputs=False)  # get_concrete_args did
+    traced = fx.GraphModule(module, graph)
+    traced.config = module.config
+    return traced
+
+
 def trace_module(module, inputs, concrete_args, leaf_modules):
     """A GraphModule of `module` (HuggingFace's tracer for its models, torch.fx's otherwise), the
     arguments fixed while tracing, and {placeholder target: forward argument name} where they differ
     (torch.fx renames the placeholders of concrete arguments, e.g. `double_1`)."""
     if _is_huggingface(module):
-        from transformers.utils.fx import symbolic_trace
         if leaf_modules:
             raise ValueError("leaf_modules is not supported for HuggingFace models (their tracer picks the leaves)")
-        taken = inspect.signature(module.forward).parameters
-        # disable_check: HuggingFace lists the classes it tested its tracer on; others often trace too,
-        # and those that do not fail with the reason.
-        return symbolic_trace(module, input_names=[name for name in inputs if name in taken], disable_check=True,
-                              tracer_cls=_concrete_hf_tracer()), {}, {}
+        return _trace_huggingface(module, inputs), {}, {}
     fixed = dict(concrete_args or {})
     params = inspect.signature(module.forward).parameters
     # Arguments the examples do not give are fixed to their defaults, so control flow on them resolves.

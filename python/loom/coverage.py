@@ -1,19 +1,33 @@
 """Coverage report (issue 5): which HuggingFace `transformers` model classes Loom traces and plans.
 
     python -m loom.coverage [--families causal-lm,seq2seq-lm,image-classification] [--limit N]
-                            [--models GPT2LMHeadModel,...] [--loom build/loom] [--json out.json]
+                            [--models GPT2LMHeadModel,...] [--match] [--loom build/loom] [--json out.json]
 
 For every model class transformers maps to causal LM, seq-to-seq LM or image classification: build it
 from its default config shrunk (2 layers, hidden 64, 4 heads, vocabulary 512, 32x32 images; random
-init, nothing downloaded), trace it with its own loss on a small batch (loom.trace), and plan the graph
-with the engine twice, `loom plan --graph` under `--policy dp --gpus 2` and `--policy megatron --tp 2`.
-Prints one row per class (traced? planned dp? planned tp? and the first failure's reason) and the
-shares over the classes that build. A class that does not build from the shrunk config is listed with
-its reason and left out of the shares. Planning is the engine's; this script only drives it.
+init, nothing downloaded; an image model that does not run on 32x32 images keeps its own image and patch
+sizes), trace it with its own loss on a small batch (loom.trace; a class that takes no labels, such as
+DeiT's and LeViT's distillation heads, with the cross entropy of its logits), and plan the graph with the
+engine twice, `loom plan --graph` under `--policy dp --gpus 2` and `--policy megatron --tp 2`.
+
+With --match, every class that plans both ways is also trained: the dp 2 and tp 2 plans and the
+1-device plan are emitted (`--emit`) and run one step (loom.runtime.launch.train, gloo), and the class
+matches when the loss and every updated parameter of both parallel runs equal the 1-device run's: per
+tensor, max |difference| <= 1e-5 x max(max |reference|, 1e-3 x the largest value among the compared
+tensors). The step is SGD with learning rate 1, so an updated parameter is the parameter minus its whole
+gradient: a wrong gradient shows. (One Adam step would turn rounding noise in a gradient that is exactly
+zero, e.g. of the key bias, which softmax ignores, into a step of the learning rate's size with a random
+sign; the floor lets such noise pass, not a real error.) --match takes about 10 s a class on 2 cores.
+
+Prints one row per class (built? traced? planned dp? planned tp? matches? and the first failure's
+reason) and the shares over the classes that build. A class that does not build from the shrunk config
+is listed with its reason and left out of the shares. Planning is the engine's; this script only drives
+it.
 """
 
 import argparse
 import contextlib
+import inspect
 import io
 import json
 import os
@@ -22,6 +36,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 
 FAMILIES = {
@@ -33,6 +48,9 @@ PLANS = {
     "dp": ["--policy", "dp", "--gpus", "2"],
     "tp": ["--policy", "megatron", "--tp", "2"],
 }
+SINGLE = ["--policy", "dp", "--dp", "1"]  # the reference the parallel plans must train as
+MATCH_STEP = ["--optimizer", "sgd", "--lr", "1"]  # the updated parameters carry the whole gradients
+RTOL, FLOOR = 1e-5, 1e-3
 BATCH, SEQ, TARGET_SEQ, IMAGE, VOCAB, LABELS = 2, 16, 8, 32, 512, 10
 
 # Config fields shrunk where a config has them as integers (lists: each element).
@@ -43,6 +61,7 @@ _SMALL = {
     4: ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads", "decoder_attention_heads"),
     128: ("intermediate_size", "n_inner", "ffn_dim", "d_ff", "encoder_ffn_dim", "decoder_ffn_dim"),
     16: ("head_dim", "d_kv", "kv_channels"),
+    8: ("rotary_dim",),  # half the head: both the rotated and the passed-through parts are non-empty
 }
 _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id",
               "cls_token_id", "unk_token_id", "mask_token_id")
@@ -60,8 +79,9 @@ def model_classes(families):
     return found
 
 
-def shrink(config, family):
-    """The config made small in place: few layers, small widths, a small vocabulary, small images."""
+def shrink(config, family, image_sizes=True):
+    """The config made small in place: few layers, small widths, a small vocabulary, small images (with
+    image_sizes; else the image and patch sizes stay the config's)."""
     for value, fields in _SMALL.items():
         for field in fields:
             if isinstance(getattr(config, field, None), int) and not isinstance(getattr(config, field), bool):
@@ -79,12 +99,16 @@ def shrink(config, family):
             config.pad_token_id = 0
         if getattr(config, "decoder_start_token_id", 0) is None:
             config.decoder_start_token_id = config.pad_token_id
+    if getattr(config, "attention_type", None) == "block_sparse":
+        # BigBird switches to full attention by itself when the sequence is this short (with a warning,
+        # replacing its attention modules mid-forward, which a trace cannot follow): full from the start.
+        config.attention_type = "original_full"
     if isinstance(getattr(config, "max_position_embeddings", None), int):
         config.max_position_embeddings = min(config.max_position_embeddings, 128)
     if family == "image-classification":
-        if isinstance(getattr(config, "image_size", None), int):
+        if isinstance(getattr(config, "image_size", None), int) and image_sizes:
             config.image_size = IMAGE
-        if isinstance(getattr(config, "patch_size", None), int):
+        if isinstance(getattr(config, "patch_size", None), int) and image_sizes:
             config.patch_size = min(config.patch_size, 8)
         for field in ("hidden_sizes", "embed_dims", "neck_hidden_sizes"):
             sizes = getattr(config, field, None)
@@ -101,16 +125,22 @@ def shrink(config, family):
     for sub in ("text_config", "vision_config", "encoder", "decoder"):
         inner = getattr(config, sub, None)
         if inner is not None and hasattr(inner, "to_dict"):
-            shrink(inner, family)
+            shrink(inner, family, image_sizes)
     return config
 
 
-def example_inputs(config, family):
+def example_inputs(config, family, cls=None):
     import torch
     generator = torch.Generator().manual_seed(0)
+    takes = inspect.signature(cls.forward).parameters if cls is not None else {}
+    if family == "image-classification" and "pixel_values" not in takes and "input_ids" in takes:
+        # ImageGPT classifies images given as sequences of colour-cluster ids.
+        vocab = getattr(config, "vocab_size", VOCAB) or VOCAB
+        return {"input_ids": torch.randint(0, vocab, (BATCH, SEQ), generator=generator),
+                "labels": torch.randint(0, LABELS, (BATCH,), generator=generator)}
     if family == "image-classification":
-        channels = getattr(config, "num_channels", 3)
-        return {"pixel_values": torch.randn(BATCH, channels, IMAGE, IMAGE, generator=generator),
+        channels, size = getattr(config, "num_channels", 3), getattr(config, "loom_image_size", IMAGE)
+        return {"pixel_values": torch.randn(BATCH, channels, size, size, generator=generator),
                 "labels": torch.randint(0, LABELS, (BATCH,), generator=generator)}
     vocab = getattr(config, "vocab_size", VOCAB) or VOCAB
     ids = torch.randint(len(_TOKEN_IDS), vocab, (BATCH, SEQ), generator=generator)
@@ -121,7 +151,45 @@ def example_inputs(config, family):
         start = start if isinstance(start, int) else 0
         decoder_ids = torch.cat([torch.full((BATCH, 1), start), labels[:, :-1]], dim=1)
         return {"input_ids": ids, "decoder_input_ids": decoder_ids, "labels": labels}
+    codebooks = getattr(config, "num_codebooks", None)
+    if isinstance(codebooks, int) and "input_ids" in takes:
+        # MusicGen's decoder reads one row of audio codes per codebook: input_ids [batch x codebooks, seq],
+        # labels [batch, seq, codebooks] (its docs).
+        codes = torch.randint(0, vocab, (BATCH, SEQ, codebooks), generator=generator)
+        return {"input_ids": codes.permute(0, 2, 1).reshape(BATCH * codebooks, SEQ), "labels": codes}
     return {"input_ids": ids, "labels": ids}
+
+
+def _build(cls, family):
+    """(model, config) of `cls` from its shrunk default config, in training mode. An image model whose
+    stages do not fit 32x32 images (windows, attention biases and patch grids sized for its own image
+    size) keeps its default image and patch sizes, when it then runs."""
+    import torch
+    config = shrink(cls.config_class(), family)
+    torch.manual_seed(0)
+    model = cls(config)
+    if family == "image-classification":
+        try:
+            with torch.no_grad():
+                model(**example_inputs(config, family, cls))
+        except Exception:  # noqa: BLE001: retried at its own sizes; that failing is the class's failure
+            default = cls.config_class()
+            config = shrink(cls.config_class(), family, image_sizes=False)
+            global_image = getattr(default, "image_size", IMAGE)
+            torch.manual_seed(0)
+            model = cls(config)
+            config.loom_image_size = global_image if isinstance(global_image, int) else IMAGE
+    model.train()
+    if hasattr(model, "set_default_language"):  # X-MOD's adapters need a language (its docs: en_XX)
+        model.set_default_language("en_XX")
+    return model, config
+
+
+def _classification_loss(outputs, batch):
+    """For a class that takes no labels (DeiT and LeViT with a distillation head, whose loss is the
+    teacher's): cross entropy of its logits, the loss its fine-tuning head is trained with."""
+    import torch.nn.functional as F
+    return F.cross_entropy(outputs["logits"], batch["labels"])
 
 
 class _Timeout(Exception):
@@ -157,22 +225,72 @@ def _engine_error(result):
     return (lines[0].strip() if lines else f"exit status {result.returncode}")[:300]
 
 
-def check_model(family, name, loom_binary, workdir, timeout=180):
-    """One row of the report: {family, model, built, traced, dp, tp, reason}."""
+def worst_error(reference, candidate):
+    """(max relative error, tensor name) over every tensor of the reference run (the loss and the updated
+    parameters): max |difference| / max(max |reference|, FLOOR x the largest reference value of all); a
+    tensor missing from the candidate, or of another shape, is infinitely off."""
+    largest = max((want.abs().max().item() for want in reference.values() if want.numel()), default=0.0)
+    worst = (0.0, "")
+    for name, want in reference.items():
+        got = candidate.get(name)
+        if got is None or got.shape != want.shape:
+            return float("inf"), name
+        want = want.double()
+        scale = max(want.abs().max().item() if want.numel() else 0.0, FLOOR * largest, 1e-30)
+        rel = (got.double() - want).abs().max().item() / scale if want.numel() else 0.0
+        if rel != rel:  # NaN: as far off as a missing tensor
+            return float("inf"), name
+        if rel >= worst[0]:
+            worst = (rel, name)
+    return worst
+
+
+def _plan(loom_binary, path, options, out, timeout, emit=None):
+    command = [loom_binary, "plan", "--graph", path, *options, "--out", out] + (["--emit", emit] if emit else [])
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def check_match(loom_binary, path, workdir, name, timeout=180):
+    """'' when one AdamW step of the dp and tp plans (gloo) equals the 1-device plan's step, else why not."""
+    from loom.runtime.launch import LaunchError, train
+    results = {}
+    for plan, options in {"single": SINGLE, **PLANS}.items():
+        emit = os.path.join(workdir, f"{name}-{plan}-emit")
+        try:
+            result = _plan(loom_binary, path, options + MATCH_STEP, os.path.join(workdir, f"{name}-{plan}-out"),
+                           timeout, emit)
+        except subprocess.TimeoutExpired:
+            return f"emit {plan}: took longer than {timeout} s"
+        if result.returncode != 0:
+            return f"emit {plan}: {_engine_error(result)}"
+        try:
+            results[plan] = train(emit, 1, timeout=timeout)[1]
+        except LaunchError as e:
+            return f"run {plan}: {str(e).splitlines()[0]}"[:300]
+    reference = results.pop("single")
+    for plan, values in results.items():
+        rel, where = worst_error(reference, values)
+        if not rel <= RTOL:
+            return f"{plan} differs from 1 device: {where} relative error {rel:.2e}"
+    return ""
+
+
+def check_model(family, name, loom_binary, workdir, timeout=180, match=False):
+    """One row of the report: {family, model, built, traced, dp, tp, match, reason}; match is None when it
+    was not checked (not asked, or the class does not plan both ways)."""
     import torch
     import transformers
     import loom
-    row = {"family": family, "model": name, "built": False, "traced": False, "dp": False, "tp": False, "reason": ""}
+    row = {"family": family, "model": name, "built": False, "traced": False, "dp": False, "tp": False,
+           "match": None, "reason": ""}
     try:
         with _time_limit(timeout):
             cls = getattr(transformers, name)
-            config = shrink(cls.config_class(), family)
-            torch.manual_seed(0)
-            model = cls(config)
-            model.train()
+            model, config = _build(cls, family)
             row["built"] = True
-            inputs = example_inputs(config, family)
-            graph = loom.trace(model, inputs)
+            inputs = example_inputs(config, family, cls)
+            graph = loom.trace(model, inputs, loss=None if "labels" in inspect.signature(cls.forward).parameters
+                               else _classification_loss)
             row["traced"] = True
     except Exception as e:  # noqa: BLE001: every failure is a row of the report
         row["reason"] = ("" if row["built"] else "does not build: ") + _reason(e)
@@ -181,15 +299,17 @@ def check_model(family, name, loom_binary, workdir, timeout=180):
     loom.save_graph(graph, path)
     for plan, options in PLANS.items():
         try:
-            result = subprocess.run([loom_binary, "plan", "--graph", path, *options, "--out",
-                                     os.path.join(workdir, f"{name}-{plan}")], capture_output=True, text=True,
-                                    timeout=timeout)
+            result = _plan(loom_binary, path, options, os.path.join(workdir, f"{name}-{plan}"), timeout)
         except subprocess.TimeoutExpired:
             row["reason"] = row["reason"] or f"plan {plan}: took longer than {timeout} s"
             continue
         row[plan] = result.returncode == 0
         if not row[plan] and not row["reason"]:
             row["reason"] = f"plan {plan}: {_engine_error(result)}"
+    if match and row["dp"] and row["tp"]:
+        why = check_match(loom_binary, path, workdir, name, timeout)
+        row["match"] = not why
+        row["reason"] = why
     return row
 
 
@@ -199,19 +319,25 @@ def summary(rows):
     count = lambda key: sum(1 for r in built if r[key])  # noqa: E731
     share = lambda k: f"{k}/{n} ({100.0 * k / n:.0f} %)" if n else "0/0"  # noqa: E731
     every = sum(1 for r in built if r["traced"] and r["dp"] and r["tp"])
+    text = (f"{len(rows)} classes, {n} build from a small config; traced {share(count('traced'))}, "
+            f"planned dp {share(count('dp'))}, planned tp {share(count('tp'))}; "
+            f"traced and planned both ways {share(every)}")
+    checked = [r for r in built if r.get("match") is not None]
+    matched = count("match")
+    if checked:
+        text += f"; matches single-process training {share(matched)} ({matched} of the {len(checked)} checked)"
     return {"classes": len(rows), "built": n, "traced": count("traced"), "dp": count("dp"), "tp": count("tp"),
-            "all": every, "text": (f"{len(rows)} classes, {n} build from a small config; traced {share(count('traced'))}, "
-                                   f"planned dp {share(count('dp'))}, planned tp {share(count('tp'))}; "
-                                   f"traced and planned both ways {share(every)}")}
+            "all": every, "match": matched, "checked": len(checked), "text": text}
 
 
 def format_table(rows):
     width = max([len(r["model"]) for r in rows] + [5])
-    mark = lambda ok, r: "yes" if ok else ("-" if not r["built"] else "no")  # noqa: E731
-    lines = [f"{'family':<21} {'model':<{width}} traced dp  tp  reason"]
+    mark = lambda ok, r: "yes" if ok else ("-" if not r["built"] or ok is None else "no")  # noqa: E731
+    lines = [f"{'family':<21} {'model':<{width}} built traced dp  tp  match reason"]
     for r in rows:
-        lines.append(f"{r['family']:<21} {r['model']:<{width}} {mark(r['traced'], r):<6} {mark(r['dp'], r):<3} "
-                     f"{mark(r['tp'], r):<3} {r['reason']}")
+        lines.append(f"{r['family']:<21} {r['model']:<{width}} {mark(r['built'], dict(r, built=True)):<5} "
+                     f"{mark(r['traced'], r):<6} {mark(r['dp'], r):<3} {mark(r['tp'], r):<3} "
+                     f"{mark(r.get('match'), r):<5} {r['reason']}")
     return "\n".join(lines)
 
 
@@ -229,6 +355,8 @@ def main(argv=None):
     parser.add_argument("--limit", type=int, default=0, help="check at most this many classes (0: all)")
     parser.add_argument("--loom", default=_default_loom(), help="the engine binary (default: $LOOM, else build/loom)")
     parser.add_argument("--timeout", type=int, default=180, help="seconds per class for tracing and each plan")
+    parser.add_argument("--match", action="store_true",
+                        help="also train one step of the dp 2, tp 2 and 1-device plans and compare (slower)")
     parser.add_argument("--json", default="", help="also write the rows and the shares to this file")
     args = parser.parse_args(argv)
     families = [f for f in args.families.split(",") if f]
@@ -249,17 +377,18 @@ def main(argv=None):
         classes = [(f, n) for f, n in classes if n in wanted]
     if args.limit > 0:
         classes = classes[:args.limit]
-    rows = []
+    rows, start = [], time.monotonic()
     with tempfile.TemporaryDirectory(prefix="loom-coverage-") as workdir:
         for family, name in classes:
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                row = check_model(family, name, args.loom, workdir, args.timeout)
+                row = check_model(family, name, args.loom, workdir, args.timeout, args.match)
             rows.append(row)
             print(f"{family:<21} {name:<50} traced {row['traced']!s:<5} dp {row['dp']!s:<5} tp {row['tp']!s:<5} "
-                  f"{row['reason']}", file=sys.stderr, flush=True)
+                  f"match {row['match']!s:<5} {row['reason']}", file=sys.stderr, flush=True)
     print(format_table(rows))
     totals = summary(rows)
     print(totals["text"])
+    print(f"checked {len(rows)} classes in {time.monotonic() - start:.0f} s")
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"rows": rows, "summary": totals}, out, indent=1)

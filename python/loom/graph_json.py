@@ -62,6 +62,12 @@ class GraphBuilder:
         self.tensors.append({"name": name, "role": role, "dtype": dtype, "shape": [int(s) for s in shape]})
         return len(self.tensors) - 1
 
+    def set_value(self, index, value):
+        """A buffer's constant elements (row-major; non-finite ones as strings, as the engine reads them)."""
+        flat = value.detach().reshape(-1).to(torch.float64).tolist()
+        self.tensors[index]["value"] = [v if v == v and v not in (float("inf"), float("-inf")) else
+                                        ("nan" if v != v else ("inf" if v > 0 else "-inf")) for v in flat]
+
     def op(self, name, type_, inputs, outputs, attrs=None):
         self.ops.append({"name": name, "type": type_, "inputs": list(inputs), "outputs": list(outputs),
                          "attrs": dict(attrs or {})})

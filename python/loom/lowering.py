@@ -134,7 +134,7 @@ def _addmm(cx, args, kwargs, value):
 
 def _baddbmm(cx, args, kwargs, value):
     # beta * input + alpha * (b1 @ b2) (Bloom's ALiBi scores).
-    bias, b1, b2 = args[0], args[1], args[2]
+    bias, b1, b2 = args[0], _arg(args, kwargs, 1, "batch1"), _arg(args, kwargs, 2, "batch2")
     beta, alpha = float(kwargs.get("beta", 1)), float(kwargs.get("alpha", 1))
     product = cx.emit("bmm", [cx.tensor(b1), cx.tensor(b2)], {}, value, suffix="bmm")
     if alpha != 1:
@@ -151,9 +151,28 @@ def _einsum(cx, args, kwargs, value):
     equation, operands = args[0], args[1:]
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = operands[0]
-    if not isinstance(equation, str) or "." in equation or "->" not in equation:
-        return None  # the engine's einsum takes explicit outputs and no ellipsis
-    return cx.emit("einsum", [cx.tensor(t) for t in operands], {"equation": equation.replace(" ", "")}, value)
+    if not isinstance(equation, str) or "->" not in equation:
+        return None  # the engine's einsum takes explicit outputs
+    equation = equation.replace(" ", "")
+    if "..." in equation:
+        equation = _explicit_ellipsis(equation, [cx.rank(cx.tensor(t)) for t in operands])
+        if equation is None:
+            return None
+    return cx.emit("einsum", [cx.tensor(t) for t in operands], {"equation": equation}, value)
+
+
+def _explicit_ellipsis(equation, ranks):
+    """'...qhd,...khd->...hqk' with operand ranks as letters the equation does not use (LongT5): the engine's
+    einsum has no ellipsis. Only when every '...' stands for the same number of dims (no broadcasting)."""
+    inputs, output = equation.split("->")
+    terms = inputs.split(",")
+    if len(terms) != len(ranks):
+        return None
+    counts = {rank - len(term.replace("...", "")) for term, rank in zip(terms, ranks) if "..." in term}
+    if len(counts) != 1 or min(counts) < 0:
+        return None
+    spare = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in equation][:counts.pop()]
+    return equation.replace("...", "".join(spare))
 
 
 def _stack(cx, args, kwargs, value):
@@ -247,6 +266,59 @@ def _cross_entropy(cx, args, kwargs, value):
     return cx.emit("cross_entropy", [logits, labels], attrs, value)
 
 
+def _nll_loss(cx, args, kwargs, value):
+    log_probs, labels = args[0], cx.tensor(_arg(args, kwargs, 1, "target"))
+    if kwargs.get("reduction", "mean") != "mean" or kwargs.get("weight") is not None \
+            or any(kwargs.get(k) is not None for k in ("size_average", "reduce")):
+        return None
+    return cx.emit("nll_loss", [log_probs, labels], {"ignore_index": int(kwargs.get("ignore_index", -100))}, value)
+
+
+def _gather(cx, args, kwargs, value):
+    """torch.gather(x, dim, index) with a constant index (ProphetNet's relative-position buckets): a one-hot
+    mask of the index along a new last dim, where(mask, x, 0) summed over it; exact (the sum adds zeros)."""
+    x, dim, index = args[0], _arg(args, kwargs, 1, "dim"), _arg(args, kwargs, 2, "index")
+    if not _is_tensor(x) or not isinstance(index, torch.Tensor) or kwargs.get("sparse_grad") \
+            or index.dim() != cx.rank(x):
+        return None
+    shape, dtype = cx.shape(x), cx.torch_dtype(x)
+    dim = dim + len(shape) if dim < 0 else dim
+    size = shape[dim]
+    if any(index.shape[d] != shape[d] for d in range(len(shape)) if d != dim):
+        return None  # torch also reads a smaller index's box of x; not needed so far
+    hot = index.unsqueeze(-1) == torch.arange(size)  # [index's shape.., size]: where each output reads
+    moved = _move_last(cx, x, dim)  # [.. without dim .., size]
+    spread_shape = list(cx.shape(moved))
+    spread_shape.insert(dim, 1)
+    spread = cx.emit("unsqueeze", [moved], {"dim": dim}, Meta(spread_shape, dtype), suffix="spread")
+    picked_shape = list(index.shape) + [size]
+    picked = cx.emit("where", [cx.constant(hot), spread, cx.constant(torch.tensor(0.0, dtype=dtype))], {},
+                     Meta(picked_shape, dtype), suffix="picked")
+    return cx.emit("sum", [picked], {"dims": [len(picked_shape) - 1]}, value)
+
+
+def _move_last(cx, x, dim):
+    rank = cx.rank(x)
+    if dim == rank - 1:
+        return x
+    order = [d for d in range(rank) if d != dim] + [dim]
+    shape = [cx.shape(x)[d] for d in order]
+    return cx.emit("permute", [x], {"dims": order}, Meta(shape, cx.torch_dtype(x)), suffix="moved")
+
+
+def _fill_(cx, args, kwargs, value):
+    """x.fill_(v): x's new value is constant (ProphetNet's targets, new zeros filled with -100); later
+    readers of x read it, as they would in torch."""
+    fill = _arg(args, kwargs, 1, "value")
+    if not isinstance(fill, (bool, int, float)) or not isinstance(value, torch.Tensor):
+        return None
+    filled = cx.constant(torch.full(value.shape, fill, dtype=value.dtype))  # not value: later writes reach it
+    written = cx.node.args[0]
+    if hasattr(cx, "lowered") and written in cx.lowered:
+        cx.lowered[written] = filled
+    return filled
+
+
 def _mse_loss(cx, args, kwargs, value):
     if kwargs.get("reduction", "mean") != "mean":
         return None
@@ -279,9 +351,75 @@ def _conv2d(cx, args, kwargs, value):
     return cx.emit("conv2d", inputs, attrs, value)
 
 
+def _conv1d(cx, args, kwargs, value):
+    """A 1-D convolution of [n c l] as the engine's conv2d of [n c 1 l] (Mamba's depthwise causal conv):
+    the input and the weight [co ci/g k] get a unit height, the result loses it."""
+    x, weight, bias = args[0], cx.tensor(_arg(args, kwargs, 1, "weight")), _arg(args, kwargs, 2, "bias")
+    stride, padding = _arg(args, kwargs, 3, "stride", 1), _arg(args, kwargs, 4, "padding", 0)
+    dilation, groups = _arg(args, kwargs, 5, "dilation", 1), int(_arg(args, kwargs, 6, "groups", 1))
+    one = lambda v: v[0] if isinstance(v, (tuple, list)) else v  # noqa: E731: conv1d's tuples have one entry
+    if cx.rank(x) != 3 or isinstance(padding, str):
+        return None
+    planar = cx.emit("unsqueeze", [x], {"dim": 2}, cx.shape_after_unsqueeze(x, 2), suffix="planar")
+    kernel = cx.emit("unsqueeze", [weight], {"dim": 2}, cx.shape_after_unsqueeze(weight, 2), suffix="kernel")
+    attrs = {"stride": [1, int(one(stride))], "padding": [0, int(one(padding))], "dilation": [1, int(one(dilation))]}
+    if groups != 1:
+        attrs["groups"] = groups
+    inputs = [planar, kernel] + ([cx.tensor(bias)] if bias is not None else [])
+    shape = list(value.shape)
+    out = cx.emit("conv2d", inputs, attrs, Meta(shape[:2] + [1] + shape[2:], value.dtype), suffix="conv2d")
+    return cx.emit("squeeze", [out], {"dim": 2}, value)
+
+
+def _module_conv1d(cx, m, args, kwargs, value):
+    if m.padding_mode != "zeros":
+        return None
+    return _conv1d(cx, [args[0], m.weight, m.bias, m.stride, m.padding, m.dilation, m.groups], {}, value)
+
+
+def _softplus(cx, args, kwargs, value):
+    """F.softplus as torch computes it: x where beta x > threshold, else log(1 + exp(beta x)) / beta; the
+    exponent is clamped at the threshold, so the branch not taken never overflows (nor its gradient)."""
+    x = args[0]
+    beta, threshold = float(_arg(args, kwargs, 1, "beta", 1.0)), float(_arg(args, kwargs, 2, "threshold", 20.0))
+    meta = Meta(cx.shape(x), cx.torch_dtype(x))
+    scaled = cx.emit("scale", [x], {"factor": beta}, meta, suffix="beta") if beta != 1 else x
+    capped = cx.emit("clamp", [scaled], {"max": threshold}, meta, suffix="capped")
+    grown = cx.emit("exp", [capped], {}, meta, suffix="exp")
+    one = cx.constant(torch.tensor(1.0, dtype=cx.torch_dtype(x)))
+    soft = cx.emit("log", [cx.emit("add", [grown, one], {}, meta, suffix="plus1")], {}, meta, suffix="log")
+    if beta != 1:
+        soft = cx.emit("scale", [soft], {"factor": 1.0 / beta}, meta, suffix="unbeta")
+    limit = cx.constant(torch.tensor(threshold, dtype=cx.torch_dtype(x)))
+    linear = cx.emit("gt", [scaled, limit], {}, Meta(cx.shape(x), torch.bool), suffix="linear")
+    return cx.emit("where", [linear, x, soft], {}, value)
+
+
+def _logical_and(cx, args, kwargs, value):
+    """a & b of boolean tensors: where(a, b, a), false wherever a is."""
+    a, b = args[0], args[1]
+    if any(isinstance(v, (T, torch.Tensor)) and (cx.torch_dtype(v) if isinstance(v, T) else v.dtype) != torch.bool
+           for v in (a, b)) or not all(isinstance(v, (T, torch.Tensor)) for v in (a, b)):
+        return None
+    a, b = cx.tensor(a), cx.tensor(b)
+    return cx.emit("where", [a, b, a], {}, value)
+
+
+def _hardswish(cx, args, kwargs, value):
+    """x * relu6(x + 3) / 6 (LeViT, MobileNet V3)."""
+    x = args[0]
+    meta = Meta(cx.shape(x), cx.torch_dtype(x))
+    shifted = cx.emit("add", [x, cx.constant(torch.tensor(3.0, dtype=cx.torch_dtype(x)))], {}, meta, suffix="plus3")
+    gate = cx.emit("clamp", [shifted], {"min": 0.0, "max": 6.0}, meta, suffix="relu6")
+    return cx.emit("scale", [cx.emit("mul", [x, gate], {}, meta, suffix="gated")], {"factor": 1.0 / 6.0}, value)
+
+
 def _batch_norm(cx, args, kwargs, value):
-    # Training mode normalizes with the batch's statistics (the engine's batch_norm); the running
-    # statistics torch updates on the side are not part of the gradient.
+    """Training mode normalizes with the batch's statistics, as the engine's batch-norm parts
+    (src/ops/batch_norm_parts.cc): per-channel sums over batch and space that a data-parallel plan
+    all-reduces (SyncBatchNorm's statistics), then the normalization from the sums, so a plan that splits
+    the batch trains as one device. The running statistics torch updates on the side are not part of the
+    gradient and are not traced: the engine leaves running_mean / running_var as they were."""
     x, weight, bias = args[0], _arg(args, kwargs, 3, "weight"), _arg(args, kwargs, 4, "bias")
     training, eps = _arg(args, kwargs, 5, "training", False), float(_arg(args, kwargs, 7, "eps", 1e-5))
     if not training:
@@ -290,7 +428,10 @@ def _batch_norm(cx, args, kwargs, value):
     dtype = cx.torch_dtype(x)
     weight = cx.tensor(weight) if weight is not None else cx.constant(torch.ones(channels, dtype=dtype))
     bias = cx.tensor(bias) if bias is not None else cx.constant(torch.zeros(channels, dtype=dtype))
-    return cx.emit("batch_norm", [x, weight, bias], {"eps": eps}, value)
+    per_channel = Meta([channels], torch.float32)
+    total, count = cx.emit_many("batch_norm_sums", [x], {}, [per_channel, per_channel], suffix="sums")
+    squares = cx.emit("batch_norm_centered_sums", [x, total, count], {}, per_channel, suffix="squares")
+    return cx.emit("batch_norm_from_sums", [x, total, squares, count, weight, bias], {"eps": eps}, value)
 
 
 def _pool2d(type_):
@@ -306,13 +447,42 @@ def _pool2d(type_):
         else:
             ceil_mode = _arg(args, kwargs, 4, "ceil_mode", False)
             include_pad = _arg(args, kwargs, 5, "count_include_pad", True)
-            if ceil_mode or kwargs.get("divisor_override") is not None or (not include_pad and _pair(padding) != [0, 0]):
+            if kwargs.get("divisor_override") is not None:
                 return None
+            if ceil_mode or (not include_pad and _pair(padding) != [0, 0]):
+                return _avg_pool2d_counted(cx, x, kernel, stride, padding, ceil_mode, include_pad, value)
         attrs = {"kernel": _pair(kernel), "padding": _pair(padding)}
         if stride is not None and (not isinstance(stride, (list, tuple)) or len(stride) > 0):
             attrs["stride"] = _pair(stride)
         return cx.emit(type_, [x], attrs, value)
     return handler
+
+
+def _avg_pool2d_counted(cx, x, kernel, stride, padding, ceil_mode, include_pad, value):
+    """Average pooling whose divisor is not the window's area (count_include_pad=False: PoolFormer; ceil_mode:
+    EfficientNet): zeros padded after the input so that floor-mode windows reach as far as ceil mode's, the
+    engine's avg_pool2d (a window's sum / area), then a constant factor per output position, area / torch's
+    divisor, computed here by pooling ones both ways (0 where a window holds no input)."""
+    kernel, padding = _pair(kernel), _pair(padding)
+    stride = _pair(stride) if stride is not None and (not isinstance(stride, (list, tuple)) or stride) else kernel
+    n, c, h, w = cx.shape(x)
+    oh, ow = value.shape[-2:]
+    extra = [max(0, (o - 1) * s + k - 2 * p - size)
+             for o, s, k, p, size in zip((oh, ow), stride, kernel, padding, (h, w))]
+    dtype = cx.torch_dtype(x)
+    current = x
+    if any(extra):
+        current = cx.emit("pad", [x], {"pads": [0, extra[1], 0, extra[0]]},
+                          Meta([n, c, h + extra[0], w + extra[1]], dtype), suffix="reach")
+    pooled = cx.emit("avg_pool2d", [current], {"kernel": kernel, "padding": padding, "stride": stride},
+                     Meta(value.shape, dtype), suffix="sum_over_area")
+    ones = torch.ones(1, 1, h, w, dtype=torch.float64)
+    wanted = F.avg_pool2d(ones, kernel, stride, padding, ceil_mode=ceil_mode, count_include_pad=include_pad)
+    engine = F.avg_pool2d(F.pad(ones, [0, extra[1], 0, extra[0]]), kernel, stride, padding, count_include_pad=True)
+    if tuple(wanted.shape[-2:]) != (oh, ow) or wanted.shape != engine.shape:
+        return None
+    factor = torch.where(engine > 0, wanted / engine.clamp_min(1e-30), torch.zeros_like(engine)).to(dtype)
+    return cx.emit("mul", [pooled, cx.constant(factor)], {}, value)
 
 
 def _adaptive_avg_pool2d(cx, args, kwargs, value):
@@ -385,12 +555,20 @@ def _chunk(cx, args, kwargs, value):
 def _concat(cx, args, kwargs, value):
     tensors = _arg(args, kwargs, 0, "tensors")
     dim = int(_arg(args, kwargs, 1, "dim", 0))
-    return cx.emit("concat", [cx.tensor(t) for t in tensors], {"dim": dim}, value)
+    # An empty part (GPT-NeoX Japanese's pass-through of a head rotated whole) adds nothing: the engine
+    # has no empty tensors, and the op that made it is dropped as unused.
+    parts = [cx.tensor(t) for t in tensors]
+    parts = [t for t in parts if 0 not in cx.shape(t)] or parts
+    if len(parts) == 1:
+        return cx.alias(parts[0], value)
+    return cx.emit("concat", parts, {"dim": dim}, value)
 
 
 def _getattr(cx, args, kwargs, value):
     """x.T (HuggingFace's Falcon): the dims reversed; other attributes of traced tensors are not ops."""
     x, name = args[0], args[1]
+    if name == "data" and _is_tensor(x):  # ImageGPT: the tensor's data, out of autograd
+        return _detach(cx, [x], {}, value)
     if name != "T" or not _is_tensor(x):
         return None
     rank = cx.rank(x)
@@ -469,7 +647,7 @@ def _clamp(cx, args, kwargs, value):
 def _reduce(type_):
     def handler(cx, args, kwargs, value):
         x = args[0]
-        dim = _arg(args, kwargs, 1, "dim")
+        dim = _arg(args, kwargs, 1, "dim", kwargs.get("axis"))  # numpy's name, which torch also takes (ImageGPT)
         keepdim = bool(_arg(args, kwargs, 2, "keepdim", False))
         if kwargs.get("dtype") is not None:
             return None
@@ -491,8 +669,18 @@ def _getitem(cx, args, kwargs, value):
     x, index = args[0], args[1]
     if _is_integer_vector(cx, index):
         return _index_select(cx, [x, 0, index], {}, value)  # x[ids]: rows picked by a 1-D integer index
+    if _is_integer_index(cx, index):
+        return _gather_rows(cx, x, index, value)
     if not isinstance(index, tuple):
         index = (index,)
+    tensors = [k for k, i in enumerate(index) if isinstance(i, (T, torch.Tensor))]
+    if len(tensors) == 1 and _is_integer_index(cx, index[tensors[0]]) \
+            and all(i == slice(None) for k, i in enumerate(index) if k != tensors[0]):
+        return _gather_rows(cx, x, index[tensors[0]], value, dim=tensors[0])  # LeViT's biases[:, idxs]
+    lists = [k for k, i in enumerate(index) if isinstance(i, list)]
+    if len(lists) == 1 and not any(isinstance(i, (T, torch.Tensor)) for i in index) and index[lists[0]] \
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in index[lists[0]]):
+        return _getitem_with_list(cx, x, index, lists[0], value)
     if any(isinstance(i, (T, torch.Tensor, list)) for i in index):
         return None  # other advanced (tensor) indexing
     rank = cx.rank(x)
@@ -528,6 +716,48 @@ def _getitem(cx, args, kwargs, value):
         else:
             return None
     return current if current != x else cx.alias(x, value)
+
+
+def _is_integer_index(cx, index):
+    dtype = cx.torch_dtype(index) if isinstance(index, T) else getattr(index, "dtype", None)
+    return isinstance(index, (T, torch.Tensor)) and dtype in (torch.int64, torch.int32)
+
+
+def _gather_rows(cx, x, index, value, dim=0):
+    """x[ids] with ids of any shape (Whisper's positions [1, s]), or x[:, ids]: the slices of the flattened
+    ids picked by index_select along dim, then viewed as x.shape[:dim] + ids.shape + x.shape[dim + 1:]."""
+    n = math.prod(cx.shape(index) if isinstance(index, T) else index.shape)
+    if isinstance(index, T):
+        flat = cx.emit("reshape", [index], {"shape": [n]}, Meta([n], cx.torch_dtype(index)), suffix="ids")
+    else:
+        flat = cx.constant(index.reshape(-1).clone())
+    shape = list(cx.shape(cx.tensor(x)))
+    rows = Meta(shape[:dim] + [n] + shape[dim + 1:], cx.torch_dtype(cx.tensor(x)))
+    picked = cx.emit("index_select", [cx.tensor(x), flat], {"dim": dim}, rows, suffix="rows")
+    return cx.emit("reshape", [picked], {"shape": list(value.shape)}, value)
+
+
+def _getitem_with_list(cx, x, index, at, value):
+    """x[..., [i, j], :]: the other entries (basic indexing) first, then the listed positions of that dim,
+    a slice when they are consecutive (Falcon's x[..., [-2], :]), else an index_select of a constant index.
+    torch keeps the dim of a lone list index in place, so the result's layout is the basic one's."""
+    positions = index[at]
+    basic = tuple(slice(None) if k == at else i for k, i in enumerate(index))
+    current = _getitem(cx, [x, basic], {}, Meta(cx.shape(x), cx.torch_dtype(x)))
+    if current is None:
+        return None
+    keeps = lambda i: not isinstance(i, int)  # noqa: E731: a slice or None is a dim of the result; an int is not
+    if Ellipsis in index[:at]:
+        dim = cx.rank(current) - 1 - sum(1 for i in index[at + 1:] if keeps(i))
+    else:
+        dim = sum(1 for i in index[:at] if keeps(i))
+    size = cx.shape(current)[dim]
+    positions = [p + size if p < 0 else p for p in positions]
+    if not all(0 <= p < size for p in positions):
+        return None
+    if positions == list(range(positions[0], positions[0] + len(positions))):
+        return cx.emit("slice", [current], {"dim": dim, "start": positions[0], "end": positions[-1] + 1}, value)
+    return cx.emit("index_select", [current, cx.constant(torch.tensor(positions))], {"dim": dim}, value)
 
 
 def _compare(type_):
@@ -577,7 +807,10 @@ def _norm(cx, args, kwargs, value):
 
 
 def _normalize(cx, args, kwargs, value):
-    """F.normalize, p = 2: x / max(||x||, eps) along dim, as square, sum, sqrt, clamp and a division."""
+    """F.normalize, p = 2: x / max(||x||, eps) along dim, as square, sum, clamp, sqrt and a division. The
+    floor clamps the squared norm (eps^2), not the norm: sqrt's gradient at a zero row (a padded window's
+    key) is infinite, so clamping after it gave NaN (0 x inf) where torch's gradient is 0; before it, the
+    clamp stops the gradient and sqrt sees eps^2. max(sqrt(s), eps) = sqrt(max(s, eps^2)) up to rounding."""
     x, p, dim = args[0], _arg(args, kwargs, 1, "p", 2.0), _arg(args, kwargs, 2, "dim", 1)
     eps = float(_arg(args, kwargs, 3, "eps", 1e-12))
     if p not in (2, 2.0) or _arg(args, kwargs, 4, "out") is not None or not isinstance(dim, int):
@@ -587,9 +820,9 @@ def _normalize(cx, args, kwargs, value):
     reduced = tuple(1 if i == axis else n for i, n in enumerate(shape))
     squared = cx.emit("square", [x], {}, Meta(shape, dtype), suffix="square")
     total = cx.emit("sum", [squared], {"dims": [axis], "keepdim": True}, Meta(reduced, dtype), suffix="sum")
-    norm = cx.emit("sqrt", [total], {}, Meta(reduced, dtype), suffix="norm")
-    floor = cx.emit("clamp", [norm], {"min": eps}, Meta(reduced, dtype), suffix="clamp")
-    return cx.emit("div", [x, floor], {}, value)
+    floor = cx.emit("clamp", [total], {"min": eps * eps}, Meta(reduced, dtype), suffix="clamp")
+    norm = cx.emit("sqrt", [floor], {}, Meta(reduced, dtype), suffix="norm")
+    return cx.emit("div", [x, norm], {}, value)
 
 
 def _repeat(cx, args, kwargs, value):
@@ -718,6 +951,9 @@ FUNCTIONS = {
     torch.split: _split, torch.chunk: _chunk, torch.cat: _concat, torch.concat: _concat,
     torch.masked_fill: _masked_fill, torch.where: _where, torch.clamp: _clamp,
     torch.sum: _reduce("sum"), torch.mean: _reduce("mean"), torch.amax: _reduce("amax"),
+    F.conv1d: _conv1d, F.softplus: _softplus, F.hardswish: _hardswish, F.nll_loss: _nll_loss,
+    torch.gather: _gather,
+    operator.and_: _logical_and, torch.logical_and: _logical_and,
     getattr: _getattr, torch.clone: _contiguous, F.relu6: _unary("clamp", min=0.0, max=6.0),
     torch.baddbmm: _baddbmm, torch.einsum: _einsum, torch.stack: _stack, F.group_norm: _group_norm,
     F.conv2d: _conv2d, torch.conv2d: _conv2d, F.batch_norm: _batch_norm,
@@ -755,6 +991,7 @@ METHODS = {
     "new_zeros": _shape_only(), "new_ones": _shape_only(), "new_full": _shape_only(),
     "new_empty": _shape_only(empty=True), "maximum": _compare("maximum"), "minimum": _compare("minimum"),
     "max": _extreme("maximum", "amax"), "min": _extreme("minimum", None), "detach": _detach, "norm": _norm,
+    "fill_": _fill_, "gather": _gather,
     "repeat": _repeat,
 }
 
@@ -826,6 +1063,20 @@ def _module_batch_norm(cx, m, args, kwargs, value):
     return _batch_norm(cx, [args[0], None, None, m.weight, m.bias, training, m.momentum, m.eps], {}, value)
 
 
+def _module_batch_norm1d(cx, m, args, kwargs, value):
+    """BatchNorm1d of [n c] or [n c l] (LeViT's) as the engine's batch_norm of [n c l 1]: the same
+    statistics, per channel over all other dims."""
+    x = args[0]
+    shape = list(cx.shape(x))
+    if len(shape) not in (2, 3):
+        return None
+    planar = shape + [1] * (4 - len(shape))
+    meta = Meta(planar, cx.torch_dtype(x))
+    lifted = cx.emit("reshape", [x], {"shape": planar}, meta, suffix="planar")
+    normed = _module_batch_norm(cx, m, [lifted], {}, meta)
+    return None if normed is None else cx.emit("reshape", [normed], {"shape": shape}, value)
+
+
 def _module_max_pool2d(cx, m, args, kwargs, value):
     if m.return_indices:
         return None
@@ -874,6 +1125,10 @@ MODULES = [
     (nn.CrossEntropyLoss, _module_cross_entropy),
     (nn.MSELoss, _module_mse),
     (nn.Conv2d, _module_conv2d),
+    (nn.Conv1d, _module_conv1d),
+    (nn.BatchNorm1d, _module_batch_norm1d),
+    (nn.Hardswish, lambda cx, m, args, kwargs, value: _hardswish(cx, args, {}, value)),
+    (nn.Softplus, lambda cx, m, args, kwargs, value: _softplus(cx, [args[0], m.beta, m.threshold], {}, value)),
     (nn.BatchNorm2d, _module_batch_norm),
     (nn.GroupNorm, _module_group_norm),
     (nn.MaxPool2d, _module_max_pool2d),
@@ -886,7 +1141,91 @@ if hasattr(nn, "RMSNorm"):
     MODULES.append((nn.RMSNorm, _module_rms_norm))
 
 
+# ------------------------------------------------------------------------------------------------
+# Top-k mixture-of-experts blocks (Mixtral, OLMoE, Qwen2-MoE). HuggingFace routes tokens with
+# torch.where over the expert mask: sizes that depend on the data, which no static graph holds. The block
+# is traced whole (a leaf, capture.py) and lowered densely: the top-k selection as argmax rounds, each one
+# masking its winner; a gate matrix [tokens, experts] holding each token's routing weight at its selected
+# experts and 0 elsewhere; every expert on every token, weighted by its gate column, summed in expert order.
+# The result is HuggingFace's (a token's terms are added in the same order; an unselected expert adds an
+# exact 0), routing keeps its data dependence, and the gradient reaches the selected weights as through
+# torch.topk. The cost: each expert computes all tokens, not only its own. Ties between routing weights
+# resolve to the lower expert index (torch.topk's order for exact ties is not specified).
+
+_DENSE_MOE = {"MixtralSparseMoeBlock", "OlmoeSparseMoeBlock", "Qwen2MoeSparseMoeBlock"}
+
+
+def is_dense_moe(module):
+    return type(module).__name__ in _DENSE_MOE and type(module).__module__.startswith("transformers.")
+
+
+def _gated_mlp(cx, mlp, x, rows, tag):
+    """An expert: Mixtral's w2(act(w1 x) * w3 x) or the MLP down(act(gate x) * up x); act must be SiLU."""
+    names = ("w1", "w3", "w2") if hasattr(mlp, "w1") else ("gate_proj", "up_proj", "down_proj")
+    gate, up, down = (getattr(mlp, n) for n in names)
+    if not isinstance(getattr(mlp, "act_fn", None), nn.SiLU) or any(lin.bias is not None for lin in (gate, up, down)):
+        return None
+    dtype = cx.torch_dtype(x)
+    inner = Meta([rows, gate.out_features], dtype)
+    g = cx.emit("linear", [x, cx.tensor(gate.weight)], {}, inner, suffix=f"{tag}.gate")
+    u = cx.emit("linear", [x, cx.tensor(up.weight)], {}, inner, suffix=f"{tag}.up")
+    h = cx.emit("mul", [cx.emit("silu", [g], {}, inner, suffix=f"{tag}.act"), u], {}, inner, suffix=f"{tag}.gated")
+    return cx.emit("linear", [h, cx.tensor(down.weight)], {}, Meta([rows, down.out_features], dtype),
+                   suffix=f"{tag}.down")
+
+
+def _dense_moe(cx, m, args, kwargs, value):
+    x = args[0]
+    if not _is_tensor(x) or cx.rank(x) != 3 or (m.training and getattr(m, "jitter_noise", 0)):
+        return None
+    out_value, logits_value = value
+    b, s, h = cx.shape(x)
+    rows, experts, dtype = b * s, m.num_experts, cx.torch_dtype(x)
+    if m.gate.bias is not None or dtype != torch.float32:
+        return None
+    flat = cx.emit("reshape", [x], {"shape": [rows, h]}, Meta([rows, h], dtype), suffix="tokens")
+    logits = cx.emit("linear", [flat, cx.tensor(m.gate.weight)], {}, logits_value, suffix="router_logits")
+    table = Meta([rows, experts], dtype)
+    probs = cx.emit("softmax", [logits], {"dim": 1}, table, suffix="routing")
+    every = cx.constant(torch.arange(experts))
+    masked = probs
+    for k in range(m.top_k):
+        best = cx.emit("argmax", [masked], {"dim": 1}, Meta([rows], torch.int64), suffix=f"top{k}")
+        column = cx.emit("unsqueeze", [best], {"dim": 1}, Meta([rows, 1], torch.int64), suffix=f"top{k}.column")
+        hot = cx.emit("eq", [column, every], {}, Meta([rows, experts], torch.bool), suffix=f"top{k}.hot")
+        masked = cx.emit("masked_fill", [masked, hot], {"value": float("-inf")}, table, suffix=f"top{k}.taken")
+    taken = cx.emit("eq", [masked, cx.constant(torch.tensor(float("-inf")))], {}, Meta([rows, experts], torch.bool),
+                    suffix="selected")
+    gates = cx.emit("where", [taken, probs, cx.constant(torch.tensor(0.0))], {}, table, suffix="gates")
+    if getattr(m, "norm_topk_prob", True):  # Mixtral always renormalizes the top-k weights
+        total = cx.emit("sum", [gates], {"dims": [1], "keepdim": True}, Meta([rows, 1], dtype), suffix="gates.sum")
+        gates = cx.emit("div", [gates, total], {}, table, suffix="gates.normalized")
+    out = None
+    for e, expert in enumerate(m.experts):
+        y = _gated_mlp(cx, expert, flat, rows, f"experts.{e}")
+        if y is None:
+            return None
+        weight = cx.emit("slice", [gates], {"dim": 1, "start": e, "end": e + 1}, Meta([rows, 1], dtype),
+                         suffix=f"experts.{e}.gate")
+        term = cx.emit("mul", [y, weight], {}, Meta([rows, h], dtype), suffix=f"experts.{e}.weighted")
+        if out is not None:
+            term = cx.emit("add", [out, term], {}, Meta([rows, h], dtype), suffix=f"experts.{e}.sum")
+        out = term
+    if hasattr(m, "shared_expert"):  # Qwen2-MoE: an always-on expert, gated by a sigmoid
+        shared = _gated_mlp(cx, m.shared_expert, flat, rows, "shared_expert")
+        if shared is None or m.shared_expert_gate.bias is not None:
+            return None
+        score = cx.emit("linear", [flat, cx.tensor(m.shared_expert_gate.weight)], {}, Meta([rows, 1], dtype),
+                        suffix="shared_expert_gate")
+        score = cx.emit("sigmoid", [score], {}, Meta([rows, 1], dtype), suffix="shared_expert_gate.sigmoid")
+        shared = cx.emit("mul", [score, shared], {}, Meta([rows, h], dtype), suffix="shared_expert.weighted")
+        out = cx.emit("add", [out, shared], {}, Meta([rows, h], dtype), suffix="shared_expert.sum")
+    return cx.emit("reshape", [out], {"shape": [b, s, h]}, out_value), logits
+
+
 def module_handler(module):
+    if is_dense_moe(module):
+        return _dense_moe
     for type_, handler in MODULES:
         if isinstance(module, type_):
             return handler

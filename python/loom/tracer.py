@@ -17,12 +17,12 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 
-from . import capture, fused_projection, lowering
+from . import capture, custom_ops, fused_projection, lowering
 from .graph_json import GraphBuilder, dtype_name
 from .lowering import T
 
-_HINT = ('map such ops with loom.register_op(fn, "annotation") once the engine takes custom ops (this '
-         'increment does not: rewrite them with supported torch ops, or mark their module a leaf to see it whole)')
+_HINT = ('register the function that holds such ops with loom.register_op(fn, "annotation") (docs/custom_ops.md): '
+         'the tracer then keeps its calls whole; or rewrite them with supported torch ops')
 
 
 class UnsupportedOpsError(RuntimeError):
@@ -147,9 +147,9 @@ class Lowering:
         self.graph.op(self._name(suffix), type_, [self.tensor(i) for i in inputs], [out], attrs)
         return out
 
-    def emit_many(self, type_, inputs, attrs, values):
-        outs = [self._new_tensor(f"{self._name()}:{k}", "activation", v) for k, v in enumerate(values)]
-        self.graph.op(self._name(), type_, [self.tensor(i) for i in inputs], outs, attrs)
+    def emit_many(self, type_, inputs, attrs, values, suffix=None):
+        outs = [self._new_tensor(f"{self._name(suffix)}:{k}", "activation", v) for k, v in enumerate(values)]
+        self.graph.op(self._name(suffix), type_, [self.tensor(i) for i in inputs], outs, attrs)
         return tuple(outs)
 
     def alias(self, t, value):
@@ -173,6 +173,7 @@ class Lowering:
             self._keep_alive.append(x)
             name = self.folded_names.get(key) or f"{self._name()}.const{len(self.constants)}"
             self.constants[key] = self._new_tensor(name, "buffer", x)
+            self.graph.set_value(self.constants[key], x)  # the model's own numbers, not drawn ones
         return self.constants[key]
 
     def _parameter(self, p):
@@ -217,8 +218,12 @@ class Lowering:
                 self.folded_names.setdefault(id(value), self._name())  # names its buffer, if one is used
             return value  # folded: a number, a dtype, or a tensor made of constants (a buffer when used)
         if (node.op, node.target) in (("call_function", operator.setitem), ("call_method", "__setitem__")):
-            self._report("operator.setitem (in-place assignment of a traced value)", node)
-            return value  # x[i] = y writes into x: dropping it would lose y
+            written = self._setitem(node, args)
+            if written is None:
+                self._report("operator.setitem (in-place assignment of a traced value)", node)
+                return value  # x[i] = y writes into x: dropping it would lose y
+            self.lowered[node.args[0]] = written  # later readers of x read the written value
+            return None
         if not _has_tensor(value):
             return value  # sizes, dtypes and devices of dynamic tensors are known on the examples
         if node.op == "call_function" and node.target is operator.getitem and isinstance(args[0], (tuple, list, dict)):
@@ -241,6 +246,74 @@ class Lowering:
             self._report(target, node)
             return self._stand_in(value)
         return result
+
+    def _setitem(self, node, args):
+        """x[index] = v as a new value of x: where(mask, v placed in x's shape, x), the mask a constant true
+        on the written region. Basic indexing only (slices of step 1, integers). Refused (None) when x was read
+        before the write by anything but another write: a view taken then would see the write in torch."""
+        x_node = node.args[0]
+        if not isinstance(x_node, fx.Node) or len(args) != 3:
+            return None
+        if x_node.op == "get_attr" and str(x_node.target).startswith("_tensor_constant"):
+            return None  # a real tensor made mid-trace: torch.fx computed its later reads as constants
+            # (x = torch.zeros(3, 4); x[1:] = traced; x.sum() is traced as a number), so the write is lost
+        order = self.__dict__.setdefault("_order", {n: k for k, n in enumerate(self.gm.graph.nodes)})
+        if any(order[u] < order[node] and u.target not in (operator.setitem, "__setitem__") for u in x_node.users):
+            return None
+        x, index, v = args
+        if not isinstance(x, (T, torch.Tensor)):
+            return None
+        base = self.tensor(x)
+        shape, dtype = list(self.shape(base)), self.torch_dtype(base)
+        index = index if isinstance(index, tuple) else (index,)
+        if any(not (isinstance(i, int) or i is Ellipsis or (isinstance(i, slice) and i.step in (None, 1)))
+               for i in index):
+            return None
+        probe = torch.zeros(shape, dtype=torch.bool)
+        probe[index] = True
+
+        def blend(placed):  # placed: the written values in x's shape, zero elsewhere
+            if dtype.is_floating_point or dtype == torch.bool:
+                return self.emit("where", [self.constant(probe), placed, base], {}, _Meta(shape, dtype),
+                                 suffix="written")
+            # Integers (XGLM's shifted labels): x * keep + placed, exact; the engine's where gives a float or bool.
+            kept = self.emit("mul", [base, self.constant((~probe).to(dtype))], {}, _Meta(shape, dtype), suffix="kept")
+            return self.emit("add", [kept, placed], {}, _Meta(shape, dtype), suffix="written")
+
+        if not isinstance(v, T):  # a constant written: x's new value where the mask is, as one buffer
+            full = torch.zeros(shape, dtype=dtype)
+            full[index] = v.to(dtype) if isinstance(v, torch.Tensor) else v
+            return blend(self.constant(full))
+        # The region with the dims an integer index removes kept as size 1, then padded to x's shape.
+        region = list(torch.zeros(shape)[index].shape)
+        if self.torch_dtype(v) != dtype:
+            v = self.emit("cast", [v], {"dtype": self.dtype_name(dtype)}, _Meta(self.shape(v), dtype), suffix="cast")
+        if list(self.shape(v)) != region:
+            v = self.emit("expand", [v], {"shape": region}, _Meta(region, dtype), suffix="expand")
+        spans = []  # (start, stop) of the region in every dim of x
+        expanded = []
+        for i in index:
+            expanded.extend([slice(None)] * (len(shape) - sum(1 for j in index if j is not Ellipsis))
+                            if i is Ellipsis else [i])
+        expanded += [slice(None)] * (len(shape) - len(expanded))
+        lifted = []
+        for d, (i, size) in enumerate(zip(expanded, shape)):
+            if isinstance(i, int):
+                start = i + size if i < 0 else i
+                spans.append((start, start + 1))
+                lifted.append(1)
+            else:
+                start, stop, _ = i.indices(size)
+                spans.append((start, max(start, stop)))
+                lifted.append(max(0, stop - start))
+        if 0 in lifted:
+            return base  # an empty region: nothing written
+        if lifted != region:
+            v = self.emit("reshape", [v], {"shape": lifted}, _Meta(lifted, dtype), suffix="lifted")
+        pads = [p for (start, stop), size in reversed(list(zip(spans, shape))) for p in (start, size - stop)]
+        if any(pads):
+            v = self.emit("pad", [v], {"pads": pads}, _Meta(shape, dtype), suffix="placed")
+        return blend(v)
 
     def _report(self, target, node):
         where = node.target if node.op == "call_module" else (_scope(node) + "." + node.name).lstrip(".")
@@ -340,4 +413,4 @@ def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=N
     if loss_tensor is None or lowering_.shape(loss_tensor) != []:
         raise ValueError("the traced model returns no scalar loss: return one, or pass loss=lambda outputs, batch: ...")
     fused_projection.split_fused_projections(lowering_.graph)
-    return lowering_.graph.finish(loss_tensor)
+    return custom_ops.attach_definitions(lowering_.graph.finish(loss_tensor))  # loom.register_op's definitions

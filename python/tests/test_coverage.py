@@ -1,7 +1,9 @@
 """loom.coverage on a fixed subset of transformers classes: each builds from its shrunk default config,
-traces, and the engine plans it under dp and megatron tp."""
+traces, and the engine plans it under dp and megatron tp; one also trains a step of both plans and of
+one device (--match), and the comparison it uses has teeth."""
 
 import pytest
+import torch
 
 pytest.importorskip("transformers")
 
@@ -15,6 +17,7 @@ SUBSET = [
     ("seq2seq-lm", "T5ForConditionalGeneration"),
     ("image-classification", "ViTForImageClassification"),
     ("image-classification", "ResNetForImageClassification"),
+    ("causal-lm", "MixtralForCausalLM"),  # top-k routing, lowered densely
 ]
 
 
@@ -51,3 +54,21 @@ def test_bad_options_name_the_option(capsys, loom_binary):
     with pytest.raises(SystemExit):
         coverage.main(["--models", "NoSuchModel", "--loom", loom_binary])
     assert "--models: NoSuchModel" in capsys.readouterr().err
+
+
+def test_one_class_trains_as_one_device_under_dp_and_tp(loom_binary, tmp_path):
+    row = coverage.check_model("causal-lm", "LlamaForCausalLM", loom_binary, str(tmp_path), timeout=120, match=True)
+    assert row["match"] is True, row["reason"]
+    assert "matches single-process training 1/1" in coverage.summary([row])["text"]
+
+
+def test_the_comparison_has_teeth():
+    reference = {"loss": torch.tensor(2.5), "w": torch.tensor([1.0, -2.0]), "b": torch.tensor([1e-10, 0.0])}
+    assert coverage.worst_error(reference, dict(reference))[0] == 0.0
+    off = dict(reference, w=torch.tensor([1.0, -2.0001]))  # 5e-5 relative: a wrong gradient, not rounding
+    assert coverage.worst_error(reference, off) == (pytest.approx(5e-5, rel=1e-2), "w")
+    # A gradient that is exactly zero (the key bias's) differs by rounding noise far below the model's scale.
+    noise = dict(reference, b=torch.tensor([3e-10, -1e-10]))
+    assert coverage.worst_error(reference, noise)[0] <= coverage.RTOL
+    assert coverage.worst_error(reference, {"loss": reference["loss"], "w": reference["w"]})[1] == "b"
+    assert coverage.worst_error(reference, dict(reference, loss=torch.tensor(float("nan"))))[1] == "loss"

@@ -29,7 +29,7 @@ def test_timing_counts_every_instruction_of_the_later_steps(tmp_path, run_loom):
         computes = len(re.findall(r"rt\.compute\(", program))
         assert sum(c for k, c in calls.items() if k.startswith(("compute", "backward", "optimizer"))) == \
             computes * (STEPS - 1)
-        assert calls["all_reduce"] == len(re.findall(r"rt\.all_reduce\(", program)) * (STEPS - 1)
+        assert calls.get("all_reduce", 0) == len(re.findall(r"rt\.all_reduce\(", program)) * (STEPS - 1)
         assert calls["load"] == len(re.findall(r"rt\.load\(", program)) * (STEPS - 1)
         assert calls["compute forward"] > 0 and calls["backward autograd"] > 0 and calls["optimizer (adamw)"] > 0
         assert sum(c for _, c in by_op.values()) == computes * (STEPS - 1)  # each compute once by op type

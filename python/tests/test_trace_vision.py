@@ -37,16 +37,19 @@ def test_cnn_modules_map_to_conv_pool_and_norm_ops():
     module = SmallCNN().train()
     graph = cnn_graph(module)
     ops = graph["ops"]
-    assert [op["type"] for op in ops] == ["conv2d", "batch_norm", "relu", "max_pool2d", "conv2d", "relu", "avg_pool2d",
+    # Training batch norm: the batch-splittable parts (sums, centered sums, normalization from the sums).
+    assert [op["type"] for op in ops] == ["conv2d", "batch_norm_sums", "batch_norm_centered_sums", "batch_norm_from_sums",
+                                          "relu", "max_pool2d", "conv2d", "relu", "avg_pool2d",
                                           "adaptive_avg_pool2d", "flatten", "linear", "cross_entropy"]
     assert ops[0]["attrs"] == {"stride": [2, 2], "padding": [1, 1], "dilation": [1, 1]}
     assert len(ops[0]["inputs"]) == 2  # no bias
-    assert ops[3]["attrs"] == {"kernel": [3, 3], "stride": [2, 2], "padding": [1, 1]}
-    assert ops[4]["attrs"]["padding"] == [1, 1] and ops[4]["attrs"]["groups"] == 2  # "same" resolved
-    assert ops[6]["attrs"] == {"kernel": [2, 2], "stride": [2, 2], "padding": [0, 0]}
-    assert ops[7]["attrs"] == {"output_size": [1, 1]}
+    assert ops[5]["attrs"] == {"kernel": [3, 3], "stride": [2, 2], "padding": [1, 1]}
+    assert ops[6]["attrs"]["padding"] == [1, 1] and ops[6]["attrs"]["groups"] == 2  # "same" resolved
+    assert ops[8]["attrs"] == {"kernel": [2, 2], "stride": [2, 2], "padding": [0, 0]}
+    assert ops[9]["attrs"] == {"output_size": [1, 1]}
     tensors = graph["tensors"]
-    assert tensors[ops[1]["outputs"][0]]["shape"] == [2, 8, 16, 16]
+    assert tensors[ops[3]["outputs"][0]]["shape"] == [2, 8, 16, 16]
+    assert [tensors[t]["shape"] for t in ops[1]["outputs"]] == [[8], [8]]
     assert sum(math.prod(t["shape"]) for t in tensors if t["role"] == "parameter") == \
         sum(p.numel() for p in module.parameters())
 

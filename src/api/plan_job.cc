@@ -14,6 +14,7 @@
 #include "loom/exec/exec_json.h"
 #include "loom/exec/fold.h"
 #include "loom/frontend/graph_file.h"
+#include "loom/ops/custom_ops.h"
 #include "loom/ops/registry.h"
 #include "loom/plan/plan_json.h"
 #include "loom/sim/chrome_trace.h"
@@ -137,7 +138,8 @@ std::string describe(const std::string& policy, const policy::ParallelConfig& c)
 
 Expected<std::unique_ptr<PlanResult>> plan_model(const PlanRequest& request) {
   const auto start = Clock::now();
-  const ops::OpRegistry& catalog = ops::builtin_ops();
+  // The built-in ops, plus a graph file's custom ops (loom.register_op) once load_graph_file adds them.
+  ops::CustomCatalog catalog(ops::builtin_ops());
   auto result = std::make_unique<PlanResult>();
   PlanResult& r = *result;
   r.request = request;

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   loom::cli::add_profile_command(app);
   loom::cli::add_plan_command(app);
   loom::cli::add_compare_command(app);
+  loom::cli::add_run_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

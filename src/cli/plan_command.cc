@@ -9,6 +9,7 @@
 #include "loom/api/plan_job.h"
 #include "loom/core/strings.h"
 #include "model_options.h"
+#include "optimizer_options.h"
 #include "parallel_options.h"
 #include "plan_summary.h"
 
@@ -22,6 +23,7 @@ struct JobArgs {
   std::string profile;
   std::string fold = "auto";
   ParallelArgs parallel;
+  OptimizerArgs optimizer;
 };
 
 struct PlanArgs {
@@ -43,6 +45,7 @@ void add_job_options(CLI::App* cmd, JobArgs* args) {
       ->capture_default_str();
   cmd->add_option("--profile", args->profile, "Profile database overriding the roofline (see `loom profile`)");
   add_parallel_options(cmd, &args->parallel);
+  add_optimizer_options(cmd, &args->optimizer);
   cmd->add_option("--fold", args->fold,
                   "Plan one micro-batch of one replica and repeat it (megatron without ZeRO): auto (large jobs), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
@@ -58,6 +61,7 @@ Expected<api::PlanRequest> request_of(const JobArgs& args, const std::string& po
   request.model = args.model.model;
   request.graph_file = args.model.graph;
   LOOM_ASSIGN_OR_RETURN(request.model_options, model_options(args.model));
+  LOOM_ASSIGN_OR_RETURN(request.optimizer, optimizer_options(args.optimizer));
   request.cluster = args.cluster;
   request.gpus = args.parallel.gpus;
   request.policy = policy;

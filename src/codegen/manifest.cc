@@ -53,7 +53,17 @@ json pieces_json(const ir::Graph& graph, const std::vector<plan::SubTensor>& pie
 json tensor_entry(const ir::Graph& graph, ir::TensorId id) {
   const ir::FullTensor& t = graph.tensor(id);
   json entry{{"shape", t.shape.dims}, {"dtype", std::string(ir::name(t.dtype))}, {"role", std::string(ir::name(t.role))}};
-  if (t.role == ir::TensorRole::optimizer_state) {
+  if (!t.value.empty()) {
+    // The program's own constant: non-finite elements as strings (JSON has no inf / nan).
+    json value = json::array();
+    for (double v : t.value) {
+      if (std::isnan(v)) value.push_back("nan");
+      else if (std::isinf(v)) value.push_back(v > 0 ? "inf" : "-inf");
+      else value.push_back(v);
+    }
+    entry["init"] = "constant";
+    entry["value"] = std::move(value);
+  } else if (t.role == ir::TensorRole::optimizer_state) {
     const ir::TensorId param = ir::master_copy_of(graph, id);
     entry["init"] = param.valid() ? "copy" : "zeros";
     if (param.valid()) entry["copy_of"] = graph.tensor(param).name;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "buffer_names.h"
+#include "gradient_buckets.h"
 #include "loom/core/strings.h"
 #include "loom/plan/residence.h"
 #include "manifest.h"
@@ -71,8 +72,10 @@ std::string_view method_of(comm::Primitive kind) {
 class ModuleWriter {
  public:
   ModuleWriter(const exec::ExecPlan& exec, int rank, const std::vector<std::string>& names,
-               const std::map<std::int64_t, CollectiveMembers>& members, const std::vector<ir::TensorId>& updated)
-      : exec_(exec), graph_(*exec.plan->graph), rank_(rank), names_(names), members_(members), updated_(updated) {}
+               const std::map<std::int64_t, CollectiveMembers>& members, const std::vector<ir::TensorId>& updated,
+               const detail::RankBuckets& buckets)
+      : exec_(exec), graph_(*exec.plan->graph), rank_(rank), names_(names), members_(members), updated_(updated),
+        buckets_(buckets) {}
 
   Expected<std::string> write(std::string_view description) {
     const auto& program = exec_.programs[static_cast<std::size_t>(rank_)];
@@ -82,7 +85,14 @@ class ModuleWriter {
         "# {} instructions, one statement each; run it with `python -m loom.runtime.launch DIR`.\n\n\n"
         "def step(rt):\n",
         rank_, exec_.num_devices, description, program.size());
-    for (const exec::Instruction& instruction : program) LOOM_RETURN_IF_ERROR(std::visit([&](const auto& in) { return emit(in); }, instruction));
+    for (std::size_t i = 0; i < program.size(); ++i) {
+      if (const auto it = buckets_.wait_before.find(i); it != buckets_.wait_before.end())
+        for (int b : it->second) wait_bucket(b);
+      if (const auto it = buckets_.all_reduce_at.find(i); it != buckets_.all_reduce_at.end()) exchange_all_reduce(it->second);
+      if (!buckets_.skipped.contains(i)) LOOM_RETURN_IF_ERROR(std::visit([&](const auto& in) { return emit(in); }, program[i]));
+      if (const auto it = buckets_.issue_after.find(i); it != buckets_.issue_after.end())
+        for (int b : it->second) issue_bucket(b);
+    }
     LOOM_RETURN_IF_ERROR(keep_updated());
     if (program.empty()) line("pass");
     return out_;
@@ -94,6 +104,36 @@ class ModuleWriter {
   const std::string& var(exec::BufferId b) const { return names_[b.index()]; }
   const plan::SubTensor& piece(exec::BufferId b) const { return exec_.buffer(b).piece; }
   const std::string& tensor_name(exec::BufferId b) const { return graph_.tensor(piece(b).tensor).name; }
+  std::string bucket_handle(int b) const { return fmt::format("grad_bucket_{}", b); }
+
+  // Gradient buckets (gradient_buckets.h): issued once their last gradient is final, waited where the first
+  // of their reductions stood.
+  void issue_bucket(int id) {
+    const detail::GradientBucket& b = buckets_.buckets[static_cast<std::size_t>(id)];
+    comment(fmt::format("gradient bucket {} over ranks {} ({} B, {} gradients): issued as soon as its last gradient is "
+                        "final, overlapping the rest of the step (DDP's bucketed, overlapped reduction)",
+                        b.index, tuple_literal(b.group), b.bytes, b.inputs.size()));
+    std::vector<std::string> inputs;
+    for (exec::BufferId in : b.inputs) inputs.push_back(var(in));
+    line(fmt::format("{} = rt.all_reduce_start(({}{}), group={}, bucket={})", bucket_handle(id), join(inputs, ", "),
+                     inputs.size() == 1 ? "," : "", tuple_literal(b.group), b.index));
+  }
+
+  void exchange_all_reduce(const detail::ExchangeAllReduce& x) {
+    comment(fmt::format("all-reduce of '{}' over ranks {}: the plan's exchange of value parts (sends, receives and a "
+                        "combine), run as the all-reduce it is", tensor_name(x.output), tuple_literal(x.group)));
+    std::vector<plan::SubTensor> outs(x.group.size(), piece(x.output));
+    line(fmt::format("{} = rt.all_reduce({}, group={}, tag=-1, ins={}, outs={})", var(x.output), var(x.input),
+                     tuple_literal(x.group), pieces_literal(x.parts), pieces_literal(outs)));
+  }
+
+  void wait_bucket(int id) {
+    const detail::GradientBucket& b = buckets_.buckets[static_cast<std::size_t>(id)];
+    comment(fmt::format("the summed gradients of bucket {}: {}", b.index, join(b.tensors, ", ")));
+    std::vector<std::string> outputs;
+    for (exec::BufferId out : b.outputs) outputs.push_back(var(out));
+    line(fmt::format("{}{} = rt.wait({})", join(outputs, ", "), outputs.size() == 1 ? "," : "", bucket_handle(id)));
+  }
 
   Expected<void> emit(const exec::Load& in) {
     const plan::SubTensor& p = piece(in.output);
@@ -198,6 +238,7 @@ class ModuleWriter {
   const std::vector<std::string>& names_;
   const std::map<std::int64_t, CollectiveMembers>& members_;
   const std::vector<ir::TensorId>& updated_;
+  const detail::RankBuckets& buckets_;
   std::string out_;
   std::vector<exec::BufferId> loads_;
   std::set<std::uint32_t> freed_;
@@ -244,6 +285,7 @@ Expected<RankPrograms> emit_rank_programs(const exec::ExecPlan& exec, std::strin
   for (const ir::FullTensor& t : graph.tensors)
     if (t.updates.valid() && plan::persists(graph, t.updates)) updated[t.updates.index()] = t.id;
   const std::vector<std::string> names = detail::buffer_variables(exec);
+  const std::vector<detail::RankBuckets> buckets = detail::plan_gradient_buckets(exec);
 
   RankPrograms out;
   json manifest{{"format", 1},
@@ -253,7 +295,7 @@ Expected<RankPrograms> emit_rank_programs(const exec::ExecPlan& exec, std::strin
   json ranks = json::array(), loads = json::array(), tensors = json::object(), sub_ops = json::object();
   std::set<std::vector<int>> groups;
   for (int r = 0; r < exec.num_devices; ++r) {
-    ModuleWriter writer(exec, r, names, members, updated);
+    ModuleWriter writer(exec, r, names, members, updated, buckets[static_cast<std::size_t>(r)]);
     LOOM_ASSIGN_OR_RETURN(std::string module, with_context(writer.write(description), fmt::format("rank {}", r)));
     out.modules.push_back(std::move(module));
     ranks.push_back(rank_module_file(r));
@@ -286,6 +328,10 @@ Expected<RankPrograms> emit_rank_programs(const exec::ExecPlan& exec, std::strin
       }
     }
     loads.push_back(std::move(rank_loads));
+  }
+  for (const detail::RankBuckets& rank_buckets : buckets) {  // groups that only exchanges used before
+    for (const detail::GradientBucket& b : rank_buckets.buckets) groups.insert(b.group);
+    for (const auto& [at, x] : rank_buckets.all_reduce_at) groups.insert(x.group);
   }
   if (graph.loss.valid()) tensors[graph.tensor(graph.loss).name] = detail::tensor_entry(graph, graph.loss);
   manifest["ranks"] = ranks;

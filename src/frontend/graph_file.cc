@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "loom/core/atomic_file.h"
+#include "loom/frontend/custom_op_section.h"
 #include "loom/ir/graph_json.h"
 #include "loom/ir/validate.h"
 
@@ -44,6 +45,9 @@ Expected<void> resolve_missing_annotations(ir::Graph& graph, const ir::OpCatalog
       dtypes.push_back(graph.tensor(in).dtype);
     }
     Expected<ir::ResolvedOp> resolved = ir::resolve_op(*def, op.attrs, shapes, dtypes);
+    if (!resolved && op.type.starts_with(ops::kCustomOpPrefix))
+      return fail(fmt::format("{}: the {} cannot take this call: {}", label, def->summary, resolved.error().message),
+                  "fix the annotation given to loom.register_op: one tensor per tensor argument, one dim per dim");
     if (!resolved) return std::unexpected(with_context(std::move(resolved).error(), label));
     op.annotation = std::move(resolved->annotation_text);
   }
@@ -52,10 +56,8 @@ Expected<void> resolve_missing_annotations(ir::Graph& graph, const ir::OpCatalog
   return {};
 }
 
-}  // namespace
-
-Expected<ir::Graph> load_graph_file(const std::string& path, const ir::OpCatalog& catalog) {
-  LOOM_ASSIGN_OR_RETURN(std::string text, read_file(path));
+// Parses, resolves and validates the graph text (without its custom-op section) against `catalog`.
+Expected<ir::Graph> read_graph(const std::string& path, const std::string& text, const ir::OpCatalog& catalog) {
   Expected<ir::Graph> graph = ir::graph_from_json(text);
   if (!graph) return std::unexpected(with_context(std::move(graph).error(), path));
   if (Expected<void> resolved = resolve_missing_annotations(*graph, catalog); !resolved)
@@ -63,6 +65,29 @@ Expected<ir::Graph> load_graph_file(const std::string& path, const ir::OpCatalog
   if (Expected<void> valid = ir::validate_graph(*graph, catalog); !valid)
     return std::unexpected(with_context(std::move(valid).error(), path));
   return graph;
+}
+
+Expected<SplitGraphText> read_split(const std::string& path) {
+  LOOM_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  return with_context(split_custom_ops(text), path);
+}
+
+}  // namespace
+
+Expected<ir::Graph> load_graph_file(const std::string& path, const ir::OpCatalog& catalog) {
+  LOOM_ASSIGN_OR_RETURN(SplitGraphText split, read_split(path));
+  if (!split.custom_ops.empty())
+    return fail(fmt::format("{}: the graph uses custom ops ({} ...), which this command does not take", path,
+                            split.custom_ops.front().type),
+                "plan it with `loom plan --graph FILE` (docs/custom_ops.md)");
+  return read_graph(path, split.graph_json, catalog);
+}
+
+Expected<ir::Graph> load_graph_file(const std::string& path, ops::CustomCatalog& catalog) {
+  LOOM_ASSIGN_OR_RETURN(SplitGraphText split, read_split(path));
+  for (const ops::CustomOpSpec& spec : split.custom_ops)
+    LOOM_RETURN_IF_ERROR(with_context(catalog.add(spec), path));
+  return read_graph(path, split.graph_json, catalog);
 }
 
 Expected<void> save_graph_file(const ir::Graph& graph, const std::string& path) {

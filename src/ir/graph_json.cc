@@ -5,7 +5,7 @@
 //     "version": 1,
 //     "name": "...",
 //     "inputs": [0], "parameters": [1, 2], "loss": 7,          (loss absent when the graph has none)
-//     "tensors": [{"id", "name", "role", "dtype", "shape", "owner"?, "updates"?}, ...],
+//     "tensors": [{"id", "name", "role", "dtype", "shape", "owner"?, "updates"?, "value"?}, ...],
 //     "ops": [{"id", "name", "type", "pass", "mirror_of"?, "inputs", "outputs", "annotation"?, "attrs"}, ...]
 //   }
 //
@@ -13,7 +13,8 @@
 // output is byte-stable. Attribute values keep their kind: integers, booleans, strings and integer
 // lists are plain JSON; a real is tagged {"real": 1.0} because many JSON writers cannot keep 1.0 apart
 // from 1 (non-finite reals are {"real": "inf"}, {"real": "-inf"}, {"real": "nan"}). The reader also
-// takes an untagged JSON number with a fraction or exponent (0.5, 1e-8) as a real.
+// takes an untagged JSON number with a fraction or exponent (0.5, 1e-8) as a real. A buffer's "value" is
+// its elements in row-major order, numbers or "inf" / "-inf" / "nan".
 //
 // The reader is strict: unknown fields, missing fields, wrong types and ids out of range are errors
 // naming the JSON path; then ir::check_structure runs. nlohmann throws, so every call into it that can
@@ -64,6 +65,15 @@ OrderedJson tensor_to_json(const FullTensor& t) {
   j["shape"] = t.shape.dims;
   if (t.owner.valid()) j["owner"] = t.owner.value;
   if (t.updates.valid()) j["updates"] = t.updates.value;
+  if (!t.value.empty()) {
+    OrderedJson value = OrderedJson::array();
+    for (double v : t.value) {
+      if (std::isnan(v)) value.push_back("nan");
+      else if (std::isinf(v)) value.push_back(v > 0 ? "inf" : "-inf");
+      else value.push_back(v);
+    }
+    j["value"] = std::move(value);
+  }
   return j;
 }
 
@@ -232,6 +242,26 @@ Expected<double> read_real(const Json& j, std::string_view path) {
   return type_error(path, "a number, \"inf\", \"-inf\" or \"nan\"", j);
 }
 
+// A constant buffer's elements: one per element of its shape.
+Expected<std::vector<double>> read_buffer_value(const Json& j, std::string_view path, const FullTensor& t) {
+  if (t.role != TensorRole::buffer)
+    return fail(fmt::format("{}: tensor '{}' has role {}; only buffers carry a constant value", where(path), t.name,
+                            name(t.role)),
+                "drop \"value\" or make the tensor a buffer");
+  if (!j.is_array()) return type_error(path, "an array of numbers", j);
+  if (static_cast<std::int64_t>(j.size()) != t.shape.numel())
+    return fail(fmt::format("{}: {} values for tensor '{}' of {} elements", where(path), j.size(), t.name,
+                            t.shape.numel()),
+                "write one value per element, row-major");
+  std::vector<double> values;
+  values.reserve(j.size());
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    LOOM_ASSIGN_OR_RETURN(double v, read_real(j[i], child(path, i)));
+    values.push_back(v);
+  }
+  return values;
+}
+
 Expected<AttrValue> read_attr(const Json& j, std::string_view path) {
   switch (j.type()) {
     case Json::value_t::boolean: return AttrValue(j.get<bool>());
@@ -289,7 +319,7 @@ struct Counts {
 };
 
 Expected<FullTensor> read_tensor(const Json& j, std::string_view path, std::size_t index, const Counts& counts) {
-  LOOM_RETURN_IF_ERROR(expect_object(j, path, {"id", "name", "role", "dtype", "shape", "owner", "updates"}));
+  LOOM_RETURN_IF_ERROR(expect_object(j, path, {"id", "name", "role", "dtype", "shape", "owner", "updates", "value"}));
   LOOM_RETURN_IF_ERROR(check_own_id(j, path, index));
   FullTensor t;
   t.id = TensorId(static_cast<std::uint32_t>(index));
@@ -306,6 +336,9 @@ Expected<FullTensor> read_tensor(const Json& j, std::string_view path, std::size
   }
   if (const Json* updates = member(j, "updates")) {
     LOOM_ASSIGN_OR_RETURN(t.updates, read_id<TensorId>(*updates, child(path, "updates"), counts.tensors, "tensor"));
+  }
+  if (const Json* value = member(j, "value")) {
+    LOOM_ASSIGN_OR_RETURN(t.value, read_buffer_value(*value, child(path, "value"), t));
   }
   return t;
 }

@@ -39,7 +39,9 @@ Expected<void> expect_channels_layout(const OpCall& call, std::string_view op) {
 }
 
 // Batch statistics span n and the spatial dims: splitting n would need synchronized statistics
-// (SyncBatchNorm), so n is frozen along with them; channels are independent.
+// (SyncBatchNorm), so n is frozen along with them; channels are independent. The tracer lowers training
+// batch norm to the batch_norm_sums / _centered_sums / _from_sums parts instead, whose splits are exact
+// (src/ops/batch_norm_parts.cc); this whole op stays for zoo models and keeps plans exact by gathering.
 Expected<OpSignature> batch_norm_signature(const OpCall& call) {
   LOOM_RETURN_IF_ERROR(expect_channels_layout(call, "batch_norm"));
   TensorDims x = {"n^", "c"};
@@ -85,6 +87,7 @@ void register_norm_ops(OpRegistry& r) {
   group_attrs.push_back({"groups", ir::AttrKind::integer, true, "number of channel groups"});
   r.add_builtin(norm("group_norm", "normalize each group of channels per sample", group_norm_signature, 5,
                      std::move(group_attrs)));
+  register_batch_norm_parts_ops(r);  // training batch norm in batch-splittable parts
 }
 
 }  // namespace loom::ops

@@ -5,6 +5,7 @@
 
 #include "loom/ir/autograd.h"
 #include "loom/ir/leaf_values.h"
+#include "loom/ops/custom_ops.h"
 
 namespace loom::verify {
 namespace {
@@ -83,7 +84,8 @@ Expected<std::vector<NdArray>> run_mirror(const ir::Graph& graph, const std::vec
 Expected<std::vector<NdArray>> run_plain(const ir::Graph& graph, const std::vector<NdArray>& values, const ir::Op& op,
                                          const KernelRegistry& kernels) {
   const Kernel* kernel = kernels.find(op.type);
-  if (kernel == nullptr) return failf("{}: no reference kernel for '{}'", op_context(op), op.type);
+  if (kernel == nullptr)
+    return fail(fmt::format("{}: no reference kernel for '{}'", op_context(op), op.type), ops::no_reference_kernel_hint(op.type));
   LOOM_ASSIGN_OR_RETURN(std::vector<NdArray> inputs, gather(graph, values, op.inputs, op));
   const KernelContext ctx{op.attrs, {}, {}, {}, {}};
   return with_context(kernel->forward(ctx, inputs), op_context(op));
@@ -104,7 +106,11 @@ std::vector<NdArray> initial_values(const ir::Graph& graph, std::uint64_t seed, 
   std::vector<std::pair<ir::TensorId, ir::TensorId>> masters;
   for (const ir::FullTensor& t : graph.tensors) {
     if (producer[t.id.index()].valid()) continue;
-    if (t.role == ir::TensorRole::optimizer_state) {
+    if (!t.value.empty()) {
+      NdArray a(t.shape);
+      a.data = t.value;
+      values[t.id.index()] = std::move(a);
+    } else if (t.role == ir::TensorRole::optimizer_state) {
       const ir::TensorId param = ir::master_copy_of(graph, t.id);
       if (param.valid()) masters.emplace_back(t.id, param);
       values[t.id.index()] = NdArray(t.shape);

@@ -59,6 +59,9 @@ Expected<ConvGeometry> conv2d_geometry(const ir::Attrs& attrs, const ir::Shape& 
   LOOM_ASSIGN_OR_RETURN(Pair dilation, get_pair(attrs, op, "dilation", {1, 1}, 1));
   LOOM_ASSIGN_OR_RETURN(std::int64_t groups, ir::get_int_or(attrs, "groups", 1));
   if (w.rank() != 4) return failf("{}: weight must be [co ci/groups kh kw], got {}", op, w.to_string());
+  // The attribute counts the whole op's groups; a shard of the channels holds whole groups (the signature
+  // splits g, never a group's channels), as many as its input channels make.
+  if (groups > 1 && w[1] > 0 && x[1] % w[1] == 0 && x[1] < w[1] * groups) groups = x[1] / w[1];
   if (groups < 1 || w[0] % groups != 0 || w[1] * groups != x[1])
     return failf("{}: input {} and weight {} do not fit groups {}", op, x.to_string(), w.to_string(), groups);
   Pair out{};

@@ -162,6 +162,7 @@ void register_norm_kernels(KernelRegistry& r) {
   r.add("rms_norm", norm_kernel({"rms_norm", false, last_dim("rms_norm", 2, 2)}));
   r.add("batch_norm", norm_kernel({"batch_norm", true, channels("batch_norm", false)}));
   r.add("group_norm", norm_kernel({"group_norm", true, channels("group_norm", true)}));
+  register_batch_norm_parts_kernels(r);
 }
 
 }  // namespace loom::verify

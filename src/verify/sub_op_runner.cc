@@ -1,6 +1,7 @@
 #include "sub_op_runner.h"
 
 #include "loom/ir/autograd.h"
+#include "loom/ops/custom_ops.h"
 
 namespace loom::verify::detail {
 namespace {
@@ -79,7 +80,8 @@ Expected<NdArray> read_checked(const SubOp& s, std::size_t input, const InputRea
 Expected<std::vector<NdArray>> run_forward_part(const plan::Plan& plan, const SubOp& s, const ir::Op& op,
                                                 const KernelRegistry& kernels, const InputReader& read_input) {
   const Kernel* kernel = kernels.find(op.type);
-  if (kernel == nullptr || !kernel->forward) return failf("no reference kernel for '{}'", op.type);
+  if (kernel == nullptr || !kernel->forward)
+    return fail(fmt::format("no reference kernel for '{}'", op.type), ops::no_reference_kernel_hint(op.type));
   LOOM_RETURN_IF_ERROR(check_position_strides(op, s));
   // Shape-only inputs (the loss-gradient seed's loss) carry no data dependency: the plan may run
   // this part before their producers, so the kernel gets zeros of the right shape.

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../../src/codegen/buffer_names.h"
+#include "../../src/codegen/gradient_buckets.h"
 #include "../exec/policy_plans.h"
 #include "loom/core/strings.h"
 
@@ -56,8 +57,14 @@ TEST(RankPrograms, OneStatementPerInstructionAndAManifestThatNamesEverything) {
       EXPECT_THAT(module, HasSubstr("# plan: test plan\n"));
       const std::vector<std::string> body = statements(module);
       const auto& program = p->exec.programs[static_cast<std::size_t>(r)];
-      // rt.keep lines report results; every other statement is one instruction.
-      EXPECT_EQ(body.size() - count_prefix(body, "rt.keep("), program.size());
+      // rt.keep lines report results, gradient buckets add an issue and a wait each (replacing the
+      // reductions they hold), an exchange of parts becomes one all-reduce; every other statement is one
+      // instruction.
+      const detail::RankBuckets buckets = detail::plan_gradient_buckets(p->exec)[static_cast<std::size_t>(r)];
+      EXPECT_EQ(body.size() - count_prefix(body, "rt.keep("),
+                program.size() - buckets.skipped.size() + 2 * buckets.buckets.size() + buckets.all_reduce_at.size());
+      EXPECT_EQ(count_prefix(body, "rt.all_reduce_start("), buckets.buckets.size());
+      EXPECT_EQ(count_prefix(body, "= rt.wait(grad_bucket_"), buckets.buckets.size());
       std::size_t loads = 0, updated_loads = 0;
       for (const exec::Instruction& instruction : program) {
         if (const auto* compute = std::get_if<exec::Compute>(&instruction)) {

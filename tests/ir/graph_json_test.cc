@@ -166,6 +166,35 @@ TEST(GraphJson, ErrorsNameTheJsonPath) {
   EXPECT_EQ(error_of("[1, 2]"), "top level: expected an object, got an array");
 }
 
+// A traced model's constants (position ids, a mask with -inf) travel with the graph, element for element.
+TEST(GraphJson, BufferValuesRoundTripWithNonFiniteElements) {
+  Graph g = attrs_graph();
+  const double inf = std::numeric_limits<double>::infinity();
+  FullTensor mask{{}, "mask", Shape{2, 2}, DType::f32, TensorRole::buffer, {}, {}};
+  mask.value = {0.0, -inf, 0.5, -1e-300};
+  const TensorId id = g.add_tensor(std::move(mask));
+  const std::string text = graph_to_json(g);
+  EXPECT_NE(text.find(R"("value":[0.0,"-inf",0.5,-1e-300])"), std::string::npos) << text;
+  Expected<Graph> read = graph_from_json(text);
+  ASSERT_TRUE(read) << read.error().to_string();
+  EXPECT_EQ(read->tensor(id).value, g.tensor(id).value);
+  EXPECT_EQ(graph_to_json(*read), text);
+}
+
+TEST(GraphJson, BufferValueErrorsNameTheTensorAndTheFix) {
+  Graph g = attrs_graph();
+  FullTensor ids{{}, "ids", Shape{3}, DType::i64, TensorRole::buffer, {}, {}};
+  ids.value = {0, 1, 2};
+  g.add_tensor(std::move(ids));
+  const std::string good = graph_to_json(g);
+  EXPECT_EQ(error_of(replace_once(good, R"("value":[0.0,1.0,2.0])", R"("value":[0.0,1.0])")),
+            "tensors[2].value: 2 values for tensor 'ids' of 3 elements");
+  EXPECT_EQ(error_of(replace_once(good, R"("value":[0.0,1.0,2.0])", R"("value":[0.0,true,2.0])")),
+            "tensors[2].value[1]: expected a number, \"inf\", \"-inf\" or \"nan\", got true");
+  EXPECT_EQ(error_of(replace_once(good, R"("role":"buffer")", R"("role":"input")")),
+            "tensors[2].value: tensor 'ids' has role input; only buffers carry a constant value");
+}
+
 TEST(GraphJson, RejectsOtherFormatsAndVersions) {
   const std::string good = graph_to_json(tiny_graph());
   EXPECT_EQ(error_of(replace_once(good, R"("version": 1)", R"("version": 2)")),

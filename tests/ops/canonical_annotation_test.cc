@@ -43,6 +43,9 @@ std::vector<Sample> samples() {
   s.push_back({"layer_norm", {x, Shape{16}, Shape{16}}, {}, {}});
   s.push_back({"rms_norm", {x, Shape{16}}, {}, {}});
   s.push_back({"batch_norm", {Shape{2, 4, 8, 8}, Shape{4}, Shape{4}}, {}, {}});
+  s.push_back({"batch_norm_sums", {Shape{2, 4, 8, 8}}, {}, {}});
+  s.push_back({"batch_norm_centered_sums", {Shape{2, 4, 8, 8}, Shape{4}, Shape{4}}, {}, {}});
+  s.push_back({"batch_norm_from_sums", {Shape{2, 4, 8, 8}, Shape{4}, Shape{4}, Shape{4}, Shape{4}, Shape{4}}, {}, {}});
   s.push_back({"group_norm", {Shape{2, 4, 8, 8}, Shape{4}, Shape{4}}, {{"groups", std::int64_t{2}}}, {}});
   s.push_back({"embedding", {Shape{2, 8}, Shape{100, 16}}, {}, {DType::i64, DType::f32}});
   s.push_back({"scaled_dot_product_attention",

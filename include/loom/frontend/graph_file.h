@@ -6,10 +6,17 @@
 
 #include "loom/ir/graph.h"
 #include "loom/ir/op_def.h"
+#include "loom/ops/custom_ops.h"
 
 namespace loom::frontend {
 
+// Built-in ops only: a file that defines custom ops (frontend/custom_op_section.h) is an error naming them.
 Expected<ir::Graph> load_graph_file(const std::string& path, const ir::OpCatalog& catalog);
+
+// Also adds the file's custom op definitions to `catalog`, which the rest of the job (training graph,
+// plan, cost model, metrics) then uses. Errors: a bad definition, one that duplicates a built-in type, an
+// annotation that does not fit a call of the op; each names the file, the op and the fix.
+Expected<ir::Graph> load_graph_file(const std::string& path, ops::CustomCatalog& catalog);
 
 // Writes atomically (a temporary file renamed into place), so a failure never leaves half a file.
 Expected<void> save_graph_file(const ir::Graph& graph, const std::string& path);

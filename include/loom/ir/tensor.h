@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "loom/core/error.h"
@@ -29,6 +30,9 @@ struct FullTensor {
   // Set when this tensor is the value of another one after the optimizer step (SSA versions of a
   // parameter or optimizer state). Invalid otherwise.
   TensorId updates;
+  // A buffer's constant elements, row-major (a traced model's position ids, a GELU coefficient): the
+  // program's own numbers, which the interpreter and generated programs load. Empty: drawn as any leaf.
+  std::vector<double> value;
 
   std::int64_t bytes() const { return shape.numel() * size_bytes(dtype); }
   bool operator==(const FullTensor&) const = default;

@@ -9,6 +9,7 @@ void register_linalg_ops(OpRegistry& registry);       // matmul, bmm, linear, ei
 void register_elementwise_ops(OpRegistry& registry);  // broadcasting arithmetic, unary math, clamp, where, masked_fill, cast
 void register_activation_ops(OpRegistry& registry);   // gelu, relu, silu, swiglu, softmax, dropout
 void register_norm_ops(OpRegistry& registry);         // layer_norm, rms_norm, batch_norm, group_norm
+void register_batch_norm_parts_ops(OpRegistry& registry);  // batch_norm_sums, _centered_sums, _from_sums
 void register_embedding_ops(OpRegistry& registry);    // embedding
 void register_attention_ops(OpRegistry& registry);    // scaled dot-product attention, rotary embedding
 void register_conv_pool_ops(OpRegistry& registry);    // conv2d, pooling, upsampling

@@ -9,6 +9,7 @@ void register_linalg_kernels(KernelRegistry& registry);
 void register_elementwise_kernels(KernelRegistry& registry);
 void register_activation_kernels(KernelRegistry& registry);
 void register_norm_kernels(KernelRegistry& registry);
+void register_batch_norm_parts_kernels(KernelRegistry& registry);  // called by register_norm_kernels
 void register_embedding_kernels(KernelRegistry& registry);
 void register_attention_kernels(KernelRegistry& registry);
 void register_conv_pool_kernels(KernelRegistry& registry);

@@ -42,6 +42,24 @@ class Communicator:
             self.fallbacks.add(what)
             warnings.warn(f"loom.runtime: {what} unavailable on this backend ({error}); using its fallback")
 
+    # --- gradient buckets (docs/codegen.md, "Gradient buckets") ---------------------------------------
+
+    def all_reduce_start(self, xs, group):
+        """Sums each tensor of xs over group as one flat all-reduce (DDP's bucket: the tensors concatenated in
+        order, the sum of the members' flat buffers), issued asynchronously; wait() returns the sums."""
+        flat = torch.cat([x.reshape(-1) for x in xs]) if len(xs) > 1 else xs[0].reshape(-1).clone()
+        work = dist.all_reduce(flat, group=self._group(group), async_op=True)
+        return _Bucket(work, flat, [tuple(x.shape) for x in xs])
+
+    def wait(self, bucket):
+        bucket.work.wait()
+        out, start = [], 0
+        for shape in bucket.shapes:
+            n = torch.Size(shape).numel()
+            out.append(bucket.flat[start:start + n].view(shape))
+            start += n
+        return tuple(out)
+
     # --- gathering every member's input -----------------------------------------------------------
 
     def _all_inputs(self, x, group, ins):
@@ -130,6 +148,15 @@ class Communicator:
         for work, _ in self.pending:
             work.wait()
         self.pending.clear()
+
+
+class _Bucket:
+    """An issued bucket: the collective's work, the flat buffer it sums in place, the tensors' shapes."""
+
+    __slots__ = ("work", "flat", "shapes")
+
+    def __init__(self, work, flat, shapes):
+        self.work, self.flat, self.shapes = work, flat, shapes
 
 
 def _rank_order(group, ins, outs):

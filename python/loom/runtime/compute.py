@@ -1,11 +1,14 @@
 """Running one sub-op of a generated program: a forward part through its op form, a backward part through
-torch.autograd over the forward part's form (the engine's backward op reads the saved forward tensors and
-the output gradients, and writes the input gradients its mirror layout names), an optimizer step on copies
-of its inputs (the ExecPlan writes each buffer once)."""
+its closed-form rule (backward_forms.py) where the table has one, else torch.autograd over the forward
+part's form (the engine's backward op reads the saved forward tensors and the output gradients, and writes
+the input gradients its mirror layout names), an optimizer step on copies of its inputs (the ExecPlan
+writes each buffer once)."""
+
+import json
 
 import torch
 
-from . import ops, placed_ops
+from . import backward_forms, ops, placed_ops
 from .initial import DTYPES
 
 OPTIMIZERS = {"sgd", "adam", "adamw"}
@@ -32,6 +35,24 @@ _FROM_OUTPUT = {
 }
 
 
+# Forms that cost to build and are equal for a forward part and its backward part (same attributes, same
+# pieces): dropout's mask, hashed from global positions for every step. Built once per step for both.
+_SHARED = {"dropout"}
+_SHARED_FORMS = {}
+_SHARED_LIMIT = 256
+
+
+def _shared_form(op_type, attrs, inputs, outputs):
+    key = (op_type, json.dumps(attrs, sort_keys=True), json.dumps(inputs, sort_keys=True),
+           json.dumps(outputs, sort_keys=True))
+    form = _SHARED_FORMS.get(key)
+    if form is None:
+        if len(_SHARED_FORMS) >= _SHARED_LIMIT:  # earlier steps' masks
+            _SHARED_FORMS.clear()
+        form = _SHARED_FORMS[key] = placed_ops.build(op_type, attrs, inputs, outputs)
+    return form
+
+
 class SubOp:
     """One sub-op's spec from the manifest, its form built once."""
 
@@ -43,22 +64,44 @@ class SubOp:
         self.forward = forward
         self.step = 1
         source = forward or spec
-        if forward and not forward["saved_inputs"] and forward["saved_outputs"] and source["type"] not in _FROM_OUTPUT:
+        self.rule = None
+        self.fn = None
+        if forward and not (source["type"] in _FROM_OUTPUT and not forward["saved_inputs"]):
+            self.rule = backward_forms.build(forward, self._build_form)
+        if forward and not forward["saved_inputs"] and forward["saved_outputs"] and source["type"] not in _FROM_OUTPUT \
+                and self.rule is None:
             raise SubOpError(f"sub-op '{self.name}': the backward of '{source['type']}' saves only its outputs, and "
                              f"the runtime has no gradient from outputs for it")
+        if self.rule is None and not (forward and source["type"] in _FROM_OUTPUT and not forward["saved_inputs"]):
+            self.fn = self._build_form()
+        shape_only = set(spec.get("shape_only", []))
+        self._zero_inputs = [i for i, _ in enumerate(spec["inputs"]) if i in shape_only]
+
+    def _build_form(self):
+        source = self.forward or self.spec
+        attrs = {**source["attrs"], "step": self.step} if source["type"] == "dropout" else source["attrs"]
         try:
-            self.fn = None if forward and source["type"] in _FROM_OUTPUT and not forward["saved_inputs"] else \
-                placed_ops.build(source["type"], source["attrs"], source["inputs"], source["outputs"])
+            if source["type"] in _SHARED:
+                return _shared_form(source["type"], attrs, source["inputs"], source["outputs"])
+            return placed_ops.build(source["type"], attrs, source["inputs"], source["outputs"])
         except ops.Unsupported as e:
             raise SubOpError(f"sub-op '{self.name}' ({source['type']}): {e}") from None
 
     def set_step(self, step):
-        """The optimizer's step number (1 for the first): Adam's bias correction depends on it."""
-        if self.forward or self.spec["type"] not in OPTIMIZERS or step == self.step:
+        """The training step's number (1 for the first): Adam's bias correction and dropout's mask (forward
+        and backward alike) depend on it."""
+        if step == self.step:
             return
-        self.step = step
-        spec = self.spec
-        self.fn = placed_ops.build(spec["type"], {**spec["attrs"], "step": step}, spec["inputs"], spec["outputs"])
+        if self.forward is None and self.spec["type"] in OPTIMIZERS:
+            self.step = step
+            spec = self.spec
+            self.fn = placed_ops.build(spec["type"], {**spec["attrs"], "step": step}, spec["inputs"], spec["outputs"])
+        elif (self.forward or self.spec)["type"] == "dropout":
+            self.step = step
+            if self.rule is not None:
+                self.rule = backward_forms.build(self.forward, self._build_form)
+            else:
+                self.fn = self._build_form()
 
     def __call__(self, *args):
         try:
@@ -70,11 +113,13 @@ class SubOp:
 
     def _forward(self, args):
         spec = self.spec
-        shape_only = set(spec.get("shape_only", []))
-        inputs = [_zeros(s, self.device) if (a is None or i in shape_only) else a
-                  for i, (a, s) in enumerate(zip(args, spec["inputs"]))]
-        if spec["type"] in OPTIMIZERS:
-            inputs = [x.clone() for x in inputs]
+        inputs = list(args)
+        for i in self._zero_inputs:
+            inputs[i] = None
+        if None in inputs:
+            inputs = [_zeros(s, self.device) if a is None else a for a, s in zip(inputs, spec["inputs"])]
+        if spec["type"] in OPTIMIZERS:  # updated in place: copies, but of the gradient (input 1), which no step writes
+            inputs = [x if i == 1 else x.clone() for i, x in enumerate(inputs)]
         with torch.no_grad():
             outputs = ops.as_tuple(self.fn(*inputs))
         return tuple(o.contiguous() for o in outputs)
@@ -85,6 +130,8 @@ class SubOp:
         pos = 0
         if fw["saved_inputs"]:
             inputs, pos = list(args[:n_in]), n_in
+        elif self.rule is not None:
+            inputs = None
         else:
             inputs = [_zeros(s, self.device) for s in fw["inputs"]]
         outputs = None
@@ -93,6 +140,8 @@ class SubOp:
         grads = list(args[pos:])
         if len(grads) != len(fw["grad_outputs"]):
             raise SubOpError(f"sub-op '{self.name}': {len(grads)} output gradients for grad_outputs {fw['grad_outputs']}")
+        if self.rule is not None:
+            return self._closed_form(inputs if fw["saved_inputs"] else None, outputs, grads)
         if self.fn is None:
             rule = _FROM_OUTPUT[fw["type"]]
             return (rule(fw["attrs"], outputs[fw["grad_outputs"][0]], grads[0]).contiguous(),)
@@ -111,3 +160,17 @@ class SubOp:
         result = torch.autograd.grad([o for o, _ in pairs], leaves, [g.to(o.dtype) for o, g in pairs],
                                      allow_unused=True)
         return tuple((torch.zeros_like(x) if r is None else r).detach().contiguous() for r, x in zip(result, leaves))
+
+    def _closed_form(self, inputs, outputs, grads):
+        """The backward part through its closed-form rule: gradients in the forward inputs' dtypes, zeros
+        for an input the rule leaves untouched (no path from the output gradients)."""
+        fw = self.forward
+        grads = [g if g is None else g.to(DTYPES[fw["outputs"][k]["dtype"]])
+                 for g, k in zip(grads, fw["grad_outputs"])]
+        result = self.rule(inputs, outputs, grads)
+        out = []
+        for r, i in zip(result, fw["grad_inputs"]):
+            want = DTYPES[fw["inputs"][i]["dtype"]]
+            out.append(_zeros(fw["inputs"][i], self.device) if r is None else
+                       (r if r.dtype == want else r.to(want)).contiguous())
+        return tuple(out)

@@ -5,6 +5,7 @@ one single-device value and a plan of any shape starts where the single device d
     floating tensors   scale * (2u - 1), u uniform in [0, 1)        (scale 0.5)
     integer tensors    min(bound - 1, floor(u * bound))             (bound from the manifest: the vocabulary)
     optimizer states   zeros, or a copy of the parameter (fp32 master weights)
+    constant buffers   the program's own numbers (manifest "value": a traced model's position ids, constants)
 
 Several steps (launch --steps): step 0 draws exactly the numbers above; step k > 0 draws each input (role
 "input": the batch) under the key "<name>@<k>", so every step sees a new batch, the same on every plan.
@@ -76,6 +77,10 @@ def initial_value(name, entry, seed, tensors, scale=0.5, step=0):
     elif init == "copy":
         source = entry["copy_of"]
         return initial_value(source, tensors[source], seed, tensors, scale)
+    elif init == "constant":
+        values = np.array([float(v) for v in entry["value"]], dtype=np.float64)
+        if entry["dtype"] not in ("f64", "f32", "f16", "bf16"):
+            values = values.astype(np.int64)
     elif init == "uniform":
         values = scale * (2 * uniform(seed, key, count) - 1)
     elif init == "integer":
@@ -84,3 +89,25 @@ def initial_value(name, entry, seed, tensors, scale=0.5, step=0):
     else:
         raise ValueError(f"tensor '{name}': unknown init '{init}' in the manifest")
     return torch.from_numpy(np.ascontiguousarray(values)).reshape(shape)
+
+
+def module_state(module, manifest):
+    """{manifest tensor name: whole value} of a torch module's parameters, for Runtime(initial=...): traced
+    parameters keep the module's qualified names; a fused projection's parts are a view of the module's
+    parameter (same elements, same order) reshaped to the manifest's shape. Errors name a parameter the
+    plan loads that the module lacks, or one whose element count differs."""
+    tensors = manifest["tensors"]
+    own = dict(module.named_parameters())
+    state = {}
+    for name, entry in tensors.items():
+        if entry.get("role") != "parameter" or "updates" in entry:
+            continue  # an updated version is the step's result, not a load
+        p = own.get(name)
+        if p is None:
+            raise ValueError(f"the plan loads parameter '{name}', which {type(module).__name__} does not have "
+                             f"(was the plan traced from another model?)")
+        shape = tuple(entry["shape"])
+        if p.numel() != int(np.prod(shape, dtype=np.int64)):
+            raise ValueError(f"parameter '{name}': the module's {tuple(p.shape)} does not hold the plan's {shape}")
+        state[name] = p.detach().reshape(shape).clone()
+    return state

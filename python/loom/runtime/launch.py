@@ -4,7 +4,8 @@ and a free port), runs N training steps of DIR/rank_<r>.py in each (each step lo
 updated, and a new batch), prints the loss of every step and writes the assembled results of the last step
 (the loss and every updated persistent tensor) to DIR/results/values.pt, the losses to losses.pt. Every
 collective has a timeout, and the launcher stops the job as soon as a rank fails, naming the rank and the
-cause, instead of hanging.
+cause, instead of hanging. `--save CKPT` writes a sharded checkpoint after the last step, `--resume CKPT`
+starts from one saved by this or any other plan of the same model (checkpoint.py).
 """
 
 import argparse
@@ -20,6 +21,8 @@ import traceback
 
 import torch
 
+from . import checkpoint
+from . import backward_forms
 from . import results as results_mod
 from .compute import _FROM_OUTPUT, OPTIMIZERS
 from .runtime import Runtime
@@ -47,12 +50,16 @@ def _rank_module(directory, rank):
     return module
 
 
-def run_rank(directory, manifest, rank, comm=None, seed=1, device="cpu", steps=1, timing=None):
+def run_rank(directory, manifest, rank, comm=None, seed=1, device="cpu", steps=1, timing=None, initial=None,
+             batches=None, start_step=0):
     """`steps` steps of rank's program; returns (the loss's kept triples of every step, all kept triples of
     the last step). A `timing` dict, when given, receives the wall seconds of every step ("step_s") and, per
     instruction kind, the seconds and calls summed over the steps after the first (the only step when there
-    is one: "kinds", _instrument)."""
-    rt = Runtime(manifest, rank, comm=comm, seed=seed, device=device)
+    is one: "kinds", _instrument). `initial`, `start_step`: as Runtime's; `batches`: per step, the inputs'
+    whole values (else generated)."""
+    if batches is not None and len(batches) < steps:
+        raise LaunchError(f"{len(batches)} batches for {steps} steps")
+    rt = Runtime(manifest, rank, comm=comm, seed=seed, device=device, initial=initial, start_step=start_step)
     program = _rank_module(directory, rank)
     kinds = _instrument(rt, manifest) if timing is not None else None
     losses = []
@@ -61,6 +68,8 @@ def run_rank(directory, manifest, rank, comm=None, seed=1, device="cpu", steps=1
             rt.next_step()
         if kinds is not None and step == 1:
             kinds.clear()  # the first step builds every sub-op's form: timed apart, in step_s only
+        if batches is not None:
+            rt.set_batch(batches[step])
         start = time.perf_counter()
         program.step(rt)
         rt.finish()
@@ -77,7 +86,7 @@ def _compute_kind(spec):
     forward = spec.get("backward_of")
     if forward is None:
         return f"optimizer ({spec['type']})" if spec["type"] in OPTIMIZERS else "compute forward"
-    closed = forward["type"] in _FROM_OUTPUT and not forward["saved_inputs"]
+    closed = forward["type"] in _FROM_OUTPUT and not forward["saved_inputs"] or forward["type"] in backward_forms.RULES
     return "backward closed form" if closed else "backward autograd"
 
 
@@ -105,8 +114,8 @@ def _instrument(rt, manifest):
             return result
         return call
 
-    for name in ("load", "compute", "keep", "slice", "scale", "combine", "all_reduce", "reduce_scatter",
-                 "all_gather", "all_to_all", "send", "recv", "finish"):
+    for name in ("load", "compute", "keep", "slice", "scale", "combine", "all_reduce", "all_reduce_start", "wait",
+                 "reduce_scatter", "all_gather", "all_to_all", "send", "recv", "finish"):
         setattr(rt, name, timed(name, getattr(rt, name)))
     return kinds
 
@@ -117,7 +126,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _worker(rank, directory, port, seed, device, timeout, out_dir, steps, timed=False):
+def _worker(rank, directory, port, seed, device, timeout, out_dir, steps, timed=False, values=None, save=None):
     import torch.distributed as dist
 
     from .comm import Communicator
@@ -135,8 +144,12 @@ def _worker(rank, directory, port, seed, device, timeout, out_dir, steps, timed=
         dev = f"cuda:{torch.cuda.current_device()}" if device == "cuda" else "cpu"
         comm = Communicator(rank, world, manifest["groups"], torch.device(dev))
         timing = {} if timed else None
-        torch.save(run_rank(directory, manifest, rank, comm=comm, seed=seed, device=dev, steps=steps,
-                            timing=timing), out_dir / f"rank_{rank}.pt")
+        given = torch.load(values) if values else {}  # a file: tensors do not travel well as process arguments
+        loss_kept, kept = run_rank(directory, manifest, rank, comm=comm, seed=seed, device=dev, steps=steps,
+                                   timing=timing, **given)
+        torch.save((loss_kept, kept), out_dir / f"rank_{rank}.pt")
+        if save:
+            checkpoint.save(save, manifest, rank, kept, given.get("start_step", 0) + steps)
         if timed:
             torch.save(timing, out_dir / f"rank_{rank}.timing.pt")
         dist.barrier()
@@ -154,11 +167,16 @@ def launch(directory, seed=1, device="cpu", timeout=300.0, out=None, steps=1):
     return train(directory, steps, seed=seed, device=device, timeout=timeout, out=out)[1]
 
 
-def train(directory, steps, seed=1, device="cpu", timeout=300.0, out=None, timed=False):
+def train(directory, steps, seed=1, device="cpu", timeout=300.0, out=None, timed=False, initial=None, batches=None,
+          start_step=0, save=None):
     """Runs every rank of DIR's program for `steps` steps; returns ([loss of every step], {tensor name:
     whole value} of the last step), written to OUT/losses.pt and OUT/values.pt. `timed`: also writes
     OUT/timing.pt, per rank (in rank order) run_rank's timing dict (wall seconds of every step, seconds per
-    instruction kind after the first step; read_timing)."""
+    instruction kind after the first step; read_timing). `initial` ({tensor name: whole value}, e.g.
+    initial.module_state), `batches` ([{input name: whole value}] per step) and `start_step` replace the
+    seeded generator's values (Runtime). `save`: a directory where every rank writes its pieces of the
+    persistent tensors after the last step (checkpoint.save; resume with checkpoint.load)."""
+    values = {"initial": initial, "batches": batches, "start_step": start_step}
     if steps < 1:
         raise LaunchError(f"--steps {steps}: a run has at least one step")
     directory = pathlib.Path(directory)
@@ -172,13 +190,18 @@ def train(directory, steps, seed=1, device="cpu", timeout=300.0, out=None, timed
         timing = {} if timed else None
         try:
             loss_kept, kept = run_rank(directory, manifest, 0, seed=seed, device=device, steps=steps,
-                                       timing=timing)
+                                       timing=timing, **values)
         except Exception as e:  # noqa: BLE001 (reported as a multi-rank failure is)
             raise LaunchError(f"rank 0 failed: {type(e).__name__}: {e}") from e
         if timed:
             torch.save(timing, out_dir / "rank_0.timing.pt")
+        if save:
+            checkpoint.save(save, manifest, 0, kept, start_step + steps)
     else:
-        loss_kept, kept = _spawn(directory, world, seed, device, timeout, out_dir, steps, timed)
+        given = out_dir / "given_values.pt"
+        torch.save(values, given)
+        loss_kept, kept = _spawn(directory, world, seed, device, timeout, out_dir, steps, timed, str(given),
+                                 str(save) if save else None)
     losses = [results_mod.assemble(manifest, step_kept).get(manifest.get("loss")) for step_kept in loss_kept]
     losses = [None if loss is None else float(loss) for loss in losses]
     values = results_mod.assemble(manifest, kept)
@@ -195,7 +218,7 @@ def read_timing(out):
     return torch.load(pathlib.Path(out) / "timing.pt")
 
 
-def _spawn(directory, world, seed, device, timeout, out_dir, steps, timed=False):
+def _spawn(directory, world, seed, device, timeout, out_dir, steps, timed=False, values=None, save=None):
     import torch.multiprocessing as mp
 
     # A fork server that imported torch once forks every rank of every launch: no per-rank import of
@@ -204,7 +227,8 @@ def _spawn(directory, world, seed, device, timeout, out_dir, steps, timed=False)
     context.set_forkserver_preload(["torch", "torch.distributed", "loom.runtime.runtime", "loom.runtime.comm"])
     port = _free_port()
     processes = [context.Process(target=_worker,
-                                 args=(r, str(directory), port, seed, device, timeout, out_dir, steps, timed),
+                                 args=(r, str(directory), port, seed, device, timeout, out_dir, steps, timed, values,
+                                       save),
                                  daemon=True) for r in range(world)]
     for p in processes:
         p.start()
@@ -251,17 +275,23 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds any collective may wait")
     parser.add_argument("--out", help="results directory (default DIR/results)")
     parser.add_argument("--steps", type=int, default=1, help="optimizer steps to run (default 1)")
+    parser.add_argument("--save", metavar="CKPT", help="after the last step, write a sharded checkpoint to CKPT")
+    parser.add_argument("--resume", metavar="CKPT",
+                        help="start from checkpoint CKPT (saved by any plan of the same model: resharded)")
     args = parser.parse_args(argv)
     try:
+        initial, start_step = checkpoint.load(args.resume) if args.resume else (None, 0)
         losses, values = train(args.dir, args.steps, seed=args.seed, device=args.device, timeout=args.timeout,
-                               out=args.out)
-    except (LaunchError, results_mod.ResultError) as e:
+                               out=args.out, initial=initial, start_step=start_step, save=args.save)
+    except (LaunchError, results_mod.ResultError, checkpoint.CheckpointError, ValueError) as e:
         print(f"loom.runtime: error: {e}", file=sys.stderr)
         return 1
     for step, loss in enumerate(losses):
         if loss is not None:
-            print(f"loss       {loss:.8g}" if len(losses) == 1 else f"step {step + 1:<5d}loss {loss:.8g}")
+            print(f"loss       {loss:.8g}" if len(losses) == 1 else f"step {start_step + step + 1:<5d}loss {loss:.8g}")
     print(f"results    {len(values)} tensors in {pathlib.Path(args.out or pathlib.Path(args.dir) / 'results') / 'values.pt'}")
+    if args.save:
+        print(f"checkpoint step {start_step + args.steps} in {args.save}")
     return 0
 
 

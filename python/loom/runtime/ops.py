@@ -20,7 +20,8 @@ BUILDERS = {}
 # op type -> {input index: (other input index, its dimension)}: the integer input holds indices below that size.
 INDEX_INPUTS = {}
 # op types whose floating inputs must be positive.
-POSITIVE_INPUTS = {"log", "sqrt", "rsqrt", "pow", "cross_entropy_from_parts"}
+POSITIVE_INPUTS = {"log", "sqrt", "rsqrt", "pow", "cross_entropy_from_parts", "batch_norm_centered_sums",
+                   "batch_norm_from_sums"}
 
 
 class Unsupported(Exception):
@@ -191,6 +192,48 @@ def _batch_norm(attrs, inputs, outputs):
     eps = float(attrs.get("eps", 1e-5))
     momentum = float(attrs.get("momentum", 0.1))
     return lambda x, w=None, b=None: (F.batch_norm(x, None, None, w, b, True, momentum, eps),)
+
+
+# Training batch norm in batch-splittable parts (src/ops/batch_norm_parts.cc): per-channel sums over
+# the batch and space of this shard (the plan adds the shards' parts), then the normalization. The
+# statistics are float32; the count and the centering mean take no gradient (the engine's rule).
+def _channel_view(x):
+    return [1, -1] + [1] * (x.dim() - 2)
+
+
+def _batch_dims(x):
+    return [0] + list(range(2, x.dim()))
+
+
+@op("batch_norm_sums")
+def _batch_norm_sums(attrs, inputs, outputs):
+    def run(x):
+        per_channel = x.numel() // x.shape[1] if x.shape[1] else 0
+        return x.float().sum(_batch_dims(x)), torch.full((x.shape[1],), float(per_channel), device=x.device)
+
+    return run
+
+
+@op("batch_norm_centered_sums")
+def _batch_norm_centered_sums(attrs, inputs, outputs):
+    def run(x, total, count):
+        mean = (total / count).detach().view(_channel_view(x))
+        return (x.float() - mean).square().sum(_batch_dims(x)),
+
+    return run
+
+
+@op("batch_norm_from_sums")
+def _batch_norm_from_sums(attrs, inputs, outputs):
+    eps = float(attrs.get("eps", 1e-5))
+
+    def run(x, total, squares, count, w, b):
+        count = count.detach()
+        shape = _channel_view(x)
+        mean, inv_std = (total / count).view(shape), torch.rsqrt(squares / count + eps).view(shape)
+        return ((x.float() - mean) * inv_std * w.float().view(shape) + b.float().view(shape)).to(x.dtype),
+
+    return run
 
 
 @op("group_norm")
@@ -399,9 +442,12 @@ def _slice(attrs, inputs, outputs):
     rank = len(inputs[0][0])
     dim = int(attrs["dim"]) % rank
     step = int(attrs.get("step", 1))
+    n = inputs[0][0][dim]
+    start = int(attrs.get("start", 0))
+    start = min(max(start + n if start < 0 else start, 0), n)  # whole tensors here; shards: placed_ops
     length = outputs[0][0][dim]
     index = [slice(None)] * rank
-    index[dim] = slice(0, length * step, step)
+    index[dim] = slice(start, start + (length - 1) * step + 1, step)
     return lambda x: _contiguous(x[tuple(index)])
 
 
@@ -412,6 +458,11 @@ def _slice(attrs, inputs, outputs):
 def _conv2d(attrs, inputs, outputs):
     stride, padding = pair(attrs, "stride", 1), pair(attrs, "padding", 0)
     dilation, groups = pair(attrs, "dilation", 1), int(attrs.get("groups", 1))
+    (x_shape, _), (w_shape, _) = inputs[0], inputs[1]
+    if groups > 1 and x_shape[1] < w_shape[1] * groups:
+        # A shard of the channels holds whole groups (the signature splits g, never a group's channels): the
+        # attribute counts the whole op's, the shard has as many as its input channels make.
+        groups = x_shape[1] // w_shape[1]
     return lambda x, w, b=None: (F.conv2d(x, w, b, stride, padding, dilation, groups),)
 
 
@@ -665,6 +716,10 @@ def build(op_type, attrs, inputs, outputs):
     """The callable for one instance; raises Unsupported when there is none."""
     if op_type in UNSUPPORTED_REASONS:
         raise Unsupported(UNSUPPORTED_REASONS[op_type])
+    if op_type.startswith("custom.") and "callable" in attrs:  # loom.register_op: the user's function itself
+        from ..custom_ops import import_callable
+        fn = import_callable(attrs["callable"])
+        return lambda *xs: as_tuple(fn(*xs))
     builder = BUILDERS.get(op_type)
     if builder is None:
         raise Unsupported(f"no torch form for op type '{op_type}'")

@@ -2,7 +2,7 @@
 define them (src/verify/kernels_*.cc): a sub-op's spec gives each input and output piece's offset and the
 whole tensor's shape. The plain forms (ops.py) see local shapes only, which is right everywhere else.
 
-    dropout                   the mask of element i is a hash of (seed attribute, global flat index of i)
+    dropout                   the mask of element i is a hash of (seed attribute, step, global flat index of i)
     embedding                 a vocabulary shard holds rows [offset, offset + rows): other ids give zeros
     target_logit, cross_entropy_parts
                               a class shard starts at its offset; smoothing divides by the whole vocabulary
@@ -11,6 +11,9 @@ whole tensor's shape. The plain forms (ops.py) see local shapes only, which is r
     rotary_embedding          positions start at the shard's sequence offset
     scaled_dot_product_attention
                               causal masks in global positions, with or without an additive bias; no dropout
+    slice                     output element g of the whole reads input element start + g * step of the whole
+    mean                      a shard of a reduced dim divides by the whole count (the shards' value parts add
+                              up to the mean)
 """
 
 import numpy as np
@@ -41,9 +44,12 @@ def _global_flat_index(spec):
 
 
 def _dropout(attrs, inputs, outputs):
+    """Step 1 keys the mask by the seed attribute (as `loom verify`'s interpreter); step k > 1 mixes k in, so
+    every step draws a new mask, the same on every plan (the step count is the runtime's: compute.py)."""
     p = float(attrs.get("p", 0.1))
     seed = int(attrs.get("seed", 0))
-    key = np.uint64(mix_int(seed))
+    step = int(attrs.get("step", 1))
+    key = np.uint64(mix_int(seed) if step <= 1 else mix_int(mix_int(seed) ^ mix_int(step)))
     u = (mix_array(key ^ mix_array(_global_flat_index(outputs[0]))) >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
     multiplier = torch.from_numpy(np.where(u < p, 0.0, 1.0 / (1.0 - p)))
     return lambda x: (x * multiplier.to(x.device, x.dtype),)
@@ -195,7 +201,45 @@ def _attention(attrs, inputs, outputs):
     return run
 
 
+def _slice(attrs, inputs, outputs):
+    """x[start:end:step] along dim, over shards: the attributes index the whole input (negative start as
+    Python's, clamped as the reference kernel does); the pieces say where the local elements sit."""
+    x, y = inputs[0], outputs[0]
+    rank = len(x["shape"])
+    dim = int(attrs["dim"]) % rank
+    n = x["full"][dim]
+    start = int(attrs.get("start", 0))
+    start = min(max(start + n if start < 0 else start, 0), n)
+    step = int(attrs.get("step", 1))
+    x_step, y_step = (x.get("step") or [1] * rank)[dim], (y.get("step") or [1] * rank)[dim]
+    first = start + _offset(y)[dim] * step - _offset(x)[dim]  # the first element read, from the input shard's start
+    stride = step * y_step
+    if first % x_step or stride % x_step:
+        return None  # the input shard does not hold the elements as a strided range: the plain form's error
+    first, stride = first // x_step, stride // x_step
+    length = y["shape"][dim]
+    index = [slice(None)] * rank
+    index[dim] = slice(first, first + (length - 1) * stride + 1, stride)
+    return lambda t: (t[tuple(index)].contiguous(),)
+
+
+def _mean(attrs, inputs, outputs):
+    """A mean over a shard of its reduced dims is a value part: the shard's sum over the whole tensor's count
+    (as the reference kernel, kernels_reduce.cc), so the plan's all-reduce of the parts gives the mean."""
+    x = inputs[0]
+    rank = len(x["shape"])
+    dims = ops.dim_list(attrs, "dims")
+    dims = list(range(rank)) if dims is None else [int(d) % rank for d in dims]
+    if all(x["shape"][d] == x["full"][d] for d in dims):
+        return None  # the whole reduced extent is here: the plain form
+    count = float(np.prod([x["full"][d] for d in dims]))
+    keep = bool(attrs.get("keepdim", False))
+    return lambda t: (torch.sum(t, dims, keepdim=keep) / count,)
+
+
 PLACED = {
+    "slice": _slice,
+    "mean": _mean,
     "dropout": _dropout,
     "embedding": _embedding,
     "target_logit": _target_logit,

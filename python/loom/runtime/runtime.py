@@ -11,11 +11,16 @@ from .initial import DTYPES, initial_value
 class Runtime:
     """rank's view of one step. `comm` is None for a single-process program (world size 1).
 
+    Values: `initial` maps tensor names to whole single-device values (a module's weights, a checkpoint's
+    tensors) loaded instead of the seeded generator's; `set_batch` gives the inputs of the next step.
+    `start_step` counts the optimizer steps taken before (a resumed run: Adam's bias correction and the
+    generated batches continue from there).
+
     Several steps: `next_step()` after a step makes the persistent tensors it kept (each `X.updated`, where
     the next step loads X: the plan's step closing puts it there) the next step's loads of X, draws the next
     batch, and counts the optimizer's step (Adam's bias correction)."""
 
-    def __init__(self, manifest, rank, comm=None, seed=1, device="cpu"):
+    def __init__(self, manifest, rank, comm=None, seed=1, device="cpu", initial=None, start_step=0):
         self.manifest = manifest
         self.rank = rank
         self.comm = comm
@@ -24,7 +29,9 @@ class Runtime:
         self.tensors = manifest["tensors"]
         self._sub_ops = {}
         self._initial = {}
-        self.step_index = 0  # 0 for the first step
+        self._given = _checked_values(manifest, dict(initial or {}), "initial value")
+        self._batch = {}
+        self.step_index = int(start_step)  # steps taken before this one: 0 for the first step
         self._carried = {}  # tensor name -> [(piece, value)]: this rank's results of the previous step
         self.kept = []  # (tensor name, piece, value): the step's results
 
@@ -38,8 +45,19 @@ class Runtime:
                 carried.setdefault(target, []).append((piece, value.to(self.device)))
         self._carried = carried
         self._initial = {k: v for k, v in self._initial.items() if self.tensors[k].get("role") != "input"}
+        self._batch = {}
         self.step_index += 1
         return kept
+
+    def set_batch(self, batch):
+        """The whole single-device values of the next step's inputs (by input name); inputs left out are
+        drawn by the generator."""
+        batch = _checked_values(self.manifest, dict(batch), "batch value")
+        for name in batch:
+            if self.tensors[name].get("role") != "input":
+                raise ValueError(f"batch value '{name}' is a {self.tensors[name].get('role')}, not an input of the "
+                                 f"plan (its inputs: {sorted(k for k, e in self.tensors.items() if e.get('role') == 'input')})")
+        self._batch = batch
 
     # --- data -------------------------------------------------------------------------------------
 
@@ -49,14 +67,24 @@ class Runtime:
         entry = self.tensors[name]
         if name in self._carried:
             return self._carried_piece(name, piece)
-        if name not in self._initial:
-            self._initial[name] = initial_value(name, entry, self.seed, self.tensors, step=self.step_index)
-        whole = self._initial[name]
+        whole = self._whole(name, entry)
         value = geometry.restrict(whole, tuple(geometry.local_shape_box(whole.shape)), box) if box else whole.clone()
         value = value.to(DTYPES[entry["dtype"]])
         if count > 1:
             value = value / count
         return value.to(self.device)
+
+    def _whole(self, name, entry):
+        """The whole single-device value a load restricts: the batch's, the given one, else the generator's
+        (an fp32 master copy follows its parameter's given value)."""
+        if name in self._batch:
+            return self._batch[name]
+        source = entry.get("copy_of") if entry.get("init") == "copy" else name
+        if source in self._given:
+            return self._given[source]
+        if name not in self._initial:
+            self._initial[name] = initial_value(name, entry, self.seed, self.tensors, step=self.step_index)
+        return self._initial[name]
 
     def _carried_piece(self, name, piece):
         """The previous step's value of the piece: kept as it is loaded, else restricted from a kept piece
@@ -119,6 +147,29 @@ class Runtime:
     def recv(self, peer, tag, piece, dtype):
         return self._comm("recv").recv(peer, tag, geometry.local_shape(piece[0]), DTYPES[dtype])
 
+    def all_reduce_start(self, xs, group, bucket=0):
+        """A gradient bucket (docs/codegen.md): the sums of xs over group, issued now, read by wait()."""
+        return self._comm("gradient bucket").all_reduce_start(xs, list(group))
+
+    def wait(self, handle):
+        return self._comm("gradient bucket").wait(handle)
+
     def finish(self):
         if self.comm is not None:
             self.comm.finish()
+
+
+def _checked_values(manifest, values, what):
+    """values with every name a tensor of the manifest and every shape its shape (float64 / int64 on the
+    CPU, as the generator gives them); errors name the tensor and the expected shape."""
+    tensors = manifest["tensors"]
+    checked = {}
+    for name, value in values.items():
+        entry = tensors.get(name)
+        if entry is None:
+            raise ValueError(f"{what} '{name}' names no tensor of the plan ({manifest.get('description', '')})")
+        value = torch.as_tensor(value).detach().cpu()
+        if tuple(value.shape) != tuple(entry["shape"]):
+            raise ValueError(f"{what} '{name}' has shape {tuple(value.shape)}; the plan's tensor is {tuple(entry['shape'])}")
+        checked[name] = value.to(torch.float64) if value.is_floating_point() else value.to(torch.int64)
+    return checked

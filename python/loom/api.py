@@ -1,0 +1,225 @@
+"""loom.plan and loom.parallelize: the engine through its Python bindings (the `_loom_engine` extension,
+src/bindings), and a module's rank program run in this process (docs/python_api.md).
+
+    model = loom.parallelize(model, {"input_ids": ids, "labels": ids}, policy="megatron", dp=2, tp=2)
+    for batch in batches:                      # under `loom run train.py --nproc 4` (torchrun)
+        loss = model.train_step(batch)         # one optimizer step on this rank; the same loss on every rank
+
+Planning is the engine's: parallelize traces the module (loom.trace), has the engine plan and emit the rank
+programs (in memory), and runs this rank's program with the runtime (loom.runtime), starting from the
+module's own weights. Nothing here decides a plan.
+"""
+
+import json
+import linecache
+import types
+
+import torch
+
+from .tracer import trace
+
+try:
+    import _loom_engine
+    from _loom_engine import PlanError
+except ImportError as _missing:  # the extension is not built (or not on the path): plan() says how to fix it
+    _loom_engine = None
+    _IMPORT_ERROR = _missing
+
+    class PlanError(RuntimeError):
+        """An error of the engine: the message names the input and, on a line "hint: ...", the fix."""
+
+
+def _engine():
+    if _loom_engine is None:
+        raise ImportError("loom's engine extension (_loom_engine) is not importable: build it with `make build` (which "
+                          "also writes .venv's loom.pth), or run the script with `loom run`") from _IMPORT_ERROR
+    return _loom_engine
+
+
+def plan(model=None, graph=None, *, graph_file=None, policy="megatron", cluster="dgx-a100", **options):
+    """Plans, checks and simulates a job; returns the engine's PlanResult (description, step_time, mfu,
+    peak_memory per device, out_of_memory, summary(), emit(), write_files(dir), write_programs(dir)).
+
+    model: a preset name (`loom models`); graph: a traced graph (loom.trace's dict, or its JSON text);
+    graph_file: a graph JSON file. options: the engine's request fields (dp, tp, pp, micro_batches, zero,
+    recompute, sequence_parallel, gpus, batch, seq, layers, dtype, shrink, optimizer, lr, beta1, beta2, eps,
+    weight_decay, fold, ...), their defaults the engine's. Raises PlanError with the engine's message."""
+    if isinstance(graph, dict):
+        graph = json.dumps(graph, separators=(",", ":"))
+    return _engine().plan(model=model or "", graph=graph or "", graph_file=str(graph_file or ""), policy=policy,
+                          cluster=cluster, **options)
+
+
+_OPTIMIZER_KEYS = {"lr": "lr", "eps": "eps", "weight_decay": "weight_decay", "momentum": "momentum",
+                   "kind": "optimizer", "master_weights": "master_weights"}
+
+
+def _optimizer_options(optimizer):
+    """parallelize's optimizer dict (torch.optim's names: lr, betas, eps, weight_decay; kind: adamw, adam or
+    sgd) as the engine's request fields; left out, the engine's defaults."""
+    out = {}
+    for key, value in (optimizer or {}).items():
+        if key == "betas":
+            out["beta1"], out["beta2"] = (float(b) for b in value)
+        elif key in _OPTIMIZER_KEYS:
+            out[_OPTIMIZER_KEYS[key]] = value
+        else:
+            raise TypeError(f"optimizer: unknown key '{key}' (known: betas, {', '.join(sorted(_OPTIMIZER_KEYS))})")
+    return out
+
+
+def _world():
+    """(rank, world size) of the initialized default process group, else (0, 1)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def parallelize(model, example_inputs, policy="megatron", world_size=None, cluster="dgx-a100", *, dp=1, tp=1, pp=1,
+                microbatches=None, zero=0, recompute="none", optimizer=None, **plan_options):
+    """A ParallelModule: this rank's part of `model` trained under the engine's plan of it.
+
+    example_inputs: one batch as `model` takes it (a dict by argument name, as loom.trace); the plan is for
+    its shapes. The degrees' product must equal the world size: torch.distributed's (initialized, e.g. by
+    `loom run` / torchrun and init_process_group) or 1 without a process group. microbatches: 1, or 2 x pp
+    when pipelined. optimizer: dict(lr=, betas=, eps=, weight_decay=) as torch.optim.AdamW's (defaults: the
+    engine's). plan_options: further engine request fields (sequence_parallel, schedule, ...)."""
+    rank, world = _world()
+    if world_size is not None and world_size != world:
+        raise ValueError(f"world_size={world_size}, but torch.distributed has {world} process(es): initialize the "
+                         f"process group first (torch.distributed.init_process_group under `loom run --nproc "
+                         f"{world_size}`)" if world == 1 else f"world_size={world_size}, but torch.distributed's "
+                         f"world has {world} processes")
+    if dp * tp * pp != world:
+        raise ValueError(f"dp {dp} x tp {tp} x pp {pp} is {dp * tp * pp} devices, but this job has {world} "
+                         f"process(es): give degrees whose product is the world size")
+    micro = microbatches if microbatches is not None else (2 * pp if pp > 1 else 1)
+    graph = _broadcast(lambda: trace(model, example_inputs), world)
+    result = plan(graph=graph, policy=policy, cluster=cluster, dp=dp, tp=tp, pp=pp, micro_batches=micro, zero=zero,
+                  recompute=recompute, fold="off", **_optimizer_options(optimizer), **plan_options)
+    return ParallelModule(model, result, rank, world)
+
+
+def _broadcast(make, world):
+    """make() on rank 0, its value sent to every rank (tracing takes seconds; each rank plans the same graph)."""
+    if world == 1:
+        return make()
+    import torch.distributed as dist
+
+    failure = None
+    box = [None]
+    if dist.get_rank() == 0:
+        try:
+            box = [("value", make())]
+        except Exception as e:  # noqa: BLE001 (every rank must leave the broadcast, then raise)
+            failure, box = e, [("error", f"{type(e).__name__}: {e}")]
+    dist.broadcast_object_list(box, src=0)
+    if failure is not None:
+        raise failure
+    kind, value = box[0]
+    if kind == "error":
+        raise RuntimeError(f"rank 0 failed to trace the model: {value}")
+    return value
+
+
+def _rank0_state(state, world):
+    """Rank 0's module weights on every rank, as DistributedDataParallel starts (ranks may have drawn others)."""
+    if world > 1:
+        import torch.distributed as dist
+
+        for name in sorted(state):
+            dist.broadcast(state[name], src=0)
+    return state
+
+
+def _load_program(text, rank):
+    """The rank's generated module, compiled from its text (shown in tracebacks under its own name)."""
+    filename = f"<loom rank_{rank}.py>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    module = types.ModuleType(f"loom_rank_{rank}")
+    exec(compile(text, filename, "exec"), module.__dict__)  # noqa: S102 (the engine's generated program)
+    return module
+
+
+class ParallelModule:
+    """This rank's program of a plan, with the runtime that runs it (loom.runtime.Runtime)."""
+
+    def __init__(self, model, result, rank, world):
+        from .runtime.comm import Communicator
+        from .runtime.initial import module_state
+        from .runtime.runtime import Runtime
+
+        self.plan = result
+        self.rank, self.world_size = rank, world
+        programs = result.emit()
+        self.manifest = json.loads(programs["manifest"])
+        self._program = _load_program(programs["modules"][rank], rank)
+        self._model = model
+        first = next(iter(model.parameters()), None)
+        device = torch.device("cpu") if first is None or first.device.type == "cpu" else first.device
+        comm = Communicator(rank, world, self.manifest["groups"], device) if world > 1 else None
+        self._initial = _rank0_state(module_state(model, self.manifest), world)
+        self._runtime = Runtime(self.manifest, rank, comm=comm, device=device, initial=self._initial)
+        self._inputs = sorted(n for n, e in self.manifest["tensors"].items() if e.get("role") == "input")
+        self.steps = 0
+
+    def __repr__(self):
+        return f"ParallelModule(rank {self.rank} of {self.world_size}: {self.plan.description})"
+
+    def train_step(self, batch):
+        """One optimizer step of the plan on this rank with `batch` (the whole global batch, by input name, the
+        same on every rank); returns the step's loss (before the update), the same float on every rank."""
+        missing = [name for name in self._inputs if name not in batch]
+        if missing:
+            raise ValueError(f"train_step: the batch lacks the plan's inputs {missing} (it has {sorted(batch)})")
+        rt = self._runtime
+        if self.steps:
+            rt.next_step()
+        rt.set_batch({name: batch[name] for name in self._inputs})
+        self._program.step(rt)
+        rt.finish()
+        self.steps += 1
+        loss = self.manifest["loss"]
+        return float(self._gathered(lambda name: name == loss)[loss])
+
+    def state_dict(self):
+        """The module's state_dict with every planned parameter at its current (trained) value, gathered whole
+        on every rank (a collective: call it on all ranks). Unplanned entries keep the module's values."""
+        tensors = self.manifest["tensors"]
+        if self.steps:
+            updated = {n: e["updates"] for n, e in tensors.items()
+                       if tensors.get(e.get("updates"), {}).get("role") == "parameter"}
+            whole = {updated[n]: v for n, v in self._gathered(lambda name: name in updated).items()}
+        else:
+            whole = self._initial
+        out = {}
+        for name, value in self._model.state_dict(keep_vars=True).items():
+            source = self._parameter_name(value)
+            if source in whole:
+                out[name] = whole[source].reshape(value.shape).to(value.dtype).to(value.device)
+            else:
+                out[name] = value.detach().clone()
+        return out
+
+    def _parameter_name(self, value):
+        """The manifest name of a module tensor: its first qualified parameter name (tied weights share one)."""
+        if not hasattr(self, "_names"):
+            self._names = {}
+            for name, p in self._model.named_parameters():
+                self._names.setdefault(id(p), name)
+        return self._names.get(id(value))
+
+    def _gathered(self, wanted):
+        """{tensor name: whole value} of the last step's kept pieces whose name is wanted, from every rank."""
+        from .runtime import results
+
+        mine = [(n, piece, v) for n, piece, v in self._runtime.kept if wanted(n)]
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            everyone = [None] * self.world_size
+            dist.all_gather_object(everyone, mine)
+            mine = [triple for part in everyone for triple in part]
+        return results.assemble(self.manifest, mine)

@@ -1,0 +1,132 @@
+"""Batch norm under data parallelism trains as one device (issue 5): a small CNN with BatchNorm2d and
+BatchNorm1d in training mode is traced (batch norm becomes the engine's batch-splittable parts: per-channel
+sums over batch and space, all-reduced by the plan, then the normalization: SyncBatchNorm's statistics),
+planned on 1 device and with the batch split 2 ways, and trained one SGD step on gloo from the module's own
+weights. The loss and every updated parameter equal torch's own training of the module on the whole
+batch (float32, rtol 1e-5 of each tensor's largest value), and the dp plan does split the batch norm.
+Normalizing each half with its own statistics (DDP without SyncBatchNorm) would fail the same check.
+"""
+
+import copy
+import json
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import loom
+from loom.runtime.initial import module_state
+from loom.runtime.launch import load_manifest, train
+
+RTOL = 1e-5
+LR = 0.1
+BATCH = 8
+
+
+class BatchNormCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, stride=2, padding=1)
+        self.bn2 = nn.BatchNorm2d(8, eps=1e-3)
+        self.fc1 = nn.Linear(8, 16)
+        self.bn3 = nn.BatchNorm1d(16)
+        self.fc2 = nn.Linear(16, 10)
+
+    def forward(self, x):
+        h = F.relu(self.bn1(self.conv1(x)))
+        h = F.relu(self.bn2(self.conv2(h)))
+        h = F.relu(self.bn3(self.fc1(h.mean((2, 3)))))
+        return self.fc2(h)
+
+
+def loss_fn(out, batch):
+    return F.cross_entropy(out, batch["y"])
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    torch.manual_seed(0)
+    module = BatchNormCNN().train()
+    # Per-channel offsets and scales, so the statistics matter (and differ between halves of the batch).
+    x = torch.randn(BATCH, 3, 8, 8) * torch.tensor([1.0, 2.0, 0.5]).view(1, 3, 1, 1) + 0.5
+    batch = {"x": x, "y": torch.randint(0, 10, (BATCH,), generator=torch.Generator().manual_seed(2))}
+    path = tmp_path_factory.mktemp("bn") / "cnn.json"
+    graph = loom.trace(module, batch, loss=loss_fn)
+    loom.save_graph(graph, path)
+    return module, batch, graph, path
+
+
+def torch_step(module, batch):
+    """torch's own SGD step on the whole batch: (loss, {name: updated value})."""
+    reference = copy.deepcopy(module)
+    optim = torch.optim.SGD(reference.parameters(), lr=LR)
+    loss = loss_fn(reference(batch["x"]), batch)
+    loss.backward()
+    optim.step()
+    return loss.item(), {n: p.detach().clone() for n, p in reference.named_parameters()}
+
+
+def worst(values, want):
+    """(max over tensors of max |diff| / max |want|, its name)."""
+    errors = [((values[n].double().reshape(w.shape) - w.double()).abs().max().item() / w.abs().max().item(), n)
+              for n, w in want.items()]
+    return max(errors)
+
+
+def test_training_batch_norm_traces_to_the_parts(setup):
+    _, _, graph, _ = setup
+    types = [op["type"] for op in graph["ops"]]
+    assert "batch_norm" not in types
+    assert types.count("batch_norm_sums") == 3 and types.count("batch_norm_from_sums") == 3
+
+
+@pytest.mark.parametrize("plan", [["--policy", "dp", "--dp", "1"], ["--policy", "dp", "--dp", "2"]],
+                         ids=["single", "dp2"])
+def test_plan_trains_as_torch(setup, plan, run_loom, tmp_path):
+    module, batch, _, path = setup
+    result = run_loom("plan", "--graph", str(path), "--dtype", "f32", *plan, "--optimizer", "sgd", "--lr", str(LR),
+                      "--out", str(tmp_path / "out"), "--emit", str(tmp_path / "emit"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    manifest = load_manifest(tmp_path / "emit")
+    losses, values = train(tmp_path / "emit", 1, initial=module_state(module, manifest), batches=[batch], timeout=120)
+    want_loss, want = torch_step(module, batch)
+    rel, where = worst({n: values[n + ".updated"] for n in want}, want)
+    print(f"{plan[-1]} device(s): loss {losses[0]:.8g} vs torch {want_loss:.8g}; worst parameter rel {rel:.2e} ({where})")
+    assert abs(losses[0] - want_loss) <= RTOL * abs(want_loss)
+    assert rel <= RTOL, f"{where}: relative error {rel:.3e}"
+
+
+def test_dp_plan_splits_the_batch_norm(setup, run_loom, tmp_path):
+    # Each of the two ranks normalizes half of the batch: the parts run on [BATCH / 2, ...] shards.
+    _, _, _, path = setup
+    result = run_loom("plan", "--graph", str(path), "--dtype", "f32", "--policy", "dp", "--dp", "2",
+                      "--out", str(tmp_path / "out"), "--emit", str(tmp_path / "emit"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    sub_ops = json.loads((tmp_path / "emit" / "manifest.json").read_text())["sub_ops"].values()
+    parts = [s for s in sub_ops if s.get("type", "").startswith("batch_norm")]
+    assert {s["type"] for s in parts} == {"batch_norm_sums", "batch_norm_centered_sums", "batch_norm_from_sums"}
+    for s in parts:
+        x = s["inputs"][0]
+        assert x["shape"][0] * 2 == x["full"][0] == BATCH, s["name"]
+    # The per-channel statistics (sum, count, centered squares) are all-reduced before the normalization.
+    program = (tmp_path / "emit" / "rank_0.py").read_text()
+    for stat in ("bn1_sums_0", "bn1_sums_1", "bn1_squares"):
+        assert f"rt.all_reduce({stat}_" in program, stat
+
+
+def test_per_shard_statistics_would_fail(setup):
+    # Teeth: DDP without SyncBatchNorm (each half normalized with its own statistics, gradients averaged)
+    # differs from whole-batch training by far more than RTOL.
+    module, batch, _, _ = setup
+    _, want = torch_step(module, batch)
+    replica = copy.deepcopy(module)
+    optim = torch.optim.SGD(replica.parameters(), lr=LR)
+    half = BATCH // 2
+    for part in (slice(0, half), slice(half, BATCH)):
+        (loss_fn(replica(batch["x"][part]), {"y": batch["y"][part]}) / 2).backward()
+    optim.step()
+    rel, _ = worst({n: p.detach() for n, p in replica.named_parameters()}, want)
+    assert rel > 100 * RTOL

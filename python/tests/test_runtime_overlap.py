@@ -1,0 +1,81 @@
+"""Gradient buckets (docs/codegen.md, "Gradient buckets and exchanges"): the runtime's flat, asynchronous
+all-reduce sums exactly what separate all-reduces sum, and the generated data-parallel program reduces its
+gradients in buckets, each issued right after its last gradient is written and waited for later (the
+shrunk model's gradients fit one bucket; tests/codegen/gradient_buckets_test.cc checks the assignment and
+the overlap with small caps)."""
+
+import datetime
+import os
+import re
+import socket
+
+import torch
+import torch.multiprocessing as mp
+from conftest import emit_shrunk
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def _bucket_worker(rank, world, port, out):
+    import torch.distributed as dist
+
+    from loom.runtime.comm import Communicator
+
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "localhost", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60))
+    group = list(range(world))
+    comm = Communicator(rank, world, [group], torch.device("cpu"))
+    generator = torch.Generator().manual_seed(rank)
+    shapes = [(3, 5), (7,), (2, 3, 4), ()]
+    # Integer-valued floats: any order of the sum is exact, so bucketed and separate sums must be equal.
+    xs = [torch.randint(-50, 50, s, generator=generator).float() for s in shapes]
+    handle = comm.all_reduce_start(xs, group)
+    separate = []
+    for x in xs:
+        total = x.clone()
+        dist.all_reduce(total, group=comm._group(group))
+        separate.append(total)
+    bucketed = comm.wait(handle)
+    torch.save({"bucketed": [b.clone() for b in bucketed], "separate": separate, "inputs": xs}, out / f"{rank}.pt")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def test_bucket_sums_what_separate_all_reduces_sum(tmp_path):
+    world = 2
+    context = mp.get_context("forkserver")
+    port = _free_port()
+    processes = [context.Process(target=_bucket_worker, args=(r, world, port, tmp_path)) for r in range(world)]
+    for p in processes:
+        p.start()
+    for p in processes:
+        p.join(120)
+    assert [p.exitcode for p in processes] == [0] * world
+    results = [torch.load(tmp_path / f"{r}.pt") for r in range(world)]
+    want = [sum(r["inputs"][k] for r in results) for k in range(len(results[0]["inputs"]))]
+    for r in results:
+        for got, separate, expected, x in zip(r["bucketed"], r["separate"], want, r["inputs"]):
+            assert got.shape == x.shape
+            assert torch.equal(got, separate) and torch.equal(got, expected)
+
+
+def test_data_parallel_program_reduces_gradients_in_overlapped_buckets(tmp_path, run_loom):
+    directory = emit_shrunk(run_loom, tmp_path, "gpt3-125m", ["--policy", "dp", "--dp", "2"])
+    for rank in range(2):
+        lines = (directory / f"rank_{rank}.py").read_text().splitlines()
+        issues = [i for i, line in enumerate(lines) if "= rt.all_reduce_start(" in line]
+        waits = {re.search(r"rt\.wait\((\w+)\)", line).group(1): i for i, line in enumerate(lines) if "rt.wait(" in line}
+        assert issues and len(waits) == len(issues)
+        # No gradient is all-reduced one by one any more.
+        assert not [line for line in lines if "= rt.all_reduce(" in line and "_grad__" in line]
+        for i in issues:
+            handle = lines[i].split(" = ")[0].strip()
+            assert i < waits[handle]
+            # Issued right after the statement that writes its last gradient part.
+            last_input = lines[i].split("rt.all_reduce_start((")[1].split(")")[0].split(", ")[-1].rstrip(",")
+            writer = next(line for line in reversed(lines[:i]) if not line.lstrip().startswith("#"))
+            assert last_input in writer.split(" = ")[0], (writer, last_input)

@@ -1,0 +1,170 @@
+"""What the tracer lowers computes what the module computes: the traced graph, run op by op through the
+runtime's torch forms (loom.runtime.ops) with the module's own weights and the buffers' recorded values,
+gives the module's loss. Covers the top-k mixture-of-experts blocks lowered densely (Mixtral, Qwen2-MoE),
+writes x[i] = v, fill_, gather with a constant index, nll_loss, list and tensor indexing, conv1d, softplus, hardswish, BatchNorm1d, average pooling whose
+divisor is not the window's area, and einsum with an ellipsis."""
+
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import loom
+from loom.graph_json import _DTYPES
+from loom.runtime.ops import BUILDERS
+
+_TORCH = {name: dtype for dtype, name in _DTYPES.items()}
+
+
+def _attr(value):
+    if isinstance(value, dict) and "real" in value:
+        return float(value["real"])
+    return value
+
+
+def evaluate(graph, model, inputs):
+    """{tensor name: value} of every tensor of the graph, computed op by op from the model's parameters, the
+    inputs and the buffers' recorded values."""
+    params = dict(model.named_parameters())
+    tensors = graph["tensors"]
+    values = {}
+    for t in tensors:
+        dtype = _TORCH[t["dtype"]]
+        if t["role"] == "parameter":
+            values[t["id"]] = params[t["name"]].detach()
+        elif t["role"] == "input":
+            values[t["id"]] = inputs[t["name"]]
+        elif t["role"] == "buffer":
+            flat = [float(v) for v in t["value"]]
+            values[t["id"]] = torch.tensor(flat, dtype=torch.float64).to(dtype).reshape(t["shape"])
+    for op in graph["ops"]:
+        spec = lambda i: (tensors[i]["shape"], _TORCH[tensors[i]["dtype"]])  # noqa: E731
+        form = BUILDERS[op["type"]]({k: _attr(v) for k, v in op["attrs"].items()},
+                                    [spec(i) for i in op["inputs"]], [spec(i) for i in op["outputs"]])
+        for i, out in zip(op["outputs"], form(*[values[i] for i in op["inputs"]])):
+            values[i] = out
+    return {tensors[i]["name"]: v for i, v in values.items()}
+
+
+def loss_of(graph, values):
+    return values[graph["tensors"][graph["loss"]]["name"]].item()
+
+
+class Writes(nn.Module):
+    """XGLM's label shift (integers written into new zeros), float writes of traced rows, ProphetNet's
+    gather with constant buckets and its n-gram targets (new zeros filled with -100, then written)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+
+    def forward(self, x, labels):
+        shifted = labels.new_zeros(labels.shape)
+        shifted[:, :-1] = labels[:, 1:].clone()
+        shifted[:, -1] = 1
+        h = self.proj(x)
+        out = torch.zeros(h.shape)
+        out[:, 1:3] = h[:, :2] * 2
+        out[..., 0] = h[..., 5]
+        buckets = torch.tensor([[0, 5, 2, 2, 1], [3, 3, 0, 4, 5]])  # ProphetNet's gather of position biases
+        bias = torch.gather(h[:, 0, :], 1, buckets)  # [2 5]
+        targets = labels.new_zeros(2, 2, 5).fill_(-100)  # ProphetNet's n-gram targets: filled, then written
+        targets[0] = shifted
+        logits = (out + h + bias.unsqueeze(-1)).flatten(0, 1)
+        return F.nll_loss(F.log_softmax(torch.cat([logits, logits]), dim=-1), targets.flatten())
+
+
+class Mixed(nn.Module):
+    """Conv1d (Mamba's causal depthwise one), softplus, hardswish, BatchNorm1d, counted average pooling,
+    list and tensor indexing, and an einsum with an ellipsis."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(6, 6, 3, padding=2, groups=6)
+        self.norm = nn.BatchNorm1d(6)
+        self.pool = nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False)
+        self.table = nn.Parameter(torch.randn(4, 10))
+        self.register_buffer("idxs", torch.tensor([[0, 3], [9, 2]]))
+
+    def forward(self, x, y):
+        c = self.conv(x.transpose(1, 2))[..., :x.shape[1]]  # [b 6 s]
+        c = F.softplus(c * 8) + F.hardswish(c)
+        c = self.norm(c.transpose(1, 2).flatten(0, 1)).reshape(c.shape[0], c.shape[2], 6)
+        picked = c[..., [1, 3, 4], :] + c[:, [2], :]
+        bias = self.table[:, self.idxs]  # [4 2 2]
+        image = self.pool(c.reshape(c.shape[0], 1, 6, -1))  # [b 1 3 ..]
+        mixed = torch.einsum("...ij,...kj->...ik", picked, picked)
+        return ((mixed.sum() + image.sum()) * bias.sum() - y).pow(2).mean()
+
+
+@pytest.mark.parametrize("case", ["writes", "mixed"])
+def test_lowered_ops_compute_the_modules_loss(case):
+    torch.manual_seed(0)
+    if case == "writes":
+        module, inputs = Writes(), {"x": torch.randn(2, 5, 6), "labels": torch.randint(0, 6, (2, 5))}
+    else:
+        module, inputs = Mixed().train(), {"x": torch.randn(2, 7, 6), "y": torch.randn(())}
+    graph = loom.trace(module, inputs)
+    want = module(**inputs).item()
+    got = loss_of(graph, evaluate(graph, module, inputs))
+    assert math.isclose(got, want, rel_tol=1e-5), (got, want)
+    if case == "writes":  # the label shift reads the batch: another batch gives its own loss
+        other = {"x": torch.randn(2, 5, 6), "labels": torch.randint(0, 6, (2, 5))}
+        assert math.isclose(loss_of(graph, evaluate(graph, module, other)), module(**other).item(), rel_tol=1e-5)
+
+
+def test_a_write_into_a_tensor_read_before_it_is_refused():
+    class ViewThenWrite(nn.Module):
+        def forward(self, x):
+            view = x[:, :2]
+            x[:, 0] = x[:, 1] * 3  # torch's view sees this write; a functional lowering would not
+            return view.sum()
+
+    with pytest.raises(loom.UnsupportedOpsError, match="setitem"):
+        loom.trace(ViewThenWrite(), {"x": torch.randn(3, 4)}, loss=lambda out, b: out)
+
+
+def mixtral(experts=4, top_k=2):
+    config = transformers.MixtralConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                        num_attention_heads=4, num_key_value_heads=2, num_local_experts=experts,
+                                        num_experts_per_tok=top_k, max_position_embeddings=32)
+    return transformers.MixtralForCausalLM(config)
+
+
+def qwen2_moe():
+    config = transformers.Qwen2MoeConfig(vocab_size=64, hidden_size=32, intermediate_size=48,
+                                         moe_intermediate_size=24, shared_expert_intermediate_size=40,
+                                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                         num_experts=4, num_experts_per_tok=2, max_position_embeddings=32)
+    return transformers.Qwen2MoeForCausalLM(config)
+
+
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.mark.parametrize("build", [mixtral, qwen2_moe], ids=["mixtral-top2", "qwen2-moe"])
+def test_the_dense_lowering_computes_the_models_loss(build):
+    torch.manual_seed(0)
+    model = build().train()
+    ids = torch.randint(0, 64, (2, 8))
+    graph = loom.trace(model, {"input_ids": ids, "labels": ids})
+    types = [op["type"] for op in graph["ops"]]
+    assert "argmax" in types and "where" in types  # the routing is in the graph, data-dependent
+    values = evaluate(graph, model, {"input_ids": ids, "labels": ids})
+    want = model(input_ids=ids, labels=ids).loss.item()
+    got = values[graph["tensors"][graph["loss"]]["name"]].item()
+    assert math.isclose(got, want, rel_tol=1e-5), (got, want)
+
+
+def test_another_batch_routes_differently_and_still_matches():
+    # The routing is computed, not baked in: the graph traced on one batch gives the model's loss on another.
+    torch.manual_seed(0)
+    model = mixtral(experts=3, top_k=1).train()
+    ids = torch.randint(0, 64, (2, 8))
+    graph = loom.trace(model, {"input_ids": ids, "labels": ids})
+    other = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(5))
+    values = evaluate(graph, model, {"input_ids": other, "labels": other})
+    want = model(input_ids=other, labels=other).loss.item()
+    assert math.isclose(values[graph["tensors"][graph["loss"]]["name"]].item(), want, rel_tol=1e-5)
