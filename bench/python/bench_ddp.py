@@ -11,8 +11,9 @@ steps 2..N. The pair runs --repeats times, alternating which goes first; the tab
 the medians, then where Loom's step time goes per instruction kind (summed over ranks' steps 2..N, median
 repeat; "backward autograd" there counts every backward sub-op the launcher does not know as closed form,
 those of runtime/backward_forms.py included).
-Nothing here changes the plan or the generated code: this measures. (Gradient buckets, `rt.all_reduce_start` /
-`rt.wait`, are not among the timed instruction kinds: their time shows in the step, not in a row.)
+Nothing here changes the plan or the generated code: this measures. (The runtime defers Adam(W) steps and runs
+them as one multi-tensor call at the next other instruction: the "optimizer" row counts the copies they write
+into, the batched update itself shows in the row of the instruction that flushed it, `wait` or `keep`.)
 """
 
 import argparse

@@ -110,6 +110,12 @@ def _concrete_hf_tracer():
         def proxy(self, node):
             return ConcreteProxy(node, self)
 
+        def create_arg(self, a):
+            import numpy
+            if isinstance(a, numpy.generic):  # a numpy number among an op's arguments (Perceiver's sizes)
+                return super().create_arg(a.item())  # the same value as a Python number, which fx records
+            return super().create_arg(a)
+
         def is_leaf_module(self, m, qualname):
             # A top-k mixture of experts routes with data-dependent sizes: traced whole, lowered densely.
             return _moe_leaf(m) or super().is_leaf_module(m, qualname)
@@ -134,6 +140,14 @@ def _concrete_hf_tracer():
                 patches.__exit__(None, None, None)  # the normal exit path: the one that restores
 
         def create_proxy(self, kind, target, args, kwargs, *rest, **named):
+            import numpy  # numpy numbers as Python's (Perceiver's heads' widths): torch.Size + (np.int64,) fails
+            def plain(v):
+                if isinstance(v, numpy.generic):
+                    return v.item()
+                if type(v) in (tuple, list):
+                    return type(v)(plain(x) for x in v)
+                return {k: plain(x) for k, x in v.items()} if type(v) is dict else v
+            args, kwargs = plain(args), plain(kwargs)
             rv = super().create_proxy(kind, target, args, kwargs, *rest, **named)
             if kind in ("call_function", "call_method", "call_module") and isinstance(rv, HFProxy) \
                     and "_metadata" not in rv.__dict__:

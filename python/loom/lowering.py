@@ -256,6 +256,15 @@ def _is_causal_mask(mask, s, t):
     return bool(torch.all((mask == 0) == keep)) and bool(torch.all(mask.masked_fill(keep, -torch.inf) <= -1e4))
 
 
+def _loss(cx, type_, inputs, attrs, value):
+    """The engine's losses are f32 scalars (src/ops/loss.cc); torch's has its inputs' dtype: a float64
+    model's loss is the f32 loss cast to float64, as the engine computes it."""
+    if not isinstance(value, torch.Tensor) or value.dtype == torch.float32:
+        return cx.emit(type_, inputs, attrs, value)
+    loss = cx.emit(type_, inputs, attrs, Meta(value.shape, torch.float32), suffix="f32")
+    return cx.emit("cast", [loss], {"dtype": cx.dtype_name(value.dtype)}, value)
+
+
 def _cross_entropy(cx, args, kwargs, value):
     logits, labels = args[0], cx.tensor(args[1])
     if kwargs.get("reduction", "mean") != "mean" or kwargs.get("weight") is not None:
@@ -263,7 +272,7 @@ def _cross_entropy(cx, args, kwargs, value):
     attrs = {"ignore_index": int(kwargs.get("ignore_index", -100))}  # torch's default, -100, spelled out
     if kwargs.get("label_smoothing", 0.0):
         attrs["label_smoothing"] = float(kwargs["label_smoothing"])
-    return cx.emit("cross_entropy", [logits, labels], attrs, value)
+    return _loss(cx, "cross_entropy", [logits, labels], attrs, value)
 
 
 def _nll_loss(cx, args, kwargs, value):
@@ -271,7 +280,7 @@ def _nll_loss(cx, args, kwargs, value):
     if kwargs.get("reduction", "mean") != "mean" or kwargs.get("weight") is not None \
             or any(kwargs.get(k) is not None for k in ("size_average", "reduce")):
         return None
-    return cx.emit("nll_loss", [log_probs, labels], {"ignore_index": int(kwargs.get("ignore_index", -100))}, value)
+    return _loss(cx, "nll_loss", [log_probs, labels], {"ignore_index": int(kwargs.get("ignore_index", -100))}, value)
 
 
 def _gather(cx, args, kwargs, value):
@@ -319,10 +328,34 @@ def _fill_(cx, args, kwargs, value):
     return filled
 
 
+# Ops whose result may share storage with their input: an in-place write to it would change that input.
+_MAY_ALIAS = {"view", "reshape", "flatten", "permute", "transpose", "t", "unsqueeze", "squeeze", "expand",
+              "expand_as", "view_as", "reshape_as", "split", "chunk", "contiguous", "to", "type", "type_as",
+              "float", "narrow", "select", "unbind", "as_strided", "detach", "__getitem__", "getitem"}
+
+
+def _add_(cx, args, kwargs, value):
+    """x.add_(y) where x is a traced op's result: the sum out of place, and x's later readers read it, as
+    they would in torch. Refused where the write would reach another tensor: x a parameter, an input or a
+    view of one (its base would change too); and where x is a constant (MusicGen Melody's `loss = zeros;
+    loss += ...`): the recording run's add_ wrote into that constant, so its value is no longer the one
+    the model starts from."""
+    written = cx.node.args[0]
+    source = getattr(written, "target", None)
+    name = source if isinstance(source, str) else getattr(source, "__name__", "")
+    if not _is_tensor(args[0]) or not hasattr(written, "op") or written.op in ("placeholder", "get_attr") \
+            or name in _MAY_ALIAS:
+        return None
+    result = _binary("add")(cx, args, kwargs, value)
+    if result is not None and hasattr(cx, "lowered") and written in cx.lowered:
+        cx.lowered[written] = result
+    return result
+
+
 def _mse_loss(cx, args, kwargs, value):
     if kwargs.get("reduction", "mean") != "mean":
         return None
-    return cx.emit("mse_loss", [cx.tensor(args[0]), cx.tensor(args[1])], {}, value)
+    return _loss(cx, "mse_loss", [cx.tensor(args[0]), cx.tensor(args[1])], {}, value)
 
 
 # Vision (src/ops/conv_pool.cc, norm.cc): NCHW images; attributes as [height, width] pairs.
@@ -991,7 +1024,7 @@ METHODS = {
     "new_zeros": _shape_only(), "new_ones": _shape_only(), "new_full": _shape_only(),
     "new_empty": _shape_only(empty=True), "maximum": _compare("maximum"), "minimum": _compare("minimum"),
     "max": _extreme("maximum", "amax"), "min": _extreme("minimum", None), "detach": _detach, "norm": _norm,
-    "fill_": _fill_, "gather": _gather,
+    "fill_": _fill_, "gather": _gather, "add_": _add_,
     "repeat": _repeat,
 }
 
@@ -1107,6 +1140,41 @@ def _module_adaptive_avg_pool2d(cx, m, args, kwargs, value):
     return _adaptive_avg_pool2d(cx, [args[0]], {}, value)
 
 
+def _module_multihead_attention(cx, m, args, kwargs, value):
+    """nn.MultiheadAttention (Siglip's pooling head), batch first, no masks, one in_proj: the in_proj
+    weight's query, key and value rows as linears, heads split, scaled_dot_product_attention, out_proj.
+    Returns (output, None): the averaged attention weights are not computed (a reader of them fails)."""
+    query, key, val = (_arg(args, kwargs, i, n) for i, n in enumerate(("query", "key", "value")))
+    masks = [_arg(args, kwargs, i, n) for i, n in ((3, "key_padding_mask"), (5, "attn_mask"))]
+    if not m.batch_first or not m._qkv_same_embed_dim or m.bias_k is not None or m.add_zero_attn \
+            or any(x is not None for x in masks) or not isinstance(value, tuple):
+        return None
+    out_value = value[0]
+    dtype, e, h = out_value.dtype, m.embed_dim, m.num_heads
+    w, b = cx.tensor(m.in_proj_weight), cx.tensor(m.in_proj_bias) if m.in_proj_bias is not None else None
+    heads = []
+    for part, x in enumerate((query, key, val)):
+        batch, length = cx.shape(x)[0], cx.shape(x)[1]
+        rows = {"dim": 0, "start": part * e, "end": (part + 1) * e, "step": 1}
+        wp = cx.emit("slice", [w], rows, Meta([e, e], dtype), suffix=f"w{part}")
+        bp = cx.emit("slice", [b], rows, Meta([e], dtype), suffix=f"b{part}") if b is not None else None
+        y = cx.emit("linear", [cx.tensor(x), wp] + ([bp] if bp is not None else []), {},
+                    Meta([batch, length, e], dtype), suffix=f"proj{part}")
+        y = cx.emit("reshape", [y], {"shape": [batch, length, h, e // h]}, Meta([batch, length, h, e // h], dtype),
+                    suffix=f"heads{part}")
+        heads.append(cx.emit("transpose", [y], {"dim0": 1, "dim1": 2}, Meta([batch, h, length, e // h], dtype),
+                             suffix=f"t{part}"))
+    batch, length = cx.shape(query)[0], cx.shape(query)[1]
+    attrs = {"causal": False, "scale": 1.0 / math.sqrt(e // h)}
+    if m.training and m.dropout > 0:
+        attrs["dropout"] = float(m.dropout)
+    att = cx.emit("scaled_dot_product_attention", heads, attrs, Meta([batch, h, length, e // h], dtype), suffix="sdpa")
+    att = cx.emit("transpose", [att], {"dim0": 1, "dim1": 2}, Meta([batch, length, h, e // h], dtype), suffix="back")
+    att = cx.emit("reshape", [att], {"shape": [batch, length, e]}, Meta([batch, length, e], dtype), suffix="merged")
+    out = _linear(cx, [att, m.out_proj.weight, m.out_proj.bias], {}, out_value)
+    return (out, None)
+
+
 MODULES = [
     (nn.Linear, _module_linear),
     (nn.Embedding, _module_embedding),
@@ -1123,6 +1191,7 @@ MODULES = [
     (nn.Identity, _module_identity),
     (nn.Flatten, _module_flatten),
     (nn.CrossEntropyLoss, _module_cross_entropy),
+    (nn.MultiheadAttention, _module_multihead_attention),
     (nn.MSELoss, _module_mse),
     (nn.Conv2d, _module_conv2d),
     (nn.Conv1d, _module_conv1d),

@@ -213,7 +213,9 @@ class Lowering:
         kwargs = fx.node.map_arg(node.kwargs, lambda n: self.lowered[n])
         # A module with parameters is trainable whatever it reads (an embedding of constant position ids).
         trainable = node.op == "call_module" and any(True for _ in self.gm.get_submodule(node.target).parameters())
-        if not trainable and not _has_dynamic((args, kwargs)):
+        # x.type_as(y) reads only y's dtype (known on the examples): constant when x is (PegasusX's sinusoids).
+        read = (args[:1], kwargs) if (node.op, node.target) == ("call_method", "type_as") else (args, kwargs)
+        if not trainable and not _has_dynamic(read):
             if isinstance(value, torch.Tensor):
                 self.folded_names.setdefault(id(value), self._name())  # names its buffer, if one is used
             return value  # folded: a number, a dtype, or a tensor made of constants (a buffer when used)

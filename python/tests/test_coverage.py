@@ -72,3 +72,14 @@ def test_the_comparison_has_teeth():
     assert coverage.worst_error(reference, noise)[0] <= coverage.RTOL
     assert coverage.worst_error(reference, {"loss": reference["loss"], "w": reference["w"]})[1] == "b"
     assert coverage.worst_error(reference, dict(reference, loss=torch.tensor(float("nan"))))[1] == "loss"
+
+
+def test_batch_norm_classes_are_compared_in_float64_and_the_summary_says_so():
+    import torch.nn as nn
+    assert coverage._has_batch_norm(nn.Sequential(nn.Conv2d(3, 4, 1), nn.BatchNorm2d(4)).train())
+    assert not coverage._has_batch_norm(nn.Sequential(nn.Conv2d(3, 4, 1), nn.BatchNorm2d(4)).eval())
+    assert not coverage._has_batch_norm(nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4)))
+    row = {"family": "image-classification", "model": "M", "built": True, "traced": True, "dp": True, "tp": True,
+           "match": True, "reason": ""}
+    text = coverage.summary([row, dict(row, model="N", float64=True)])["text"]
+    assert "2 of the 2 checked; 1 with batch norm compared in float64" in text

@@ -168,3 +168,92 @@ def test_another_batch_routes_differently_and_still_matches():
     values = evaluate(graph, model, {"input_ids": other, "labels": other})
     want = model(input_ids=other, labels=other).loss.item()
     assert math.isclose(values[graph["tensors"][graph["loss"]]["name"]].item(), want, rel_tol=1e-5)
+
+
+class SinusoidsAndInPlaceAdd(nn.Module):
+    """PegasusX's sinusoidal positions (a constant: x.type_as(traced) reads only the dtype) and an in-place
+    add into a traced op's result, read afterwards (as torch would: the sum)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+
+    def forward(self, x, y):
+        positions = torch.arange(5)[:, None]
+        div = torch.exp(torch.arange(3).type_as(x) * -0.5)
+        pe = torch.zeros(5, 6)
+        pe[:, :3] = torch.sin(positions * div)
+        pe[:, 3:] = torch.cos(positions * div)
+        h = self.proj(x + pe)
+        total = h * 2
+        total.add_(h)
+        return (total.sum(-1) - y).pow(2).mean()
+
+
+def test_sinusoids_and_an_in_place_add_compute_the_modules_loss():
+    torch.manual_seed(0)
+    module, inputs = SinusoidsAndInPlaceAdd(), {"x": torch.randn(2, 5, 6), "y": torch.randn(2, 5)}
+    graph = loom.trace(module, inputs)
+    assert not any(op["type"] in ("sin", "cos") for op in graph["ops"])  # folded into a buffer
+    got, want = loss_of(graph, evaluate(graph, module, inputs)), module(**inputs).item()
+    assert math.isclose(got, want, rel_tol=1e-5), (got, want)
+
+
+@pytest.mark.parametrize("where", ["input", "view", "constant"])
+def test_an_in_place_add_that_would_reach_another_tensor_is_refused(where):
+    class AddInto(nn.Module):
+        def forward(self, x):
+            if where == "input":
+                target = x  # the caller's tensor
+            elif where == "view":
+                target = (x * 2)[:, :2]  # its base would change too
+            else:
+                target = torch.zeros(())  # a constant: the recording run's add_ already wrote into it
+            target.add_(x.sum())
+            return target.sum()
+
+    with pytest.raises(loom.UnsupportedOpsError, match="add_"):
+        loom.trace(AddInto(), {"x": torch.randn(3, 4)}, loss=lambda out, b: out)
+
+
+class Pooling(nn.Module):
+    """Siglip's pooling head: a learned probe attending over the tokens with nn.MultiheadAttention."""
+
+    def __init__(self, batch_first=True):
+        super().__init__()
+        self.probe = nn.Parameter(torch.randn(1, 1, 8))
+        self.attention = nn.MultiheadAttention(8, 2, batch_first=batch_first)
+
+    def forward(self, x, y):
+        if self.attention.batch_first:
+            probe = self.probe.repeat(x.shape[0], 1, 1)  # [b 1 e]
+        else:
+            probe = self.probe.repeat(1, x.shape[1], 1)  # [1 b e]
+        pooled = self.attention(probe, x, x)[0]
+        return (pooled.sum(-1) - y).pow(2).mean()
+
+
+def test_multihead_attention_lowers_to_the_modules_loss():
+    torch.manual_seed(0)
+    module, inputs = Pooling().eval(), {"x": torch.randn(3, 5, 8), "y": torch.randn(3, 1)}
+    graph = loom.trace(module, inputs)
+    assert any(op["type"] == "scaled_dot_product_attention" for op in graph["ops"])
+    got, want = loss_of(graph, evaluate(graph, module, inputs)), module(**inputs).item()
+    assert math.isclose(got, want, rel_tol=1e-5), (got, want)
+
+
+def test_multihead_attention_in_sequence_first_layout_is_refused():
+    with pytest.raises(loom.UnsupportedOpsError, match="MultiheadAttention"):
+        loom.trace(Pooling(batch_first=False).eval(), {"x": torch.randn(5, 3, 8), "y": torch.randn(1, 3)})
+
+
+def test_a_float64_models_loss_is_the_engines_f32_loss_cast():
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(6, 4), nn.BatchNorm1d(4)).double().train()
+    inputs = {"input": torch.randn(5, 6, dtype=torch.float64), "labels": torch.randint(0, 4, (5,))}
+    graph = loom.trace(module, inputs, loss=lambda out, b: F.cross_entropy(out, b["labels"]))
+    losses = [op for op in graph["ops"] if op["type"] == "cross_entropy"]
+    assert [graph["tensors"][i]["dtype"] for op in losses for i in op["outputs"]] == ["f32"]
+    assert graph["tensors"][graph["loss"]]["dtype"] == "f64"
+    want = F.cross_entropy(module(inputs["input"]), inputs["labels"]).item()
+    assert math.isclose(loss_of(graph, evaluate(graph, module, inputs)), want, rel_tol=1e-6)

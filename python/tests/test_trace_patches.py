@@ -2,6 +2,7 @@
 torch.clamp, torch.arange, ... for wrappers while it runs, and a later trace in the same process (the
 coverage run traces every model class in one) must still find the originals in the lowering's table."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -83,3 +84,24 @@ def test_repeated_failures_do_not_stack_wrappers(torch_functions):
     for _ in range(3):
         _fail_a_huggingface_trace()
     assert torch.clamp is torch_functions["clamp"] and torch.arange is torch_functions["arange"]
+
+
+class NumpySizes(transformers.PreTrainedModel):
+    """Perceiver's heads: sizes computed with numpy (np.int64) among a view's arguments."""
+    config_class = _Config
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.embed = nn.Embedding(16, 8)
+        self.heads, self.width = np.int64(2), np.prod([2, 2])
+
+    def forward(self, input_ids):
+        h = self.embed(input_ids)
+        return h.view(h.size()[:-1] + (self.heads, self.width)).transpose(1, 2)
+
+
+def test_numpy_numbers_in_a_huggingface_trace_are_their_values():
+    graph = loom.trace(NumpySizes(_Config()), {"input_ids": torch.randint(0, 16, (2, 5))},
+                       loss=lambda out, batch: out.pow(2).mean())
+    views = [op for op in graph["ops"] if op["type"] in ("view", "reshape")]
+    assert [graph["tensors"][op["outputs"][0]]["shape"] for op in views] == [[2, 5, 2, 4]]

@@ -2,7 +2,7 @@
 its closed-form rule (backward_forms.py) where the table has one, else torch.autograd over the forward
 part's form (the engine's backward op reads the saved forward tensors and the output gradients, and writes
 the input gradients its mirror layout names), an optimizer step on copies of its inputs (the ExecPlan
-writes each buffer once)."""
+writes each buffer once); Adam(W) steps also as one batch per program (flush_adam, deferred by the Runtime)."""
 
 import json
 
@@ -51,6 +51,47 @@ def _shared_form(op_type, attrs, inputs, outputs):
             _SHARED_FORMS.clear()
         form = _SHARED_FORMS[key] = placed_ops.build(op_type, attrs, inputs, outputs)
     return form
+
+
+# --- Adam(W) steps batched (Runtime defers them) -----------------------------------------------------
+# torch.optim runs one multi-tensor fused call over all parameters; a call per parameter costs the
+# dispatch and the kernel's setup each time (8 % of a data-parallel GPT-2 step). The runtime defers the
+# Adam(W) sub-ops of a program and runs them as one torch._fused_adam(w)_ call per group of equal
+# hyperparameters, step, dtype and device before any other instruction (`flush_adam`): the kernel is
+# element-wise per tensor, so every value is the one the per-parameter call gives.
+_ADAM = {"adam", "adamw"}
+
+
+def _adam_hyperparameters(spec, step):
+    """The hyperparameters ops._adam_builder reads (the same defaults), the step and the type: a group's key."""
+    attrs, decoupled = spec["attrs"], spec["type"] == "adamw"
+    return (spec["type"], float(attrs.get("lr", 1e-3)), float(attrs.get("beta1", 0.9)),
+            float(attrs.get("beta2", 0.999)), float(attrs.get("eps", 1e-8)),
+            float(attrs.get("weight_decay", 1e-2 if decoupled else 0.0)), int(step))
+
+
+def flush_adam(pending):
+    """Runs the deferred Adam(W) steps, [(sub-op name, key, (weights, grad, m, v, param or None))], in place:
+    one fused multi-tensor call per key; a group the fused kernel refuses runs ops._adam_step per tensor."""
+    groups = {}
+    for name, key, operands in pending:
+        groups.setdefault(key, []).append((name, operands))
+    for (kind, lr, beta1, beta2, eps, decay, step, _, device), members in groups.items():
+        weights, grads, ms, vs, params = (list(column) for column in zip(*(o for _, o in members)))
+        step_t = torch.full((), float(step), dtype=torch.float32, device=device)  # read, not advanced
+        fused = torch._fused_adamw_ if kind == "adamw" else torch._fused_adam_
+        try:
+            try:
+                fused(weights, grads, ms, vs, [], [step_t] * len(weights), lr=lr, beta1=beta1, beta2=beta2,
+                      weight_decay=decay, eps=eps, amsgrad=False, maximize=False)
+            except (RuntimeError, NotImplementedError):
+                for w, g, m, v in zip(weights, grads, ms, vs):
+                    ops._adam_step(w, g, m, v, lr, beta1, beta2, eps, decay, kind == "adamw", step)
+            for param, w in zip(params, weights):
+                if param is not None:  # fp32 master weights: the 16-bit parameter follows
+                    param.copy_(w)
+        except (RuntimeError, ValueError, TypeError) as e:
+            raise SubOpError(f"sub-ops {[n for n, _ in members]} ({kind}, batched): {e}") from e
 
 
 class SubOp:
@@ -102,6 +143,24 @@ class SubOp:
                 self.rule = backward_forms.build(self.forward, self._build_form)
             else:
                 self.fn = self._build_form()
+
+    @property
+    def batchable(self):
+        """An Adam(W) step the runtime may defer and batch (flush_adam)."""
+        return self.forward is None and self.spec["type"] in _ADAM and not self._zero_inputs
+
+    def start_adam(self, args):
+        """A deferred Adam(W) step: its outputs (copies of the parameter and states, as the step writes, filled
+        by flush_adam) and its entry of the batch."""
+        if None in args:
+            raise SubOpError(f"sub-op '{self.name}': an input of the optimizer step is missing (None)")
+        param, grad, *rest = [x if i == 1 else x.clone(memory_format=torch.contiguous_format)
+                               for i, x in enumerate(args)]
+        master = bool(self.spec["attrs"].get("master_weights", False))
+        weights = rest[0] if master else param
+        g = grad.to(weights.dtype) if grad.dtype != weights.dtype else grad
+        key = (*_adam_hyperparameters(self.spec, self.step), weights.dtype, weights.device)
+        return (param, *rest), (self.name, key, (weights, g, rest[-2], rest[-1], param if master else None))
 
     def __call__(self, *args):
         try:

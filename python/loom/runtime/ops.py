@@ -205,11 +205,16 @@ def _batch_dims(x):
     return [0] + list(range(2, x.dim()))
 
 
+def _at_least_f32(x):
+    """Statistics in float32, or in float64 for a float64 graph (float32 there would round its batch norm)."""
+    return x if x.dtype == torch.float64 else x.float()
+
+
 @op("batch_norm_sums")
 def _batch_norm_sums(attrs, inputs, outputs):
     def run(x):
         per_channel = x.numel() // x.shape[1] if x.shape[1] else 0
-        return x.float().sum(_batch_dims(x)), torch.full((x.shape[1],), float(per_channel), device=x.device)
+        return _at_least_f32(x).sum(_batch_dims(x)), torch.full((x.shape[1],), float(per_channel), device=x.device)
 
     return run
 
@@ -218,7 +223,7 @@ def _batch_norm_sums(attrs, inputs, outputs):
 def _batch_norm_centered_sums(attrs, inputs, outputs):
     def run(x, total, count):
         mean = (total / count).detach().view(_channel_view(x))
-        return (x.float() - mean).square().sum(_batch_dims(x)),
+        return (_at_least_f32(x) - mean).square().sum(_batch_dims(x)),
 
     return run
 
@@ -231,7 +236,8 @@ def _batch_norm_from_sums(attrs, inputs, outputs):
         count = count.detach()
         shape = _channel_view(x)
         mean, inv_std = (total / count).view(shape), torch.rsqrt(squares / count + eps).view(shape)
-        return ((x.float() - mean) * inv_std * w.float().view(shape) + b.float().view(shape)).to(x.dtype),
+        return ((_at_least_f32(x) - mean) * inv_std * _at_least_f32(w).view(shape)
+                + _at_least_f32(b).view(shape)).to(x.dtype),
 
     return run
 

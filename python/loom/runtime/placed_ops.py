@@ -16,43 +16,97 @@ whole tensor's shape. The plain forms (ops.py) see local shapes only, which is r
                               up to the mean)
 """
 
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from . import ops
-from .initial import mix_array, mix_int
+from .initial import mix_int
 
 
 def _offset(spec):
     return list(spec.get("offset", [0] * len(spec["shape"])))
 
 
-def _global_flat_index(spec):
-    """Each local element's flat index in the whole tensor (row-major), as a uint64 array."""
+def _as_signed(z):
+    """A uint64 constant as the int64 with the same bits (torch's integer tensors are signed)."""
+    z &= (1 << 64) - 1
+    return z - (1 << 64) if z >= 1 << 63 else z
+
+
+def _shift_right(z, bits):
+    """The logical right shift of an int64 tensor holding uint64 bits."""
+    return (z >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def _mix_tensor(z):
+    """initial._mix_array over int64 tensors holding uint64 bits (adds and products wrap alike); z is not
+    written, the passes after the first run in place on the result."""
+    z = z + _as_signed(0x9E3779B97F4A7C15)
+    z ^= _shift_right(z, 30)
+    z *= _as_signed(0xBF58476D1CE4E5B9)
+    z ^= _shift_right(z, 27)
+    z *= _as_signed(0x94D049BB133111EB)
+    z ^= _shift_right(z, 31)
+    return z
+
+
+def _global_flat_index_tensor(spec):
+    """Each local element's flat index in the whole tensor (row-major), int64 (the whole tensor's indices fit)."""
     shape, offset, step, full = spec["shape"], _offset(spec), spec.get("step"), spec["full"]
     step = step or [1] * len(shape)
-    flat = np.zeros(shape, dtype=np.uint64)
+    flat = torch.zeros(shape, dtype=torch.int64)
     stride = 1
     for d in reversed(range(len(shape))):
-        coords = (offset[d] + np.arange(shape[d], dtype=np.int64) * step[d]).astype(np.uint64)
         view = [1] * len(shape)
         view[d] = shape[d]
-        flat = flat + coords.reshape(view) * np.uint64(stride)
+        flat = flat + (offset[d] + torch.arange(shape[d], dtype=torch.int64) * step[d]).reshape(view) * stride
         stride *= full[d]
     return flat
 
 
-def _dropout(attrs, inputs, outputs):
-    """Step 1 keys the mask by the seed attribute (as `loom verify`'s interpreter); step k > 1 mixes k in, so
-    every step draws a new mask, the same on every plan (the step count is the runtime's: compute.py)."""
+def dropout_mask(attrs, spec):
+    """Which elements of the output piece `spec` dropout zeroes: element i where the top 53 bits of
+    mix(key ^ mix(global index of i)), as a fraction of 2^53 (the generator's uniform), fall below p; compared
+    as integers (bits < p 2^53 exactly when bits < ceil(p 2^53)). Step 1 keys the mask by the seed attribute
+    (as `loom verify`'s interpreter); step k > 1 mixes k in, so every step draws a new mask, the same on every
+    plan (the step count is the runtime's: compute.py)."""
     p = float(attrs.get("p", 0.1))
     seed = int(attrs.get("seed", 0))
     step = int(attrs.get("step", 1))
-    key = np.uint64(mix_int(seed) if step <= 1 else mix_int(mix_int(seed) ^ mix_int(step)))
-    u = (mix_array(key ^ mix_array(_global_flat_index(outputs[0]))) >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
-    multiplier = torch.from_numpy(np.where(u < p, 0.0, 1.0 / (1.0 - p)))
-    return lambda x: (x * multiplier.to(x.device, x.dtype),)
+    key = mix_int(seed) if step <= 1 else mix_int(mix_int(seed) ^ mix_int(step))
+    z = _global_flat_index_tensor(spec)
+    z = _mix_tensor(_mix_tensor(z) ^ _as_signed(key))
+    return _shift_right(z, 11) < math.ceil(p * 2.0 ** 53)
+
+
+def dropout_multiplier(attrs, spec, dtype=torch.float64):
+    """The mask as the factor dropout multiplies by: 0 where dropped, else 1 / (1 - p) (computed in float64,
+    then rounded to dtype)."""
+    p = float(attrs.get("p", 0.1))
+    dropped = dropout_mask(attrs, spec)
+    kept = torch.tensor(1.0 / (1.0 - p) if p < 1 else 0.0, dtype=torch.float64).to(dtype)
+    return torch.where(dropped, torch.zeros((), dtype=dtype), kept)
+
+
+def _dropout(attrs, inputs, outputs):
+    """The input times its placed mask, hashed in torch once per form (the runtime builds one per step, shared
+    by the forward and backward parts: compute.py) and made a factor once per dtype and device, not per call."""
+    p = float(attrs.get("p", 0.1))
+    dropped = dropout_mask(attrs, outputs[0])
+    kept = 1.0 / (1.0 - p) if p < 1 else 0.0
+    factors = {}
+
+    def run(x):
+        key = (x.dtype, x.device)
+        if key not in factors:
+            scale = torch.tensor(kept, dtype=torch.float64).to(x.dtype)
+            factors[key] = torch.where(dropped, torch.zeros((), dtype=x.dtype), scale).to(x.device)
+        return (x * factors[key],)
+
+    return run
 
 
 def _embedding(attrs, inputs, outputs):

@@ -4,7 +4,7 @@ ExecPlan instruction, over this rank's tensors."""
 import torch
 
 from . import geometry
-from .compute import SubOp
+from .compute import SubOp, flush_adam
 from .initial import DTYPES, initial_value
 
 
@@ -34,6 +34,7 @@ class Runtime:
         self.step_index = int(start_step)  # steps taken before this one: 0 for the first step
         self._carried = {}  # tensor name -> [(piece, value)]: this rank's results of the previous step
         self.kept = []  # (tensor name, piece, value): the step's results
+        self._adam = []  # deferred Adam(W) steps (compute.flush_adam), run before any other instruction
 
     def next_step(self):
         """Begins the next step from this step's results; returns this step's kept triples."""
@@ -91,8 +92,8 @@ class Runtime:
         of the same value part that holds its box."""
         pieces = self._carried[name]
         for kept_piece, value in pieces:
-            if geometry.same_piece(kept_piece, piece):
-                return value.clone()
+            if kept_piece == piece or geometry.same_piece(kept_piece, piece):
+                return value  # no copy: no instruction writes a buffer it reads (optimizer steps copy first)
         box, part = piece
         for (kept_box, kept_part), value in pieces:
             if tuple(kept_part) == tuple(part) and geometry.contains(kept_box, box):
@@ -106,25 +107,41 @@ class Runtime:
         if op is None:
             op = self._sub_ops[sub_op] = SubOp(self.manifest["sub_ops"][str(sub_op)], self.device)
         op.set_step(self.step_index + 1)
+        if op.batchable:  # deferred: its outputs are filled before the next other instruction reads them
+            outputs, entry = op.start_adam(inputs)
+            self._adam.append(entry)
+            return outputs
+        self._flush()
         return op(*inputs)
 
+    def _flush(self):
+        """Runs the deferred optimizer steps (one multi-tensor call per group: compute.flush_adam)."""
+        if self._adam:
+            pending, self._adam = self._adam, []
+            flush_adam(pending)
+
     def keep(self, name, value, piece):
+        self._flush()
         self.kept.append((name, piece, value.detach().cpu()))
 
     # --- local data movement ------------------------------------------------------------------------
 
     def slice(self, x, in_piece, out_piece):
+        self._flush()
         return geometry.slice_piece(x, in_piece, out_piece)
 
     def scale(self, x, in_piece, out_piece):
+        self._flush()
         return geometry.scale_piece(x, in_piece, out_piece)
 
     def combine(self, inputs, out_piece):
+        self._flush()
         return geometry.combine(inputs, out_piece)
 
     # --- communication --------------------------------------------------------------------------------
 
     def _comm(self, what):
+        self._flush()  # every communication instruction passes here
         if self.comm is None:
             raise RuntimeError(f"rank {self.rank}: {what} in a single-process run (world size 1)")
         return self.comm
@@ -155,6 +172,7 @@ class Runtime:
         return self._comm("gradient bucket").wait(handle)
 
     def finish(self):
+        self._flush()
         if self.comm is not None:
             self.comm.finish()
 
