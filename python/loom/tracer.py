@@ -2,7 +2,7 @@
 
 1. capture (capture.py): torch.fx (HuggingFace's tracer for its models), the loss appended, every
    node's value recorded on the examples;
-2. lower (lowering.py): each node whose value depends on an input or a parameter becomes registry ops;
+2. lower (lowering/): each node whose value depends on an input or a parameter becomes registry ops;
    values that do not (sizes, dtypes, position ids, masks built from constants) are folded: numbers
    stay numbers, tensors become "buffer" tensors;
 3. finish: fused projections cut into equal parts (GPT-2's c_attn) laid out per part, so tensor parallelism

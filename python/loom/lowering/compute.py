@@ -1,0 +1,486 @@
+"""Handlers of arithmetic, linear algebra, normalization, attention, losses, convolution and pooling."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .base import Meta, T, _arg, _is_tensor, _scalar_operand
+
+
+def _binary(type_):
+    def handler(cx, args, kwargs, value):
+        a, b = args[0], args[1]
+        if kwargs.get("alpha", 1) != 1:
+            return None
+        if not _is_tensor(a) and not _is_tensor(b):
+            return None
+        if type_ == "mul" and not _is_tensor(a) and isinstance(a, (int, float)):
+            a, b = b, a  # c * x is x * c: a scale
+        if not _is_tensor(a):
+            a = cx.constant(a) if isinstance(a, torch.Tensor) else _scalar_operand(cx, a, b, value)
+        if not _is_tensor(b):
+            if type_ == "mul" and isinstance(b, (int, float)):
+                return cx.emit("scale", [a], {"factor": float(b)}, value)
+            if type_ == "div" and isinstance(b, (int, float)) and b != 0:
+                return cx.emit("scale", [a], {"factor": 1.0 / float(b)}, value)
+            b = cx.constant(b) if isinstance(b, torch.Tensor) else _scalar_operand(cx, b, a, value)
+        return cx.emit(type_, [a, b], {}, value)
+    return handler
+
+
+def _rsub(cx, args, kwargs, value):
+    return _binary("sub")(cx, [args[1], args[0]], kwargs, value)
+
+
+def _unary(type_, **fixed):
+    def handler(cx, args, kwargs, value):
+        return cx.emit(type_, [args[0]], dict(fixed), value)
+    return handler
+
+
+def _pow(cx, args, kwargs, value):
+    x, exponent = args[0], args[1]
+    if not _is_tensor(x) or not isinstance(exponent, (int, float)):
+        return None
+    if exponent == 2:
+        return cx.emit("square", [x], {}, value)
+    return cx.emit("pow", [x], {"exponent": float(exponent)}, value)
+
+
+def _gelu(cx, args, kwargs, value):
+    approximate = kwargs.get("approximate", "none")
+    return cx.emit("gelu", [args[0]], {} if approximate == "none" else {"approximate": approximate}, value)
+
+
+def _softmax(type_):
+    def handler(cx, args, kwargs, value):
+        x, dim, dtype = args[0], _arg(args, kwargs, 1, "dim"), _arg(args, kwargs, 3, "dtype")
+        if dim is None:
+            return None
+        if dtype is not None and dtype != cx.torch_dtype(x):  # torch casts the input first
+            x = cx.emit("cast", [x], {"dtype": cx.dtype_name(dtype)}, Meta(cx.shape(x), dtype), suffix="cast")
+        return cx.emit(type_, [x], {"dim": int(dim)}, value)
+    return handler
+
+
+def _dropout(cx, args, kwargs, value):
+    p = float(_arg(args, kwargs, 1, "p", 0.5))
+    training = _arg(args, kwargs, 2, "training", True)
+    if p == 0 or not training:
+        return cx.alias(args[0], value)
+    return cx.emit("dropout", [args[0]], {"p": p}, value)
+
+
+def _linear(cx, args, kwargs, value):
+    x, w, b = args[0], _arg(args, kwargs, 1, "weight"), _arg(args, kwargs, 2, "bias")
+    inputs = [x, w] + ([b] if b is not None else [])
+    return cx.emit("linear", [cx.tensor(i) for i in inputs], {}, value)
+
+
+def _matmul(cx, args, kwargs, value):
+    return cx.emit("matmul", [cx.tensor(args[0]), cx.tensor(args[1])], {}, value)
+
+
+def _addmm(cx, args, kwargs, value):
+    # bias + a @ b (HuggingFace's Conv1D): a matmul, then the bias broadcast over the rows.
+    if kwargs.get("beta", 1) != 1 or kwargs.get("alpha", 1) != 1:
+        return None
+    product = cx.emit("matmul", [cx.tensor(args[1]), cx.tensor(args[2])], {}, value, suffix="matmul")
+    return cx.emit("add", [product, cx.tensor(args[0])], {}, value)
+
+
+def _baddbmm(cx, args, kwargs, value):
+    # beta * input + alpha * (b1 @ b2) (Bloom's ALiBi scores).
+    bias, b1, b2 = args[0], _arg(args, kwargs, 1, "batch1"), _arg(args, kwargs, 2, "batch2")
+    beta, alpha = float(kwargs.get("beta", 1)), float(kwargs.get("alpha", 1))
+    product = cx.emit("bmm", [cx.tensor(b1), cx.tensor(b2)], {}, value, suffix="bmm")
+    if alpha != 1:
+        product = cx.emit("scale", [product], {"factor": alpha}, value, suffix="alpha")
+    if beta == 0:
+        return product
+    bias = cx.tensor(bias)
+    if beta != 1:
+        bias = cx.emit("scale", [bias], {"factor": beta}, Meta(cx.shape(bias), cx.torch_dtype(bias)), suffix="beta")
+    return cx.emit("add", [bias, product], {}, value)
+
+
+def _einsum(cx, args, kwargs, value):
+    equation, operands = args[0], args[1:]
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = operands[0]
+    if not isinstance(equation, str) or "->" not in equation:
+        return None  # the engine's einsum takes explicit outputs
+    equation = equation.replace(" ", "")
+    if "..." in equation:
+        equation = _explicit_ellipsis(equation, [cx.rank(cx.tensor(t)) for t in operands])
+        if equation is None:
+            return None
+    return cx.emit("einsum", [cx.tensor(t) for t in operands], {"equation": equation}, value)
+
+
+def _explicit_ellipsis(equation, ranks):
+    """'...qhd,...khd->...hqk' with operand ranks as letters the equation does not use (LongT5): the engine's
+    einsum has no ellipsis. Only when every '...' stands for the same number of dims (no broadcasting)."""
+    inputs, output = equation.split("->")
+    terms = inputs.split(",")
+    if len(terms) != len(ranks):
+        return None
+    counts = {rank - len(term.replace("...", "")) for term, rank in zip(terms, ranks) if "..." in term}
+    if len(counts) != 1 or min(counts) < 0:
+        return None
+    spare = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in equation][:counts.pop()]
+    return equation.replace("...", "".join(spare))
+
+
+def _stack(cx, args, kwargs, value):
+    tensors, dim = _arg(args, kwargs, 0, "tensors"), int(_arg(args, kwargs, 1, "dim", 0))
+    dim = dim + len(value.shape) if dim < 0 else dim
+    parts = []
+    for k, t in enumerate(tensors):
+        t = cx.tensor(t)
+        parts.append(cx.emit("unsqueeze", [t], {"dim": dim}, cx.shape_after_unsqueeze(t, dim), suffix=f"unsqueeze{k}"))
+    return cx.emit("concat", parts, {"dim": dim}, value)
+
+
+def _group_norm(cx, args, kwargs, value):
+    x, groups = args[0], int(_arg(args, kwargs, 1, "num_groups"))
+    weight, bias = _arg(args, kwargs, 2, "weight"), _arg(args, kwargs, 3, "bias")
+    eps = float(_arg(args, kwargs, 4, "eps", 1e-5))
+    channels, dtype = cx.shape(x)[1], cx.torch_dtype(x)
+    weight = cx.tensor(weight) if weight is not None else cx.constant(torch.ones(channels, dtype=dtype))
+    bias = cx.tensor(bias) if bias is not None else cx.constant(torch.zeros(channels, dtype=dtype))
+    return cx.emit("group_norm", [x, weight, bias], {"groups": groups, "eps": eps}, value)
+
+
+def _embedding(cx, args, kwargs, value):
+    ids, weight = args[0], args[1]
+    padding_idx = _arg(args, kwargs, 2, "padding_idx")
+    attrs = {} if padding_idx is None else {"padding_idx": int(padding_idx)}
+    return cx.emit("embedding", [ids, cx.tensor(weight)], attrs, value)
+
+
+def _layer_norm(cx, args, kwargs, value):
+    x, shape = args[0], _arg(args, kwargs, 1, "normalized_shape")
+    weight, bias = _arg(args, kwargs, 2, "weight"), _arg(args, kwargs, 3, "bias")
+    eps = float(_arg(args, kwargs, 4, "eps", 1e-5))
+    if len(shape) != 1:
+        return None  # the engine's layer_norm normalizes the last dim
+    if weight is None:  # elementwise_affine=False: the engine's layer_norm has a weight, here ones
+        weight = torch.ones(cx.shape(x)[-1], dtype=cx.torch_dtype(x))
+    inputs = [x, cx.tensor(weight)] + ([cx.tensor(bias)] if bias is not None else [])
+    return cx.emit("layer_norm", inputs, {"eps": eps}, value)
+
+
+def _rms_norm(cx, args, kwargs, value):
+    x, shape, weight = args[0], _arg(args, kwargs, 1, "normalized_shape"), _arg(args, kwargs, 2, "weight")
+    eps = _arg(args, kwargs, 3, "eps")
+    if weight is None or len(shape) != 1:
+        return None
+    return cx.emit("rms_norm", [x, cx.tensor(weight)], {} if eps is None else {"eps": float(eps)}, value)
+
+
+def _sdpa(cx, args, kwargs, value):
+    q, k, v = _arg(args, kwargs, 0, "query"), _arg(args, kwargs, 1, "key"), _arg(args, kwargs, 2, "value")
+    mask = _arg(args, kwargs, 3, "attn_mask")
+    dropout = float(_arg(args, kwargs, 4, "dropout_p", 0.0))
+    causal = bool(_arg(args, kwargs, 5, "is_causal", False))
+    scale = _arg(args, kwargs, 6, "scale")
+    if kwargs.get("enable_gqa", False):
+        return None
+    attrs = {"causal": causal, "scale": float(scale) if scale is not None else 1.0 / math.sqrt(value.shape[-1])}
+    if dropout > 0:
+        attrs["dropout"] = dropout
+    inputs = [q, k, v]
+    if mask is not None and _is_causal_mask(mask, value.shape[-2], cx.shape(k)[-2]):
+        attrs["causal"], mask = True, None  # HuggingFace's traced models spell causality as a constant mask
+    if mask is not None:
+        if isinstance(mask, T) or mask.dtype == torch.bool:
+            return None  # a boolean or computed mask: the engine takes an additive constant bias (or causal)
+        inputs.append(cx.tensor(mask))
+    return cx.emit("scaled_dot_product_attention", inputs, attrs, value)
+
+
+def _is_causal_mask(mask, s, t):
+    """A constant mask that keeps exactly the keys up to the query (top-left aligned, as is_causal): boolean
+    True there, or additive 0 there and very negative elsewhere; every broadcast row alike."""
+    if isinstance(mask, T) or not isinstance(mask, torch.Tensor) or s != t or tuple(mask.shape[-2:]) != (s, t):
+        return False
+    keep = torch.ones(s, t, dtype=torch.bool).tril()
+    if mask.dtype == torch.bool:
+        return bool(torch.all(mask == keep))
+    if not mask.dtype.is_floating_point:
+        return False
+    return bool(torch.all((mask == 0) == keep)) and bool(torch.all(mask.masked_fill(keep, -torch.inf) <= -1e4))
+
+
+def _loss(cx, type_, inputs, attrs, value):
+    """The engine's losses are f32 scalars (src/ops/loss.cc); torch's has its inputs' dtype: a float64
+    model's loss is the f32 loss cast to float64, as the engine computes it."""
+    if not isinstance(value, torch.Tensor) or value.dtype == torch.float32:
+        return cx.emit(type_, inputs, attrs, value)
+    loss = cx.emit(type_, inputs, attrs, Meta(value.shape, torch.float32), suffix="f32")
+    return cx.emit("cast", [loss], {"dtype": cx.dtype_name(value.dtype)}, value)
+
+
+def _cross_entropy(cx, args, kwargs, value):
+    logits, labels = args[0], cx.tensor(args[1])
+    if kwargs.get("reduction", "mean") != "mean" or kwargs.get("weight") is not None:
+        return None
+    attrs = {"ignore_index": int(kwargs.get("ignore_index", -100))}  # torch's default, -100, spelled out
+    if kwargs.get("label_smoothing", 0.0):
+        attrs["label_smoothing"] = float(kwargs["label_smoothing"])
+    return _loss(cx, "cross_entropy", [logits, labels], attrs, value)
+
+
+def _nll_loss(cx, args, kwargs, value):
+    log_probs, labels = args[0], cx.tensor(_arg(args, kwargs, 1, "target"))
+    if kwargs.get("reduction", "mean") != "mean" or kwargs.get("weight") is not None \
+            or any(kwargs.get(k) is not None for k in ("size_average", "reduce")):
+        return None
+    return _loss(cx, "nll_loss", [log_probs, labels], {"ignore_index": int(kwargs.get("ignore_index", -100))}, value)
+
+
+def _gather(cx, args, kwargs, value):
+    """torch.gather(x, dim, index) with a constant index (ProphetNet's relative-position buckets): a one-hot
+    mask of the index along a new last dim, where(mask, x, 0) summed over it; exact (the sum adds zeros)."""
+    x, dim, index = args[0], _arg(args, kwargs, 1, "dim"), _arg(args, kwargs, 2, "index")
+    if not _is_tensor(x) or not isinstance(index, torch.Tensor) or kwargs.get("sparse_grad") \
+            or index.dim() != cx.rank(x):
+        return None
+    shape, dtype = cx.shape(x), cx.torch_dtype(x)
+    dim = dim + len(shape) if dim < 0 else dim
+    size = shape[dim]
+    if any(index.shape[d] != shape[d] for d in range(len(shape)) if d != dim):
+        return None  # torch also reads a smaller index's box of x; not needed so far
+    hot = index.unsqueeze(-1) == torch.arange(size)  # [index's shape.., size]: where each output reads
+    moved = _move_last(cx, x, dim)  # [.. without dim .., size]
+    spread_shape = list(cx.shape(moved))
+    spread_shape.insert(dim, 1)
+    spread = cx.emit("unsqueeze", [moved], {"dim": dim}, Meta(spread_shape, dtype), suffix="spread")
+    picked_shape = list(index.shape) + [size]
+    picked = cx.emit("where", [cx.constant(hot), spread, cx.constant(torch.tensor(0.0, dtype=dtype))], {},
+                     Meta(picked_shape, dtype), suffix="picked")
+    return cx.emit("sum", [picked], {"dims": [len(picked_shape) - 1]}, value)
+
+
+def _move_last(cx, x, dim):
+    rank = cx.rank(x)
+    if dim == rank - 1:
+        return x
+    order = [d for d in range(rank) if d != dim] + [dim]
+    shape = [cx.shape(x)[d] for d in order]
+    return cx.emit("permute", [x], {"dims": order}, Meta(shape, cx.torch_dtype(x)), suffix="moved")
+
+
+def _fill_(cx, args, kwargs, value):
+    """x.fill_(v): x's new value is constant (ProphetNet's targets, new zeros filled with -100); later
+    readers of x read it, as they would in torch."""
+    fill = _arg(args, kwargs, 1, "value")
+    if not isinstance(fill, (bool, int, float)) or not isinstance(value, torch.Tensor):
+        return None
+    filled = cx.constant(torch.full(value.shape, fill, dtype=value.dtype))  # not value: later writes reach it
+    written = cx.node.args[0]
+    if hasattr(cx, "lowered") and written in cx.lowered:
+        cx.lowered[written] = filled
+    return filled
+
+
+# Ops whose result may share storage with their input: an in-place write to it would change that input.
+_MAY_ALIAS = {"view", "reshape", "flatten", "permute", "transpose", "t", "unsqueeze", "squeeze", "expand",
+              "expand_as", "view_as", "reshape_as", "split", "chunk", "contiguous", "to", "type", "type_as",
+              "float", "narrow", "select", "unbind", "as_strided", "detach", "__getitem__", "getitem"}
+
+
+def _add_(cx, args, kwargs, value):
+    """x.add_(y) where x is a traced op's result: the sum out of place, and x's later readers read it, as
+    they would in torch. Refused where the write would reach another tensor: x a parameter, an input or a
+    view of one (its base would change too); and where x is a constant (MusicGen Melody's `loss = zeros;
+    loss += ...`): the recording run's add_ wrote into that constant, so its value is no longer the one
+    the model starts from."""
+    written = cx.node.args[0]
+    source = getattr(written, "target", None)
+    name = source if isinstance(source, str) else getattr(source, "__name__", "")
+    if not _is_tensor(args[0]) or not hasattr(written, "op") or written.op in ("placeholder", "get_attr") \
+            or name in _MAY_ALIAS:
+        return None
+    result = _binary("add")(cx, args, kwargs, value)
+    if result is not None and hasattr(cx, "lowered") and written in cx.lowered:
+        cx.lowered[written] = result
+    return result
+
+
+def _mse_loss(cx, args, kwargs, value):
+    if kwargs.get("reduction", "mean") != "mean":
+        return None
+    return _loss(cx, "mse_loss", [cx.tensor(args[0]), cx.tensor(args[1])], {}, value)
+
+
+# Vision (src/ops/conv_pool.cc, norm.cc): NCHW images; attributes as [height, width] pairs.
+def _pair(value):
+    return [int(v) for v in value] if isinstance(value, (tuple, list)) else [int(value), int(value)]
+
+
+def _conv2d(cx, args, kwargs, value):
+    x, weight, bias = args[0], _arg(args, kwargs, 1, "weight"), _arg(args, kwargs, 2, "bias")
+    stride, padding = _arg(args, kwargs, 3, "stride", 1), _arg(args, kwargs, 4, "padding", 0)
+    dilation, groups = _arg(args, kwargs, 5, "dilation", 1), int(_arg(args, kwargs, 6, "groups", 1))
+    if cx.rank(x) != 4:
+        return None  # an unbatched image [c h w]
+    kernel = list(cx.shape(cx.tensor(weight))[2:])
+    if padding == "valid":
+        padding = 0
+    elif padding == "same":  # symmetric only: an even reach would pad one side more
+        reach = [d * (k - 1) for d, k in zip(_pair(dilation), kernel)]
+        if any(r % 2 for r in reach):
+            return None
+        padding = [r // 2 for r in reach]
+    attrs = {"stride": _pair(stride), "padding": _pair(padding), "dilation": _pair(dilation)}
+    if groups != 1:
+        attrs["groups"] = groups
+    inputs = [x, cx.tensor(weight)] + ([cx.tensor(bias)] if bias is not None else [])
+    return cx.emit("conv2d", inputs, attrs, value)
+
+
+def _conv1d(cx, args, kwargs, value):
+    """A 1-D convolution of [n c l] as the engine's conv2d of [n c 1 l] (Mamba's depthwise causal conv):
+    the input and the weight [co ci/g k] get a unit height, the result loses it."""
+    x, weight, bias = args[0], cx.tensor(_arg(args, kwargs, 1, "weight")), _arg(args, kwargs, 2, "bias")
+    stride, padding = _arg(args, kwargs, 3, "stride", 1), _arg(args, kwargs, 4, "padding", 0)
+    dilation, groups = _arg(args, kwargs, 5, "dilation", 1), int(_arg(args, kwargs, 6, "groups", 1))
+    one = lambda v: v[0] if isinstance(v, (tuple, list)) else v  # noqa: E731: conv1d's tuples have one entry
+    if cx.rank(x) != 3 or isinstance(padding, str):
+        return None
+    planar = cx.emit("unsqueeze", [x], {"dim": 2}, cx.shape_after_unsqueeze(x, 2), suffix="planar")
+    kernel = cx.emit("unsqueeze", [weight], {"dim": 2}, cx.shape_after_unsqueeze(weight, 2), suffix="kernel")
+    attrs = {"stride": [1, int(one(stride))], "padding": [0, int(one(padding))], "dilation": [1, int(one(dilation))]}
+    if groups != 1:
+        attrs["groups"] = groups
+    inputs = [planar, kernel] + ([cx.tensor(bias)] if bias is not None else [])
+    shape = list(value.shape)
+    out = cx.emit("conv2d", inputs, attrs, Meta(shape[:2] + [1] + shape[2:], value.dtype), suffix="conv2d")
+    return cx.emit("squeeze", [out], {"dim": 2}, value)
+
+
+def _module_conv1d(cx, m, args, kwargs, value):
+    if m.padding_mode != "zeros":
+        return None
+    return _conv1d(cx, [args[0], m.weight, m.bias, m.stride, m.padding, m.dilation, m.groups], {}, value)
+
+
+def _softplus(cx, args, kwargs, value):
+    """F.softplus as torch computes it: x where beta x > threshold, else log(1 + exp(beta x)) / beta; the
+    exponent is clamped at the threshold, so the branch not taken never overflows (nor its gradient)."""
+    x = args[0]
+    beta, threshold = float(_arg(args, kwargs, 1, "beta", 1.0)), float(_arg(args, kwargs, 2, "threshold", 20.0))
+    meta = Meta(cx.shape(x), cx.torch_dtype(x))
+    scaled = cx.emit("scale", [x], {"factor": beta}, meta, suffix="beta") if beta != 1 else x
+    capped = cx.emit("clamp", [scaled], {"max": threshold}, meta, suffix="capped")
+    grown = cx.emit("exp", [capped], {}, meta, suffix="exp")
+    one = cx.constant(torch.tensor(1.0, dtype=cx.torch_dtype(x)))
+    soft = cx.emit("log", [cx.emit("add", [grown, one], {}, meta, suffix="plus1")], {}, meta, suffix="log")
+    if beta != 1:
+        soft = cx.emit("scale", [soft], {"factor": 1.0 / beta}, meta, suffix="unbeta")
+    limit = cx.constant(torch.tensor(threshold, dtype=cx.torch_dtype(x)))
+    linear = cx.emit("gt", [scaled, limit], {}, Meta(cx.shape(x), torch.bool), suffix="linear")
+    return cx.emit("where", [linear, x, soft], {}, value)
+
+
+def _logical_and(cx, args, kwargs, value):
+    """a & b of boolean tensors: where(a, b, a), false wherever a is."""
+    a, b = args[0], args[1]
+    if any(isinstance(v, (T, torch.Tensor)) and (cx.torch_dtype(v) if isinstance(v, T) else v.dtype) != torch.bool
+           for v in (a, b)) or not all(isinstance(v, (T, torch.Tensor)) for v in (a, b)):
+        return None
+    a, b = cx.tensor(a), cx.tensor(b)
+    return cx.emit("where", [a, b, a], {}, value)
+
+
+def _hardswish(cx, args, kwargs, value):
+    """x * relu6(x + 3) / 6 (LeViT, MobileNet V3)."""
+    x = args[0]
+    meta = Meta(cx.shape(x), cx.torch_dtype(x))
+    shifted = cx.emit("add", [x, cx.constant(torch.tensor(3.0, dtype=cx.torch_dtype(x)))], {}, meta, suffix="plus3")
+    gate = cx.emit("clamp", [shifted], {"min": 0.0, "max": 6.0}, meta, suffix="relu6")
+    return cx.emit("scale", [cx.emit("mul", [x, gate], {}, meta, suffix="gated")], {"factor": 1.0 / 6.0}, value)
+
+
+def _batch_norm(cx, args, kwargs, value):
+    """Training mode normalizes with the batch's statistics, as the engine's batch-norm parts
+    (src/ops/batch_norm_parts.cc): per-channel sums over batch and space that a data-parallel plan
+    all-reduces (SyncBatchNorm's statistics), then the normalization from the sums, so a plan that splits
+    the batch trains as one device. The running statistics torch updates on the side are not part of the
+    gradient and are not traced: the engine leaves running_mean / running_var as they were."""
+    x, weight, bias = args[0], _arg(args, kwargs, 3, "weight"), _arg(args, kwargs, 4, "bias")
+    training, eps = _arg(args, kwargs, 5, "training", False), float(_arg(args, kwargs, 7, "eps", 1e-5))
+    if not training:
+        return None  # inference normalizes with the running statistics: no engine op says that
+    channels = cx.shape(x)[1]
+    dtype = cx.torch_dtype(x)
+    weight = cx.tensor(weight) if weight is not None else cx.constant(torch.ones(channels, dtype=dtype))
+    bias = cx.tensor(bias) if bias is not None else cx.constant(torch.zeros(channels, dtype=dtype))
+    per_channel = Meta([channels], torch.float32)
+    total, count = cx.emit_many("batch_norm_sums", [x], {}, [per_channel, per_channel], suffix="sums")
+    squares = cx.emit("batch_norm_centered_sums", [x, total, count], {}, per_channel, suffix="squares")
+    return cx.emit("batch_norm_from_sums", [x, total, squares, count, weight, bias], {"eps": eps}, value)
+
+
+def _pool2d(type_):
+    def handler(cx, args, kwargs, value):
+        x, kernel = args[0], _arg(args, kwargs, 1, "kernel_size")
+        stride, padding = _arg(args, kwargs, 2, "stride"), _arg(args, kwargs, 3, "padding", 0)
+        if cx.rank(x) != 4 or isinstance(value, tuple):
+            return None  # unbatched, or max pooling that returns its indices
+        if type_ == "max_pool2d":
+            dilation, ceil_mode = _arg(args, kwargs, 4, "dilation", 1), _arg(args, kwargs, 5, "ceil_mode", False)
+            if _pair(dilation) != [1, 1] or ceil_mode:
+                return None
+        else:
+            ceil_mode = _arg(args, kwargs, 4, "ceil_mode", False)
+            include_pad = _arg(args, kwargs, 5, "count_include_pad", True)
+            if kwargs.get("divisor_override") is not None:
+                return None
+            if ceil_mode or (not include_pad and _pair(padding) != [0, 0]):
+                return _avg_pool2d_counted(cx, x, kernel, stride, padding, ceil_mode, include_pad, value)
+        attrs = {"kernel": _pair(kernel), "padding": _pair(padding)}
+        if stride is not None and (not isinstance(stride, (list, tuple)) or len(stride) > 0):
+            attrs["stride"] = _pair(stride)
+        return cx.emit(type_, [x], attrs, value)
+    return handler
+
+
+def _avg_pool2d_counted(cx, x, kernel, stride, padding, ceil_mode, include_pad, value):
+    """Average pooling whose divisor is not the window's area (count_include_pad=False: PoolFormer; ceil_mode:
+    EfficientNet): zeros padded after the input so that floor-mode windows reach as far as ceil mode's, the
+    engine's avg_pool2d (a window's sum / area), then a constant factor per output position, area / torch's
+    divisor, computed here by pooling ones both ways (0 where a window holds no input)."""
+    kernel, padding = _pair(kernel), _pair(padding)
+    stride = _pair(stride) if stride is not None and (not isinstance(stride, (list, tuple)) or stride) else kernel
+    n, c, h, w = cx.shape(x)
+    oh, ow = value.shape[-2:]
+    extra = [max(0, (o - 1) * s + k - 2 * p - size)
+             for o, s, k, p, size in zip((oh, ow), stride, kernel, padding, (h, w))]
+    dtype = cx.torch_dtype(x)
+    current = x
+    if any(extra):
+        current = cx.emit("pad", [x], {"pads": [0, extra[1], 0, extra[0]]},
+                          Meta([n, c, h + extra[0], w + extra[1]], dtype), suffix="reach")
+    pooled = cx.emit("avg_pool2d", [current], {"kernel": kernel, "padding": padding, "stride": stride},
+                     Meta(value.shape, dtype), suffix="sum_over_area")
+    ones = torch.ones(1, 1, h, w, dtype=torch.float64)
+    wanted = F.avg_pool2d(ones, kernel, stride, padding, ceil_mode=ceil_mode, count_include_pad=include_pad)
+    engine = F.avg_pool2d(F.pad(ones, [0, extra[1], 0, extra[0]]), kernel, stride, padding, count_include_pad=True)
+    if tuple(wanted.shape[-2:]) != (oh, ow) or wanted.shape != engine.shape:
+        return None
+    factor = torch.where(engine > 0, wanted / engine.clamp_min(1e-30), torch.zeros_like(engine)).to(dtype)
+    return cx.emit("mul", [pooled, cx.constant(factor)], {}, value)
+
+
+def _adaptive_avg_pool2d(cx, args, kwargs, value):
+    x = args[0]
+    if cx.rank(x) != 4:
+        return None
+    return cx.emit("adaptive_avg_pool2d", [x], {"output_size": [int(s) for s in value.shape[-2:]]}, value)
+
+
+# Shape ops. The target shape is the recorded output's: -1 and sizes computed from x.size() resolve.
