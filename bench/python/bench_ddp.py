@@ -12,8 +12,9 @@ the medians, then where Loom's step time goes per instruction kind (summed over 
 repeat; "backward autograd" there counts every backward sub-op the launcher does not know as closed form,
 those of runtime/backward_forms.py included).
 Nothing here changes the plan or the generated code: this measures. (The runtime defers Adam(W) steps and runs
-them as one multi-tensor call at the next other instruction: the "optimizer" row counts the copies they write
-into, the batched update itself shows in the row of the instruction that flushed it, `wait` or `keep`.)
+them as one multi-tensor call at the next other instruction: the "optimizer" row counts the deferral and the
+copies of inputs the program does not donate (the first step's only, docs/codegen.md "In-place optimizer
+steps"), the batched update itself shows in the row of the instruction that flushed it, `wait` or `keep`.)
 """
 
 import argparse

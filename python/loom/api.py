@@ -77,27 +77,33 @@ def _world():
     return 0, 1
 
 
-def parallelize(model, example_inputs, policy="megatron", world_size=None, cluster="dgx-a100", *, dp=1, tp=1, pp=1,
-                microbatches=None, zero=0, recompute="none", optimizer=None, **plan_options):
+def parallelize(model, example_inputs, policy="megatron", world_size=None, cluster="dgx-a100", *, dp=None, tp=None,
+                pp=None, microbatches=None, zero=0, recompute="none", optimizer=None, **plan_options):
     """A ParallelModule: this rank's part of `model` trained under the engine's plan of it.
 
     example_inputs: one batch as `model` takes it (a dict by argument name, as loom.trace); the plan is for
-    its shapes. The degrees' product must equal the world size: torch.distributed's (initialized, e.g. by
-    `loom run` / torchrun and init_process_group) or 1 without a process group. microbatches: 1, or 2 x pp
-    when pipelined. optimizer: dict(lr=, betas=, eps=, weight_decay=) as torch.optim.AdamW's (defaults: the
-    engine's). plan_options: further engine request fields (sequence_parallel, schedule, ...)."""
+    its shapes. The world size is torch.distributed's (initialized, e.g. by `loom run` / torchrun and
+    init_process_group), or 1 without a process group. Degrees: none given, the policy's defaults on the world
+    (the CLI's: megatron puts up to 8 on tp, dp the rest; dp, tp and pp all on theirs); given, the missing
+    ones are 1 and their product must be the world size. microbatches: default 1, or 2 x pp when pipelined.
+    optimizer: dict(lr=, betas=, eps=, weight_decay=) as torch.optim.AdamW's (defaults: the engine's).
+    plan_options: further engine request fields (sequence_parallel, schedule, ...)."""
     rank, world = _world()
     if world_size is not None and world_size != world:
         raise ValueError(f"world_size={world_size}, but torch.distributed has {world} process(es): initialize the "
                          f"process group first (torch.distributed.init_process_group under `loom run --nproc "
                          f"{world_size}`)" if world == 1 else f"world_size={world_size}, but torch.distributed's "
                          f"world has {world} processes")
-    if dp * tp * pp != world:
-        raise ValueError(f"dp {dp} x tp {tp} x pp {pp} is {dp * tp * pp} devices, but this job has {world} "
-                         f"process(es): give degrees whose product is the world size")
-    micro = microbatches if microbatches is not None else (2 * pp if pp > 1 else 1)
+    if (dp, tp, pp) == (None, None, None):
+        degrees = {"gpus": world}  # the engine's defaults for the policy (policy::default_degrees)
+    else:
+        dp, tp, pp = dp or 1, tp or 1, pp or 1
+        if dp * tp * pp != world:
+            raise ValueError(f"dp {dp} x tp {tp} x pp {pp} is {dp * tp * pp} devices, but this job has {world} "
+                             f"process(es): give degrees whose product is the world size, or none")
+        degrees = {"dp": dp, "tp": tp, "pp": pp}
     graph = _broadcast(lambda: trace(model, example_inputs), world)
-    result = plan(graph=graph, policy=policy, cluster=cluster, dp=dp, tp=tp, pp=pp, micro_batches=micro, zero=zero,
+    result = plan(graph=graph, policy=policy, cluster=cluster, **degrees, micro_batches=microbatches or 0, zero=zero,
                   recompute=recompute, fold="off", **_optimizer_options(optimizer), **plan_options)
     return ParallelModule(model, result, rank, world)
 

@@ -40,6 +40,17 @@ class _LeafTracer(fx.Tracer):
     def proxy(self, node):
         return _WritableProxy(node, self)
 
+    def call_module(self, m, forward, args, kwargs):
+        if _is_identity(m, args, kwargs):
+            return args[0]
+        return super().call_module(m, forward, args, kwargs)
+
+
+def _is_identity(module, args, kwargs):
+    """nn.Identity on one argument: traced as that argument itself (no node), so `Identity()(None) is not
+    None` stays False (Perceiver's self-attention tests the normalized cross input against None)."""
+    return type(module) is torch.nn.Identity and len(args) == 1 and not kwargs
+
 
 class _WritableProxy(fx.Proxy):
     """x[i] = v recorded as a call of operator.setitem (as HuggingFace's proxies do; lowering writes it
@@ -121,6 +132,8 @@ def _concrete_hf_tracer():
             return _moe_leaf(m) or super().is_leaf_module(m, qualname)
 
         def call_module(self, m, forward, args, kwargs):
+            if _is_identity(m, args, kwargs):
+                return args[0]
             out = super().call_module(m, forward, args, kwargs)
             meta = out.__dict__.get("_metadata") if isinstance(out, fx.Proxy) else None
             if _moe_leaf(m) and isinstance(meta, tuple):  # (hidden states, router logits): a real tuple, as
@@ -150,7 +163,7 @@ def _concrete_hf_tracer():
             args, kwargs = plain(args), plain(kwargs)
             rv = super().create_proxy(kind, target, args, kwargs, *rest, **named)
             if kind in ("call_function", "call_method", "call_module") and isinstance(rv, HFProxy) \
-                    and "_metadata" not in rv.__dict__:
+                    and ("_metadata" not in rv.__dict__ or _default_dtype_meta(rv, args, kwargs)):
                 meta = self._fallback_metadata(kind, target, args, kwargs)
                 if meta is not None:
                     rv.install_metadata(meta)
@@ -191,6 +204,19 @@ def _concrete_hf_tracer():
                 self._disable_module_getattr = self._disable_call_module = False
 
     return ConcreteHFTracer
+
+
+def _default_dtype_meta(proxy, args, kwargs):
+    """HuggingFace's meta overrides (conv, linear, layer norm, ...) make their results in the default
+    dtype: a float64 model's conv output would read as float32, and a later matmul of float64 and float32
+    metas fails (LeViT in float64). True when the result is a floating tensor of a dtype that no floating
+    input has: its metadata is computed again by running the op on meta tensors."""
+    meta = proxy.__dict__.get("_metadata")
+    if not isinstance(meta, torch.Tensor) or not meta.dtype.is_floating_point:
+        return False
+    inputs = [v.__dict__.get("_metadata") for v in _flatten((args, kwargs)) if isinstance(v, fx.Proxy)]
+    floating = {v.dtype for v in inputs if isinstance(v, torch.Tensor) and v.dtype.is_floating_point}
+    return bool(floating) and meta.dtype not in floating
 
 
 def _moe_leaf(module):

@@ -65,11 +65,15 @@ IMAGE_BATCH = 8
 # Config fields shrunk where a config has them as integers (lists: each element).
 _SMALL = {
     2: ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers", "decoder_layers",
-        "num_decoder_layers", "num_key_value_heads"),
-    64: ("hidden_size", "n_embd", "d_model", "dim", "embed_dim", "word_embed_proj_dim"),
-    4: ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads", "decoder_attention_heads"),
+        "num_decoder_layers", "num_key_value_heads", "num_self_attends_per_block"),
+    64: ("hidden_size", "n_embd", "d_model", "dim", "embed_dim", "word_embed_proj_dim", "d_latents"),
+    4: ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads", "decoder_attention_heads",
+        "num_self_attention_heads"),
+    # Perceiver's cross-attention reads its preprocessor's channels (261 with Fourier positions, 322
+    # after its conv): one head divides every width.
+    1: ("num_cross_attention_heads",),
     128: ("intermediate_size", "n_inner", "ffn_dim", "d_ff", "encoder_ffn_dim", "decoder_ffn_dim"),
-    16: ("head_dim", "d_kv", "kv_channels"),
+    16: ("head_dim", "d_kv", "kv_channels", "num_latents"),
     8: ("rotary_dim",),  # half the head: both the rotated and the passed-through parts are non-empty
 }
 _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id",
@@ -287,7 +291,6 @@ def check_match(loom_binary, path, workdir, name, timeout=180):
 def check_model(family, name, loom_binary, workdir, timeout=180, match=False):
     """One row of the report: {family, model, built, traced, dp, tp, match, reason}; match is None when it
     was not checked (not asked, or the class does not plan both ways)."""
-    import torch
     import transformers
     import loom
     row = {"family": family, "model": name, "built": False, "traced": False, "dp": False, "tp": False,

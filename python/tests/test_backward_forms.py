@@ -177,7 +177,21 @@ def _shape_ops(rng):
           [spec([a, b, c], offset=[0, b, 0], full=[a, 2 * b, c])], [0], rng, saved_inputs=False)
 
 
-PROPERTIES = [_linear, _matmul, _bmm, _einsum, _elementwise, _unary, _norms, _embedding, _shape_ops]
+def _attention(rng):
+    """The fused CPU kernel's backward from what the forward kept (placed_ops.ATTENTION_SAVED): check() runs the
+    forward form first, as a program does."""
+    b, h, s, d = shapes(rng, 4, 1, 9)
+    causal = bool(torch.rand(1, generator=rng) < 0.5)
+    t = s if causal else shapes(rng, 1, 1, 9)[0]
+    attrs = {"causal": causal, "scale": float(torch.rand(1, generator=rng)) + 0.1}
+    # A batch shard (offset along the batch, as a data-parallel rank's) keeps the plain form.
+    q = spec([b, h, s, d], offset=[b, 0, 0, 0], full=[2 * b, h, s, d])
+    k, v = (spec([b, h, t, d], offset=[b, 0, 0, 0], full=[2 * b, h, t, d]) for _ in range(2))
+    check("scaled_dot_product_attention", attrs, [q, k, v], [spec([b, h, s, d], offset=[b, 0, 0, 0],
+          full=[2 * b, h, s, d])], subsets(rng, 3), rng)
+
+
+PROPERTIES = [_linear, _matmul, _bmm, _einsum, _elementwise, _unary, _norms, _embedding, _shape_ops, _attention]
 
 
 @pytest.mark.parametrize("prop", PROPERTIES, ids=lambda p: p.__name__.strip("_"))
@@ -193,3 +207,22 @@ def test_every_rule_is_covered():
     source = inspect.getsource(inspect.getmodule(test_every_rule_is_covered))
     missing = [t for t in backward_forms.RULES if f'"{t}"' not in source]
     assert not missing, f"rules without a property test: {missing}"
+
+
+def test_attention_backward_without_a_kept_forward_runs_autograd():
+    """A backward whose forward did not keep its log-sum-exp (another device, a recomputed forward) still gives
+    autograd's gradients."""
+    from loom.runtime import placed_ops
+
+    rng = torch.Generator().manual_seed(3)
+    ins = [spec([2, 3, 5, 4]) for _ in range(3)]
+    bw = backward_spec("scaled_dot_product_attention", {"causal": True}, ins, [spec([2, 3, 5, 4])], [0, 1, 2])
+    closed = SubOp(bw, "cpu")
+    assert closed.rule is not None
+    q, k, v, g = (_value(ins[0], rng) for _ in range(4))
+    placed_ops.ATTENTION_SAVED.clear()
+    got = closed(q, k, v, g)
+    leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+    want = torch.autograd.grad(torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=True), leaves, g)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)

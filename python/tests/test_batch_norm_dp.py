@@ -117,6 +117,18 @@ def test_dp_plan_splits_the_batch_norm(setup, run_loom, tmp_path):
         assert f"rt.all_reduce({stat}_" in program, stat
 
 
+@pytest.mark.parametrize("policy", [["--policy", "dp", "--dp", "2", "--microbatches", "2"],
+                                    ["--policy", "pp", "--pp", "2", "--microbatches", "2"]])
+def test_micro_batches_over_batch_norm_are_refused_naming_it(setup, run_loom, tmp_path, policy):
+    # Micro-batches run one after another; whole-batch statistics would need them all at once.
+    _, _, _, path = setup
+    result = run_loom("plan", "--graph", str(path), "--dtype", "f32", *policy, "--out", str(tmp_path / "out"))
+    assert result.returncode != 0
+    assert "sums over the whole batch" in result.stderr and "batch_norm_sums" in result.stderr, result.stderr
+    assert "use 1 micro-batch" in result.stderr
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
 def test_per_shard_statistics_would_fail(setup):
     # Teeth: DDP without SyncBatchNorm (each half normalized with its own statistics, gradients averaged)
     # differs from whole-batch training by far more than RTOL.

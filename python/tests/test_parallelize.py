@@ -93,6 +93,22 @@ def test_parallelize_one_process_equals_torch(engine):
         parallel.train_step({"input_ids": batches[0]["input_ids"]})
 
 
+@pytest.mark.parametrize("policy, gpus, want", [
+    ("megatron", 4, {"dp": 1, "tp": 4, "pp": 1}), ("dp-tp", 8, {"dp": 4, "tp": 2, "pp": 1}),
+    ("dp", 4, {"dp": 4, "tp": 1, "pp": 1}), ("pp", 2, {"dp": 1, "tp": 1, "pp": 2, "micro_batches": 4}),
+    ("megatron", 0, {"dp": 1, "tp": 1, "pp": 1})])
+def test_plan_without_degrees_takes_the_policys_defaults(engine, policy, gpus, want):
+    """The CLI's defaults (policy::default_degrees), in the engine: parallelize gives only the world size."""
+    result = engine.plan(model="gpt3-125m", shrink=True, layers=4, dtype="f32", policy=policy, gpus=gpus)
+    assert {k: result.degrees[k] for k in want} == want
+    assert result.devices == max(gpus, 1)
+
+
+def test_plan_without_degrees_refuses_what_the_policy_cannot_lay_out(engine):
+    with pytest.raises(engine.PlanError, match="dp-tp needs an even device count"):
+        engine.plan(model="gpt3-125m", shrink=True, policy="dp-tp", gpus=3)
+
+
 def test_parallelize_checks_the_degrees(engine):
     import torch
 

@@ -280,3 +280,46 @@ def test_transpose_attribute_clone_expand_as_and_relu6():
     assert [op["type"] for op in graph["ops"]] == ["permute", "matmul", "clamp", "expand", "clamp", "mean"]
     assert graph["ops"][2]["attrs"] == {"min": {"real": 0.0}, "max": {"real": 6.0}}
     assert graph["ops"][3]["attrs"] == {"shape": [5, 2, 3]}
+
+
+class DoubleConvShapes(nn.Module):
+    """A float64 conv whose output's shape is read after a matmul with a float64 parameter (LeViT in float64)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.w = nn.Parameter(torch.randn(2, 4, 5, 6))
+
+    def forward(self, x):
+        y = self.conv(x) @ self.w.transpose(-1, -2)  # [b, 4, 6, 5]: a batched matmul checks the dtypes
+        b, c, h, w = y.shape  # iterating needs y's shape: HuggingFace's conv meta was float32, the matmul's lost
+        return y.reshape(b, c * h * w).sum(1).mean()
+
+
+def test_a_float64_model_keeps_its_shapes_through_huggingfaces_meta_overrides():
+    from loom.capture import _concrete_hf_tracer
+    model = DoubleConvShapes().double()
+    graph = _concrete_hf_tracer()().trace(model, concrete_args=None,
+                                          dummy_inputs={"x": torch.randn(2, 3, 6, 6, dtype=torch.float64)})
+    assert any(n.target == "reshape" for n in graph.nodes)
+
+
+class OptionalCrossInput(nn.Module):
+    """Perceiver's attention: `inputs = Identity()(inputs)`, then a branch on `inputs is not None`."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.Identity()
+        self.q = nn.Linear(4, 4)
+        self.kv = nn.Linear(4, 4)
+
+    def forward(self, x, inputs=None):
+        inputs = self.norm(inputs)
+        source = inputs if inputs is not None else x
+        return (self.q(x) * self.kv(source)).mean()
+
+
+def test_identity_passes_none_through_so_branches_on_none_resolve():
+    graph = loom.trace(OptionalCrossInput(), {"x": torch.randn(2, 4)}, loss=lambda out, batch: out)
+    kinds = [op["type"] for op in graph["ops"]]
+    assert kinds.count("linear") == 2

@@ -1,6 +1,8 @@
 // `_loom_engine`: the api facade in Python (python/loom/api.py wraps it; docs/python_api.md). plan(...)
 // takes PlanRequest's fields as keywords, their defaults those of the C++ structs, and returns a PlanResult;
 // engine errors raise PlanError with the engine's message and hint. No planning logic lives here.
+#include <algorithm>
+
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -77,10 +79,14 @@ api::PlanRequest request_of(const Keywords& k) {
   r.cluster = k.cluster;
   r.gpus = k.gpus;
   r.policy = k.policy;
-  r.config.dp = k.dp;
-  r.config.tp = k.tp;
-  r.config.pp = k.pp;
-  r.config.micro_batches = k.micro_batches;
+  if (k.dp <= 0 && k.tp <= 0 && k.pp <= 0) {  // no degree given: the policy's on the devices (the CLI's default)
+    r.config = value_or_raise(policy::default_degrees(k.policy, k.gpus > 0 ? k.gpus : 1), "gpus");
+  } else {
+    r.config.dp = std::max(k.dp, 1);
+    r.config.tp = std::max(k.tp, 1);
+    r.config.pp = std::max(k.pp, 1);
+  }
+  r.config.micro_batches = k.micro_batches > 0 ? k.micro_batches : r.config.pp > 1 ? 2 * r.config.pp : 1;
   r.config.schedule = parse_schedule(k.schedule);
   r.config.virtual_stages = k.virtual_stages;
   r.config.sequence_parallel = k.sequence_parallel;
@@ -129,13 +135,15 @@ void bind_module(py::module_& m) {
       py::arg("optimizer") = std::string(ir::name(o.kind)), py::arg("lr") = o.lr, py::arg("beta1") = o.beta1,
       py::arg("beta2") = o.beta2, py::arg("eps") = o.eps, py::arg("weight_decay") = o.weight_decay,
       py::arg("momentum") = o.momentum, py::arg("master_weights") = o.master_weights, py::arg("cluster") = d.cluster,
-      py::arg("gpus") = d.gpus, py::arg("policy") = d.policy, py::arg("dp") = c.dp, py::arg("tp") = c.tp,
-      py::arg("pp") = c.pp, py::arg("micro_batches") = c.micro_batches, py::arg("schedule") = "1f1b",
+      py::arg("gpus") = d.gpus, py::arg("policy") = d.policy, py::arg("dp") = 0, py::arg("tp") = 0,
+      py::arg("pp") = 0, py::arg("micro_batches") = 0, py::arg("schedule") = "1f1b",
       py::arg("virtual_stages") = c.virtual_stages, py::arg("sequence_parallel") = c.sequence_parallel,
       py::arg("zero") = c.zero, py::arg("recompute") = std::string(policy::name(c.recompute)),
       py::arg("profile") = d.profile, py::arg("fold") = "auto",
       "Plans a model preset (model=), a traced graph (graph= JSON text, graph_file= a file) on a cluster under a "
-      "policy and its degrees (api::plan_model; megatron-best / deepspeed-best search). Raises PlanError.");
+      "policy and its degrees (api::plan_model; megatron-best / deepspeed-best search). Degrees left 0 (all of dp, "
+      "tp, pp) are the policy's defaults on `gpus` devices (policy::default_degrees; 1 when gpus is 0); "
+      "micro_batches 0: 2 x pp when pipelined, else 1. Raises PlanError.");
 }
 
 }  // namespace loom::bindings

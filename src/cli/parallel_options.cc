@@ -41,27 +41,15 @@ Expected<policy::ParallelConfig> parallel_config(const std::string& policy, cons
                               policy::device_count(config), args.devices_flag, args.gpus),
                   "give degrees whose product is the device count, or leave the device count out");
   } else {
-    const int n = args.gpus > 0 ? args.gpus : 2;
-    if (policy == "tp") config.tp = n;
-    else if (policy == "pp") config.pp = n;
-    else if (policy == "dp-tp") {
-      if (n < 4 || n % 2 != 0)
-        return fail(fmt::format("policy dp-tp needs an even device count of at least 4, got {}", n),
-                    fmt::format("use {} 4 (dp 2 x tp 2), or give --dp and --tp", args.devices_flag));
-      config.tp = 2;
-      config.dp = n / 2;
-    } else if (policy == "megatron") {
-      config.tp = std::min(n, 8);
-      while (n % config.tp != 0) --config.tp;
-      config.dp = n / config.tp;
-    } else config.dp = n;
+    LOOM_ASSIGN_OR_RETURN(config, with_context(policy::default_degrees(policy, args.gpus > 0 ? args.gpus : 2),
+                                               fmt::format("option {}", args.devices_flag)));
   }
   config.virtual_stages = args.interleave;
   config.sequence_parallel = args.sequence_parallel;
   config.zero = args.zero;
   LOOM_ASSIGN_OR_RETURN(config.recompute, with_context(policy::parse_recompute(args.recompute), "option --recompute"));
   if (args.micro_batches > 0) config.micro_batches = args.micro_batches;
-  else if (config.pp > 1) config.micro_batches = 2 * config.pp;
+  else config.micro_batches = config.pp > 1 ? 2 * config.pp : 1;
   if (args.schedule == "gpipe") config.schedule = plan::ScheduleKind::gpipe;
   else if (args.schedule == "1f1b") config.schedule = plan::ScheduleKind::one_f_one_b;
   else return fail(fmt::format("option --schedule: unknown schedule '{}'", args.schedule), "use gpipe or 1f1b");

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "buffer_names.h"
+#include "donated_inputs.h"
 #include "gradient_buckets.h"
 #include "loom/core/strings.h"
 #include "loom/plan/residence.h"
@@ -75,7 +76,7 @@ class ModuleWriter {
                const std::map<std::int64_t, CollectiveMembers>& members, const std::vector<ir::TensorId>& updated,
                const detail::RankBuckets& buckets)
       : exec_(exec), graph_(*exec.plan->graph), rank_(rank), names_(names), members_(members), updated_(updated),
-        buckets_(buckets) {}
+        buckets_(buckets), donated_(detail::donated_optimizer_inputs(exec, rank, buckets)) {}
 
   Expected<std::string> write(std::string_view description) {
     const auto& program = exec_.programs[static_cast<std::size_t>(rank_)];
@@ -89,6 +90,7 @@ class ModuleWriter {
       if (const auto it = buckets_.wait_before.find(i); it != buckets_.wait_before.end())
         for (int b : it->second) wait_bucket(b);
       if (const auto it = buckets_.all_reduce_at.find(i); it != buckets_.all_reduce_at.end()) exchange_all_reduce(it->second);
+      index_ = i;
       if (!buckets_.skipped.contains(i)) LOOM_RETURN_IF_ERROR(std::visit([&](const auto& in) { return emit(in); }, program[i]));
       if (const auto it = buckets_.issue_after.find(i); it != buckets_.issue_after.end())
         for (int b : it->second) issue_bucket(b);
@@ -151,8 +153,13 @@ class ModuleWriter {
     std::vector<std::string> args, outs;
     for (exec::BufferId b : in.inputs) args.push_back(b.valid() ? var(b) : "None");
     for (exec::BufferId b : in.outputs) outs.push_back(var(b));
-    line(fmt::format("{}{} = rt.compute({}{}{})", join(outs, ", "), outs.size() == 1 ? "," : "", in.sub_op.value,
-                     args.empty() ? "" : ", ", join(args, ", ")));
+    std::string donate;
+    if (const auto it = donated_.find(index_); it != donated_.end()) {
+      comment("its old parameter and states die here: the step may write them in place (as torch.optim)");
+      donate = fmt::format(", donate={}", tuple_literal(it->second));
+    }
+    line(fmt::format("{}{} = rt.compute({}{}{}{})", join(outs, ", "), outs.size() == 1 ? "," : "", in.sub_op.value,
+                     args.empty() ? "" : ", ", join(args, ", "), donate));
     for (exec::BufferId b : in.outputs)
       if (piece(b).tensor == graph_.loss) line(fmt::format("rt.keep({}, {}, {})", python_string(tensor_name(b)), var(b), piece_literal(piece(b))));
     return {};
@@ -239,6 +246,8 @@ class ModuleWriter {
   const std::map<std::int64_t, CollectiveMembers>& members_;
   const std::vector<ir::TensorId>& updated_;
   const detail::RankBuckets& buckets_;
+  const std::map<std::size_t, std::vector<int>> donated_;  // instruction index -> optimizer inputs that die there
+  std::size_t index_ = 0;                                  // the instruction being emitted
   std::string out_;
   std::vector<exec::BufferId> loads_;
   std::set<std::uint32_t> freed_;

@@ -3,6 +3,21 @@
 #include "loom/plan/primitives.h"
 
 namespace loom::plan {
+namespace {
+
+// Whether identifier x sits after the first atom of a merged dimension in some tensor of the op: such a
+// dimension's shard along x is not one strided range (blocks of the later atoms, repeated for the
+// earlier ones), so the op cannot be split along x (primitives' dim_of refuses it).
+bool inside_merged_dim(const ir::Annotation& annotation, std::string_view x) {
+  for (const auto* side : {&annotation.inputs, &annotation.outputs})
+    for (const ir::TensorAnnotation& tensor : *side)
+      for (const ir::AnnotatedDim& dim : tensor.dims)
+        for (std::size_t a = 1; a < dim.atoms.size(); ++a)
+          if (dim.atoms[a].kind == ir::DimAtom::Kind::identifier && dim.atoms[a].name == x) return true;
+  return false;
+}
+
+}  // namespace
 
 std::vector<std::optional<std::string>> batch_identifiers(const Plan& plan) {
   const ir::Graph& graph = *plan.graph;
@@ -20,7 +35,8 @@ std::vector<std::optional<std::string>> batch_identifiers(const Plan& plan) {
       const int d = batch_dim[op.inputs[i].index()];
       if (d < 0) continue;
       auto id = dim_identifier(plan, any, false, i, static_cast<std::size_t>(d));
-      if (id && annotation.flag_of(*id) != ir::DimFlag::frozen) result[op.id.index()] = std::move(id);
+      if (id && annotation.flag_of(*id) != ir::DimFlag::frozen && !inside_merged_dim(annotation, *id))
+        result[op.id.index()] = std::move(id);
     }
     if (!result[op.id.index()]) continue;
     for (std::size_t j = 0; j < op.outputs.size(); ++j) {

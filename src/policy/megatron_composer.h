@@ -51,6 +51,8 @@ class Composer {
   Expected<void> check_batch() const;
   // Per forward op, its micro-batch pieces (one piece for ops without a batch, or a single micro-batch).
   Expected<std::vector<std::vector<plan::SubOpId>>> micro_batches();
+  // No micro-batch needs another's values (whole-batch statistics refuse micro-batching).
+  Expected<void> check_micro_batches_independent() const;
   Expected<void> place_forward(const ir::Op& op, const std::vector<plan::SubOpId>& pieces);
 
   // megatron_followers.cc

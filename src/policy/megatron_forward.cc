@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "loom/plan/micro_batches.h"
 #include "megatron_composer.h"
@@ -31,7 +32,34 @@ Expected<void> Composer::check_batch() const {
   return {};
 }
 
+// Micro-batches run one after another, so no micro-batch may need another's result: an op that sums over
+// the batch ('+' batch identifier) and feeds an op that still sees the batch couples them (training-mode
+// batch norm's statistics over the whole batch feed the normalization of every sample). The loss's mean
+// also sums over the batch, but nothing per-sample reads it.
+Expected<void> Composer::check_micro_batches_independent() const {
+  std::map<std::uint32_t, const ir::Op*> summed_over_batch;  // TensorId -> the op that wrote it
+  for (const ir::Op& op : graph_.ops) {
+    const auto& x = batch_[op.id.index()];
+    if (op.pass == ir::Pass::forward && x && plan_.layouts[op.id.index()].annotation.flag_of(*x) == ir::DimFlag::reduce)
+      for (ir::TensorId out : op.outputs) summed_over_batch[out.value] = &op;
+  }
+  for (const ir::Op& reader : graph_.ops) {
+    if (summed_over_batch.empty()) break;
+    if (reader.pass != ir::Pass::forward || !batch_[reader.id.index()]) continue;
+    for (ir::TensorId in : reader.inputs)
+      if (const auto it = summed_over_batch.find(in.value); it != summed_over_batch.end())
+        return fail(fmt::format("{} micro-batches: op '{}' ({}) sums over the whole batch and op '{}' ({}) applies the "
+                                "result to every sample, so the micro-batches would need each other's values (whole-"
+                                "batch statistics, e.g. batch norm in training mode)",
+                                c_.micro_batches, it->second->name, it->second->type, reader.name, reader.type),
+                    "use 1 micro-batch (data parallelism keeps the statistics whole: they are all-reduced over the "
+                    "dp ranks), or a per-sample normalization (layer or group norm)");
+  }
+  return {};
+}
+
 Expected<std::vector<std::vector<SubOpId>>> Composer::micro_batches() {
+  if (c_.micro_batches > 1) LOOM_RETURN_IF_ERROR(check_micro_batches_independent());
   std::vector<std::vector<SubOpId>> pieces(graph_.ops.size());
   std::vector<ir::OpId> batched;
   for (const ir::Op& op : graph_.ops) {

@@ -1,5 +1,6 @@
 #include "loom/policy/policy.h"
 
+#include <algorithm>
 #include <array>
 
 #include <fmt/format.h>
@@ -39,6 +40,26 @@ int device_count(const ParallelConfig& config) { return config.dp * config.tp * 
 
 int device_of(const ParallelConfig& config, int pp_rank, int dp_rank, int tp_rank) {
   return (pp_rank * config.dp + dp_rank) * config.tp + tp_rank;
+}
+
+Expected<ParallelConfig> default_degrees(std::string_view policy, int devices) {
+  if (devices < 1) return fail(fmt::format("{} devices: a plan needs at least 1", devices));
+  ParallelConfig config;
+  if (policy == "tp") config.tp = devices;
+  else if (policy == "pp") config.pp = devices;
+  else if (policy == "dp-tp") {
+    if (devices < 4 || devices % 2 != 0)
+      return fail(fmt::format("policy dp-tp needs an even device count of at least 4, got {}", devices),
+                  "use 4 devices (dp 2 x tp 2), or give the dp and tp degrees");
+    config.tp = 2;
+    config.dp = devices / 2;
+  } else if (policy == "megatron") {
+    config.tp = std::min(devices, 8);
+    while (devices % config.tp != 0) --config.tp;
+    config.dp = devices / config.tp;
+  } else config.dp = devices;
+  if (config.pp > 1) config.micro_batches = 2 * config.pp;
+  return config;
 }
 
 std::span<const PolicyInfo> known_policies() { return kPolicies; }

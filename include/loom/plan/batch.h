@@ -13,8 +13,10 @@ namespace loom::plan {
 // By OpId: the identifier of the op's annotation that runs along the batch, for forward ops that see
 // the batch; nullopt for the others (parameter-only forward ops, backward and optimizer ops).
 // Dimension 0 of every graph input is the batch. In program order, an op whose input has a known batch
-// dimension named by a splittable identifier (not '^', not a number) takes that identifier, and each of
-// its outputs holding the identifier gets its batch dimension where the identifier sits.
+// dimension named by a splittable identifier (not '^', not a number, not a later atom of a merged
+// dimension such as b in "(a b c)") takes that identifier, and each of its outputs holding the identifier
+// gets its batch dimension where the identifier sits. The others see the whole batch: data parallelism
+// replicates them (e.g. ProphetNet's loss over logits viewed as (ngram batch seq)).
 std::vector<std::optional<std::string>> batch_identifiers(const Plan& plan);
 
 }  // namespace loom::plan

@@ -231,6 +231,38 @@ def _dropout(ctx):
     return lambda inputs, outputs, grads: (ctx.forward(grads[0])[0],)
 
 
+@rule("scaled_dot_product_attention")
+def _attention(ctx):
+    """Plain attention (no bias, no grouped heads, causal only unsharded along the sequence: the forms
+    placed_ops.attention_keeping_logsumexp serves): the fused kernel's backward from the output and log-sum-exp
+    the forward kept, else (on a device without the CPU kernel, or a forward not kept) autograd over the fused
+    forward, as the runtime's fallback does."""
+    from . import placed_ops
+
+    causal, scale = bool(ctx.attrs.get("causal", False)), ctx.attrs.get("scale")
+    q_spec, k_spec = ctx.inputs[0], ctx.inputs[1]
+    starts = [(spec.get("offset") or [0] * 4)[2] for spec in (q_spec, k_spec, ctx.outputs[0])]  # sequence
+    if len(ctx.inputs) != 3 or not ctx.saved_inputs or q_spec["shape"][1] != k_spec["shape"][1] \
+            or (causal and any(starts)):
+        return None
+
+    def run(inputs, outputs, grads):
+        q, k, v = inputs
+        kept = placed_ops.ATTENTION_SAVED.pop((id(q), id(k), id(v)), None)
+        if kept is not None and kept[0] is q and kept[1] is k and kept[2] is v:
+            out, logsumexp = kept[3], kept[4]
+            dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+                grads[0].contiguous(), q, k, v, out, logsumexp, 0.0, causal, scale=scale)
+        else:
+            with torch.enable_grad():
+                leaves = [x.detach().requires_grad_() for x in (q, k, v)]
+                out = F.scaled_dot_product_attention(*leaves, is_causal=causal, scale=scale)
+                dq, dk, dv = torch.autograd.grad(out, leaves, grads[0])
+        return _for(ctx, {0: dq, 1: dk, 2: dv})
+
+    return run
+
+
 @rule("gelu")
 def _gelu(ctx):
     if not _needs_inputs(ctx):

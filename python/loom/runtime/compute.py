@@ -149,12 +149,12 @@ class SubOp:
         """An Adam(W) step the runtime may defer and batch (flush_adam)."""
         return self.forward is None and self.spec["type"] in _ADAM and not self._zero_inputs
 
-    def start_adam(self, args):
-        """A deferred Adam(W) step: its outputs (copies of the parameter and states, as the step writes, filled
-        by flush_adam) and its entry of the batch."""
+    def start_adam(self, args, writable=frozenset()):
+        """A deferred Adam(W) step: its outputs (the parameter and states as the step writes them, filled by
+        flush_adam: copies, but the `writable` inputs themselves) and its entry of the batch."""
         if None in args:
             raise SubOpError(f"sub-op '{self.name}': an input of the optimizer step is missing (None)")
-        param, grad, *rest = [x if i == 1 else x.clone(memory_format=torch.contiguous_format)
+        param, grad, *rest = [x if i == 1 or i in writable else x.clone(memory_format=torch.contiguous_format)
                                for i, x in enumerate(args)]
         master = bool(self.spec["attrs"].get("master_weights", False))
         weights = rest[0] if master else param
@@ -162,23 +162,23 @@ class SubOp:
         key = (*_adam_hyperparameters(self.spec, self.step), weights.dtype, weights.device)
         return (param, *rest), (self.name, key, (weights, g, rest[-2], rest[-1], param if master else None))
 
-    def __call__(self, *args):
+    def __call__(self, *args, writable=frozenset()):
         try:
-            return self._backward(args) if self.forward else self._forward(args)
+            return self._backward(args) if self.forward else self._forward(args, writable)
         except SubOpError:
             raise
         except (RuntimeError, ValueError, TypeError, IndexError) as e:
             raise SubOpError(f"sub-op '{self.name}' ({(self.forward or self.spec)['type']}): {e}") from e
 
-    def _forward(self, args):
+    def _forward(self, args, writable=frozenset()):
         spec = self.spec
         inputs = list(args)
         for i in self._zero_inputs:
             inputs[i] = None
         if None in inputs:
             inputs = [_zeros(s, self.device) if a is None else a for a, s in zip(inputs, spec["inputs"])]
-        if spec["type"] in OPTIMIZERS:  # updated in place: copies, but of the gradient (input 1), which no step writes
-            inputs = [x if i == 1 else x.clone() for i, x in enumerate(inputs)]
+        if spec["type"] in OPTIMIZERS:  # updated in place: copies, but of the gradient (input 1), which no step
+            inputs = [x if i == 1 or i in writable else x.clone() for i, x in enumerate(inputs)]  # writes
         with torch.no_grad():
             outputs = ops.as_tuple(self.fn(*inputs))
         return tuple(o.contiguous() for o in outputs)

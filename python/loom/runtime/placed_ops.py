@@ -208,7 +208,7 @@ def _mse_loss(attrs, inputs, outputs):
 
 def _rotary(attrs, inputs, outputs):
     spec = inputs[0]
-    (b, h, s, d), start = spec["shape"], _offset(spec)[2]
+    (_, _, s, d), start = spec["shape"], _offset(spec)[2]
     base = float(attrs.get("base", 10000.0))
     half = d // 2
     inv = base ** (-torch.arange(0, half, dtype=torch.float64) * 2.0 / d)
@@ -222,6 +222,23 @@ def _rotary(attrs, inputs, outputs):
     return run
 
 
+# The fused attention's backward needs the forward's output and row log-sum-exp; under autograd it reruns
+# the forward to get them (a third of the attention's backward time on CPU). The plain forward on CPU keeps
+# them here, keyed by its input tensors, for backward_forms' rule to take: the same kernels autograd calls.
+ATTENTION_SAVED = {}
+_ATTENTION_SAVED_LIMIT = 512  # forwards whose backward never ran (recomputed forwards, evaluation)
+
+
+def attention_keeping_logsumexp(q, k, v, causal, scale):
+    if q.device.type != "cpu" or q.dtype not in (torch.float32, torch.float64) or torch.is_grad_enabled():
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+    out, logsumexp = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
+    if len(ATTENTION_SAVED) >= _ATTENTION_SAVED_LIMIT:
+        ATTENTION_SAVED.clear()
+    ATTENTION_SAVED[(id(q), id(k), id(v))] = (q, k, v, out, logsumexp)
+    return out
+
+
 def _attention(attrs, inputs, outputs):
     """Attention as the reference defines it: dropout 0 (a random mask would change what the plan computes),
     causal masking in global positions (a query shard at sequence offset a sees keys up to a + i), and a
@@ -232,6 +249,8 @@ def _attention(attrs, inputs, outputs):
     with_bias = len(inputs) == 4
     gqa = inputs[0]["shape"][1] != inputs[1]["shape"][1]
     if not causal or (not with_bias and q_start == 0 and k_start == 0):
+        if not with_bias and not gqa:
+            return lambda q, k, v: (attention_keeping_logsumexp(q, k, v, causal, scale),)
         extra = {"enable_gqa": True} if gqa else {}
         return lambda q, k, v, bias=None: (
             F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=causal, scale=scale, **extra),)

@@ -35,6 +35,7 @@ class Runtime:
         self._carried = {}  # tensor name -> [(piece, value)]: this rank's results of the previous step
         self.kept = []  # (tensor name, piece, value): the step's results
         self._adam = []  # deferred Adam(W) steps (compute.flush_adam), run before any other instruction
+        self._own = set()  # ids of this step's loads that are the previous step's results: the runtime's to write
 
     def next_step(self):
         """Begins the next step from this step's results; returns this step's kept triples."""
@@ -45,6 +46,7 @@ class Runtime:
             if target is not None:
                 carried.setdefault(target, []).append((piece, value.to(self.device)))
         self._carried = carried
+        self._own = set()
         self._initial = {k: v for k, v in self._initial.items() if self.tensors[k].get("role") != "input"}
         self._batch = {}
         self.step_index += 1
@@ -67,7 +69,9 @@ class Runtime:
         box, (index, count) = piece
         entry = self.tensors[name]
         if name in self._carried:
-            return self._carried_piece(name, piece)
+            value = self._carried_piece(name, piece)
+            self._own.add(id(value))
+            return value
         whole = self._whole(name, entry)
         value = geometry.restrict(whole, tuple(geometry.local_shape_box(whole.shape)), box) if box else whole.clone()
         value = value.to(DTYPES[entry["dtype"]])
@@ -102,17 +106,21 @@ class Runtime:
                            f"previous step kept only {[p for p, _ in pieces]} of it here (the plan's step closing "
                            f"must leave every updated tensor where the next step loads it)")
 
-    def compute(self, sub_op, *inputs):
+    def compute(self, sub_op, *inputs, donate=()):
+        """Runs sub-op `sub_op` on `inputs`. `donate`: positions of an optimizer step's inputs that no later
+        instruction reads (codegen's liveness); those that are the previous step's results (not the caller's
+        values: the module's weights on the first step) are updated in place, the others copied first."""
         op = self._sub_ops.get(sub_op)
         if op is None:
             op = self._sub_ops[sub_op] = SubOp(self.manifest["sub_ops"][str(sub_op)], self.device)
         op.set_step(self.step_index + 1)
+        writable = frozenset(i for i in donate if id(inputs[i]) in self._own and inputs[i].is_contiguous())
         if op.batchable:  # deferred: its outputs are filled before the next other instruction reads them
-            outputs, entry = op.start_adam(inputs)
+            outputs, entry = op.start_adam(inputs, writable)
             self._adam.append(entry)
             return outputs
         self._flush()
-        return op(*inputs)
+        return op(*inputs, writable=writable)
 
     def _flush(self):
         """Runs the deferred optimizer steps (one multi-tensor call per group: compute.flush_adam)."""
