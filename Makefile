@@ -48,7 +48,7 @@ build: configure
 	@.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' | \
 	  { read site; printf '%s\n' "$(CURDIR)/python" "$(abspath $(BUILD))/python" > "$$site/loom.pth"; }
 
-# Then trains a small GPT-2 with the plan Loom finds (megatron dp 2 x tp 2, 4 gloo processes) for 20 steps and
+# Then trains a small GPT-2 with the plan Loom finds (megatron-best search for 4 gloo processes) for 20 steps and
 # prints each step's loss beside the single-process run's and torch's own (python/loom/examples/train_gpt2.py).
 run: build venv
 	./$(BUILD)/loom $(RUN_ARGS)

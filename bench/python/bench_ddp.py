@@ -77,10 +77,20 @@ def slowest_rank_steps(per_rank_step_s):
     return [max(steps) for steps in zip(*per_rank_step_s)]
 
 
+def step_batches(args):
+    """Every step's global batch of token ids, as the torch side draws them (its workers draw before timing a
+    step; Loom's runs get them as values, so neither side's step time counts drawing its data)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(1)
+    return [torch.randint(0, args.vocab, (args.batch, args.seq), generator=generator) for _ in range(args.steps)]
+
+
 def run_loom(emit, args, out):
     from loom.runtime.launch import read_timing, train
 
-    losses, _ = train(emit, args.steps, out=out, timed=True)
+    batches = [{"input_ids": ids, "labels": ids} for ids in step_batches(args)]
+    losses, _ = train(emit, args.steps, out=out, timed=True, batches=batches)
     timing = read_timing(out)
     steps = slowest_rank_steps([t["step_s"] for t in timing])
     return statistics.median(steps[1:]), losses, timing
@@ -104,10 +114,9 @@ def _ddp_worker(rank, args, port, out_dir):
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.AdamW(ddp.parameters(), **args.adamw)
     local = args.batch // args.world
-    generator = torch.Generator().manual_seed(1)
     step_s, losses = [], []
-    for step in range(args.steps):
-        ids = torch.randint(0, args.vocab, (args.batch, args.seq), generator=generator)[rank * local:(rank + 1) * local]
+    for step, whole in enumerate(step_batches(args)):
+        ids = whole[rank * local:(rank + 1) * local]
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         loss = ddp(input_ids=ids, labels=ids).loss

@@ -25,7 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from bench_ddp import _free_port, plan_adamw, run_loom, side_by_side, slowest_rank_steps  # noqa: E402
+from bench_ddp import _free_port, plan_adamw, run_loom, side_by_side, slowest_rank_steps, step_batches  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -126,10 +126,8 @@ def _dtensor_worker(rank, args, port, out_dir):
     parallelize_module(model, mesh, tp_plan(args.layers))
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), **args.adamw)
-    generator = torch.Generator().manual_seed(1)
     step_s, losses = [], []
-    for _ in range(args.steps):
-        ids = torch.randint(0, args.vocab, (args.batch, args.seq), generator=generator)
+    for ids in step_batches(args):
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         loss = model(ids, ids)

@@ -226,3 +226,24 @@ def test_attention_backward_without_a_kept_forward_runs_autograd():
     want = torch.autograd.grad(torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=True), leaves, g)
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("op_type, attrs", [("relu", {}), ("exp", {}), ("sqrt", {}), ("rsqrt", {}), ("tanh", {}),
+                                            ("sigmoid", {}), ("softmax", {"dim": -1}), ("log_softmax", {"dim": 1})])
+def test_gradients_from_saved_outputs_equal_autograd(op_type, attrs):
+    """Ops whose backward reads only their output (compute._FROM_OUTPUT, torch's fused backward kernels where it
+    has them) against autograd over the forward, over random shapes."""
+    rng = torch.Generator().manual_seed(len(op_type))
+    for _ in range(CASES_PER_RULE):
+        shape = shapes(rng, int(torch.randint(2, 4, (1,), generator=rng)))
+        bw = backward_spec(op_type, attrs, [spec(shape)], [spec(shape)], [0], saved_inputs=False, saved_outputs=True)
+        op = SubOp(bw, "cpu")
+        x = torch.randn(shape, generator=rng, dtype=torch.float64).float()
+        if op_type in ("sqrt", "rsqrt"):
+            x = x.abs() + 0.5
+        leaf = x.clone().requires_grad_()
+        y = SubOp({**bw["backward_of"], "name": "forward"}, "cpu")._forward([leaf.detach()])[0]
+        g = torch.randn(shape, generator=rng)
+        want = torch.autograd.grad(getattr(torch, op_type)(leaf, **attrs), leaf, g)[0]
+        got = op(y, g)[0]
+        torch.testing.assert_close(got, want, rtol=2e-5, atol=2e-6, msg=lambda m: f"{op_type}: {m}")

@@ -104,6 +104,20 @@ def test_plan_without_degrees_takes_the_policys_defaults(engine, policy, gpus, w
     assert result.devices == max(gpus, 1)
 
 
+def test_a_traced_graph_takes_the_baselines_search(engine):
+    """policy="megatron-best" searches Megatron-LM's space for the traced graph (parallelize takes it too)."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=16)
+    ids = torch.randint(0, 64, (8, 16))
+    graph = engine.trace(transformers.GPT2LMHeadModel(config), {"input_ids": ids, "labels": ids})
+    result = engine.plan(graph=graph, policy="megatron-best", gpus=4, fold="off")
+    assert result.description.startswith("megatron-best -> megatron: ")
+    assert result.devices == 4 and len(result.emit()["modules"]) == 4
+
+
 def test_plan_without_degrees_refuses_what_the_policy_cannot_lay_out(engine):
     with pytest.raises(engine.PlanError, match="dp-tp needs an even device count"):
         engine.plan(model="gpt3-125m", shrink=True, policy="dp-tp", gpus=3)

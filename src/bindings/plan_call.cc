@@ -55,9 +55,6 @@ void replace_all(std::string& text, const std::string& from, const std::string& 
 
 Expected<std::unique_ptr<api::PlanResult>> plan_or_search(const api::PlanRequest& request) {
   if (!api::is_baseline(request.policy)) return api::plan_model(request);
-  if (!request.graph_file.empty())
-    return fail(fmt::format("{} searches a preset's batch sizes; it cannot plan a traced graph", request.policy),
-                "use a built-in policy (megatron, dp, tp, ...) for a traced model");
   LOOM_ASSIGN_OR_RETURN(api::BaselineResult searched, api::best_baseline(request, request.policy));
   return std::move(searched.best);
 }

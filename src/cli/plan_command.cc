@@ -54,9 +54,6 @@ void add_job_options(CLI::App* cmd, JobArgs* args) {
 
 Expected<api::PlanRequest> request_of(const JobArgs& args, const std::string& policy) {
   LOOM_RETURN_IF_ERROR(check_model_source(args.model));
-  if (!args.model.graph.empty() && api::is_baseline(policy))
-    return fail(fmt::format("{} searches a preset's batch sizes; it cannot plan a graph file", policy),
-                "use a built-in policy with --graph");
   api::PlanRequest request;
   request.model = args.model.model;
   request.graph_file = args.model.graph;

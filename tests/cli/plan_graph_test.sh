@@ -25,7 +25,14 @@ expect compare-graph 0 "$LOOM" compare --graph "$tmp/traced.json" --gpus 4 && co
 expect both 1 "$LOOM" plan --graph "$tmp/traced.json" --model gpt3-125m && contains both-msg "exactly one of --model NAME or --graph FILE"
 expect neither 1 "$LOOM" plan --policy dp && contains neither-msg "exactly one of --model NAME or --graph FILE"
 expect resize 1 "$LOOM" plan --graph "$tmp/traced.json" --global-batch 16 && contains resize-msg "a graph file keeps the sizes"
-expect baseline 1 "$LOOM" plan --graph "$tmp/traced.json" --policy megatron-best && contains baseline-msg "cannot plan a graph file"
+# The baselines' searches over a graph file: the same candidates and the same choice as on the preset it came from.
+expect baseline 0 "$LOOM" plan --graph "$tmp/traced.json" --policy megatron-best --gpus 4 --out "$tmp/mb" &&
+  contains baseline-search "search     megatron-best: 14 configurations, 14 planned" &&
+  contains baseline-choice "megatron-best -> megatron: dp 1 x tp 4 x pp 1, sequence parallel on 4 GPUs"
+expect baseline-preset 0 "$LOOM" plan --model gpt3-125m --layers 2 --global-batch 8 --seq 64 --policy megatron-best \
+  --gpus 4 --fold off --out "$tmp/mbp" && contains baseline-preset-choice "megatron-best -> megatron: dp 1 x tp 4 x pp 1, sequence parallel on 4 GPUs"
+expect baseline-deepspeed 0 "$LOOM" plan --graph "$tmp/traced.json" --policy deepspeed-best --gpus 4 --out "$tmp/ds" &&
+  contains baseline-deepspeed-choice "deepspeed-best -> zero: dp 4"
 expect fold 1 "$LOOM" plan --graph "$tmp/traced.json" --fold on --dp 2 && contains fold-msg "a graph file cannot be folded"
 expect missing nonzero "$LOOM" plan --graph "$tmp/none.json" && contains missing-msg "none.json"
 echo '{"format": "loom-graph"' > "$tmp/bad.json"

@@ -2,8 +2,10 @@
 loom.examples.train_gpt2`.
 
 A transformers GPT-2 from a config (random init, float32, dropout 0) is traced (`loom.trace`) and written as
-the engine's graph JSON; the engine plans it (`loom plan --graph ... --policy megatron --dp 2 --tp 2 --emit`)
-and plans it for one device; both programs train for --steps AdamW steps from the module's own weights on
+the engine's graph JSON; the engine searches Megatron-LM's space of plans for 4 GPUs (`loom plan --graph ...
+--policy megatron-best --gpus 4 --emit`: tp, pp, dp, micro-batch size, sequence parallelism and recomputation,
+each candidate planned and simulated, the fastest that fits kept; or, with --dp/--tp, that megatron plan) and
+plans it for one device; both programs train for --steps AdamW steps from the module's own weights on
 the same batches (`loom.runtime.launch.train`), and torch trains the module itself with torch.optim.AdamW of
 the same hyperparameters. A table puts the loss of every step of the 4 processes beside the single
 process's and torch's. Planning is the engine's; this script only runs it.
@@ -50,6 +52,9 @@ def plan(loom_binary, graph, policy_args, out):
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         raise SystemExit(f"train_gpt2: `{' '.join(command)}` failed:\n{result.stderr}")
+    for line in result.stdout.splitlines():  # the search's account and the plan it chose
+        if line.startswith(("search ", "policy ")):
+            print(line)
     return out / "emit", " ".join(command)
 
 
@@ -59,8 +64,9 @@ def main(argv=None):
     parser.add_argument("--loom", default=str(root / "build" / "loom"), help="the engine binary")
     parser.add_argument("--out", default=str(root / "build" / "run" / "train_gpt2"), help="working directory")
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--dp", type=int, default=2)
-    parser.add_argument("--tp", type=int, default=2)
+    parser.add_argument("--gpus", type=int, default=4, help="processes the searched plan runs on")
+    parser.add_argument("--dp", type=int, default=None, help="with --tp: this megatron plan instead of the search")
+    parser.add_argument("--tp", type=int, default=None)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--seq", type=int, default=32)
@@ -81,15 +87,19 @@ def main(argv=None):
     heads = max(1, args.width // 16)
     model, batches = gpt2_and_batches(args.layers, args.width, heads, 128, args.seq, args.batch, args.steps)
     loom.save_graph(loom.trace(model, batches[0]), graph)
-    world = args.dp * args.tp
     print(f"GPT-2 ({args.layers} layers, width {args.width}, {heads} heads, vocabulary 128, sequence {args.seq}, "
           f"batch {args.batch}, float32) traced to {graph}")
-    parallel, parallel_command = plan(args.loom, graph, ["--policy", "megatron", "--dp", str(args.dp), "--tp",
-                                                         str(args.tp)], out / "megatron")
+    if args.dp is None and args.tp is None:
+        policy_args = ["--policy", "megatron-best", "--gpus", str(args.gpus)]
+    else:
+        policy_args = ["--policy", "megatron", "--dp", str(args.dp or 1), "--tp", str(args.tp or 1)]
+    parallel, parallel_command = plan(args.loom, graph, policy_args, out / "parallel")
     single, _ = plan(args.loom, graph, ["--policy", "dp", "--dp", "1"], out / "single")
     print(f"planned    {parallel_command}")
     try:
-        weights = module_state(model, load_manifest(parallel))
+        manifest = load_manifest(parallel)
+        world = manifest["world_size"]
+        weights = module_state(model, manifest)
         start = time.monotonic()
         losses, _ = train(parallel, args.steps, initial=weights, batches=batches)
         parallel_s = time.monotonic() - start
