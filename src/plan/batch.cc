@@ -3,11 +3,7 @@
 #include "loom/plan/primitives.h"
 
 namespace loom::plan {
-namespace {
 
-// Whether identifier x sits after the first atom of a merged dimension in some tensor of the op: such a
-// dimension's shard along x is not one strided range (blocks of the later atoms, repeated for the
-// earlier ones), so the op cannot be split along x (primitives' dim_of refuses it).
 bool inside_merged_dim(const ir::Annotation& annotation, std::string_view x) {
   for (const auto* side : {&annotation.inputs, &annotation.outputs})
     for (const ir::TensorAnnotation& tensor : *side)
@@ -16,8 +12,6 @@ bool inside_merged_dim(const ir::Annotation& annotation, std::string_view x) {
           if (dim.atoms[a].kind == ir::DimAtom::Kind::identifier && dim.atoms[a].name == x) return true;
   return false;
 }
-
-}  // namespace
 
 std::vector<std::optional<std::string>> batch_identifiers(const Plan& plan) {
   const ir::Graph& graph = *plan.graph;

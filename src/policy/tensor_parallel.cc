@@ -76,7 +76,10 @@ std::vector<std::optional<std::string>> sequence_identifiers(const plan::Plan& p
       const int d = sequence_dim[op.inputs[i].index()];
       if (d < 0) continue;
       auto id = plan::dim_identifier(plan, any, false, i, static_cast<std::size_t>(d));
-      if (id && annotation.flag_of(*id) != DimFlag::frozen) x = std::move(id);
+      // A view merging the sequence after the batch ("(b s) h": HuggingFace's Conv1D) cannot split it: the
+      // op and what reads its output keep the whole sequence (gathered before it), as the batch does.
+      if (id && annotation.flag_of(*id) != DimFlag::frozen && !plan::inside_merged_dim(annotation, *id))
+        x = std::move(id);
     }
     if (!x) continue;
     for (std::size_t j = 0; j < op.outputs.size(); ++j)

@@ -15,7 +15,10 @@
 #include "../exec/policy_plans.h"
 #include "layer_all_reduces.h"
 #include "loom/ir/graph_json.h"
+#include "loom/plan/validate.h"
 #include "loom/policy/tensor_parallel.h"
+#include "loom/verify/graph_interpreter.h"
+#include "loom/verify/plan_interpreter.h"
 
 namespace loom::policy {
 namespace {
@@ -83,6 +86,44 @@ TEST(TracedGpt2, Conv1DWeightsSplitColumnThenRow) {
     EXPECT_EQ(dims.at(l + ".attn.c_proj.weight"), 0) << l;
     EXPECT_EQ(dims.at(l + ".ln_1.weight"), -1) << l;
   }
+}
+
+// Sequence parallelism over HuggingFace's Conv1D views, which merge (batch seq) into rows: the views cannot
+// split the sequence (not the first identifier of the merged rows), so they and the projections keep it
+// whole (all-gathered before them) while the layer norms, dropouts and residual adds split it; the plan
+// trains exactly as one device.
+TEST(TracedGpt2, SequenceParallelismLeavesTheConv1DViewsWhole) {
+  const ir::Graph& graph = traced_gpt2_training_graph();
+  auto made = plan::make_plan(graph, ops::builtin_ops());
+  ASSERT_TRUE(made) << made.error().to_string();
+  auto layout = tensor_parallel_layout(*made, 2, /*sequence_parallel=*/true);
+  ASSERT_TRUE(layout) << layout.error().to_string();
+  int norms = 0, views = 0;
+  for (const ir::Op& op : graph.ops) {
+    if (op.pass != ir::Pass::forward || op.name.find("transformer.h.0.") != 0) continue;
+    if (op.type == "layer_norm") {
+      ++norms;
+      EXPECT_TRUE(layout->sequence_split[op.id.index()]) << op.name;
+    }
+    if (op.type == "view" && op.name.find(".c_attn.") != std::string::npos) {
+      ++views;
+      EXPECT_FALSE(layout->sequence_split[op.id.index()]) << op.name;
+    }
+  }
+  EXPECT_EQ(norms, 2);
+  EXPECT_GT(views, 0);
+
+  const auto initial = verify::initial_values(graph, 3);
+  auto reference = verify::run_graph(graph, initial);
+  ASSERT_TRUE(reference) << reference.error().to_string();
+  ASSERT_TRUE(apply_policy(*made, "tp", {.tp = 2, .sequence_parallel = true}));
+  ASSERT_TRUE(plan::validate_plan(*made, 2));
+  auto run = verify::run_plan(*made, 2, initial);
+  ASSERT_TRUE(run) << run.error().to_string();
+  auto compared = verify::compare_runs(graph, *reference, run->values);
+  ASSERT_TRUE(compared) << compared.error().to_string();
+  EXPECT_LT(compared->updated.max_rel, 1e-9) << compared->updated.worst;
+  EXPECT_LT(compared->loss.max_rel, 1e-9);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "loom/plan/plan.h"
@@ -18,5 +19,10 @@ namespace loom::plan {
 // gets its batch dimension where the identifier sits. The others see the whole batch: data parallelism
 // replicates them (e.g. ProphetNet's loss over logits viewed as (ngram batch seq)).
 std::vector<std::optional<std::string>> batch_identifiers(const Plan& plan);
+
+// Whether identifier x sits after the first atom of a merged dimension in some tensor of the op (b in
+// "(a b c)"): a shard of such a dimension along x is not one strided range (blocks of the later atoms,
+// repeated for the earlier ones), so the op cannot be split along x (trans refuses it).
+bool inside_merged_dim(const ir::Annotation& annotation, std::string_view x);
 
 }  // namespace loom::plan

@@ -41,7 +41,9 @@
 //    dimension 1 of the rank-2 integer graph inputs (token ids and labels, [batch, seq]), followed
 //    through the ops as the batch is (plan::batch_identifiers): an op takes the identifier at the
 //    sequence dimension of its first input that has one and may split it, and its outputs holding that
-//    identifier carry the sequence on. Models without token inputs (images) have no sequence to split.
+//    identifier carry the sequence on; a view merging the sequence after the batch (HuggingFace's Conv1D
+//    rows "(b s) h") cannot split it, so it and what reads it keep the whole sequence (gathered before).
+//    Models without token inputs (images) have no sequence to split.
 #pragma once
 
 #include <optional>
