@@ -8,10 +8,8 @@
 #include "loom/ir/graph_builder.h"
 #include "loom/ops/registry.h"
 #include "loom/plan/batch.h"
-#include "loom/plan/validate.h"
 #include "loom/policy/policy.h"
-#include "loom/verify/graph_interpreter.h"
-#include "loom/verify/plan_interpreter.h"
+#include "policy_test_support.h"
 
 namespace loom::policy {
 namespace {
@@ -51,25 +49,16 @@ TEST(MergedBatch, TheOpsAfterTheMergeSeeTheWholeBatch) {
 
 TEST(MergedBatch, DataParallelReplicatesThemAndTrainsAsOneDevice) {
   const ir::Graph graph = transposed_loss_graph();
-  const auto initial = verify::initial_values(graph, 5);
-  auto reference = verify::run_graph(graph, initial);
-  ASSERT_TRUE(reference) << reference.error().to_string();
   auto made = plan::make_plan(graph, ops::builtin_ops());
   ASSERT_TRUE(made) << made.error().to_string();
   auto applied = apply_policy(*made, "dp", {.dp = 2});
   ASSERT_TRUE(applied) << applied.error().to_string();
-  ASSERT_TRUE(plan::validate_plan(*made, 2));
   // fc is split along the batch (half the rows each); the view runs whole on both devices.
   for (plan::SubOpId part : made->parts[op_named(graph, "fc").id.index()])
     EXPECT_EQ(made->sub_op(part).inputs[0].box[0].size(), 2);
   for (plan::SubOpId part : made->parts[op_named(graph, "rows").id.index()])
     EXPECT_EQ(made->sub_op(part).outputs[0].box[0].size(), 12);
-  auto run = verify::run_plan(*made, 2, initial);
-  ASSERT_TRUE(run) << run.error().to_string();
-  auto compared = verify::compare_runs(graph, *reference, run->values);
-  ASSERT_TRUE(compared) << compared.error().to_string();
-  EXPECT_LT(compared->updated.max_rel, 1e-9) << compared->updated.worst;
-  EXPECT_LT(compared->loss.max_rel, 1e-9);
+  testing::expect_plan_trains_as_one_device(*made, 2, 5);
 }
 
 }  // namespace

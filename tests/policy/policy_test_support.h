@@ -81,6 +81,23 @@ inline void expect_trains_exactly(std::string_view preset, std::string_view poli
     EXPECT_LT(stat.max_rel, 1e-9) << role << ": " << stat.worst << " rel " << stat.max_rel;
 }
 
+// A planned graph (not a preset) validates on `devices` and trains as one device within 1e-9 relative
+// (updated tensors and the loss), from the seeded initial values.
+inline void expect_plan_trains_as_one_device(const plan::Plan& p, int devices, std::uint64_t seed = 3) {
+  const ir::Graph& graph = *p.graph;
+  const auto initial = verify::initial_values(graph, seed);
+  auto reference = verify::run_graph(graph, initial);
+  ASSERT_TRUE(reference) << reference.error().to_string();
+  const auto valid = plan::validate_plan(p, devices);
+  ASSERT_TRUE(valid) << valid.error().to_string();
+  auto run = verify::run_plan(p, devices, initial);
+  ASSERT_TRUE(run) << run.error().to_string();
+  auto compared = verify::compare_runs(graph, *reference, run->values);
+  ASSERT_TRUE(compared) << compared.error().to_string();
+  EXPECT_LT(compared->updated.max_rel, 1e-9) << compared->updated.worst;
+  EXPECT_LT(compared->loss.max_rel, 1e-9);
+}
+
 inline const ir::Op* op_named(const plan::Plan& p, std::string_view name) {
   for (const ir::Op& op : p.graph->ops)
     if (op.name == name) return &op;

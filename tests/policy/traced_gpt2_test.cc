@@ -15,10 +15,8 @@
 #include "../exec/policy_plans.h"
 #include "layer_all_reduces.h"
 #include "loom/ir/graph_json.h"
-#include "loom/plan/validate.h"
 #include "loom/policy/tensor_parallel.h"
-#include "loom/verify/graph_interpreter.h"
-#include "loom/verify/plan_interpreter.h"
+#include "policy_test_support.h"
 
 namespace loom::policy {
 namespace {
@@ -113,17 +111,8 @@ TEST(TracedGpt2, SequenceParallelismLeavesTheConv1DViewsWhole) {
   EXPECT_EQ(norms, 2);
   EXPECT_GT(views, 0);
 
-  const auto initial = verify::initial_values(graph, 3);
-  auto reference = verify::run_graph(graph, initial);
-  ASSERT_TRUE(reference) << reference.error().to_string();
   ASSERT_TRUE(apply_policy(*made, "tp", {.tp = 2, .sequence_parallel = true}));
-  ASSERT_TRUE(plan::validate_plan(*made, 2));
-  auto run = verify::run_plan(*made, 2, initial);
-  ASSERT_TRUE(run) << run.error().to_string();
-  auto compared = verify::compare_runs(graph, *reference, run->values);
-  ASSERT_TRUE(compared) << compared.error().to_string();
-  EXPECT_LT(compared->updated.max_rel, 1e-9) << compared->updated.worst;
-  EXPECT_LT(compared->loss.max_rel, 1e-9);
+  testing::expect_plan_trains_as_one_device(*made, 2);
 }
 
 }  // namespace
