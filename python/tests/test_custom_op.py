@@ -167,6 +167,8 @@ def single_device(traced, tmp_path_factory, loom_binary):
 @pytest.mark.parametrize(("plan", "args", "split"), [
     ("dp2", ["--policy", "dp", "--dp", "2"], [2, 6, 32]),
     ("tp2", ["--policy", "tp", "--tp", "2"], [4, 6, 16]),
+    # No numbered layers: stages of balanced FLOPs, the custom op's counted from its registration.
+    ("pp2", ["--policy", "pp", "--pp", "2", "--microbatches", "2"], [2, 6, 32]),
 ])
 def test_the_custom_op_is_split_by_its_annotation_and_trains_as_one_device(traced, single_device, run_loom, tmp_path,
                                                                            plan, args, split):

@@ -175,7 +175,7 @@ Expected<std::unique_ptr<PlanResult>> plan_model(const PlanRequest& request) {
   if (r.folded) {
     LOOM_ASSIGN_OR_RETURN(op_stage, policy::megatron_stages(r.plan, request.config));
   }
-  LOOM_RETURN_IF_ERROR(with_context(policy::apply_policy(r.plan, request.policy, config),
+  LOOM_RETURN_IF_ERROR(with_context(policy::apply_policy(r.plan, request.policy, config, catalog),
                                     fmt::format("policy {}", request.policy)));
   r.seconds.policy = seconds_since(stage);
 

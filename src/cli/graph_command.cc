@@ -27,8 +27,8 @@ struct GraphArgs {
   std::string json_out;
 };
 
-Expected<ir::Graph> load_or_build(const GraphArgs& args) {
-  const ops::OpRegistry& catalog = ops::builtin_ops();
+// `catalog`: the built-ins, plus the custom ops (loom.register_op) a --from file defines.
+Expected<ir::Graph> load_or_build(const GraphArgs& args, ops::CustomCatalog& catalog) {
   if (!args.from.empty()) return frontend::load_graph_file(args.from, catalog);
   models::ModelOptions options;
   options.batch = args.batch;
@@ -66,9 +66,15 @@ void print_summary(const ir::Graph& graph, const ir::GraphStats& s) {
 int run_graph(const GraphArgs& args) {
   if (args.model.empty() == args.from.empty())
     return report(Error{"give exactly one of --model NAME or --from FILE", "`loom models` lists the presets"});
-  Expected<ir::Graph> graph = load_or_build(args);
+  ops::CustomCatalog catalog(ops::builtin_ops());
+  Expected<ir::Graph> graph = load_or_build(args, catalog);
   if (!graph) return report(graph.error());
-  Expected<ir::GraphStats> stats = ir::compute_stats(*graph, ops::builtin_ops());
+  if (!args.json_out.empty() && catalog.has_custom_ops())
+    return report(Error{fmt::format("{} defines custom ops (loom.register_op), whose definitions --json would not "
+                                    "carry over",
+                                    args.from),
+                        "save the graph from Python (loom.save_graph), or plan the file itself with `loom plan --graph`"});
+  Expected<ir::GraphStats> stats = ir::compute_stats(*graph, catalog);
   if (!stats) return report(stats.error());
   if (args.text) fmt::print("{}", ir::graph_to_text(*graph));
   print_summary(*graph, *stats);

@@ -46,7 +46,8 @@ Expected<void> check_fresh(const Plan& plan) {
 
 }  // namespace
 
-Expected<std::vector<int>> megatron_stages(const Plan& plan, const ParallelConfig& config) {
+Expected<std::vector<int>> megatron_stages(const Plan& plan, const ParallelConfig& config,
+                                           const ir::OpCatalog& catalog) {
   // Stages in program order: whole layers, as Megatron cuts them (a cut inside a layer would send the
   // partial sums of a row-parallel output, not the reduced activation); with interleaving, pp x
   // virtual_stages chunks of whole layers. Balanced FLOPs where the layers do not divide.
@@ -54,10 +55,10 @@ Expected<std::vector<int>> megatron_stages(const Plan& plan, const ParallelConfi
   if (!by_layers && config.virtual_stages > 1)
     return std::unexpected(
         with_context(by_layers.error(), fmt::format("pp {} x {} model chunks", config.pp, config.virtual_stages)));
-  return by_layers ? std::move(by_layers) : pipeline_stages(plan, config.pp);
+  return by_layers ? std::move(by_layers) : pipeline_stages(plan, config.pp, catalog);
 }
 
-Expected<void> megatron(Plan& plan, const ParallelConfig& config) {
+Expected<void> megatron(Plan& plan, const ParallelConfig& config, const ir::OpCatalog& catalog) {
   for (const auto& [name, value] : {std::pair{"dp", config.dp}, std::pair{"tp", config.tp}, std::pair{"pp", config.pp},
                                     std::pair{"micro_batches", config.micro_batches}})
     if (value < 1) return fail(fmt::format("{} is {}; it must be at least 1", name, value));
@@ -72,9 +73,9 @@ Expected<void> megatron(Plan& plan, const ParallelConfig& config) {
   LOOM_RETURN_IF_ERROR(check_fresh(plan));
   LOOM_ASSIGN_OR_RETURN(TensorParallelLayout tensor_parallel,
                         tensor_parallel_layout(plan, config.tp, config.sequence_parallel));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int> stages, megatron_stages(plan, config));
+  LOOM_ASSIGN_OR_RETURN(std::vector<int> stages, megatron_stages(plan, config, catalog));
   LOOM_RETURN_IF_ERROR(detail::Composer(plan, config, std::move(tensor_parallel), std::move(stages)).run());
-  return apply_recompute(plan, config.recompute);
+  return apply_recompute(plan, config.recompute, catalog);
 }
 
 }  // namespace loom::policy

@@ -70,7 +70,8 @@ std::string known_policy_names() {
   return names;
 }
 
-Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const ParallelConfig& config) {
+Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const ParallelConfig& config,
+                            const ir::OpCatalog& catalog) {
   bool known = false;
   for (const PolicyInfo& p : kPolicies) known |= p.name == policy;
   if (!known)
@@ -95,7 +96,7 @@ Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const Par
   if (config.sequence_parallel && !u.tp)
     return fail(fmt::format("policy '{}' does not use tensor parallelism, which sequence parallelism needs", policy),
                 "use 'tp', 'dp-tp' or 'megatron' with tp > 1");
-  return with_context(megatron(plan, config), fmt::format("policy '{}'", policy));
+  return with_context(megatron(plan, config, catalog), fmt::format("policy '{}'", policy));
 }
 
 }  // namespace loom::policy

@@ -55,7 +55,7 @@ Expected<Recompute> parse_recompute(std::string_view text) {
   return fail(fmt::format("unknown recomputation '{}'", text), "use none, selective or full");
 }
 
-Expected<void> apply_recompute(plan::Plan& plan, Recompute recompute) {
+Expected<void> apply_recompute(plan::Plan& plan, Recompute recompute, const ir::OpCatalog& catalog) {
   if (recompute == Recompute::none) return {};
   const ir::Graph& graph = *plan.graph;
   const std::vector<char> stays = stays_in_layer(graph);
@@ -66,7 +66,7 @@ Expected<void> apply_recompute(plan::Plan& plan, Recompute recompute) {
     any_layer = true;
     if (!stays[op.id.index()]) continue;
     if (recompute == Recompute::selective) {
-      const ir::OpDef* def = ops::builtin_ops().find(op.type);
+      const ir::OpDef* def = catalog.find(op.type);
       if (def == nullptr || !memory_bound(def->op_class)) continue;
     }
     for (plan::SubOpId part : plan.parts[op.id.index()]) chosen.push_back(part);

@@ -12,13 +12,12 @@
 
 namespace loom::policy {
 
-Expected<std::vector<int>> pipeline_stages(const plan::Plan& plan, int stages) {
+Expected<std::vector<int>> pipeline_stages(const plan::Plan& plan, int stages, const ir::OpCatalog& catalog) {
   if (stages < 1) return fail(fmt::format("pipeline of {} stages: the degree must be at least 1", stages));
   const ir::Graph& graph = *plan.graph;
-  // One stage needs no weighing, nor the built-in catalog (a traced graph's custom ops are not in it).
   std::vector<double> flops(graph.ops.size(), 1.0);
   if (stages > 1) {
-    LOOM_ASSIGN_OR_RETURN(flops, ir::op_flops(graph, ops::builtin_ops()));
+    LOOM_ASSIGN_OR_RETURN(flops, ir::op_flops(graph, catalog));
   }
   // Training cost of each forward op: its FLOPs plus its backward op's.
   std::vector<double> cost(graph.ops.size(), 0.0);

@@ -66,7 +66,9 @@ std::string known_policy_names();  // "dp, tp, dp-tp, pp, megatron, zero"
 // Applies the named policy to a fresh plan (plan::make_plan: one unassigned part per op). Errors: an
 // unknown name (listing the known ones), a degree the policy does not use set above 1, degrees below 1,
 // and whatever megatron() reports.
-Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const ParallelConfig& config);
+// `catalog`: the job's ops (the built-ins, plus a traced graph's custom ops), for FLOPs and op classes.
+Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const ParallelConfig& config,
+                            const ir::OpCatalog& catalog = ops::builtin_ops());
 
 // dp x tp x pp over a fresh plan. Per forward op, in this order (trans refuses to divide the value of a
 // piece a sibling also produces, so the value-dividing splits come last):
@@ -82,10 +84,12 @@ Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const Par
 // reduced once). With pp > 1 each (dp rank, tp rank) pipeline gets the schedule's order edges.
 // Errors name the op and the dimension: a batch not divisible by dp x micro_batches, heads (or another
 // split dimension) not divisible by tp, fewer balanced stages than pp, or a plan already transformed.
-Expected<void> megatron(plan::Plan& plan, const ParallelConfig& config);
+Expected<void> megatron(plan::Plan& plan, const ParallelConfig& config,
+                        const ir::OpCatalog& catalog = ops::builtin_ops());
 
 // By OpId: the stage (chunk * pp + pipeline rank) megatron() gives each forward op, -1 for the others:
 // pp x virtual_stages stages of whole layers, else pp stages of balanced FLOPs.
-Expected<std::vector<int>> megatron_stages(const plan::Plan& plan, const ParallelConfig& config);
+Expected<std::vector<int>> megatron_stages(const plan::Plan& plan, const ParallelConfig& config,
+                                           const ir::OpCatalog& catalog = ops::builtin_ops());
 
 }  // namespace loom::policy

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "loom/core/error.h"
+#include "loom/ops/registry.h"
 #include "loom/plan/plan.h"
 
 namespace loom::policy {
@@ -21,6 +22,8 @@ std::string_view name(Recompute recompute);  // "none", "selective", "full"
 Expected<Recompute> parse_recompute(std::string_view text);
 
 // Marks the live forward sub-ops `recompute` selects; call after the policy has transformed the plan.
-Expected<void> apply_recompute(plan::Plan& plan, Recompute recompute);
+// `catalog` classes the ops for selective recomputation (a traced graph's custom ops join the built-ins).
+Expected<void> apply_recompute(plan::Plan& plan, Recompute recompute,
+                               const ir::OpCatalog& catalog = ops::builtin_ops());
 
 }  // namespace loom::policy

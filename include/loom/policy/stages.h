@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "loom/core/error.h"
+#include "loom/ops/registry.h"
 #include "loom/plan/plan.h"
 
 namespace loom::policy {
@@ -15,7 +16,9 @@ namespace loom::policy {
 // By OpId: the stage (0 .. stages-1) of each forward op, -1 for the other ops. Stages never decrease
 // along program order. Errors: stages < 1, or a stage left without an op that sees the batch (too
 // many stages for the model).
-Expected<std::vector<int>> pipeline_stages(const plan::Plan& plan, int stages);
+// `catalog` gives the ops' FLOPs (a traced graph's custom ops join the built-ins).
+Expected<std::vector<int>> pipeline_stages(const plan::Plan& plan, int stages,
+                                           const ir::OpCatalog& catalog = ops::builtin_ops());
 
 // The layer of an op name: the name up to its last purely numeric component ("layers.3" of
 // "layers.3.attn.qkv", "layers.1.blocks.0" of Swin's "layers.1.blocks.0.mlp.fc1"); "" for ops outside
