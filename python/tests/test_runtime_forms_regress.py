@@ -5,7 +5,7 @@ differently from one device.
                                              OLMoE, ConvNeXt V2 under tp: RMSNorm's mean over split hidden)
     conv2d of a shard of a grouped conv      the shard's own groups (depthwise convs of RecurrentGemma, PvtV2,
                                              Segformer crashed under tp: "Given groups=N, expected weight ...")
-    F.normalize of a zero row                gradient 0, as torch's (Swin V2's padded windows gave NaN keys)
+    F.normalize / torch.norm of a zero row   gradient 0, as torch's (Swin V2's padded windows gave NaN keys)
 """
 
 import random
@@ -104,9 +104,17 @@ class CosineKeys(nn.Module):
         return (F.normalize(self.key(x), dim=-1) * torch.arange(4.0)).sum()
 
 
-def test_normalize_of_a_zero_row_has_torch_s_gradient_not_nan():
+class NormKeys(CosineKeys):
+    """torch.norm of the same keys: its gradient at a zero row is 0 in torch (sqrt's is infinite)."""
+
+    def forward(self, x):
+        return (torch.norm(self.key(x), dim=-1) * torch.arange(3.0)).sum()
+
+
+@pytest.mark.parametrize("model_type", [CosineKeys, NormKeys])
+def test_norms_of_a_zero_row_have_torch_s_gradient_not_nan(model_type):
     torch.manual_seed(0)
-    model = CosineKeys()
+    model = model_type()
     x = torch.randn(3, 4)
     x[1] = 0.0  # a padded window's row: its key is exactly zero
     graph = loom.trace(model, {"x": x}, loss=lambda out, batch: out)

@@ -307,7 +307,9 @@ def _extreme(type_, reduce_type):
 
 
 def _norm(cx, args, kwargs, value):
-    """torch.norm / Tensor.norm, the Euclidean (p = 2) form: sqrt(sum(x^2)) over the given dims."""
+    """torch.norm / Tensor.norm, the Euclidean (p = 2) form: sqrt(sum(x^2)) over the given dims. sqrt's
+    gradient at 0 is infinite (times the zero gradient of x^2: NaN) where torch's norm gives 0, so a zero sum
+    takes sqrt of 1 and the result 0 by two wheres: no gradient reaches the sum there, as in torch."""
     x, p, dim = args[0], _arg(args, kwargs, 1, "p", "fro"), _arg(args, kwargs, 2, "dim")
     keepdim = bool(_arg(args, kwargs, 3, "keepdim", False))
     if p not in (2, 2.0, "fro") or kwargs.get("dtype") is not None or not cx.torch_dtype(x).is_floating_point:
@@ -317,7 +319,12 @@ def _norm(cx, args, kwargs, value):
     if dim is not None:
         attrs["dims"] = _dims(dim, cx.rank(x))
     total = cx.emit("sum", [squared], attrs, Meta(value.shape, value.dtype), suffix="sum")
-    return cx.emit("sqrt", [total], {}, value)
+    positive = cx.emit("gt", [total, cx.constant(torch.tensor(0.0))], {}, Meta(value.shape, torch.bool),
+                       suffix="positive")
+    safe = cx.emit("where", [positive, total, cx.constant(torch.tensor(1.0))], {}, Meta(value.shape, value.dtype),
+                   suffix="safe")
+    root = cx.emit("sqrt", [safe], {}, Meta(value.shape, value.dtype), suffix="root")
+    return cx.emit("where", [positive, root, cx.constant(torch.tensor(0.0))], {}, value)
 
 
 def _normalize(cx, args, kwargs, value):
