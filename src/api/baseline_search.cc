@@ -6,7 +6,6 @@
 #include <string_view>
 
 #include "loom/cluster/presets.h"
-#include "loom/frontend/graph_file.h"
 #include "loom/policy/stages.h"
 
 namespace loom::api {
@@ -93,11 +92,8 @@ Expected<std::vector<BaselineCandidate>> baseline_candidates(const PlanRequest& 
     return fail(fmt::format("unknown baseline '{}'", baseline), "use megatron-best or deepspeed-best");
   LOOM_ASSIGN_OR_RETURN(cluster::Cluster cluster, with_context(cluster::make_cluster(request.cluster), "cluster"));
   const int gpus = request.gpus > 0 ? request.gpus : cluster.device_count();
-  ops::CustomCatalog catalog(ops::builtin_ops());  // a graph file's own ops (loom.register_op) join it
-  LOOM_ASSIGN_OR_RETURN(const ir::Graph forward,
-                        request.graph_file.empty()
-                            ? with_context(models::build_model(request.model, request.model_options), "model")
-                            : frontend::load_graph_file(request.graph_file, catalog));
+  ops::CustomCatalog catalog(ops::builtin_ops());  // a graph's own ops (loom.register_op) join it
+  LOOM_ASSIGN_OR_RETURN(const ir::Graph forward, load_forward(request, catalog));
   const std::int64_t batch = forward.inputs.empty() || forward.tensor(forward.inputs.front()).shape.rank() == 0
                                  ? 1
                                  : forward.tensor(forward.inputs.front()).shape[0];

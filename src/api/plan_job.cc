@@ -61,16 +61,32 @@ sim::Workload workload_of(const ir::Graph& graph) {
   return w;
 }
 
+}  // namespace
+
+bool plans_a_graph(const PlanRequest& request) { return !request.graph_file.empty() || !request.graph_text.empty(); }
+
+Expected<ir::Graph> load_forward(const PlanRequest& request, ops::CustomCatalog& catalog) {
+  const int sources = !request.model.empty() + !request.graph_file.empty() + !request.graph_text.empty();
+  if (sources != 1)
+    return fail("give exactly one of a model preset or a graph (a file, or its JSON)", "`loom models` lists the presets");
+  if (!request.model.empty())
+    return with_context(models::build_model(request.model, request.model_options), "model");
+  if (!request.graph_file.empty()) return frontend::load_graph_file(request.graph_file, catalog);
+  return frontend::load_graph_text(request.graph_text, "the graph JSON", catalog);
+}
+
+namespace {
+
 // Whether to fold (api/plan_job.h): on request, or automatically for a large megatron plan.
 Expected<bool> decide_fold(const PlanRequest& request, const ir::Graph& forward) {
   const policy::ParallelConfig& c = request.config;
   // Folding rebuilds the model at micro-batch size, which only a preset can do: a graph file's sizes
   // are fixed where it was traced.
-  const bool foldable = request.policy == "megatron" && c.zero == 0 && request.graph_file.empty();
+  const bool foldable = request.policy == "megatron" && c.zero == 0 && !plans_a_graph(request);
   if (request.fold == Fold::off) return false;
   if (request.fold == Fold::on) {
     if (!foldable)
-      return fail(!request.graph_file.empty()
+      return fail(plans_a_graph(request)
                       ? std::string("folding rebuilds a model preset at micro-batch size; a graph file cannot be folded")
                       : fmt::format("folding plans the megatron policy without ZeRO, not policy {}{}", request.policy,
                                     c.zero > 0 ? fmt::format(" with ZeRO-{}", c.zero) : ""),
@@ -153,12 +169,7 @@ Expected<std::unique_ptr<PlanResult>> plan_model(const PlanRequest& request) {
   }
 
   auto stage = Clock::now();
-  if (request.model.empty() == request.graph_file.empty())
-    return fail("give exactly one of a model preset or a graph file", "`loom models` lists the presets");
-  LOOM_ASSIGN_OR_RETURN(ir::Graph forward,
-                        request.graph_file.empty()
-                            ? with_context(models::build_model(request.model, request.model_options), "model")
-                            : frontend::load_graph_file(request.graph_file, catalog));
+  LOOM_ASSIGN_OR_RETURN(ir::Graph forward, load_forward(request, catalog));
   const sim::Workload step_workload = workload_of(forward);
   LOOM_ASSIGN_OR_RETURN(r.folded, decide_fold(request, forward));
   const policy::ParallelConfig config = r.folded ? slice_config(request.config) : request.config;

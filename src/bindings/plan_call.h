@@ -10,8 +10,8 @@
 namespace loom::bindings {
 
 // Plans `request` (a baseline's grid search for megatron-best / deepspeed-best). A non-empty `graph_json`
-// is the graph itself, planned as `loom plan --graph` plans a file (through a private temporary file,
-// since the facade reads graphs from files); errors then say "the graph JSON" rather than that file's name.
+// is the graph itself (PlanRequest::graph_text), planned as `loom plan --graph` plans a file; errors name
+// it "the graph JSON".
 Expected<std::unique_ptr<api::PlanResult>> plan_call(api::PlanRequest request, const std::string& graph_json);
 
 }  // namespace loom::bindings

@@ -84,10 +84,15 @@ Expected<ir::Graph> load_graph_file(const std::string& path, const ir::OpCatalog
 }
 
 Expected<ir::Graph> load_graph_file(const std::string& path, ops::CustomCatalog& catalog) {
-  LOOM_ASSIGN_OR_RETURN(SplitGraphText split, read_split(path));
+  LOOM_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  return load_graph_text(text, path, catalog);
+}
+
+Expected<ir::Graph> load_graph_text(const std::string& text, const std::string& label, ops::CustomCatalog& catalog) {
+  LOOM_ASSIGN_OR_RETURN(SplitGraphText split, with_context(split_custom_ops(text), label));
   for (const ops::CustomOpSpec& spec : split.custom_ops)
-    LOOM_RETURN_IF_ERROR(with_context(catalog.add(spec), path));
-  return read_graph(path, split.graph_json, catalog);
+    LOOM_RETURN_IF_ERROR(with_context(catalog.add(spec), label));
+  return read_graph(label, split.graph_json, catalog);
 }
 
 Expected<void> save_graph_file(const ir::Graph& graph, const std::string& path) {

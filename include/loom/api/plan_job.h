@@ -19,6 +19,7 @@
 #include "loom/ir/graph_stats.h"
 #include "loom/models/zoo.h"
 #include "loom/plan/plan.h"
+#include "loom/ops/custom_ops.h"
 #include "loom/policy/policy.h"
 #include "loom/sim/metrics.h"
 #include "loom/sim/simulator.h"
@@ -36,6 +37,7 @@ inline constexpr std::int64_t kExplicitSubOpLimit = 3'000'000;
 struct PlanRequest {
   std::string model;                   // a preset (`loom models`)
   std::string graph_file;              // or a graph JSON file (`loom.trace`), planned at its recorded sizes
+  std::string graph_text;              // or that JSON itself (the Python bindings), "the graph JSON" in errors
   models::ModelOptions model_options;  // batch = the global batch; bf16 by default
   ir::OptimizerOptions optimizer;      // AdamW with fp32 master weights by default
   std::string cluster = "dgx-a100";    // a preset (`loom clusters`) or a YAML / JSON cluster file
@@ -45,6 +47,13 @@ struct PlanRequest {
   std::string profile;                 // a profile database (cost/profile_db.h) to override the roofline; optional
   Fold fold = Fold::automatic;
 };
+
+// Whether the request plans a traced graph (a file or its text) rather than a preset.
+bool plans_a_graph(const PlanRequest& request);
+
+// The request's forward graph: the preset built, or the graph file / text read, its custom ops (loom.register_op)
+// added to `catalog`. Errors: none or more than one source, and the builder's or reader's.
+Expected<ir::Graph> load_forward(const PlanRequest& request, ops::CustomCatalog& catalog);
 
 // "megatron: dp 2 x tp 4 x pp 2, 8 micro-batches, 1f1b" — the policy and its degrees, for tables.
 std::string describe(const std::string& policy, const policy::ParallelConfig& config);

@@ -18,6 +18,9 @@ Expected<ir::Graph> load_graph_file(const std::string& path, const ir::OpCatalog
 // annotation that does not fit a call of the op; each names the file, the op and the fix.
 Expected<ir::Graph> load_graph_file(const std::string& path, ops::CustomCatalog& catalog);
 
+// The same from the JSON text itself (the Python bindings' traced graph); errors name it by `label`.
+Expected<ir::Graph> load_graph_text(const std::string& text, const std::string& label, ops::CustomCatalog& catalog);
+
 // Writes atomically (a temporary file renamed into place), so a failure never leaves half a file.
 Expected<void> save_graph_file(const ir::Graph& graph, const std::string& path);
 
