@@ -191,12 +191,13 @@ class ParallelModule:
         return float(self._gathered(lambda name: name == loss)[loss])
 
     def state_dict(self):
-        """The module's state_dict with every planned parameter at its current (trained) value, gathered whole
+        """The module's state_dict with every planned parameter (and every buffer the step updates: batch norm's
+        running statistics) at its current (trained) value, gathered whole
         on every rank (a collective: call it on all ranks). Unplanned entries keep the module's values."""
         tensors = self.manifest["tensors"]
-        if self.steps:
+        if self.steps:  # trained parameters, and buffers the step updates (batch norm's running statistics)
             updated = {n: e["updates"] for n, e in tensors.items()
-                       if tensors.get(e.get("updates"), {}).get("role") == "parameter"}
+                       if tensors.get(e.get("updates"), {}).get("role") in ("parameter", "buffer")}
             whole = {updated[n]: v for n, v in self._gathered(lambda name: name in updated).items()}
         else:
             whole = self._initial
@@ -210,10 +211,11 @@ class ParallelModule:
         return out
 
     def _parameter_name(self, value):
-        """The manifest name of a module tensor: its first qualified parameter name (tied weights share one)."""
+        """The manifest name of a module tensor: its first qualified parameter (or buffer) name (tied weights
+        share one)."""
         if not hasattr(self, "_names"):
             self._names = {}
-            for name, p in self._model.named_parameters():
+            for name, p in [*self._model.named_parameters(), *self._model.named_buffers()]:
                 self._names.setdefault(id(p), name)
         return self._names.get(id(value))
 

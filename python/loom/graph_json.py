@@ -57,6 +57,7 @@ class GraphBuilder:
         self.name = name
         self.tensors = []  # dicts without "id"
         self.ops = []  # dicts without "id"
+        self.updated = {}  # tensor -> the buffer it is the next step's value of
 
     def tensor(self, name, role, dtype, shape):
         self.tensors.append({"name": name, "role": role, "dtype": dtype, "shape": [int(s) for s in shape]})
@@ -68,17 +69,24 @@ class GraphBuilder:
         self.tensors[index]["value"] = [v if v == v and v not in (float("inf"), float("-inf")) else
                                         ("nan" if v != v else ("inf" if v > 0 else "-inf")) for v in flat]
 
+    def update(self, new, old):
+        """Tensor `new` is buffer `old` after the step (batch norm's running statistics): a buffer that updates
+        `old`, kept with the ops computing it although the loss does not need them."""
+        self.tensors[new]["role"] = "buffer"
+        self.updated[new] = old
+
     def op(self, name, type_, inputs, outputs, attrs=None):
         self.ops.append({"name": name, "type": type_, "inputs": list(inputs), "outputs": list(outputs),
                          "attrs": dict(attrs or {})})
 
     def finish(self, loss):
-        """The graph dict with only the ops the loss needs (and the tensors they touch), renumbered."""
+        """The graph dict with only the ops the loss and the updated buffers need (and the tensors they touch),
+        renumbered."""
         producer = {}
         for k, op in enumerate(self.ops):
             for t in op["outputs"]:
                 producer[t] = k
-        needed_ops, stack, seen = set(), [loss], set()
+        needed_ops, stack, seen = set(), [loss, *self.updated], set()
         while stack:
             t = stack.pop()
             if t in seen:
@@ -89,7 +97,7 @@ class GraphBuilder:
                 needed_ops.add(k)
                 stack.extend(self.ops[k]["inputs"])
         kept_ops = [op for k, op in enumerate(self.ops) if k in needed_ops]
-        used = {loss}
+        used = {loss, *self.updated, *self.updated.values()}
         for op in kept_ops:
             used.update(op["inputs"])
             used.update(op["outputs"])
@@ -97,6 +105,8 @@ class GraphBuilder:
         tensors = []
         for old in sorted(used):
             t = dict(self.tensors[old])
+            if old in self.updated:
+                t["updates"] = renumber[self.updated[old]]
             tensors.append({"id": renumber[old], **t})
         ops = []
         for k, op in enumerate(kept_ops):

@@ -84,11 +84,12 @@ def _scope(node):
 
 
 class Lowering:
-    def __init__(self, gm, values, parameter_names, name):
+    def __init__(self, gm, values, parameter_names, name, buffer_names=None):
         self.gm = gm
         self.values = values
         self.graph = GraphBuilder(name)
         self.parameter_names = parameter_names  # id(parameter) -> its first module path
+        self.buffer_names = buffer_names or {}  # id(buffer) -> its first module path
         self.parameters = {}  # id(parameter) -> T
         self.constants = {}  # id(tensor) -> T
         self.lowered = {}  # node -> lowered value
@@ -175,6 +176,20 @@ class Lowering:
             self.constants[key] = self._new_tensor(name, "buffer", x)
             self.graph.set_value(self.constants[key], x)  # the model's own numbers, not drawn ones
         return self.constants[key]
+
+    def state_buffer(self, b):
+        """A module buffer the step updates (batch norm's running statistics), named by its module path (the
+        state_dict's key) so the trained value maps back to the module."""
+        key = id(b)
+        if key not in self.constants:
+            self._keep_alive.append(b)
+            self.constants[key] = self._new_tensor(self.buffer_names.get(key, f"{self._name()}.buffer"), "buffer", b)
+            self.graph.set_value(self.constants[key], b)
+        return self.constants[key]
+
+    def updates(self, new, old):
+        """`new` is buffer `old`'s value after the step: the engine carries it to the next step."""
+        self.graph.update(new, old)
 
     def _parameter(self, p):
         key = id(p)
@@ -403,11 +418,20 @@ def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=N
     gm, fixed, aliases = capture.trace_module(module, inputs, concrete_args, tuple(leaf_modules))
     if loss is not None:
         gm = capture.append_loss(gm, loss, inputs, aliases)
+    # The recording run executes the module: training-mode batch norms update their running statistics in
+    # place. Tracing must not change the model, and the graph starts from the statistics as they were.
+    buffers = {id(b): (b, b.detach().clone()) for b in module.buffers()}
     values = capture.record_values(gm, {**fixed, **inputs}, aliases)
+    with torch.no_grad():
+        for b, before in buffers.values():
+            b.copy_(before)
     names = {}
     for path, p in module.named_parameters():
         names.setdefault(id(p), path)
-    lowering_ = Lowering(gm, values, names, type(module).__name__)
+    buffer_names = {}
+    for path, b in module.named_buffers():
+        buffer_names.setdefault(id(b), path)
+    lowering_ = Lowering(gm, values, names, type(module).__name__, buffer_names)
     output = lowering_.run(inputs, aliases)
     if lowering_.unsupported:
         raise UnsupportedOpsError(lowering_.unsupported)

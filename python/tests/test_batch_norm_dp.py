@@ -60,13 +60,14 @@ def setup(tmp_path_factory):
 
 
 def torch_step(module, batch):
-    """torch's own SGD step on the whole batch: (loss, {name: updated value})."""
+    """torch's own SGD step on the whole batch: (loss, {name: updated value}, {name: running statistic})."""
     reference = copy.deepcopy(module)
     optim = torch.optim.SGD(reference.parameters(), lr=LR)
     loss = loss_fn(reference(batch["x"]), batch)
     loss.backward()
     optim.step()
-    return loss.item(), {n: p.detach().clone() for n, p in reference.named_parameters()}
+    running = {n: b.clone() for n, b in reference.named_buffers() if ".running_" in n}
+    return loss.item(), {n: p.detach().clone() for n, p in reference.named_parameters()}, running
 
 
 def worst(values, want):
@@ -77,10 +78,18 @@ def worst(values, want):
 
 
 def test_training_batch_norm_traces_to_the_parts(setup):
-    _, _, graph, _ = setup
+    module, _, graph, _ = setup
     types = [op["type"] for op in graph["ops"]]
     assert "batch_norm" not in types
     assert types.count("batch_norm_sums") == 3 and types.count("batch_norm_from_sums") == 3
+    # The running statistics: buffers the step writes next versions of (torch's momentum update) ...
+    tensors = {t["id"]: t for t in graph["tensors"]}
+    updated = sorted(tensors[t["updates"]]["name"] for t in graph["tensors"] if "updates" in t)
+    assert updated == sorted(f"bn{k}.running_{s}" for k in (1, 2, 3) for s in ("mean", "var"))
+    # ... starting from the module's own, which tracing left as they were (its recording run updated them).
+    for name, b in module.named_buffers():
+        if ".running_" in name:
+            assert torch.equal(b, torch.zeros_like(b) if name.endswith("mean") else torch.ones_like(b)), name
 
 
 @pytest.mark.parametrize("plan", [["--policy", "dp", "--dp", "1"], ["--policy", "dp", "--dp", "2"]],
@@ -92,10 +101,12 @@ def test_plan_trains_as_torch(setup, plan, run_loom, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     manifest = load_manifest(tmp_path / "emit")
     losses, values = train(tmp_path / "emit", 1, initial=module_state(module, manifest), batches=[batch], timeout=120)
-    want_loss, want = torch_step(module, batch)
+    want_loss, want, running = torch_step(module, batch)
     rel, where = worst({n: values[n + ".updated"] for n in want}, want)
     print(f"{plan[-1]} device(s): loss {losses[0]:.8g} vs torch {want_loss:.8g}; worst parameter rel {rel:.2e} ({where})")
     assert abs(losses[0] - want_loss) <= RTOL * abs(want_loss)
+    assert rel <= RTOL, f"{where}: relative error {rel:.3e}"
+    rel, where = worst({n: values[n + ".updated"] for n in running}, running)  # the running statistics too
     assert rel <= RTOL, f"{where}: relative error {rel:.3e}"
 
 
@@ -133,7 +144,7 @@ def test_per_shard_statistics_would_fail(setup):
     # Teeth: DDP without SyncBatchNorm (each half normalized with its own statistics, gradients averaged)
     # differs from whole-batch training by far more than RTOL.
     module, batch, _, _ = setup
-    _, want = torch_step(module, batch)
+    _, want, _ = torch_step(module, batch)
     replica = copy.deepcopy(module)
     optim = torch.optim.SGD(replica.parameters(), lr=LR)
     half = BATCH // 2
@@ -142,3 +153,28 @@ def test_per_shard_statistics_would_fail(setup):
     optim.step()
     rel, _ = worst({n: p.detach() for n, p in replica.named_parameters()}, want)
     assert rel > 100 * RTOL
+
+
+def test_parallelize_returns_the_running_statistics_in_its_state_dict(setup):
+    """loom.parallelize on one process: after a step its state_dict holds torch's new running statistics."""
+    import loom.api
+
+    if loom.api._loom_engine is None:
+        pytest.skip("the engine's Python extension is not built")
+
+    class WithLoss(nn.Module):  # parallelize trains a module that returns its loss
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x, y):
+            return loss_fn(self.net(x), {"y": y})
+
+    module, batch, _, _ = setup
+    parallel = loom.api.parallelize(WithLoss(copy.deepcopy(module)), batch, policy="dp",
+                                    optimizer={"kind": "sgd", "lr": LR})
+    parallel.train_step(batch)
+    _, _, running = torch_step(module, batch)
+    trained = parallel.state_dict()
+    rel, where = worst({n: trained["net." + n] for n in running}, running)
+    assert rel <= RTOL, f"{where}: relative error {rel:.3e}"

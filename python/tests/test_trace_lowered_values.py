@@ -36,7 +36,7 @@ def evaluate(graph, model, inputs):
             values[t["id"]] = params[t["name"]].detach()
         elif t["role"] == "input":
             values[t["id"]] = inputs[t["name"]]
-        elif t["role"] == "buffer":
+        elif t["role"] == "buffer" and "updates" not in t:  # an updated buffer is computed by its ops
             flat = [float(v) for v in t["value"]]
             values[t["id"]] = torch.tensor(flat, dtype=torch.float64).to(dtype).reshape(t["shape"])
     for op in graph["ops"]:

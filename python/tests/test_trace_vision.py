@@ -36,8 +36,13 @@ def cnn_graph(module):
 def test_cnn_modules_map_to_conv_pool_and_norm_ops():
     module = SmallCNN().train()
     graph = cnn_graph(module)
-    ops = graph["ops"]
-    # Training batch norm: the batch-splittable parts (sums, centered sums, normalization from the sums).
+    # Training batch norm: the batch-splittable parts (sums, centered sums, normalization from the sums), then
+    # the running statistics' momentum updates (apart here: their own test is test_batch_norm_dp.py).
+    running = [op for op in graph["ops"] if ".running_" in op["name"] or op["name"].endswith(("batch_mean",
+                                                                                             "count_less_one",
+                                                                                             "batch_var"))]
+    assert [op["type"] for op in running] == ["div", "add", "div"] + ["scale", "scale", "add"] * 2
+    ops = [op for op in graph["ops"] if op not in running]
     assert [op["type"] for op in ops] == ["conv2d", "batch_norm_sums", "batch_norm_centered_sums", "batch_norm_from_sums",
                                           "relu", "max_pool2d", "conv2d", "relu", "avg_pool2d",
                                           "adaptive_avg_pool2d", "flatten", "linear", "cross_entropy"]

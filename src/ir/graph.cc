@@ -65,7 +65,7 @@ Expected<void> check_structure(const Graph& graph) {
   for (TensorId id : graph.inputs) LOOM_RETURN_IF_ERROR(mark_source(id, "input"));
   for (TensorId id : graph.parameters) LOOM_RETURN_IF_ERROR(mark_source(id, "parameter"));
   for (const FullTensor& t : graph.tensors)
-    if (t.role == TensorRole::buffer || (t.role == TensorRole::parameter && !t.updates.valid()) ||
+    if (((t.role == TensorRole::buffer || t.role == TensorRole::parameter) && !t.updates.valid()) ||
         t.role == TensorRole::input)
       available[t.id.index()] = 1;
   for (const FullTensor& t : graph.tensors)

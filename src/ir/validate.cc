@@ -20,8 +20,8 @@ std::string op_label(const Op& op) { return fmt::format("op '{}' (#{}, {})", op.
 
 bool is_leaf_role(const FullTensor& t) {
   switch (t.role) {
-    case TensorRole::input:
-    case TensorRole::buffer: return true;
+    case TensorRole::input: return true;
+    case TensorRole::buffer:  // an updated version (batch norm's running statistics) is produced by an op
     case TensorRole::parameter:
     case TensorRole::optimizer_state: return !t.updates.valid();  // an updated version is produced by the optimizer
     case TensorRole::activation:
@@ -76,8 +76,9 @@ Expected<void> check_roles(const Graph& graph, const std::vector<OpId>& producer
                               name(t.role)));
     if (t.updates.valid()) {
       const FullTensor& old = graph.tensor(t.updates);
-      if (t.role != TensorRole::parameter && t.role != TensorRole::optimizer_state)
-        return fail(fmt::format("{} has role {} but updates '{}'; only parameters and optimizer states are updated",
+      if (t.role != TensorRole::parameter && t.role != TensorRole::optimizer_state && t.role != TensorRole::buffer)
+        return fail(fmt::format("{} has role {} but updates '{}'; only parameters, optimizer states and buffers are "
+                                "updated",
                                 label, name(t.role), old.name));
       if (old.role != t.role || old.shape != t.shape || old.dtype != t.dtype)
         return fail(fmt::format("{} ({} {}{}) updates '{}', which is {} {}{}", label, name(t.role), name(t.dtype),

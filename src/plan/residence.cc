@@ -47,7 +47,10 @@ std::string_view name(Residence residence) {
 
 bool persists(const ir::Graph& graph, ir::TensorId tensor) {
   const ir::FullTensor& t = graph.tensor(tensor);
-  return (t.role == ir::TensorRole::parameter || t.role == ir::TensorRole::optimizer_state) && !t.updates.valid();
+  if (t.updates.valid()) return false;
+  if (t.role == ir::TensorRole::parameter || t.role == ir::TensorRole::optimizer_state) return true;
+  // A buffer persists when the step writes a new version of it (batch norm's running statistics).
+  return t.role == ir::TensorRole::buffer && updated_version(graph, tensor).valid();
 }
 
 ir::TensorId updated_version(const ir::Graph& graph, ir::TensorId tensor) {

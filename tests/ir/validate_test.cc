@@ -138,6 +138,26 @@ TEST(ValidateGraph, RolesMatchWhoProducesATensor) {
             "tensor 'fc' (%3) (optimizer_state f32[2, 4]) updates 'v', which is parameter f32[2, 4]");
 }
 
+// A buffer the step writes a new version of (batch norm's running statistics): produced by a forward op, it
+// updates a buffer of its shape and dtype; a buffer cannot update a parameter, nor be written unless it is a
+// new version.
+TEST(ValidateGraph, BuffersMayBeUpdatedByTheirOwnVersions) {
+  const auto running_stat = [](Graph g) {
+    const TensorId stat = g.add_tensor({{}, "stat", Shape{2, 4}, DType::f32, TensorRole::buffer, {}, {}});
+    const TensorId next = g.add_tensor({{}, "stat.updated", Shape{2, 4}, DType::f32, TensorRole::buffer, {}, stat});
+    g.add_op({{}, "stat.update", "add", {stat, TensorId(3)}, {next}, {}, "d0 d1, d0 d1 -> d0 d1", Pass::forward, {}});
+    return g;
+  };
+  Graph g = running_stat(tiny_graph());
+  Expected<void> valid = validate_graph(g, catalog());
+  EXPECT_TRUE(valid) << valid.error().to_string();
+  g.tensors[6].updates = TensorId(2);  // the parameter 'v'
+  EXPECT_EQ(error_of(g).message, "tensor 'stat.updated' (%6) (buffer f32[2, 4]) updates 'v', which is parameter f32[2, 4]");
+  g = running_stat(tiny_graph());
+  g.tensors[6].updates = TensorId{};  // a produced buffer that is no new version: a leaf written by an op
+  EXPECT_FALSE(validate_graph(g, catalog()));
+}
+
 TEST(ValidateGraph, GradientsNameTheirOwner) {
   Graph g = with_backward();
   g.tensors[6].owner = TensorId{};

@@ -30,7 +30,8 @@ enum class Residence : std::uint8_t {
 
 std::string_view name(Residence residence);  // "consumers", "optimizer shards"
 
-// Parameters and optimizer states as the step reads them (not their updated versions).
+// Parameters and optimizer states as the step reads them (not their updated versions), and buffers the step
+// writes a new version of (batch norm's running statistics).
 bool persists(const ir::Graph& graph, ir::TensorId tensor);
 
 // The version of `tensor` its optimizer step writes ("<x>.updated"); invalid when none (frozen).

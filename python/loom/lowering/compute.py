@@ -409,8 +409,10 @@ def _batch_norm(cx, args, kwargs, value):
     """Training mode normalizes with the batch's statistics, as the engine's batch-norm parts
     (src/ops/batch_norm_parts.cc): per-channel sums over batch and space that a data-parallel plan
     all-reduces (SyncBatchNorm's statistics), then the normalization from the sums, so a plan that splits
-    the batch trains as one device. The running statistics torch updates on the side are not part of the
-    gradient and are not traced: the engine leaves running_mean / running_var as they were."""
+    the batch trains as one device. The running statistics torch updates on the side (float32 buffers and a
+    momentum) become ops of the step writing the buffers' next versions, as torch computes them:
+    (1 - momentum) x running + momentum x the batch's mean (variance: unbiased, sum / (count - 1)).
+    num_batches_tracked is not (it only matters for momentum None, a cumulative average)."""
     x, weight, bias = args[0], _arg(args, kwargs, 3, "weight"), _arg(args, kwargs, 4, "bias")
     training, eps = _arg(args, kwargs, 5, "training", False), float(_arg(args, kwargs, 7, "eps", 1e-5))
     if not training:
@@ -422,7 +424,20 @@ def _batch_norm(cx, args, kwargs, value):
     per_channel = Meta([channels], torch.float32)
     total, count = cx.emit_many("batch_norm_sums", [x], {}, [per_channel, per_channel], suffix="sums")
     squares = cx.emit("batch_norm_centered_sums", [x, total, count], {}, per_channel, suffix="squares")
-    return cx.emit("batch_norm_from_sums", [x, total, squares, count, weight, bias], {"eps": eps}, value)
+    out = cx.emit("batch_norm_from_sums", [x, total, squares, count, weight, bias], {"eps": eps}, value)
+    running = (_arg(args, kwargs, 1, "running_mean"), _arg(args, kwargs, 2, "running_var"))
+    momentum = _arg(args, kwargs, 6, "momentum", 0.1)
+    if all(isinstance(r, torch.Tensor) and r.dtype == torch.float32 for r in running) and momentum is not None:
+        mean = cx.emit("div", [total, count], {}, per_channel, suffix="batch_mean")
+        less_one = cx.emit("add", [count, cx.constant(torch.tensor(-1.0))], {}, per_channel, suffix="count_less_one")
+        variance = cx.emit("div", [squares, less_one], {}, per_channel, suffix="batch_var")
+        for stat, buffer in zip((mean, variance), running):
+            name = "running_mean" if stat is mean else "running_var"
+            old = cx.state_buffer(buffer)
+            kept = cx.emit("scale", [old], {"factor": 1.0 - float(momentum)}, per_channel, suffix=f"{name}.kept")
+            new = cx.emit("scale", [stat], {"factor": float(momentum)}, per_channel, suffix=f"{name}.new")
+            cx.updates(cx.emit("add", [kept, new], {}, per_channel, suffix=f"{name}.updated"), old)
+    return out
 
 
 def _pool2d(type_):

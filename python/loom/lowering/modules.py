@@ -76,7 +76,8 @@ def _module_conv2d(cx, m, args, kwargs, value):
 def _module_batch_norm(cx, m, args, kwargs, value):
     # nn.BatchNorm2d uses the batch's statistics in training mode, and when it tracks no running ones.
     training = m.training or not m.track_running_stats
-    return _batch_norm(cx, [args[0], None, None, m.weight, m.bias, training, m.momentum, m.eps], {}, value)
+    running = (m.running_mean, m.running_var) if m.training and m.track_running_stats else (None, None)
+    return _batch_norm(cx, [args[0], *running, m.weight, m.bias, training, m.momentum, m.eps], {}, value)
 
 
 def _module_batch_norm1d(cx, m, args, kwargs, value):
