@@ -222,8 +222,9 @@ class ParallelModule:
     def _gathered(self, wanted):
         """{tensor name: whole value} of the last step's kept pieces whose name is wanted, from every rank."""
         from .runtime import results
+        from .runtime.runtime import on_cpu
 
-        mine = [(n, piece, v) for n, piece, v in self._runtime.kept if wanted(n)]
+        mine = on_cpu(k for k in self._runtime.kept if wanted(k[0]))
         if self.world_size > 1:
             import torch.distributed as dist
 

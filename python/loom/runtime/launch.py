@@ -25,7 +25,7 @@ from . import checkpoint
 from . import backward_forms
 from . import results as results_mod
 from .compute import _FROM_OUTPUT, OPTIMIZERS
-from .runtime import Runtime
+from .runtime import Runtime, on_cpu
 
 
 class LaunchError(RuntimeError):
@@ -75,10 +75,10 @@ def run_rank(directory, manifest, rank, comm=None, seed=1, device="cpu", steps=1
         rt.finish()
         if timing is not None:
             timing.setdefault("step_s", []).append(time.perf_counter() - start)
-        losses.append([k for k in rt.kept if k[0] == manifest.get("loss")])
+        losses.append(on_cpu(k for k in rt.kept if k[0] == manifest.get("loss")))
     if timing is not None:
         timing["kinds"] = dict(kinds)
-    return losses, rt.kept
+    return losses, on_cpu(rt.kept)
 
 
 def _compute_kind(spec):

@@ -129,8 +129,10 @@ class Runtime:
             flush_adam(pending)
 
     def keep(self, name, value, piece):
+        """A result of the step, kept where it is (on the device: the next step loads it from there; results
+        and checkpoints move what they take to the CPU, on_cpu)."""
         self._flush()
-        self.kept.append((name, piece, value.detach().cpu()))
+        self.kept.append((name, piece, value.detach()))
 
     # --- local data movement ------------------------------------------------------------------------
 
@@ -183,6 +185,11 @@ class Runtime:
         self._flush()
         if self.comm is not None:
             self.comm.finish()
+
+
+def on_cpu(kept):
+    """Kept (name, piece, value) triples with the values on the CPU (for results, checkpoints, gathers)."""
+    return [(name, piece, value.cpu()) for name, piece, value in kept]
 
 
 def _checked_values(manifest, values, what):
