@@ -66,7 +66,7 @@ def torch_step(module, batch):
     loss = loss_fn(reference(batch["x"]), batch)
     loss.backward()
     optim.step()
-    running = {n: b.clone() for n, b in reference.named_buffers() if ".running_" in n}
+    running = {n: b.clone() for n, b in reference.named_buffers() if ".running_" in n or "num_batches" in n}
     return loss.item(), {n: p.detach().clone() for n, p in reference.named_parameters()}, running
 
 
@@ -85,7 +85,8 @@ def test_training_batch_norm_traces_to_the_parts(setup):
     # The running statistics: buffers the step writes next versions of (torch's momentum update) ...
     tensors = {t["id"]: t for t in graph["tensors"]}
     updated = sorted(tensors[t["updates"]]["name"] for t in graph["tensors"] if "updates" in t)
-    assert updated == sorted(f"bn{k}.running_{s}" for k in (1, 2, 3) for s in ("mean", "var"))
+    kinds = ("running_mean", "running_var", "num_batches_tracked")
+    assert updated == sorted(f"bn{k}.{s}" for k in (1, 2, 3) for s in kinds)
     # ... starting from the module's own, which tracing left as they were (its recording run updated them).
     for name, b in module.named_buffers():
         if ".running_" in name:

@@ -38,10 +38,9 @@ def test_cnn_modules_map_to_conv_pool_and_norm_ops():
     graph = cnn_graph(module)
     # Training batch norm: the batch-splittable parts (sums, centered sums, normalization from the sums), then
     # the running statistics' momentum updates (apart here: their own test is test_batch_norm_dp.py).
-    running = [op for op in graph["ops"] if ".running_" in op["name"] or op["name"].endswith(("batch_mean",
-                                                                                             "count_less_one",
-                                                                                             "batch_var"))]
-    assert [op["type"] for op in running] == ["div", "add", "div"] + ["scale", "scale", "add"] * 2
+    running = [op for op in graph["ops"] if ".running_" in op["name"] or ".num_batches" in op["name"]
+               or op["name"].endswith(("batch_mean", "count_less_one", "batch_var"))]
+    assert [op["type"] for op in running] == ["div", "add", "div"] + ["scale", "scale", "add"] * 2 + ["add"]
     ops = [op for op in graph["ops"] if op not in running]
     assert [op["type"] for op in ops] == ["conv2d", "batch_norm_sums", "batch_norm_centered_sums", "batch_norm_from_sums",
                                           "relu", "max_pool2d", "conv2d", "relu", "avg_pool2d",

@@ -412,7 +412,7 @@ def _batch_norm(cx, args, kwargs, value):
     the batch trains as one device. The running statistics torch updates on the side (float32 buffers and a
     momentum) become ops of the step writing the buffers' next versions, as torch computes them:
     (1 - momentum) x running + momentum x the batch's mean (variance: unbiased, sum / (count - 1)).
-    num_batches_tracked is not (it only matters for momentum None, a cumulative average)."""
+    A module's num_batches_tracked counts the steps (momentum None, a cumulative average, is not lowered)."""
     x, weight, bias = args[0], _arg(args, kwargs, 3, "weight"), _arg(args, kwargs, 4, "bias")
     training, eps = _arg(args, kwargs, 5, "training", False), float(_arg(args, kwargs, 7, "eps", 1e-5))
     if not training:
@@ -437,6 +437,12 @@ def _batch_norm(cx, args, kwargs, value):
             kept = cx.emit("scale", [old], {"factor": 1.0 - float(momentum)}, per_channel, suffix=f"{name}.kept")
             new = cx.emit("scale", [stat], {"factor": float(momentum)}, per_channel, suffix=f"{name}.new")
             cx.updates(cx.emit("add", [kept, new], {}, per_channel, suffix=f"{name}.updated"), old)
+        tracked = kwargs.get("num_batches_tracked")  # nn.BatchNorm's step count (F.batch_norm has none)
+        if isinstance(tracked, torch.Tensor) and tracked.dim() == 0:
+            old = cx.state_buffer(tracked)
+            one = cx.constant(torch.tensor(1, dtype=tracked.dtype))
+            cx.updates(cx.emit("add", [old, one], {}, Meta([], tracked.dtype), suffix="num_batches_tracked.updated"),
+                       old)
     return out
 
 

@@ -76,8 +76,10 @@ def _module_conv2d(cx, m, args, kwargs, value):
 def _module_batch_norm(cx, m, args, kwargs, value):
     # nn.BatchNorm2d uses the batch's statistics in training mode, and when it tracks no running ones.
     training = m.training or not m.track_running_stats
-    running = (m.running_mean, m.running_var) if m.training and m.track_running_stats else (None, None)
-    return _batch_norm(cx, [args[0], *running, m.weight, m.bias, training, m.momentum, m.eps], {}, value)
+    tracks = m.training and m.track_running_stats
+    running = (m.running_mean, m.running_var) if tracks else (None, None)
+    counted = {"num_batches_tracked": m.num_batches_tracked} if tracks else {}
+    return _batch_norm(cx, [args[0], *running, m.weight, m.bias, training, m.momentum, m.eps], counted, value)
 
 
 def _module_batch_norm1d(cx, m, args, kwargs, value):
