@@ -1,7 +1,7 @@
 """What the tracer lowers computes what the module computes: the traced graph, run op by op through the
 runtime's torch forms (loom.runtime.ops) with the module's own weights and the buffers' recorded values,
-gives the module's loss. Covers the top-k mixture-of-experts blocks lowered densely (Mixtral, Qwen2-MoE),
-writes x[i] = v, fill_, gather with a constant index, nll_loss, list and tensor indexing, conv1d, softplus, hardswish, BatchNorm1d, average pooling whose
+gives the module's loss. Covers the top-k mixture-of-experts blocks lowered densely (Mixtral, Qwen2-MoE,
+GraniteMoe), writes x[i] = v, fill_, gather with a constant index, nll_loss, list and tensor indexing, conv1d, softplus, hardswish, BatchNorm1d, average pooling whose
 divisor is not the window's area, and einsum with an ellipsis."""
 
 import math
@@ -141,10 +141,17 @@ def qwen2_moe():
     return transformers.Qwen2MoeForCausalLM(config)
 
 
+def granite_moe():
+    config = transformers.GraniteMoeConfig(vocab_size=64, hidden_size=32, intermediate_size=24, num_hidden_layers=2,
+                                           num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                                           num_experts_per_tok=2, max_position_embeddings=32)
+    return transformers.GraniteMoeForCausalLM(config)
+
+
 transformers = pytest.importorskip("transformers")
 
 
-@pytest.mark.parametrize("build", [mixtral, qwen2_moe], ids=["mixtral-top2", "qwen2-moe"])
+@pytest.mark.parametrize("build", [mixtral, qwen2_moe, granite_moe], ids=["mixtral-top2", "qwen2-moe", "granite-moe"])
 def test_the_dense_lowering_computes_the_models_loss(build):
     torch.manual_seed(0)
     model = build().train()

@@ -9,7 +9,7 @@ takes the recorded value's shape and the engine checks it against its own rules.
 
 from .base import Meta, T
 from .modules import MODULES
-from .moe import _dense_moe, is_dense_moe
+from .moe import is_dense_moe, moe_handler
 from .tables import FUNCTIONS, METHODS
 
 __all__ = ["FUNCTIONS", "METHODS", "MODULES", "Meta", "T", "is_dense_moe", "module_handler"]
@@ -18,7 +18,7 @@ __all__ = ["FUNCTIONS", "METHODS", "MODULES", "Meta", "T", "is_dense_moe", "modu
 def module_handler(module):
     """The handler of a module call: a dense mixture-of-experts block, else the first MODULES type it is."""
     if is_dense_moe(module):
-        return _dense_moe
+        return moe_handler(module)
     for type_, handler in MODULES:
         if isinstance(module, type_):
             return handler
