@@ -83,3 +83,17 @@ def test_batch_norm_classes_are_compared_in_float64_and_the_summary_says_so():
            "match": True, "reason": ""}
     text = coverage.summary([row, dict(row, model="N", float64=True)])["text"]
     assert "2 of the 2 checked; 1 with batch norm compared in float64" in text
+
+
+def test_the_markdown_tables_count_and_list_what_does_not_match():
+    from loom.coverage_markdown import tables
+
+    row = lambda model, **k: {"family": "causal-lm", "model": model, "built": True, "traced": True, "dp": True,  # noqa: E731
+                              "tp": True, "match": True, "reason": "", **k}
+    report = {"rows": [row("A"), row("B", match=False, reason="dp differs | 1e-3"),
+                       row("C", built=False, traced=False, dp=False, tp=False, match=None, reason="does not build")],
+              "summary": {"text": "3 classes"}}
+    text = tables(report)
+    assert "| causal-lm | 3 | 2 | 2 (100 %) | 2 (100 %) | 1 (50 %) |" in text
+    assert "| causal-lm | B | match | dp differs \\| 1e-3 |" in text and "| causal-lm | C | build |" in text
+    assert "| causal-lm | A |" not in text

@@ -114,7 +114,8 @@ class Runtime:
         if op is None:
             op = self._sub_ops[sub_op] = SubOp(self.manifest["sub_ops"][str(sub_op)], self.device)
         op.set_step(self.step_index + 1)
-        writable = frozenset(i for i in donate if id(inputs[i]) in self._own and inputs[i].is_contiguous())
+        writable = frozenset(i for i in donate if id(inputs[i]) in self._own and inputs[i].is_contiguous()) \
+            if donate else _NOTHING  # most instructions donate nothing: no set built on the hot path
         if op.batchable:  # deferred: its outputs are filled before the next other instruction reads them
             outputs, entry = op.start_adam(inputs, writable)
             self._adam.append(entry)
@@ -185,6 +186,9 @@ class Runtime:
         self._flush()
         if self.comm is not None:
             self.comm.finish()
+
+
+_NOTHING = frozenset()
 
 
 def on_cpu(kept):
