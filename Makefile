@@ -4,9 +4,13 @@ JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages the engine builds against (DESIGN.md: real dependencies, from the registries).
 APT_PACKAGES := cmake ninja-build g++ make libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libfmt-dev \
-                libgtest-dev libgmock-dev libbenchmark-dev chromium
+                libgtest-dev libgmock-dev libbenchmark-dev chromium ccache
 # The main job: plan GPT-3 1.3B on one DGX-A100 with Megatron's 3-D parallelism, simulate it and write the
 # report (the summary names build/run/report.html).
+# ccache (Debian) keeps rebuilds of a fresh clone short; CCACHE_BASEDIR makes clones share the cache.
+CCACHE_LAUNCHER = $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 RUN_ARGS ?= plan --model gpt3-1.3b --cluster dgx-a100 --policy megatron --dp 2 --tp 4 --global-batch 32 \
             --microbatches 4 --out $(BUILD)/run
 
@@ -37,7 +41,7 @@ venv: .venv/.requirements-installed
 # venv's requirements change.
 $(BUILD)/build.ninja: .venv/.requirements-installed | system-packages
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_WERROR=ON \
-	      -DLOOM_PYTHON=$(CURDIR)/.venv/bin/python
+	      -DLOOM_PYTHON=$(CURDIR)/.venv/bin/python $(CCACHE_LAUNCHER)
 	touch $@
 
 configure: system-packages $(BUILD)/build.ninja
