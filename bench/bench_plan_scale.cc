@@ -12,7 +12,7 @@
 
 #include <filesystem>
 
-#include "loom/api/plan_job.h"
+#include "loom/api/job.h"
 
 namespace {
 
@@ -24,19 +24,18 @@ double peak_rss_gib() {
   return static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0);  // ru_maxrss is in KiB on Linux
 }
 
-api::PlanRequest gpt3_175b(const std::string& cluster, policy::ParallelConfig config, std::int64_t batch,
-                           api::Fold fold) {
-  api::PlanRequest r;
+api::JobOptions gpt3_175b(const std::string& cluster, policy::ParallelConfig config, std::int64_t batch,
+                          api::Fold fold) {
+  api::JobOptions r;
   r.model = "gpt3-175b";
-  r.model_options.batch = batch;
+  r.global_batch = batch;
   r.cluster = cluster;
   r.policy = "megatron";
-  r.config = config;
   r.fold = fold;
-  return r;
+  return api::with_config(r, config);
 }
 
-void report(benchmark::State& state, const api::PlanResult& r) {
+void report(benchmark::State& state, const api::Job& r) {
   std::size_t instructions = 0;
   for (const auto& program : r.exec.programs) instructions += program.size();
   state.counters["step_s"] = r.metrics.step_time;
@@ -47,14 +46,14 @@ void report(benchmark::State& state, const api::PlanResult& r) {
 }
 
 void BM_Plan1024Gpus(benchmark::State& state) {
-  const api::PlanRequest request =
+  const api::JobOptions request =
       gpt3_175b("dgx-a100x128",
                 {.dp = 8, .tp = 8, .pp = 16, .micro_batches = 64, .virtual_stages = 2,
                  .recompute = policy::Recompute::selective},
                 512, api::Fold::automatic);
   const std::string out = (std::filesystem::temp_directory_path() / "loom-bench-plan-1024").string();
   for (auto _ : state) {
-    auto result = api::plan_model(request);
+    auto result = api::plan_job(request);
     if (!result) {
       state.SkipWithError(result.error().message.c_str());
       return;
@@ -73,9 +72,9 @@ BENCHMARK(BM_Plan1024Gpus)->Unit(benchmark::kSecond)->Iterations(1)->Repetitions
 
 void BM_Plan64Gpus(benchmark::State& state) {
   const api::Fold fold = state.range(0) == 1 ? api::Fold::on : api::Fold::off;
-  const api::PlanRequest request = gpt3_175b("dgx-a100x8", {.dp = 1, .tp = 8, .pp = 8, .micro_batches = 8}, 8, fold);
+  const api::JobOptions request = gpt3_175b("dgx-a100x8", {.dp = 1, .tp = 8, .pp = 8, .micro_batches = 8}, 8, fold);
   for (auto _ : state) {
-    auto result = api::plan_model(request);
+    auto result = api::plan_job(request);
     if (!result) {
       state.SkipWithError(result.error().message.c_str());
       return;

@@ -101,9 +101,9 @@ def parallelize(model, example_inputs, policy="megatron", world_size=None, clust
         if dp * tp * pp != world:
             raise ValueError(f"dp {dp} x tp {tp} x pp {pp} is {dp * tp * pp} devices, but this job has {world} "
                              f"process(es): give degrees whose product is the world size, or none")
-        degrees = {"dp": dp, "tp": tp, "pp": pp}
+        degrees = {"dp": dp, "tp": tp, "pp": pp, "gpus": world}
     graph = _broadcast(lambda: trace(model, example_inputs), world)
-    result = plan(graph=graph, policy=policy, cluster=cluster, **degrees, micro_batches=microbatches or 0, zero=zero,
+    result = plan(graph=graph, policy=policy, cluster=cluster, **degrees, micro_batches=microbatches, zero=zero,
                   recompute=recompute, fold="off", **_optimizer_options(optimizer), **plan_options)
     return ParallelModule(model, result, rank, world)
 

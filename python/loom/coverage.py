@@ -51,9 +51,9 @@ FAMILIES = {
 }
 PLANS = {
     "dp": ["--policy", "dp", "--gpus", "2"],
-    "tp": ["--policy", "megatron", "--tp", "2"],
+    "tp": ["--policy", "megatron", "--tp", "2", "--gpus", "2"],
 }
-SINGLE = ["--policy", "dp", "--dp", "1"]  # the reference the parallel plans must train as
+SINGLE = ["--policy", "dp", "--dp", "1", "--gpus", "1"]  # the reference the parallel plans must train as
 MATCH_STEP = ["--optimizer", "sgd", "--lr", "1"]  # the updated parameters carry the whole gradients
 RTOL, FLOOR = 1e-5, 1e-3
 BATCH, SEQ, TARGET_SEQ, IMAGE, VOCAB, LABELS = 2, 16, 8, 32, 512, 10

@@ -93,7 +93,7 @@ def test_training_batch_norm_traces_to_the_parts(setup):
             assert torch.equal(b, torch.zeros_like(b) if name.endswith("mean") else torch.ones_like(b)), name
 
 
-@pytest.mark.parametrize("plan", [["--policy", "dp", "--dp", "1"], ["--policy", "dp", "--dp", "2"]],
+@pytest.mark.parametrize("plan", [["--policy", "dp", "--dp", "1", "--gpus", "1"], ["--policy", "dp", "--dp", "2", "--gpus", "2"]],
                          ids=["single", "dp2"])
 def test_plan_trains_as_torch(setup, plan, run_loom, tmp_path):
     module, batch, _, path = setup
@@ -115,7 +115,7 @@ def test_dp_plan_splits_the_batch_norm(setup, run_loom, tmp_path):
     # Each of the two ranks normalizes half of the batch: the parts run on [BATCH / 2, ...] shards.
     _, _, _, path = setup
     result = run_loom("plan", "--graph", str(path), "--dtype", "f32", "--policy", "dp", "--dp", "2",
-                      "--out", str(tmp_path / "out"), "--emit", str(tmp_path / "emit"))
+                      "--gpus", "2", "--out", str(tmp_path / "out"), "--emit", str(tmp_path / "emit"))
     assert result.returncode == 0, result.stdout + result.stderr
     sub_ops = json.loads((tmp_path / "emit" / "manifest.json").read_text())["sub_ops"].values()
     parts = [s for s in sub_ops if s.get("type", "").startswith("batch_norm")]
@@ -129,8 +129,8 @@ def test_dp_plan_splits_the_batch_norm(setup, run_loom, tmp_path):
         assert f"rt.all_reduce({stat}_" in program, stat
 
 
-@pytest.mark.parametrize("policy", [["--policy", "dp", "--dp", "2", "--microbatches", "2"],
-                                    ["--policy", "pp", "--pp", "2", "--microbatches", "2"]])
+@pytest.mark.parametrize("policy", [["--policy", "dp", "--dp", "2", "--microbatches", "2", "--gpus", "2"],
+                                    ["--policy", "pp", "--pp", "2", "--microbatches", "2", "--gpus", "2"]])
 def test_micro_batches_over_batch_norm_are_refused_naming_it(setup, run_loom, tmp_path, policy):
     # Micro-batches run one after another; whole-batch statistics would need them all at once.
     _, _, _, path = setup

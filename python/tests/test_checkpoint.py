@@ -16,8 +16,8 @@ from loom.runtime.launch import LaunchError, train
 
 RTOL = 1e-5
 MODEL = "gpt3-125m"
-PLAN_A = ["--policy", "megatron", "--dp", "2", "--tp", "2"]
-PLAN_B = ["--policy", "megatron", "--pp", "2", "--microbatches", "4", "--schedule", "1f1b"]
+PLAN_A = ["--policy", "megatron", "--dp", "2", "--tp", "2", "--gpus", "4"]
+PLAN_B = ["--policy", "megatron", "--pp", "2", "--microbatches", "4", "--schedule", "1f1b", "--gpus", "2"]
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,7 @@ def test_other_plan_resumes_through_the_cli(runs, loom_binary):
 
 
 def test_one_device_resumes_the_sharded_checkpoint(runs, loom_binary):
-    plan_c = emit_shrunk(loom_runner(loom_binary), runs["dir"] / "c", MODEL, ["--policy", "dp", "--dp", "1"])
+    plan_c = emit_shrunk(loom_runner(loom_binary), runs["dir"] / "c", MODEL, ["--policy", "dp", "--dp", "1", "--gpus", "1"])
     values, step = checkpoint.load(runs["ckpt"])
     losses, resumed = train(plan_c, 1, initial=values, start_step=step, out=runs["dir"] / "resumed-c")
     whole_losses, whole = runs["whole"]
@@ -88,7 +88,7 @@ def test_one_device_resumes_the_sharded_checkpoint(runs, loom_binary):
 
 
 def test_a_plan_of_another_model_is_refused(runs, loom_binary):
-    other = emit_shrunk(loom_runner(loom_binary), runs["dir"] / "other", "llama3-8b", ["--policy", "dp", "--dp", "1"])
+    other = emit_shrunk(loom_runner(loom_binary), runs["dir"] / "other", "llama3-8b", ["--policy", "dp", "--dp", "1", "--gpus", "1"])
     values, step = checkpoint.load(runs["ckpt"])
     with pytest.raises(LaunchError, match="names no tensor of the plan"):
         train(other, 1, initial=values, start_step=step, out=runs["dir"] / "other-out")

@@ -140,7 +140,7 @@ def test_the_engine_names_a_bad_annotation_and_the_fix(traced, run_loom, tmp_pat
     bad["custom_ops"][0]["annotation"] = "b h, h -> b h"  # rank 2 for a rank-3 argument
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(bad))
-    result = run_loom("plan", "--graph", str(path), "--policy", "dp", "--dp", "2", "--out", str(tmp_path / "out"))
+    result = run_loom("plan", "--graph", str(path), "--policy", "dp", "--dp", "2", "--gpus", "2", "--out", str(tmp_path / "out"))
     assert result.returncode != 0
     assert "custom.bias_gelu" in result.stderr and "loom.register_op" in result.stderr, result.stderr
 
@@ -158,17 +158,17 @@ def worst_relative(reference, candidate):
 @pytest.fixture(scope="module")
 def single_device(traced, tmp_path_factory, loom_binary):
     directory = tmp_path_factory.mktemp("custom-single")
-    result = loom_runner(loom_binary)("plan", "--graph", str(traced[1]), "--policy", "dp", "--dp", "1",
+    result = loom_runner(loom_binary)("plan", "--graph", str(traced[1]), "--policy", "dp", "--dp", "1", "--gpus", "1",
                                       "--out", str(directory / "out"), "--emit", str(directory / "emit"))
     assert result.returncode == 0, result.stdout + result.stderr
     return launch(directory / "emit", timeout=120)
 
 
 @pytest.mark.parametrize(("plan", "args", "split"), [
-    ("dp2", ["--policy", "dp", "--dp", "2"], [2, 6, 32]),
-    ("tp2", ["--policy", "tp", "--tp", "2"], [4, 6, 16]),
+    ("dp2", ["--policy", "dp", "--dp", "2", "--gpus", "2"], [2, 6, 32]),
+    ("tp2", ["--policy", "tp", "--tp", "2", "--gpus", "2"], [4, 6, 16]),
     # No numbered layers: stages of balanced FLOPs, the custom op's counted from its registration.
-    ("pp2", ["--policy", "pp", "--pp", "2", "--microbatches", "2"], [2, 6, 32]),
+    ("pp2", ["--policy", "pp", "--pp", "2", "--microbatches", "2", "--gpus", "2"], [2, 6, 32]),
 ])
 def test_the_custom_op_is_split_by_its_annotation_and_trains_as_one_device(traced, single_device, run_loom, tmp_path,
                                                                            plan, args, split):
@@ -209,7 +209,7 @@ def test_a_wrong_annotation_shows_in_the_runtimes_check(run_loom, tmp_path):
     torch.manual_seed(0)
     loom.save_graph(loom.trace(SoftmaxMLP(), examples()), tmp_path / "softmax.json")
     values = {}
-    for name, args in {"single": ["--policy", "dp", "--dp", "1"], "tp2": ["--policy", "tp", "--tp", "2"]}.items():
+    for name, args in {"single": ["--policy", "dp", "--dp", "1", "--gpus", "1"], "tp2": ["--policy", "tp", "--tp", "2", "--gpus", "2"]}.items():
         result = run_loom("plan", "--graph", str(tmp_path / "softmax.json"), *args, "--out", str(tmp_path / name / "out"),
                           "--emit", str(tmp_path / name / "emit"))
         assert result.returncode == 0, result.stdout + result.stderr

@@ -67,7 +67,7 @@ def test_forward_and_backward_sub_ops_follow_the_runtimes_step():
 
 
 def test_the_step_suite_preset_has_dropout(run_loom, tmp_path):
-    manifest = json.loads((emit_shrunk(run_loom, tmp_path, "gpt3-125m", ["--policy", "dp", "--dp", "1"]) /
+    manifest = json.loads((emit_shrunk(run_loom, tmp_path, "gpt3-125m", ["--policy", "dp", "--dp", "1", "--gpus", "1"]) /
                            "manifest.json").read_text())
     # A dropout without "p" drops 0.1 (the op's default, placed_ops._dropout).
     rates = [float(op["attrs"].get("p", 0.1)) for op in manifest["sub_ops"].values() if op["type"] == "dropout"]

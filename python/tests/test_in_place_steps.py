@@ -19,7 +19,7 @@ def emitted(request, loom_binary, tmp_path_factory):
     without them (every optimizer input copied, as before donations existed)."""
     directory = tmp_path_factory.mktemp(f"in_place_{request.param}")
     optimizer = ["--optimizer", request.param] + (["--momentum", "0.9"] if request.param == "sgd" else [])
-    emit = emit_shrunk(loom_runner(loom_binary), directory, "gpt3-125m", ["--policy", "dp", "--dp", "1", *optimizer])
+    emit = emit_shrunk(loom_runner(loom_binary), directory, "gpt3-125m", ["--policy", "dp", "--dp", "1", *optimizer, "--gpus", "1"])
     program = (emit / "rank_0.py").read_text()
     assert program.count("donate=") > 0
     copying = directory / "copying"

@@ -32,7 +32,8 @@ def engine(loom_binary):
 
 
 def test_plan_summary_and_programs(engine):
-    result = engine.plan(model="gpt3-125m", shrink=True, layers=2, dtype="f32", policy="megatron", dp=2, tp=2)
+    result = engine.plan(model="gpt3-125m", shrink=True, layers=2, dtype="f32", policy="megatron", dp=2, tp=2,
+                         gpus=4)
     assert result.description == "megatron: dp 2 x tp 2 x pp 1"
     assert result.devices == 4 and result.degrees["dp"] == 2 and result.degrees["tp"] == 2
     assert result.step_time > 0 and 0 < result.mfu <= 1
@@ -45,7 +46,7 @@ def test_plan_summary_and_programs(engine):
 
 
 def test_plan_writes_the_files_loom_plan_writes(engine, tmp_path):
-    result = engine.plan(model="gpt3-125m", shrink=True, layers=2, dtype="f32", policy="dp", dp=2)
+    result = engine.plan(model="gpt3-125m", shrink=True, layers=2, dtype="f32", policy="dp", dp=2, gpus=2)
     names = sorted(pathlib.Path(p).name for p in result.write_files(str(tmp_path / "out")))
     assert names == ["exec.json", "plan.json", "report.html", "trace.json"]
     programs = sorted(pathlib.Path(p).name for p in result.write_programs(str(tmp_path / "emit")))
@@ -96,12 +97,43 @@ def test_parallelize_one_process_equals_torch(engine):
 @pytest.mark.parametrize("policy, gpus, want", [
     ("megatron", 4, {"dp": 1, "tp": 4, "pp": 1}), ("dp-tp", 8, {"dp": 4, "tp": 2, "pp": 1}),
     ("dp", 4, {"dp": 4, "tp": 1, "pp": 1}), ("pp", 2, {"dp": 1, "tp": 1, "pp": 2, "micro_batches": 4}),
-    ("megatron", 0, {"dp": 1, "tp": 1, "pp": 1})])
+    ("dp", None, {"dp": 8, "tp": 1, "pp": 1})])
 def test_plan_without_degrees_takes_the_policys_defaults(engine, policy, gpus, want):
-    """The CLI's defaults (policy::default_degrees), in the engine: parallelize gives only the world size."""
-    result = engine.plan(model="gpt3-125m", shrink=True, layers=4, dtype="f32", policy=policy, gpus=gpus)
+    """The job's defaults (api/resolve_request.h), as the CLI's: without gpus, every GPU of the cluster."""
+    result = engine.plan(model="gpt3-125m", shrink=True, layers=4, global_batch=8, dtype="f32", policy=policy,
+                         gpus=gpus)
     assert {k: result.degrees[k] for k in want} == want
-    assert result.devices == max(gpus, 1)
+    assert result.devices == (gpus or 8)
+
+
+def test_plan_derives_dp_as_megatron_does(engine):
+    """dp = GPUs / (tp x pp), micro-batches from the micro-batch size; GPUs left unused are an error."""
+    result = engine.plan(model="gpt3-125m", shrink=True, layers=4, dtype="f32", policy="megatron", tp=2, pp=2,
+                         global_batch=16, micro_batch_size=2)
+    assert result.degrees == {**result.degrees, "dp": 2, "tp": 2, "pp": 2, "micro_batches": 4}
+    with pytest.raises(engine.PlanError, match="4 left unused"):
+        engine.plan(model="gpt3-125m", shrink=True, policy="megatron", dp=2, tp=2)
+
+
+def test_plan_rejects_unknown_and_mistyped_keywords(engine):
+    with pytest.raises(TypeError, match="unexpected keyword 'microbatches'"):
+        engine.plan(model="gpt3-125m", shrink=True, microbatches=4)
+    with pytest.raises(TypeError, match="keyword dp takes an int, not str"):
+        engine.plan(model="gpt3-125m", shrink=True, dp="2")
+    with pytest.raises(TypeError, match="keyword shrink takes a bool"):
+        engine.plan(model="gpt3-125m", shrink=1)
+    with pytest.raises(engine.PlanError, match="keyword zero: 4 is outside"):
+        engine.plan(model="gpt3-125m", shrink=True, zero=4)
+
+
+def test_keywords_are_the_cli_flags(engine):
+    """One keyword table: every field the engine takes from Python, with the CLI's defaults."""
+    import _loom_engine
+
+    table = _loom_engine.keywords()
+    assert {"model", "graph", "graph_file", "global_batch", "gpus", "dp", "tp", "pp", "micro_batches",
+            "micro_batch_size", "zero", "recompute", "lr"} <= set(table)
+    assert table["cluster"][0] == "dgx-a100" and table["policy"][0] == "megatron"
 
 
 def test_a_traced_graph_takes_the_baselines_search(engine):

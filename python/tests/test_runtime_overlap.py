@@ -64,7 +64,7 @@ def test_bucket_sums_what_separate_all_reduces_sum(tmp_path):
 
 
 def test_data_parallel_program_reduces_gradients_in_overlapped_buckets(tmp_path, run_loom):
-    directory = emit_shrunk(run_loom, tmp_path, "gpt3-125m", ["--policy", "dp", "--dp", "2"])
+    directory = emit_shrunk(run_loom, tmp_path, "gpt3-125m", ["--policy", "dp", "--dp", "2", "--gpus", "2"])
     for rank in range(2):
         lines = (directory / f"rank_{rank}.py").read_text().splitlines()
         issues = [i for i, line in enumerate(lines) if "= rt.all_reduce_start(" in line]

@@ -15,10 +15,10 @@ RTOL = 1e-5
 FLOOR = 1e-6
 STEPS = 3
 PLANS = {
-    "dp2": ["--policy", "dp", "--dp", "2"],
-    "tp2": ["--policy", "tp", "--tp", "2"],
-    "dp2xtp2": ["--policy", "megatron", "--dp", "2", "--tp", "2"],
-    "pp2-1f1b": ["--policy", "megatron", "--pp", "2", "--microbatches", "4", "--schedule", "1f1b"],
+    "dp2": ["--policy", "dp", "--dp", "2", "--gpus", "2"],
+    "tp2": ["--policy", "tp", "--tp", "2", "--gpus", "2"],
+    "dp2xtp2": ["--policy", "megatron", "--dp", "2", "--tp", "2", "--gpus", "4"],
+    "pp2-1f1b": ["--policy", "megatron", "--pp", "2", "--microbatches", "4", "--schedule", "1f1b", "--gpus", "2"],
 }
 CASES = [("gpt3-125m", plan) for plan in PLANS] + [("llama3-8b", "dp2xtp2")]
 
@@ -28,7 +28,7 @@ def single_device(tmp_path_factory, loom_binary):
     run_loom = loom_runner(loom_binary)
     runs = {}
     for model in sorted({model for model, _ in CASES}):
-        directory = emit_shrunk(run_loom, tmp_path_factory.mktemp(f"{model}-single"), model, ["--policy", "dp", "--dp", "1"])
+        directory = emit_shrunk(run_loom, tmp_path_factory.mktemp(f"{model}-single"), model, ["--policy", "dp", "--dp", "1", "--gpus", "1"])
         runs[model] = train(directory, STEPS)
     return runs
 

@@ -13,7 +13,7 @@ STEPS = 3
 
 
 def test_timing_counts_every_instruction_of_the_later_steps(tmp_path, run_loom):
-    directory = emit_shrunk(run_loom, tmp_path, "gpt3-125m", ["--policy", "dp", "--dp", "2"])
+    directory = emit_shrunk(run_loom, tmp_path, "gpt3-125m", ["--policy", "dp", "--dp", "2", "--gpus", "2"])
     plain_losses, plain = train(directory, STEPS, out=tmp_path / "plain")
     losses, values = train(directory, STEPS, out=tmp_path / "timed", timed=True)
     assert losses == plain_losses

@@ -44,18 +44,18 @@ OPTIMIZERS = {
 }
 ADAM_LR = 1e-3
 PLANS = {
-    "single": ["--policy", "dp", "--dp", "1"],
-    "dp2": ["--policy", "dp", "--dp", "2"],
-    "tp2": ["--policy", "tp", "--tp", "2"],
-    "dp2xtp2": ["--policy", "megatron", "--dp", "2", "--tp", "2"],
-    "pp2-gpipe": ["--policy", "megatron", "--pp", "2", "--microbatches", "2", "--schedule", "gpipe"],
-    "pp2-1f1b": ["--policy", "megatron", "--pp", "2", "--microbatches", "4", "--schedule", "1f1b"],
-    "pp2-interleaved": ["--policy", "megatron", "--pp", "2", "--interleave", "2", "--microbatches", "4"],
-    "tp2-sp": ["--policy", "megatron", "--tp", "2", "--sp"],
-    "zero1": ["--policy", "zero", "--dp", "2", "--zero", "1"],
-    "zero3": ["--policy", "zero", "--dp", "2", "--zero", "3"],
-    "tp2-recompute-full": ["--policy", "megatron", "--tp", "2", "--recompute", "full"],
-    "tp2-recompute-selective": ["--policy", "megatron", "--tp", "2", "--recompute", "selective"],
+    "single": ["--policy", "dp", "--dp", "1", "--gpus", "1"],
+    "dp2": ["--policy", "dp", "--dp", "2", "--gpus", "2"],
+    "tp2": ["--policy", "tp", "--tp", "2", "--gpus", "2"],
+    "dp2xtp2": ["--policy", "megatron", "--dp", "2", "--tp", "2", "--gpus", "4"],
+    "pp2-gpipe": ["--policy", "megatron", "--pp", "2", "--microbatches", "2", "--schedule", "gpipe", "--gpus", "2"],
+    "pp2-1f1b": ["--policy", "megatron", "--pp", "2", "--microbatches", "4", "--schedule", "1f1b", "--gpus", "2"],
+    "pp2-interleaved": ["--policy", "megatron", "--pp", "2", "--interleave", "2", "--microbatches", "4", "--gpus", "2"],
+    "tp2-sp": ["--policy", "megatron", "--tp", "2", "--sp", "--gpus", "2"],
+    "zero1": ["--policy", "zero", "--dp", "2", "--zero", "1", "--gpus", "2"],
+    "zero3": ["--policy", "zero", "--dp", "2", "--zero", "3", "--gpus", "2"],
+    "tp2-recompute-full": ["--policy", "megatron", "--tp", "2", "--recompute", "full", "--gpus", "2"],
+    "tp2-recompute-selective": ["--policy", "megatron", "--tp", "2", "--recompute", "selective", "--gpus", "2"],
 }
 # (model, plan, optimizer): every plan kind once at least, both optimizers on every model. Interleaving needs
 # 4 layers: LLaMA (4 layers) takes it. GPT-2's Conv1D views merge (batch seq): sequence parallelism leaves them

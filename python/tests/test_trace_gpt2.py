@@ -68,7 +68,7 @@ def test_the_engine_reads_the_traced_gpt2(gpt2_file, run_loom):
     assert "graph GPT2LMHeadModel" in result.stdout
 
 
-@pytest.mark.parametrize("policy", [["--policy", "megatron", "--dp", "2", "--tp", "2"], ["--policy", "dp", "--gpus", "2"]])
+@pytest.mark.parametrize("policy", [["--policy", "megatron", "--dp", "2", "--tp", "2", "--gpus", "4"], ["--policy", "dp", "--gpus", "2"]])
 def test_loom_plan_graph_plans_the_traced_gpt2(gpt2_file, run_loom, tmp_path, policy):
     result = run_loom("plan", "--graph", gpt2_file, *policy, "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr

@@ -196,6 +196,6 @@ def test_the_engine_resolves_and_plans_the_new_ops(tmp_path, run_loom):
         loom.save_graph(graph, path)
         result = run_loom("graph", "--from", str(path))
         assert result.returncode == 0, result.stderr
-        for policy in (["--policy", "dp", "--gpus", "2"], ["--policy", "megatron", "--tp", "2"]):
+        for policy in (["--policy", "dp", "--gpus", "2"], ["--policy", "megatron", "--tp", "2", "--gpus", "2"]):
             result = run_loom("plan", "--graph", str(path), *policy, "--out", str(tmp_path / f"{name}-out"))
             assert result.returncode == 0, f"{name} {policy}: {result.stderr}"

@@ -5,7 +5,6 @@
 #include <set>
 #include <string_view>
 
-#include "loom/cluster/presets.h"
 #include "loom/policy/stages.h"
 
 namespace loom::api {
@@ -20,12 +19,13 @@ std::vector<int> divisors(int n) {
   return out;
 }
 
-// The transformer layers of a forward graph (distinct numbered layer names, policy/stages.h); 0 when
-// the model has none.
+// The transformer layers of a graph (distinct numbered layer names of forward ops, policy/stages.h); 0
+// when the model has none.
 int count_layers(const ir::Graph& graph) {
   std::set<std::string_view> layers;
   for (const ir::Op& op : graph.ops)
-    if (const std::string_view layer = policy::layer_of(op.name); !layer.empty()) layers.insert(layer);
+    if (const std::string_view layer = policy::layer_of(op.name); op.pass == ir::Pass::forward && !layer.empty())
+      layers.insert(layer);
   return static_cast<int>(layers.size());
 }
 
@@ -71,13 +71,13 @@ std::string describe_choice(const std::string& baseline, const BaselineCandidate
   return fmt::format("{} -> {}", baseline, describe(c.policy, c.config));
 }
 
-std::int64_t peak_of(const PlanResult& r) {
+std::int64_t peak_of(const Job& r) {
   const sim::StepMetrics& m = r.metrics;
   return m.max_memory_device < 0 ? 0 : m.per_device[static_cast<std::size_t>(m.max_memory_device)].peak_bytes;
 }
 
 // a beats b: fits where b does not, else faster (fitting) or smaller (neither fits).
-bool better(const PlanResult& a, const PlanResult& b) {
+bool better(const Job& a, const Job& b) {
   if (a.metrics.out_of_memory() != b.metrics.out_of_memory()) return !a.metrics.out_of_memory();
   if (!a.metrics.out_of_memory()) return a.metrics.step_time < b.metrics.step_time;
   return peak_of(a) < peak_of(b);
@@ -85,20 +85,17 @@ bool better(const PlanResult& a, const PlanResult& b) {
 
 }  // namespace
 
-bool is_baseline(const std::string& policy) { return policy == "megatron-best" || policy == "deepspeed-best"; }
+bool is_baseline(std::string_view policy) { return policy == "megatron-best" || policy == "deepspeed-best"; }
 
-Expected<std::vector<BaselineCandidate>> baseline_candidates(const PlanRequest& request, const std::string& baseline) {
+Expected<std::vector<BaselineCandidate>> baseline_candidates(const Job& loaded) {
+  const std::string& baseline = loaded.options.policy;
   if (!is_baseline(baseline))
     return fail(fmt::format("unknown baseline '{}'", baseline), "use megatron-best or deepspeed-best");
-  LOOM_ASSIGN_OR_RETURN(cluster::Cluster cluster, with_context(cluster::make_cluster(request.cluster), "cluster"));
-  const int gpus = request.gpus > 0 ? request.gpus : cluster.device_count();
-  ops::CustomCatalog catalog(ops::builtin_ops());  // a graph's own ops (loom.register_op) join it
-  LOOM_ASSIGN_OR_RETURN(const ir::Graph forward, load_forward(request, catalog));
-  const std::int64_t batch = forward.inputs.empty() || forward.tensor(forward.inputs.front()).shape.rank() == 0
-                                 ? 1
-                                 : forward.tensor(forward.inputs.front()).shape[0];
+  const int gpus = loaded.request.gpus;
+  const std::int64_t batch = std::max<std::int64_t>(1, static_cast<std::int64_t>(loaded.workload.samples_per_step));
   std::vector<BaselineCandidate> out = baseline == "megatron-best"
-                                           ? megatron_space(gpus, cluster.gpus_per_node, batch, count_layers(forward))
+                                           ? megatron_space(gpus, loaded.cluster.gpus_per_node, batch,
+                                                            count_layers(loaded.graph))
                                            : deepspeed_space(gpus, batch);
   if (out.empty())
     return fail(fmt::format("{} has no configuration of {} GPUs for a global batch of {}", baseline, gpus, batch),
@@ -106,26 +103,27 @@ Expected<std::vector<BaselineCandidate>> baseline_candidates(const PlanRequest& 
   return out;
 }
 
-Expected<BaselineResult> best_baseline(const PlanRequest& request, const std::string& baseline) {
-  LOOM_ASSIGN_OR_RETURN(std::vector<BaselineCandidate> candidates, baseline_candidates(request, baseline));
+Expected<BaselineResult> best_baseline(const JobOptions& options) {
+  LOOM_ASSIGN_OR_RETURN(const std::unique_ptr<Job> loaded, load_job(options));
+  LOOM_ASSIGN_OR_RETURN(std::vector<BaselineCandidate> candidates, baseline_candidates(*loaded));
+  const std::string& baseline = options.policy;
   const std::vector<policy::Recompute> recomputes =
       baseline == "megatron-best"
           ? std::vector{policy::Recompute::none, policy::Recompute::selective, policy::Recompute::full}
           : std::vector{policy::Recompute::none, policy::Recompute::full};
   BaselineResult result;
-  result.candidates = static_cast<int>(candidates.size());
+  result.summary.baseline = baseline;
+  result.summary.candidates = static_cast<int>(candidates.size());
   std::string first_error;
   for (BaselineCandidate candidate : candidates) {
     for (policy::Recompute recompute : recomputes) {
       candidate.config.recompute = recompute;
-      PlanRequest r = request;
-      r.policy = candidate.policy;
-      r.config = candidate.config;
-      r.gpus = policy::device_count(candidate.config);
-      Expected<std::unique_ptr<PlanResult>> planned = plan_model(r);
-      ++result.evaluated;
+      JobOptions o = with_config(options, candidate.config);
+      o.policy = candidate.policy;
+      Expected<std::unique_ptr<Job>> planned = plan_job(o);
+      ++result.summary.evaluated;
       if (!planned) {
-        ++result.failed;
+        ++result.summary.failed;
         if (first_error.empty()) first_error = planned.error().to_string();
         break;  // the shapes do not divide: recomputation will not change that
       }
@@ -137,8 +135,15 @@ Expected<BaselineResult> best_baseline(const PlanRequest& request, const std::st
   }
   if (!result.best)
     return fail(fmt::format("{}: none of {} configurations could be planned; the first failed with: {}", baseline,
-                            result.candidates, first_error));
+                            result.summary.candidates, first_error));
   return result;
+}
+
+Expected<std::unique_ptr<Job>> plan_or_search(const JobOptions& options, std::optional<SearchSummary>* search) {
+  if (!is_baseline(options.policy)) return plan_job(options);
+  LOOM_ASSIGN_OR_RETURN(BaselineResult searched, best_baseline(options));
+  if (search != nullptr) *search = searched.summary;
+  return std::move(searched.best);
 }
 
 }  // namespace loom::api

@@ -9,7 +9,8 @@
 
 namespace loom::api {
 
-Expected<std::vector<std::string>> write_rank_programs(const PlanResult& r, const std::string& dir) {
+Expected<std::vector<std::string>> write_rank_programs(const Job& r, const std::string& dir) {
+  if (r.stage < Stage::materialized) return fail("the rank programs need a materialized job", "run materialize(job)");
   if (r.folded)
     return fail("--emit needs every rank's program, but this plan is folded (one micro-batch of one replica)",
                 "add --fold off");

@@ -1,4 +1,4 @@
-// The Python face of api::PlanResult: the summary numbers, the rank programs in memory (emit) and the
+// The Python face of api::Job (class PlanResult): the summary numbers, the rank programs in memory (emit) and the
 // files `loom plan` writes.
 #pragma once
 

@@ -24,7 +24,7 @@ void add_run_command(CLI::App& app);       // run_command.cc
 void on_selected(CLI::App* subcommand, std::function<int()> action);
 int run_selected(CLI::App& app);
 
-// Prints "loom: error: ..." (and the hint) to stderr; returns the exit code for a user error.
-int report(const Error& error);
+// Prints "loom: error: ..." (and the hint) to stderr; returns `exit_code` (1: a user error).
+int report(const Error& error, int exit_code = 1);
 
 }  // namespace loom::cli

@@ -20,10 +20,10 @@ int run_selected(CLI::App& app) {
   return 2;
 }
 
-int report(const Error& error) {
+int report(const Error& error, int exit_code) {
   fmt::print(stderr, "loom: error: {}\n", error.message);
   if (!error.hint.empty()) fmt::print(stderr, "hint: {}\n", error.hint);
-  return 1;
+  return exit_code;
 }
 
 }  // namespace loom::cli

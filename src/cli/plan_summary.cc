@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include "loom/cost/memory_model.h"
+#include "loom/api/memory_advice.h"
+#include "loom/sim/summary_json.h"
 #include "loom/sim/summary_table.h"
 
 namespace loom::cli {
@@ -22,10 +24,10 @@ std::string count_text(double x) {
 
 }  // namespace
 
-std::string plan_summary(const api::PlanResult& r) {
+std::string plan_summary(const api::Job& r) {
   const sim::StepMetrics& m = r.metrics;
   std::string out;
-  out += fmt::format("model      {}: {} parameters, {} ops, batch {} ({}, {})\n", r.request.model,
+  out += fmt::format("model      {}: {} parameters, {} ops, batch {} ({}, {})\n", r.options.model,
                      count_text(static_cast<double>(r.stats.parameter_count)), r.graph.ops.size(),
                      r.graph.inputs.empty() ? 0 : r.graph.tensor(r.graph.inputs.front()).shape[0],
                      ir::name(r.request.model_options.dtype), ir::name(r.request.optimizer.kind));
@@ -44,7 +46,7 @@ std::string plan_summary(const api::PlanResult& r) {
     out += fmt::format("folded     the plan is one micro-batch of one replica on {} devices (tp x pp), repeated over {} "
                        "micro-batches and mirrored over dp {}; --fold off plans every sub-op\n",
                        r.slice_devices, r.request.config.micro_batches, r.request.config.dp);
-  out += sim::summary_table({.model = r.request.model, .cluster = r.cluster.name, .policy = r.description}, r.sim, m);
+  out += sim::summary_table({.model = r.options.model, .cluster = r.cluster.name, .policy = r.description}, r.sim, m);
   if (m.max_memory_device >= 0) {
     const sim::DeviceMetrics& d = m.per_device[static_cast<std::size_t>(m.max_memory_device)];
     out += fmt::format("memory at peak (device {}): {}\n", d.device, d.at_peak.to_string());
@@ -66,9 +68,9 @@ std::string plan_summary(const api::PlanResult& r) {
   return out;
 }
 
-std::string ranked_table(const std::vector<const api::PlanResult*>& results) {
-  std::vector<const api::PlanResult*> ranked = results;
-  std::stable_sort(ranked.begin(), ranked.end(), [](const api::PlanResult* a, const api::PlanResult* b) {
+std::string ranked_table(const std::vector<const api::Job*>& jobs) {
+  std::vector<const api::Job*> ranked = jobs;
+  std::stable_sort(ranked.begin(), ranked.end(), [](const api::Job* a, const api::Job* b) {
     if (a->metrics.out_of_memory() != b->metrics.out_of_memory()) return !a->metrics.out_of_memory();
     return a->metrics.step_time < b->metrics.step_time;
   });
@@ -83,6 +85,43 @@ std::string ranked_table(const std::vector<const api::PlanResult*>& results) {
                        seconds_text(m.step_time), count_text(m.samples_per_second), 100 * m.mfu,
                        cost::format_bytes(peak), m.out_of_memory() ? "OOM" : "yes");
   }
+  return out;
+}
+
+nlohmann::json plan_json(const api::Job& job, const std::optional<api::SearchSummary>& search) {
+  using nlohmann::json;
+  json options = json::object();
+  const api::JobOptions defaults;
+  for (const api::OptionField& f : api::option_fields())  // the fields given a value other than the default
+    if (const std::string value = f.get(job.options); value != f.get(defaults)) options[std::string(f.keyword)] = value;
+  const policy::ParallelConfig& c = job.request.config;
+  json resolved = {{"gpus", job.request.gpus},
+                   {"dp", c.dp},
+                   {"tp", c.tp},
+                   {"pp", c.pp},
+                   {"micro_batches", c.micro_batches},
+                   {"global_batch", static_cast<std::int64_t>(job.workload.samples_per_step)},
+                   {"interleave", c.virtual_stages},
+                   {"sequence_parallel", c.sequence_parallel},
+                   {"zero", c.zero},
+                   {"recompute", std::string(policy::name(c.recompute))},
+                   {"folded", job.folded}};
+  json out = {{"schema", 1},
+              {"description", job.description},
+              {"options", std::move(options)},
+              {"resolved", std::move(resolved)},
+              {"parameters", job.stats.parameter_count},
+              {"summary", sim::summary_json({.model = job.options.model.empty() ? job.graph.name : job.options.model,
+                                             .cluster = job.cluster.name,
+                                             .policy = job.description},
+                                            job.sim, job.metrics)}};
+  out["search"] = search ? json{{"baseline", search->baseline},
+                                {"candidates", search->candidates},
+                                {"evaluated", search->evaluated},
+                                {"not_applicable", search->failed}}
+                         : json(nullptr);
+  const std::string advice = api::memory_advice(job);
+  out["memory_advice"] = advice.empty() ? json(nullptr) : json(advice);
   return out;
 }
 

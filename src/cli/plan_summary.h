@@ -1,18 +1,26 @@
 // Printing a planned, simulated step for `loom plan` and `loom compare`.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "loom/api/plan_job.h"
+#include <nlohmann/json.hpp>
+
+#include "loom/api/baseline_search.h"
+#include "loom/api/job.h"
 
 namespace loom::cli {
 
 // The model, cluster, plan, step, throughput, MFU, time breakdown, memory and stage timings of one plan,
 // a line each; an OOM plan gets its per-device memory breakdown.
-std::string plan_summary(const api::PlanResult& result);
+std::string plan_summary(const api::Job& job);
 
 // One row per plan, ranked by step time (plans that do not fit last), with throughput, MFU, peak memory.
-std::string ranked_table(const std::vector<const api::PlanResult*>& results);
+std::string ranked_table(const std::vector<const api::Job*>& jobs);
+
+// The same as JSON (docs/json.md, "plan"): the options as given and as resolved, the search, the
+// simulator's summary and the memory advice.
+nlohmann::json plan_json(const api::Job& job, const std::optional<api::SearchSummary>& search);
 
 }  // namespace loom::cli

@@ -16,12 +16,9 @@
 #include "loom/cost/compute_model.h"
 #include "loom/cost/profile_requests.h"
 #include "loom/cost/roofline_check.h"
-#include "loom/ir/autograd.h"
-#include "loom/models/zoo.h"
+#include "job_flags.h"
+#include "loom/api/job.h"
 #include "loom/ops/registry.h"
-#include "loom/policy/policy.h"
-#include "model_options.h"
-#include "parallel_options.h"
 #include "profile_timer.h"
 
 namespace loom::cli {
@@ -30,10 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ProfileArgs {
-  ModelArgs model;        // with the parallel options, the same as `loom plan`'s, so both build the same plan
-  std::string policy = "megatron";
-  ParallelArgs parallel;
-  bool shrink = false;
+  JobFlags job;  // the same fields as `loom plan`'s, so both build the same plan
   std::string db;
   std::string device_name;
   std::string python;
@@ -52,25 +46,14 @@ Expected<std::string> read_text(const std::string& path, std::string_view what) 
   return std::move(text).str();
 }
 
-// The training graph (AdamW, fp32 master weights) of the preset, planned under the policy.
-struct Planned {
-  ir::Graph graph;
-  plan::Plan plan;
-  policy::ParallelConfig config;
-};
-
-Expected<std::unique_ptr<Planned>> build_plan(const ProfileArgs& args) {
-  const ops::OpRegistry& catalog = ops::builtin_ops();
-  auto out = std::make_unique<Planned>();
-  LOOM_ASSIGN_OR_RETURN(out->config, parallel_config(args.policy, args.parallel));
-  LOOM_ASSIGN_OR_RETURN(models::ModelOptions options, model_options(args.model));
-  options.shrink = args.shrink;
-  LOOM_ASSIGN_OR_RETURN(ir::Graph forward, models::build_model(args.model.model, options));
-  LOOM_ASSIGN_OR_RETURN(out->graph, ir::build_training_graph(forward, catalog, {}));
-  LOOM_ASSIGN_OR_RETURN(out->plan, plan::make_plan(out->graph, catalog));
-  LOOM_RETURN_IF_ERROR(with_context(policy::apply_policy(out->plan, args.policy, out->config),
-                                    fmt::format("policy {}", args.policy)));
-  return out;
+// The training graph of the preset, planned under the policy (the job's first two stages).
+Expected<std::unique_ptr<api::Job>> build_plan(const ProfileArgs& args) {
+  LOOM_ASSIGN_OR_RETURN(api::JobOptions options, job_options(args.job));
+  options.fold = api::Fold::off;
+  size_to_degrees(options, given(args.job, "gpus"));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<api::Job> job, api::load_job(options));
+  LOOM_RETURN_IF_ERROR(api::apply_policy(*job));
+  return job;
 }
 
 // The database at `path`, or an empty one when the file does not exist yet.
@@ -134,10 +117,11 @@ void print_compare(const plan::Plan& plan, const cluster::GpuSpec& gpu, const co
 }
 
 int run_profile(const ProfileArgs& args) {
-  Expected<std::unique_ptr<Planned>> planned = build_plan(args);
+  Expected<std::unique_ptr<api::Job>> planned = build_plan(args);
   if (!planned) return report(planned.error());
   const plan::Plan& plan = (*planned)->plan;
-  const policy::ParallelConfig& config = (*planned)->config;
+  const policy::ParallelConfig& config = (*planned)->request.config;
+  const api::JobOptions& options = (*planned)->options;
   Expected<cost::ProfileDb> db = load_or_new(args.db);
   if (!db) return report(with_context(db.error(), "option --db"));
 
@@ -180,8 +164,8 @@ int run_profile(const ProfileArgs& args) {
   const cost::ProfileRequests wanted = cost::profile_requests(plan, *model);
   const std::size_t keys = wanted.present + wanted.requests.size() + wanted.unresolved.size();
 
-  fmt::print("model      {}{}: {} ops\n", args.model.model, args.shrink ? " (shrunk)" : "", (*planned)->graph.ops.size());
-  fmt::print("policy     {}: dp {} x tp {} x pp {}, {} micro-batch{}{}\n", args.policy, config.dp, config.tp, config.pp,
+  fmt::print("model      {}{}: {} ops\n", options.model, options.shrink ? " (shrunk)" : "", (*planned)->graph.ops.size());
+  fmt::print("policy     {}: dp {} x tp {} x pp {}, {} micro-batch{}{}\n", options.policy, config.dp, config.tp, config.pp,
              config.micro_batches, config.micro_batches == 1 ? "" : "es",
              config.sequence_parallel ? ", sequence parallel" : "");
   fmt::print("device     {} ({})\n", device, device_note);
@@ -249,10 +233,9 @@ void add_profile_command(CLI::App& app) {
   auto args = std::make_shared<ProfileArgs>();
   CLI::App* cmd = app.add_subcommand(
       "profile", "Measure the ops of a model's plan on this machine's device and merge them into a profile database");
-  add_model_options(cmd, &args->model);
-  cmd->add_option("--policy", args->policy, "Policy: " + policy::known_policy_names())->capture_default_str();
-  add_parallel_options(cmd, &args->parallel);
-  cmd->add_flag("--shrink", args->shrink, "Build the preset's tiny form (widths 8-32): a quick check of the setup");
+  add_job_flags(cmd, &args->job, {api::OptionGroup::model, api::OptionGroup::sizes, api::OptionGroup::cluster,
+                                  api::OptionGroup::parallel},
+                {"graph_file", "cluster", "profile"});
   cmd->add_option("--db", args->db, "Profile database (JSON) to extend; created when missing")->required();
   cmd->add_option("--device-name", args->device_name,
                   "File the measurements under this device name (default: the timer's device matched to a known GPU, or cpu)");

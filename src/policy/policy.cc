@@ -58,7 +58,6 @@ Expected<ParallelConfig> default_degrees(std::string_view policy, int devices) {
     while (devices % config.tp != 0) --config.tp;
     config.dp = devices / config.tp;
   } else config.dp = devices;
-  if (config.pp > 1) config.micro_batches = 2 * config.pp;
   return config;
 }
 

@@ -1,4 +1,4 @@
-// Folded planning (exec/fold.h, api/plan_job.h) against explicit plans of the same jobs: one micro-batch
+// Folded planning (exec/fold.h, api/job.h) against explicit plans of the same jobs: one micro-batch
 // of one replica, repeated and mirrored, must predict what planning every sub-op predicts.
 #include <gtest/gtest.h>
 
@@ -7,42 +7,41 @@
 #include <map>
 #include <string>
 
-#include "loom/api/plan_job.h"
+#include "loom/api/job.h"
 
 namespace loom::api {
 namespace {
 
-struct Job {
+struct FoldCase {
   std::string name;
   std::string cluster;
   policy::ParallelConfig config;
   std::int64_t batch;
 };
 
-PlanRequest request_of(const Job& job, Fold fold) {
-  PlanRequest r;
+JobOptions request_of(const FoldCase& job, Fold fold) {
+  JobOptions r;
   r.model = "llama3-8b";
-  r.model_options.layers = 8;
-  r.model_options.seq = 512;
-  r.model_options.batch = job.batch;
+  r.layers = 8;
+  r.seq = 512;
+  r.global_batch = job.batch;
   r.cluster = job.cluster;
   r.policy = "megatron";
-  r.config = job.config;
   r.fold = fold;
-  return r;
+  return with_config(r, job.config);
 }
 
-std::unique_ptr<PlanResult> plan_or_fail(const PlanRequest& request) {
-  auto result = plan_model(request);
+std::unique_ptr<Job> plan_or_fail(const JobOptions& request) {
+  auto result = plan_job(request);
   EXPECT_TRUE(result.has_value()) << (result ? "" : result.error().message);
   return result ? std::move(*result) : nullptr;
 }
 
 double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
 
-const std::vector<Job>& jobs() {
+const std::vector<FoldCase>& jobs() {
   using plan::ScheduleKind;
-  static const std::vector<Job> kJobs = {
+  static const std::vector<FoldCase> kJobs = {
       {"1f1b dp2 tp2 pp2 m4", "dgx-a100", {.dp = 2, .tp = 2, .pp = 2, .micro_batches = 4}, 16},
       {"1f1b dp2 tp2 pp4 m8", "dgx-a100x2", {.dp = 2, .tp = 2, .pp = 4, .micro_batches = 8}, 32},
       {"interleaved dp2 tp2 pp2 v2 m4", "dgx-a100",
@@ -65,7 +64,7 @@ const std::vector<Job>& jobs() {
 // gradient (as Megatron's main_grad buffer), where the explicit plan sums micro-batch partials pairwise
 // as they arrive and may hold three at its peak.
 TEST(Fold, PredictsWhatTheExplicitPlanPredicts) {
-  for (const Job& job : jobs()) {
+  for (const FoldCase& job : jobs()) {
     SCOPED_TRACE(job.name);
     const auto explicit_plan = plan_or_fail(request_of(job, Fold::off));
     const auto folded = plan_or_fail(request_of(job, Fold::on));
@@ -96,7 +95,7 @@ TEST(Fold, PredictsWhatTheExplicitPlanPredicts) {
 // The unfolded programs: every block once per micro-batch, the weight gradients accumulated and then
 // all-reduced over the dp replicas (groups of dp devices, one per replica), images without programs.
 TEST(Fold, RepeatsBlocksAndReducesOverReplicas) {
-  const Job job{"", "dgx-a100x2", {.dp = 4, .tp = 2, .pp = 2, .micro_batches = 8}, 64};
+  const FoldCase job{"", "dgx-a100x2", {.dp = 4, .tp = 2, .pp = 2, .micro_batches = 8}, 64};
   const auto folded = plan_or_fail(request_of(job, Fold::on));
   ASSERT_TRUE(folded);
   const exec::ExecPlan& exec = folded->exec;
@@ -128,36 +127,35 @@ TEST(Fold, RepeatsBlocksAndReducesOverReplicas) {
 }
 
 TEST(Fold, RefusesWhatItCannotFold) {
-  Job job{"", "dgx-a100", {.dp = 2, .tp = 2, .pp = 2, .micro_batches = 4}, 16};
-  PlanRequest request = request_of(job, Fold::on);
+  FoldCase job{"", "dgx-a100", {.dp = 2, .tp = 2, .pp = 2, .micro_batches = 4}, 16};
+  JobOptions request = with_config(request_of(job, Fold::on), {.dp = 2, .zero = 1});
   request.policy = "zero";
-  request.config = {.dp = 2, .zero = 1};
-  auto zero = plan_model(request);
+  auto zero = plan_job(request);
   ASSERT_FALSE(zero.has_value());
   EXPECT_NE(zero.error().message.find("megatron"), std::string::npos) << zero.error().message;
 
   request = request_of(job, Fold::on);
-  request.config.zero = 1;
-  auto megatron_zero = plan_model(request);
+  request.zero = 1;
+  auto megatron_zero = plan_job(request);
   ASSERT_FALSE(megatron_zero.has_value());
   EXPECT_NE(megatron_zero.error().message.find("ZeRO-1"), std::string::npos) << megatron_zero.error().message;
 
   request = request_of(job, Fold::on);
-  request.model_options.batch = 12;  // not a multiple of dp 2 x 4 micro-batches
-  auto indivisible = plan_model(request);
+  request.global_batch = 12;  // not a multiple of dp 2 x 4 micro-batches
+  auto indivisible = plan_job(request);
   ASSERT_FALSE(indivisible.has_value());
   EXPECT_NE(indivisible.error().message.find("does not divide"), std::string::npos) << indivisible.error().message;
 }
 
 // A job too large to plan explicitly that cannot fold is refused at once, naming the reason.
 TEST(Fold, RefusesAnExplicitPlanTooLargeToBuild) {
-  PlanRequest request;
+  JobOptions request;
   request.model = "gpt3-175b";
-  request.model_options.batch = 512;
+  request.global_batch = 512;
   request.cluster = "dgx-a100x128";
   request.policy = "megatron";
-  request.config = {.dp = 8, .tp = 8, .pp = 16, .micro_batches = 64, .virtual_stages = 2, .zero = 1};
-  auto refused = plan_model(request);
+  request = with_config(request, {.dp = 8, .tp = 8, .pp = 16, .micro_batches = 64, .virtual_stages = 2, .zero = 1});
+  auto refused = plan_job(request);
   ASSERT_FALSE(refused.has_value());
   EXPECT_NE(refused.error().message.find("cannot be folded"), std::string::npos) << refused.error().message;
   EXPECT_NE(refused.error().message.find("ZeRO-1"), std::string::npos) << refused.error().message;
@@ -165,12 +163,12 @@ TEST(Fold, RefusesAnExplicitPlanTooLargeToBuild) {
 
 // automatic folds a job whose explicit plan would be large, and leaves a small one explicit.
 TEST(Fold, AutomaticFoldsLargeJobsOnly) {
-  const Job small{"", "dgx-a100", {.dp = 2, .tp = 2, .pp = 2, .micro_batches = 4}, 16};
+  const FoldCase small{"", "dgx-a100", {.dp = 2, .tp = 2, .pp = 2, .micro_batches = 4}, 16};
   const auto explicit_plan = plan_or_fail(request_of(small, Fold::automatic));
   ASSERT_TRUE(explicit_plan);
   EXPECT_FALSE(explicit_plan->folded);
 
-  const Job large{"", "dgx-a100x8", {.dp = 8, .tp = 8, .pp = 1, .micro_batches = 16}, 128};
+  const FoldCase large{"", "dgx-a100x8", {.dp = 8, .tp = 8, .pp = 1, .micro_batches = 16}, 128};
   const auto folded = plan_or_fail(request_of(large, Fold::automatic));
   ASSERT_TRUE(folded);
   EXPECT_TRUE(folded->folded);

@@ -107,7 +107,7 @@ expect verify-fallback 0 "$LOOM" verify --model gpt3-125m --policy dp-tp --devic
 expect verify-bad-policy nonzero "$LOOM" verify --model gpt3-125m --policy zero9 && contains verify-bad-policy-msg "dp, tp"
 expect verify-bad-model nonzero "$LOOM" verify --model nosuch --policy dp
 expect verify-bad-degrees nonzero "$LOOM" verify --model gpt3-125m --policy megatron --dp 2 --tp 2 --devices 8 &&
-  contains verify-bad-degrees-msg "not --devices 8"
+  contains verify-bad-degrees-msg "uses 4 GPUs, but the job has 8"
 expect verify-bad-schedule nonzero "$LOOM" verify --model gpt3-125m --policy pp --schedule zigzag
 expect verify-indivisible nonzero "$LOOM" verify --model gpt3-125m --policy dp --devices 3
 

@@ -4,14 +4,14 @@ source "$(dirname "$0")/cli_lib.sh"
 
 small=(--model gpt3-125m --layers 2 --seq 256 --global-batch 8)
 
-expect plan 0 "$LOOM" plan "${small[@]}" --policy megatron --dp 2 --tp 2 --out "$tmp/a" &&
+expect plan 0 "$LOOM" plan "${small[@]}" --policy megatron --dp 2 --tp 2 --gpus 4 --out "$tmp/a" &&
   contains plan-policy "megatron: dp 2 x tp 2 x pp 1" && contains plan-step "step " && contains plan-mfu "MFU" &&
   contains plan-memory "peak memory" && contains plan-report "report     $tmp/a/report.html"
 for f in plan.json exec.json trace.json report.html; do
   if [ -s "$tmp/a/$f" ]; then pass=$((pass+1)); else fail "plan-file-$f: missing or empty"; fi
 done
 # Determinism: a second run writes byte-identical files.
-expect plan-again 0 "$LOOM" plan "${small[@]}" --policy megatron --dp 2 --tp 2 --out "$tmp/b"
+expect plan-again 0 "$LOOM" plan "${small[@]}" --policy megatron --dp 2 --tp 2 --gpus 4 --out "$tmp/b"
 for f in plan.json exec.json trace.json report.html; do
   if cmp -s "$tmp/a/$f" "$tmp/b/$f"; then pass=$((pass+1)); else fail "plan-deterministic-$f: files differ"; fi
 done
@@ -22,7 +22,7 @@ for f in plan.json exec.json trace.json; do
 done
 
 # Pipelines and the other policies.
-expect plan-pp 0 "$LOOM" plan "${small[@]}" --policy megatron --pp 2 --tp 2 --microbatches 4 --out "$tmp/pp" &&
+expect plan-pp 0 "$LOOM" plan "${small[@]}" --policy megatron --pp 2 --tp 2 --gpus 4 --microbatches 4 --out "$tmp/pp" &&
   contains plan-pp-desc "pp 2, 4 micro-batches, 1f1b"
 expect plan-dp 0 "$LOOM" plan "${small[@]}" --policy dp --gpus 4 --out "$tmp/dp" && contains plan-dp-desc "dp: dp 4"
 
@@ -33,7 +33,7 @@ expect plan-oom 3 "$LOOM" plan --model gpt3-13b --cluster rtx3090 --policy dp --
 if [ -s "$tmp/oom/report.html" ]; then pass=$((pass+1)); else fail "plan-oom-report: missing"; fi
 
 # Recomputation trades step time for activation memory.
-expect plan-recompute 0 "$LOOM" plan "${small[@]}" --policy megatron --tp 2 --recompute full --out "$tmp/rc" &&
+expect plan-recompute 0 "$LOOM" plan "${small[@]}" --policy megatron --tp 2 --gpus 2 --recompute full --out "$tmp/rc" &&
   contains plan-recompute-step "step time"
 expect plan-bad-recompute nonzero "$LOOM" plan "${small[@]}" --recompute partial --out "$tmp/x" &&
   contains plan-bad-recompute-msg "use none, selective or full"
@@ -61,7 +61,7 @@ expect compare 0 "$LOOM" compare "${small[@]}" --gpus 4 --policies dp,tp,dp-tp &
 # Vocabulary-parallel LM head and loss under tensor parallelism: each rank computes logits over its
 # half of llama3-8b's 128256 classes, and the plans are proven by the interpreter at tp 2 and dp 2 x tp 2.
 expect plan-vocab-parallel 0 "$LOOM" plan --model llama3-8b --layers 2 --seq 256 --global-batch 8 --policy megatron \
-  --tp 2 --out "$tmp/vocab"
+  --tp 2 --gpus 2 --out "$tmp/vocab"
 if grep -qF '"outputs": [{"tensor": "lm_head", "box": [[0, 8], [0, 256], [64128, 128256]]}]' "$tmp/vocab/plan.json"; then
   pass=$((pass+1)); else fail "plan-vocab-parallel-logits: no lm_head part over classes [64128, 128256)"; fi
 for model in gpt3-125m llama3-8b; do
@@ -75,6 +75,7 @@ done
 # Folded planning: one micro-batch of one replica, repeated and mirrored; exec.json holds the slice and
 # how it unfolds. A ZeRO or non-megatron job cannot fold; --fold off plans every sub-op.
 fold=(--model llama3-8b --layers 4 --seq 256 --global-batch 16 --policy megatron --dp 2 --tp 2 --pp 2 --microbatches 4)
+# (dp 2 x tp 2 x pp 2: every GPU of the default dgx-a100)
 expect plan-fold 0 "$LOOM" plan "${fold[@]}" --fold on --out "$tmp/fold" &&
   contains plan-fold-line "folded     the plan is one micro-batch of one replica on 4 devices" &&
   contains plan-fold-classes "of 8 devices, one per device class"
@@ -97,7 +98,9 @@ expect plan-bad-cluster nonzero "$LOOM" plan "${small[@]}" --cluster nosuch --ou
   contains plan-bad-cluster-msg "nosuch"
 expect plan-too-many nonzero "$LOOM" plan "${small[@]}" --policy dp --gpus 16 --out "$tmp/x" &&
   contains plan-too-many-msg "cluster 'dgx-a100' has 8"
-expect plan-bad-degrees nonzero "$LOOM" plan "${small[@]}" --dp 2 --tp 2 --gpus 8 --out "$tmp/x"
+expect plan-bad-degrees nonzero "$LOOM" plan "${small[@]}" --dp 2 --tp 2 --gpus 8 --out "$tmp/x" &&
+  contains plan-bad-degrees-msg "dp 2 x tp 2 x pp 1 uses 4 GPUs, but the job has 8 (4 left unused)" &&
+  contains plan-bad-degrees-hint "hint: pass --gpus 4 to plan on part of the cluster, or leave --dp out to use them all"
 expect plan-bad-profile nonzero "$LOOM" plan "${small[@]}" --profile "$tmp/none.json" --out "$tmp/x"
 if [ ! -e "$tmp/x" ]; then pass=$((pass+1)); else fail "plan-bad-input-wrote: $tmp/x exists"; fi
 expect compare-bad nonzero "$LOOM" compare "${small[@]}" --policies dp,nosuch && contains compare-bad-msg "nosuch"

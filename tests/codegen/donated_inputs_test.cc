@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 
 namespace loom::codegen::detail {
 namespace {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <set>
 
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 
 namespace loom::codegen::detail {
 namespace {

@@ -4,7 +4,7 @@
 // either side breaks one of the two tests.
 #include <gtest/gtest.h>
 
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 #include "loom/verify/graph_interpreter.h"
 
 namespace loom::codegen {

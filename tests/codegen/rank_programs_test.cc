@@ -7,7 +7,7 @@
 
 #include "../../src/codegen/buffer_names.h"
 #include "../../src/codegen/gradient_buckets.h"
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 #include "loom/core/strings.h"
 
 namespace loom::codegen {

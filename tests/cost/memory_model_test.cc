@@ -7,7 +7,7 @@
 #include <map>
 
 #include "../exec/exec_test_plans.h"
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 #include "loom/ir/graph_stats.h"
 
 namespace loom::cost {

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "../exec/exec_test_plans.h"
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 #include "loom/cost/memory_model.h"
 
 namespace loom::cost {

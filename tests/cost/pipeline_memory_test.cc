@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <variant>
 
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 #include "loom/cost/memory_model.h"
 
 namespace loom::cost {

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 #include "loom/ir/graph_builder.h"
 #include "loom/ops/registry.h"
 

@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 #include "loom/cost/memory_model.h"
 #include "loom/exec/instruction_buffers.h"
 #include "loom/plan/residence.h"

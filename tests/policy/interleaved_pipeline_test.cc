@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 #include "loom/ir/graph_builder.h"
 #include "loom/policy/stages.h"
 #include "loom/verify/exec_interpreter.h"

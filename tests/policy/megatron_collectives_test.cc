@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 #include "layer_all_reduces.h"
 
 namespace loom::policy {

@@ -8,7 +8,7 @@
 #include <set>
 #include <string>
 
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 #include "loom/policy/tensor_parallel.h"
 #include "policy_test_support.h"
 

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 #include "layer_all_reduces.h"
 #include "loom/ir/graph_json.h"
 #include "loom/policy/tensor_parallel.h"

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 #include "loom/ir/graph_builder.h"
 #include "loom/models/transformer_blocks.h"
 #include "loom/policy/tensor_parallel.h"

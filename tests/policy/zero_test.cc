@@ -9,7 +9,7 @@
 
 #include <map>
 
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 #include "loom/cost/memory_model.h"
 #include "loom/plan/residence.h"
 #include "loom/verify/closed_step.h"
@@ -288,15 +288,15 @@ TEST(GradientAccumulation, MicroBatchesAreSummedOnceAStep) {
     const auto p = policy_plan(graph, stage == 0 ? "dp" : "zero", config);
     // One reduction per parameter and step, of the same bytes as with one micro-batch.
     const std::string reduction(stage == 0 ? "all-reduce" : "reduce-scatter");
-    EXPECT_EQ(p->stats.collectives.at(reduction), parameters);
+    EXPECT_EQ(p->materialize_stats.collectives.at(reduction), parameters);
     const auto traffic = scaled_traffic(p->exec, 0, 2);
     EXPECT_EQ(traffic.at(ir::TensorRole::gradient), (stage == 0 ? 2 : 1) * gradient_bytes);
     expect_exact_and_closed("gpt3-125m", stage == 0 ? "dp" : "zero", config);
   }
   // One device, two micro-batches: the partial sums are added locally, nothing moves.
   const auto single = policy_plan(graph, "megatron", {.micro_batches = 2});
-  EXPECT_TRUE(single->stats.collectives.empty());
-  EXPECT_EQ(single->stats.sends, 0);
+  EXPECT_TRUE(single->materialize_stats.collectives.empty());
+  EXPECT_EQ(single->materialize_stats.sends, 0);
   expect_exact_and_closed("gpt3-125m", "megatron", {.micro_batches = 2});
 }
 
@@ -323,7 +323,7 @@ TEST(GradientAccumulation, PartialSumsAreAddedAsTheMicroBatchesGo) {
     auto graph = ir::build_training_graph(*forward, ops::builtin_ops(), {});
     ASSERT_TRUE(graph) << graph.error().to_string();
     const auto p = policy_plan(*graph, "dp", {.dp = 2, .micro_batches = micro_batches});
-    EXPECT_EQ(p->stats.sends, 0);
+    EXPECT_EQ(p->materialize_stats.sends, 0);
     // Eight micro-batches: pairwise sums keep one sum per level (three) and the two being added alive,
     // not all eight and their sum; three (not a power of two) are summed at once when the step reads them.
     const int most = most_live(p->exec, 0, "layers.0.mlp.fc1.weight.grad");

@@ -9,7 +9,7 @@
 #include <numeric>
 
 #include "../exec/exec_test_plans.h"
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 #include "loom/cluster/presets.h"
 #include "loom/ops/registry.h"
 

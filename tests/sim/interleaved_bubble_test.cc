@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 #include "loom/policy/stages.h"
 #include "loom/sim/simulator.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <nlohmann/json.hpp>
 
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 #include "loom/sim/chrome_trace.h"
 #include "loom/sim/simulator.h"
 

@@ -1,4 +1,4 @@
-// Test support for the sim tests: shrunk policy plans (tests/exec/policy_plans.h) with device classes,
+// Test support for the sim tests: shrunk policy plans (tests/testing/policy_plans.h) with device classes,
 // priced by the real models on a cluster preset.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "../exec/policy_plans.h"
+#include "testing/policy_plans.h"
 #include "loom/cluster/presets.h"
 #include "loom/cost/compute_model.h"
 #include "loom/exec/device_classes.h"

@@ -11,33 +11,42 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "loom/api/plan_job.h"
+#include "loom/api/job.h"
 
 namespace loom::api {
 
-bool is_baseline(const std::string& policy);  // "megatron-best", "deepspeed-best"
+bool is_baseline(std::string_view policy);  // "megatron-best", "deepspeed-best"
 
 struct BaselineCandidate {
   std::string policy;  // the built-in policy the candidate applies ("megatron", "zero")
   policy::ParallelConfig config;
 };
 
-// The candidates of `baseline` for the request's model, cluster and global batch, in enumeration order.
-// Errors: an unknown baseline, a GPU count (request.gpus, else the cluster's) with no candidate.
-Expected<std::vector<BaselineCandidate>> baseline_candidates(const PlanRequest& request, const std::string& baseline);
+// The candidates of a job loaded with a baseline as its policy (load_job), in enumeration order: its
+// cluster, its GPU count (the resolved --gpus) and its model's global batch and layers.
+// Errors: a job whose policy is not a baseline, a GPU count with no candidate.
+Expected<std::vector<BaselineCandidate>> baseline_candidates(const Job& loaded);
 
-struct BaselineResult {
-  std::unique_ptr<PlanResult> best;
+struct SearchSummary {
+  std::string baseline;
   int candidates = 0;  // enumerated
   int evaluated = 0;   // planned and simulated (recomputation variants skipped once one fits)
   int failed = 0;      // candidates the policy could not apply (indivisible shapes)
 };
 
-// Plans every candidate (plan_model) and keeps the best. The best result's description names the
-// baseline and the configuration it chose.
-Expected<BaselineResult> best_baseline(const PlanRequest& request, const std::string& baseline);
+struct BaselineResult {
+  std::unique_ptr<Job> best;  // its description names the baseline and the configuration it chose
+  SearchSummary summary;
+};
+
+// Plans every candidate of `options.policy` (a baseline) and keeps the best.
+Expected<BaselineResult> best_baseline(const JobOptions& options);
+
+// The job of a built-in policy (plan_job), or of a baseline's search, whose summary `search` receives.
+Expected<std::unique_ptr<Job>> plan_or_search(const JobOptions& options, std::optional<SearchSummary>* search = nullptr);
 
 }  // namespace loom::api

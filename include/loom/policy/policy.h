@@ -49,8 +49,8 @@ int device_count(const ParallelConfig& config);
 
 // The degrees a policy takes on `devices` devices when the user gives none: 'tp' and 'pp' put every device
 // on their one degree; 'dp-tp' tp 2 and dp the rest (an even count of at least 4); 'megatron' the largest
-// tp up to 8 that divides the count (one node's NVLink domain) and dp the rest; the others dp. Pipelined
-// configs take 2 x pp micro-batches. The CLI's and the Python API's default.
+// tp up to 8 that divides the count (one node's NVLink domain) and dp the rest; the others dp. The job's
+// default degrees (api/resolve_request.h, which also resolves the micro-batches).
 Expected<ParallelConfig> default_degrees(std::string_view policy, int devices);
 // (pp_rank * dp + dp_rank) * tp + tp_rank.
 int device_of(const ParallelConfig& config, int pp_rank, int dp_rank, int tp_rank);

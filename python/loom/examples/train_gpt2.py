@@ -92,9 +92,10 @@ def main(argv=None):
     if args.dp is None and args.tp is None:
         policy_args = ["--policy", "megatron-best", "--gpus", str(args.gpus)]
     else:
-        policy_args = ["--policy", "megatron", "--dp", str(args.dp or 1), "--tp", str(args.tp or 1)]
+        policy_args = ["--policy", "megatron", "--dp", str(args.dp or 1), "--tp", str(args.tp or 1),
+                       "--gpus", str((args.dp or 1) * (args.tp or 1))]
     parallel, parallel_command = plan(args.loom, graph, policy_args, out / "parallel")
-    single, _ = plan(args.loom, graph, ["--policy", "dp", "--dp", "1"], out / "single")
+    single, _ = plan(args.loom, graph, ["--policy", "dp", "--dp", "1", "--gpus", "1"], out / "single")
     print(f"planned    {parallel_command}")
     try:
         manifest = load_manifest(parallel)

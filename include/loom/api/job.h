@@ -1,0 +1,118 @@
+// The one job pipeline (DESIGN.md, "Job"): every front end — `loom plan`, `compare`, `verify`,
+// `profile`, the baselines' searches, the Python bindings and the tests — builds a Job with the same
+// staged functions:
+//
+//   load_job      cluster, profile database, model (preset, graph file or JSON), the options resolved
+//                 (resolve_request.h), the fold decided, the training graph and its statistics;
+//   apply_policy  a fresh plan transformed by the named built-in policy (later: the search);
+//   materialize   validation, materialization, the ExecPlan check, device classes, the exec passes; a
+//                 folded job's slice unfolded into the step (exec/fold.h);
+//   simulate      durations, the simulation, memory and step metrics.
+//
+// plan_job runs the four. A Job owns everything its stages make and never moves (it is held by
+// unique_ptr): the plan points into its graph and the ExecPlan into its plan once, when they are made.
+// Each stage is the library's own function; nothing here decides a plan.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "loom/api/job_options.h"
+#include "loom/api/resolve_request.h"
+#include "loom/cluster/cluster.h"
+#include "loom/core/error.h"
+#include "loom/cost/memory_model.h"
+#include "loom/cost/profile_db.h"
+#include "loom/exec/exec_plan.h"
+#include "loom/exec/fold.h"
+#include "loom/exec/materialize.h"
+#include "loom/ir/graph.h"
+#include "loom/ir/graph_stats.h"
+#include "loom/ops/custom_ops.h"
+#include "loom/ops/registry.h"
+#include "loom/plan/plan.h"
+#include "loom/sim/metrics.h"
+#include "loom/sim/simulator.h"
+
+namespace loom::api {
+
+// An explicit (unfolded) plan above this many sub-ops (ops x dp x tp x micro-batches, estimated) folds
+// when it can (Fold::automatic); one above kExplicitSubOpLimit that cannot is refused rather than planned
+// for minutes.
+inline constexpr std::int64_t kFoldAboveSubOps = 300'000;
+inline constexpr std::int64_t kExplicitSubOpLimit = 3'000'000;
+
+// Wall-clock seconds of each stage (printed by the CLI; never written into the deterministic files).
+struct StageSeconds {
+  double build = 0;        // model and training graph
+  double policy = 0;       // the policy over a fresh plan
+  double materialize = 0;  // validation, materialization, ExecPlan check, device classes, exec passes
+  double simulate = 0;     // durations, simulation, memory, metrics
+  double total = 0;
+};
+
+enum class Stage : std::uint8_t { loaded, planned, materialized, simulated };
+
+struct Job {
+  JobOptions options;        // as given
+  ResolvedRequest request;   // resolved once (resolve_request.h)
+  std::string description;   // "megatron: dp 2 x tp 4 x pp 1, 4 micro-batches"
+  cluster::Cluster cluster;
+  ops::CustomCatalog catalog{ops::builtin_ops()};  // the built-in ops and the graph's own (loom.register_op)
+  std::optional<cost::ProfileDb> profile;
+  sim::Workload workload;    // the whole step's samples and tokens
+  ir::Graph graph;           // the training graph (folded: one micro-batch of one replica)
+  ir::GraphStats stats;
+  plan::Plan plan;
+  exec::ExecPlan exec;       // folded: the unfolded step, programs for the class representatives only
+  exec::MaterializeStats materialize_stats;
+  // Folded (exec/fold.h): the plan and the graph are one micro-batch of one replica over tp x pp slice
+  // devices, `slice` their checked ExecPlan (which exec.json holds) and `fold` how it unfolds.
+  bool folded = false;
+  int slice_devices = 0;
+  exec::ExecPlan slice;
+  exec::FoldShape fold;
+  sim::SimResult sim;
+  cost::MemoryReport memory;
+  sim::StepMetrics metrics;
+  StageSeconds seconds;
+  Stage stage = Stage::loaded;
+
+  Job() = default;
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+};
+
+// Loads and resolves. Errors name the stage and the input: no or several model sources, an unknown
+// model, cluster or policy, degrees that do not use the GPUs, a malformed profile database.
+Expected<std::unique_ptr<Job>> load_job(const JobOptions& options);
+
+// A job over a training graph already built (tests and tools that make graphs by hand): the options'
+// model source and sizes are not read, the degrees resolve against the graph's batch, and it never folds.
+// With options.shrink (a shrunk graph), moves are priced by bandwidth alone, as for a shrunk preset.
+Expected<std::unique_ptr<Job>> load_job(const JobOptions& options, ir::Graph training_graph);
+
+// The policy over a fresh plan of the job's graph. Errors: a policy that cannot split the model.
+Expected<void> apply_policy(Job& job);
+
+// Materializes, checks and passes the plan (and unfolds a folded one).
+Expected<void> materialize(Job& job);
+
+// Prices the step. A plan that does not fit in memory is a result, not an error (metrics.out_of_memory()).
+Expected<void> simulate(Job& job);
+
+// load_job, apply_policy, materialize and simulate: a built-in policy's whole job. (The baselines'
+// searches are plan_or_search, baseline_search.h.)
+Expected<std::unique_ptr<Job>> plan_job(const JobOptions& options);
+
+// "megatron: dp 2 x tp 4 x pp 2, 8 micro-batches, 1f1b" — the policy and its degrees, for tables.
+std::string describe(const std::string& policy, const policy::ParallelConfig& config);
+
+// Writes plan.json, exec.json, trace.json and report.html into `dir` (created when missing), each
+// atomically; returns their paths. The files depend only on the options, so two runs give byte-identical
+// files. Needs a simulated job.
+Expected<std::vector<std::string>> write_plan_files(const Job& job, const std::string& dir);
+
+}  // namespace loom::api

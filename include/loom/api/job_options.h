@@ -1,0 +1,92 @@
+// The options of one planning job as a user states them (DESIGN.md, "Job"): a plain struct with one
+// documented default per field, and the one keyword table that names each field for the command line
+// (`--global-batch`) and for Python (`global_batch=`). The CLI registers its flags from the table and the
+// bindings take their keywords from it, so both accept the same fields with the same defaults, parsed by
+// the same code. Degrees, micro-batches and the GPU count are left as given (0: not given) and resolved
+// once, against the cluster and the model's global batch, by resolve_request (resolve_request.h).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loom/core/error.h"
+#include "loom/ir/autograd.h"
+#include "loom/ir/dtype.h"
+#include "loom/plan/schedule.h"
+#include "loom/policy/recompute_policy.h"
+
+namespace loom::api {
+
+// Folded planning (exec/fold.h): one micro-batch of one data-parallel replica planned and materialized,
+// repeated over the micro-batches and mirrored over the replicas. automatic folds a megatron plan
+// without ZeRO whose explicit plan would exceed kFoldAboveSubOps sub-ops (ops x dp x tp x micro-batches).
+enum class Fold : std::uint8_t { automatic, off, on };
+std::string_view name(Fold fold);  // "auto", "off", "on"
+
+struct JobOptions {
+  // The model: exactly one source.
+  std::string model;       // a preset (`loom models`)
+  std::string graph_file;  // or a graph JSON file (`loom.trace`), planned at its traced sizes
+  std::string graph_text;  // or that JSON itself (the bindings); "the graph JSON" in errors
+  // A preset's sizes (a graph keeps those it was traced at).
+  std::int64_t global_batch = 0;      // samples per step; 0: the preset's
+  std::int64_t seq = 0;               // sequence length or image side; 0: the preset's
+  std::int64_t layers = 0;            // depth; 0: the preset's
+  std::int64_t vocab_multiple = 128;  // vocabulary padded to a multiple of this, as Megatron-LM does
+  ir::DType dtype = ir::DType::bf16;  // weights and activations
+  bool shrink = false;                // tiny widths with the preset's architecture (verification)
+
+  ir::OptimizerOptions optimizer;  // AdamW with fp32 master weights (ir/autograd.h)
+
+  std::string cluster = "dgx-a100";  // a preset (`loom clusters`) or a YAML / JSON cluster file
+  int gpus = 0;                      // GPUs the plan uses; 0: every GPU of the cluster
+  std::string profile;               // a profile database overriding the roofline (cost/profile_db.h)
+
+  // The policy and its degrees (Megatron-LM's semantics, resolve_request.h).
+  std::string policy = "megatron";
+  int dp = 0;                          // 0: the GPUs over tp x pp (the policy's default without degrees)
+  int tp = 0;                          // 0: 1, or the policy's default without degrees
+  int pp = 0;                          // 0: 1, or the policy's default without degrees
+  int micro_batches = 0;               // per step; 0: from micro_batch_size, else 2 x pp when pipelined, else 1
+  std::int64_t micro_batch_size = 0;   // samples per micro-batch and dp rank; 0: from micro_batches
+  plan::ScheduleKind schedule = plan::ScheduleKind::one_f_one_b;
+  int interleave = 1;                  // model chunks per pipeline device (interleaved 1F1B above 1)
+  bool sequence_parallel = false;
+  int zero = 0;                        // ZeRO stage over the dp ranks (0: off)
+  policy::Recompute recompute = policy::Recompute::none;
+  Fold fold = Fold::automatic;
+  bool layout_search = true;           // materialize with the RVD layout search (false: p2p fallback only)
+};
+
+// Which commands take a field: a command registers the groups it needs.
+enum class OptionGroup : std::uint8_t { model, sizes, optimizer, cluster, parallel, fold };
+
+enum class ValueKind : std::uint8_t { whole, real, flag, text };
+
+struct OptionField {
+  std::string_view keyword;  // the Python keyword: "global_batch"
+  std::string_view flag;     // the command-line flag: "--global-batch"
+  std::vector<std::string_view> aliases;  // older names accepted too: "--batch", "batch"
+  OptionGroup group;
+  ValueKind kind;
+  std::string_view help;
+  // Parses `text` into the field: a whole number, a real, "true"/"false" for flags, or the text itself
+  // (enumerations parsed by name). Errors say what is wrong with the value, not which option it is.
+  Expected<void> (*set)(JobOptions&, std::string_view text);
+  std::string (*get)(const JobOptions&);  // the value as text (help's defaults, `--json` echoes)
+};
+
+// Every field, in the order `--help` lists them.
+std::span<const OptionField> option_fields();
+
+// The field named `name` (a keyword, a flag, or an alias); nullptr when none.
+const OptionField* find_option(std::string_view name);
+
+// Sets the field called `name` from `text`. Errors name the option as the caller spells it
+// ("option --tp: ...", "keyword tp: ...") and suggest the closest known name for an unknown one.
+Expected<void> set_option(JobOptions& options, std::string_view name, std::string_view text);
+
+}  // namespace loom::api

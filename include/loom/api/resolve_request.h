@@ -1,0 +1,51 @@
+// The one place a job's defaults are resolved (DESIGN.md, "Job"): from the options as given
+// (job_options.h, 0 meaning "not given") to the GPU count, degrees, micro-batches and model sizes every
+// stage uses. The rules are Megatron-LM's:
+//   GPUs           --gpus, else every GPU of the cluster;
+//   degrees        none given: the policy's defaults on the GPUs (policy::default_degrees); else tp and pp
+//                  default to 1 and dp, where the policy has one, to GPUs / (tp x pp). The degrees must use
+//                  exactly the GPUs: a remainder or GPUs left unused is an error with the fix;
+//   micro-batches  --micro-batch-size b: global batch / (dp x b); else --microbatches; else 2 x pp when
+//                  pipelined (a multiple of pp, as interleaving needs), else 1.
+// The baselines' searches (megatron-best, deepspeed-best) choose their own degrees; for them only the GPU
+// count is resolved.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "loom/api/job_options.h"
+#include "loom/cluster/cluster.h"
+#include "loom/core/error.h"
+#include "loom/ir/autograd.h"
+#include "loom/models/zoo.h"
+#include "loom/policy/policy.h"
+
+namespace loom::api {
+
+struct ResolvedRequest {
+  models::ModelOptions model_options;  // a preset's build options (batch: the global batch option, 0 the preset's)
+  ir::OptimizerOptions optimizer;
+  int gpus = 0;                        // the GPUs the plan uses
+  policy::ParallelConfig config;       // degrees and micro-batches (unset for a baseline's search)
+};
+
+// Whether the options plan a traced graph (a file or its text) rather than a preset.
+bool plans_a_graph(const JobOptions& options);
+
+// The checks that need no model: exactly one model source, no resizing of a graph, a known policy.
+Expected<void> check_options(const JobOptions& options);
+
+// A preset's build options: the sizes as given (0: the preset's), which depend on nothing else.
+models::ModelOptions model_options_of(const JobOptions& options);
+
+// `options` with every degree, the micro-batches, the schedule, ZeRO and recomputation of `config` given
+// explicitly and the GPU count their product: the options that resolve to `config` (searches, tests).
+JobOptions with_config(JobOptions options, const policy::ParallelConfig& config);
+
+// Errors name the option: an unknown policy, GPUs the degrees do not use, indivisible micro-batches.
+// `global_batch`: the loaded model's (its first input's batch).
+Expected<ResolvedRequest> resolve_request(const JobOptions& options, const cluster::Cluster& cluster,
+                                          std::int64_t global_batch);
+
+}  // namespace loom::api

@@ -1,0 +1,138 @@
+// load_job (job.h): the cluster, the profile database, the model, the options resolved once, the fold
+// decided, and the training graph.
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "loom/api/baseline_search.h"
+#include "loom/api/job.h"
+#include "loom/cluster/presets.h"
+#include "loom/frontend/graph_file.h"
+#include "loom/ir/autograd.h"
+#include "loom/models/zoo.h"
+#include "loom/policy/policy.h"
+#include "stage_clock.h"
+
+namespace loom::api {
+namespace {
+
+Expected<ir::Graph> load_forward(const JobOptions& o, ops::CustomCatalog& catalog) {
+  if (!o.model.empty()) return with_context(models::build_model(o.model, model_options_of(o)), "model");
+  if (!o.graph_file.empty()) return frontend::load_graph_file(o.graph_file, catalog);
+  return frontend::load_graph_text(o.graph_text, "the graph JSON", catalog);
+}
+
+// The batch of the graph's first input: the global batch a preset was built at or a graph was traced at.
+std::int64_t batch_of(const ir::Graph& graph) {
+  if (graph.inputs.empty() || graph.tensor(graph.inputs.front()).shape.rank() == 0) return 0;
+  return graph.tensor(graph.inputs.front()).shape[0];
+}
+
+// The samples and tokens one step processes: the batch of the graph's first input, times its second
+// dimension for token models (an integer input: token ids).
+sim::Workload workload_of(const ir::Graph& graph) {
+  sim::Workload w;
+  w.samples_per_step = static_cast<double>(batch_of(graph));
+  if (graph.inputs.empty()) return w;
+  const ir::FullTensor& first = graph.tensor(graph.inputs.front());
+  if (!ir::is_floating(first.dtype) && first.shape.rank() >= 2)
+    w.tokens_per_step = static_cast<double>(first.shape[0] * first.shape[1]);
+  return w;
+}
+
+std::string zero_text(int zero) { return zero > 0 ? fmt::format(" with ZeRO-{}", zero) : std::string(); }
+
+// Whether to fold (job.h): on request, or automatically for a large megatron plan.
+Expected<bool> decide_fold(const Job& job, const ir::Graph& forward) {
+  const JobOptions& o = job.options;
+  const policy::ParallelConfig& c = job.request.config;
+  // Folding rebuilds the model at micro-batch size, which only a preset can do: a graph file's sizes
+  // are fixed where it was traced.
+  const bool foldable = o.policy == "megatron" && c.zero == 0 && !plans_a_graph(o);
+  if (o.fold == Fold::off) return false;
+  if (o.fold == Fold::on) {
+    if (!foldable)
+      return fail(plans_a_graph(o)
+                      ? std::string("folding rebuilds a model preset at micro-batch size; a graph file cannot be folded")
+                      : fmt::format("folding plans the megatron policy without ZeRO, not policy {}{}", o.policy,
+                                    zero_text(c.zero)),
+                  "use --policy megatron without --zero on a --model preset, or --fold off");
+    return true;
+  }
+  // The training graph has about three ops per forward op (forward, backward, accumulations).
+  const std::int64_t estimate = 3 * static_cast<std::int64_t>(forward.ops.size()) * c.dp * c.tp * c.micro_batches;
+  if (foldable && (c.dp > 1 || c.micro_batches > 1) && estimate > kFoldAboveSubOps) return true;
+  if (estimate > kExplicitSubOpLimit)
+    return fail(fmt::format("the explicit plan would hold about {} sub-ops (ops x dp x tp x micro-batches), over Loom's "
+                            "limit of {} (minutes and many GB to plan), and policy {}{} cannot be folded",
+                            estimate, kExplicitSubOpLimit, o.policy, zero_text(c.zero)),
+                "fold it (--policy megatron without --zero), or plan fewer dp ranks or micro-batches");
+  return false;
+}
+
+// The model at micro-batch size: the global batch over dp x micro-batches.
+Expected<ir::Graph> micro_batch_model(const Job& job, std::int64_t global_batch) {
+  const policy::ParallelConfig& c = job.request.config;
+  const std::int64_t parts = std::int64_t{c.dp} * c.micro_batches;
+  if (global_batch <= 0 || global_batch % parts != 0)
+    return fail(fmt::format("the global batch {} does not divide into dp {} x {} micro-batches", global_batch, c.dp,
+                            c.micro_batches),
+                "choose --global-batch a multiple of dp x micro-batches");
+  models::ModelOptions options = job.request.model_options;
+  options.batch = global_batch / parts;
+  return with_context(models::build_model(job.options.model, options), "model at micro-batch size");
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Job>> load_job(const JobOptions& options) {
+  const StageClock clock;
+  LOOM_RETURN_IF_ERROR(check_options(options));
+  auto job = std::make_unique<Job>();
+  Job& j = *job;
+  j.options = options;
+  LOOM_ASSIGN_OR_RETURN(j.cluster, with_context(cluster::make_cluster(options.cluster), "cluster"));
+  if (!options.profile.empty()) {
+    LOOM_ASSIGN_OR_RETURN(j.profile, cost::ProfileDb::load(options.profile));
+  }
+  // The sizes a preset is built at do not depend on the degrees, so the model comes first and its
+  // global batch resolves the micro-batches.
+  LOOM_ASSIGN_OR_RETURN(ir::Graph forward, load_forward(options, j.catalog));
+  const std::int64_t global_batch = batch_of(forward);
+  LOOM_ASSIGN_OR_RETURN(j.request, resolve_request(options, j.cluster, global_batch));
+  j.workload = workload_of(forward);
+  j.description = describe(options.policy, j.request.config);
+  if (!is_baseline(options.policy)) {
+    LOOM_ASSIGN_OR_RETURN(j.folded, decide_fold(j, forward));
+  }
+  if (j.folded) {
+    LOOM_ASSIGN_OR_RETURN(forward, micro_batch_model(j, global_batch));
+  }
+  LOOM_ASSIGN_OR_RETURN(j.graph, ir::build_training_graph(forward, j.catalog, j.request.optimizer));
+  LOOM_ASSIGN_OR_RETURN(j.stats, ir::compute_stats(j.graph, j.catalog));
+  j.seconds.build = clock.seconds();
+  j.stage = Stage::loaded;
+  return job;
+}
+
+Expected<std::unique_ptr<Job>> load_job(const JobOptions& options, ir::Graph training_graph) {
+  const StageClock clock;
+  auto job = std::make_unique<Job>();
+  Job& j = *job;
+  j.options = options;
+  j.options.model.clear();
+  j.options.graph_file.clear();
+  j.options.graph_text.clear();
+  j.options.fold = Fold::off;
+  LOOM_ASSIGN_OR_RETURN(j.cluster, with_context(cluster::make_cluster(options.cluster), "cluster"));
+  LOOM_ASSIGN_OR_RETURN(j.request, resolve_request(j.options, j.cluster, batch_of(training_graph)));
+  j.workload = workload_of(training_graph);
+  j.description = describe(options.policy, j.request.config);
+  j.graph = std::move(training_graph);
+  LOOM_ASSIGN_OR_RETURN(j.stats, ir::compute_stats(j.graph, j.catalog));
+  j.seconds.build = clock.seconds();
+  j.stage = Stage::loaded;
+  return job;
+}
+
+}  // namespace loom::api

@@ -1,0 +1,212 @@
+#include "loom/api/job_options.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "loom/core/strings.h"
+
+namespace loom::api {
+namespace {
+
+template <class T>
+Expected<T> parse_whole(std::string_view text, T low, T high) {
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size())
+    return fail(fmt::format("'{}' is not a whole number", text), "write digits only, e.g. 8");
+  if (value < low || value > high) return fail(fmt::format("{} is outside [{}, {}]", value, low, high));
+  return value;
+}
+
+Expected<double> parse_real(std::string_view text, double low, double high) {
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || !std::isfinite(value))
+    return fail(fmt::format("'{}' is not a finite number", text), "e.g. 0.001 or 1e-3");
+  if (value < low || value > high) return fail(fmt::format("{} is outside [{}, {}]", value, low, high));
+  return value;
+}
+
+Expected<bool> parse_flag(std::string_view text) {
+  if (text == "true" || text == "True" || text == "1") return true;
+  if (text == "false" || text == "False" || text == "0") return false;
+  return fail(fmt::format("'{}' is not true or false", text));
+}
+
+Expected<plan::ScheduleKind> parse_schedule(std::string_view text) {
+  if (text == "1f1b") return plan::ScheduleKind::one_f_one_b;
+  if (text == "gpipe") return plan::ScheduleKind::gpipe;
+  return fail(fmt::format("unknown schedule '{}'", text), "use 1f1b or gpipe (--interleave V for interleaved 1F1B)");
+}
+
+std::string_view schedule_text(plan::ScheduleKind kind) { return kind == plan::ScheduleKind::gpipe ? "gpipe" : "1f1b"; }
+
+Expected<Fold> parse_fold(std::string_view text) {
+  if (text == "auto") return Fold::automatic;
+  if (text == "on") return Fold::on;
+  if (text == "off") return Fold::off;
+  return fail(fmt::format("unknown fold '{}'", text), "use auto, on or off");
+}
+
+std::string real_text(double value) { return fmt::format("{}", value); }
+
+constexpr std::int64_t kMaxCount = std::int64_t{1} << 24;
+constexpr int kMaxDegree = 1 << 20;
+
+// Field accessors as captureless lambdas: one line per field in the table below.
+#define LOOM_WHOLE(member, low, high)                                                                    \
+  [](JobOptions& o, std::string_view t) -> Expected<void> {                                             \
+    LOOM_ASSIGN_OR_RETURN(o.member, parse_whole<decltype(o.member)>(t, low, high));                     \
+    return {};                                                                                          \
+  },                                                                                                    \
+      [](const JobOptions& o) { return std::to_string(o.member); }
+#define LOOM_REAL(member, low, high)                                                                     \
+  [](JobOptions& o, std::string_view t) -> Expected<void> {                                             \
+    LOOM_ASSIGN_OR_RETURN(o.member, parse_real(t, low, high));                                          \
+    return {};                                                                                          \
+  },                                                                                                    \
+      [](const JobOptions& o) { return real_text(o.member); }
+#define LOOM_FLAG(member)                                                                                \
+  [](JobOptions& o, std::string_view t) -> Expected<void> {                                             \
+    LOOM_ASSIGN_OR_RETURN(o.member, parse_flag(t));                                                     \
+    return {};                                                                                          \
+  },                                                                                                    \
+      [](const JobOptions& o) { return std::string(o.member ? "true" : "false"); }
+#define LOOM_TEXT(member)                                                                                \
+  [](JobOptions& o, std::string_view t) -> Expected<void> {                                             \
+    o.member = std::string(t);                                                                          \
+    return {};                                                                                          \
+  },                                                                                                    \
+      [](const JobOptions& o) { return o.member; }
+#define LOOM_NAMED(member, parse)                                                                        \
+  [](JobOptions& o, std::string_view t) -> Expected<void> {                                             \
+    LOOM_ASSIGN_OR_RETURN(o.member, parse(t));                                                          \
+    return {};                                                                                          \
+  },                                                                                                    \
+      [](const JobOptions& o) { return std::string(name(o.member)); }
+
+using G = OptionGroup;
+using K = ValueKind;
+constexpr double kHuge = std::numeric_limits<double>::max();
+
+const std::vector<OptionField>& table() {
+  static const std::vector<OptionField> fields = {
+      {"model", "--model", {}, G::model, K::text, "Model preset (see `loom models`)", LOOM_TEXT(model)},
+      {"graph_file", "--graph", {}, G::model, K::text,
+       "A graph JSON file (written by the Python tracer or `loom graph --json`) instead of --model",
+       LOOM_TEXT(graph_file)},
+      {"global_batch", "--global-batch", {"--batch", "batch"}, G::sizes, K::whole,
+       "Samples per step (default: the preset's)", LOOM_WHOLE(global_batch, 1, kMaxCount)},
+      {"seq", "--seq", {}, G::sizes, K::whole, "Sequence length or image side (default: the preset's)",
+       LOOM_WHOLE(seq, 1, kMaxCount)},
+      {"layers", "--layers", {}, G::sizes, K::whole, "Override the depth", LOOM_WHOLE(layers, 1, 4096)},
+      {"vocab_multiple", "--vocab-multiple", {}, G::sizes, K::whole,
+       "Pad the vocabulary to a multiple of this, as Megatron-LM does (1: no padding)",
+       LOOM_WHOLE(vocab_multiple, 1, 65536)},
+      {"dtype", "--dtype", {}, G::sizes, K::text, "Weights and activations: bf16, f16 or f32",
+       LOOM_NAMED(dtype, ir::parse_dtype)},
+      {"shrink", "--shrink", {}, G::sizes, K::flag, "Shrink the preset to tiny widths, as `loom verify` does",
+       LOOM_FLAG(shrink)},
+      {"optimizer", "--optimizer", {}, G::optimizer, K::text, "Update rule: sgd, adam or adamw",
+       LOOM_NAMED(optimizer.kind, ir::parse_optimizer)},
+      {"lr", "--lr", {}, G::optimizer, K::real, "Learning rate", LOOM_REAL(optimizer.lr, 0, kHuge)},
+      {"beta1", "--beta1", {}, G::optimizer, K::real, "Adam's first-moment decay", LOOM_REAL(optimizer.beta1, 0, 1)},
+      {"beta2", "--beta2", {}, G::optimizer, K::real, "Adam's second-moment decay", LOOM_REAL(optimizer.beta2, 0, 1)},
+      {"eps", "--eps", {}, G::optimizer, K::real, "Adam's denominator epsilon", LOOM_REAL(optimizer.eps, 0, kHuge)},
+      {"weight_decay", "--weight-decay", {}, G::optimizer, K::real, "AdamW's decoupled weight decay",
+       LOOM_REAL(optimizer.weight_decay, 0, kHuge)},
+      {"momentum", "--momentum", {}, G::optimizer, K::real, "SGD's momentum (0: none)",
+       LOOM_REAL(optimizer.momentum, 0, 1)},
+      {"master_weights", "--master-weights", {}, G::optimizer, K::flag,
+       "Keep fp32 master copies of 16-bit parameters (mixed-precision Adam)", LOOM_FLAG(optimizer.master_weights)},
+      {"cluster", "--cluster", {}, G::cluster, K::text, "Cluster preset (see `loom clusters`) or a YAML / JSON file",
+       LOOM_TEXT(cluster)},
+      {"gpus", "--gpus", {"--devices", "devices"}, G::cluster, K::whole,
+       "GPUs the plan uses (default: every GPU of the cluster)", LOOM_WHOLE(gpus, 1, kMaxDegree)},
+      {"profile", "--profile", {}, G::cluster, K::text, "Profile database overriding the roofline (see `loom profile`)",
+       LOOM_TEXT(profile)},
+      {"policy", "--policy", {}, G::parallel, K::text,
+       "Policy: dp, tp, dp-tp, pp, megatron, zero; or a baseline's grid search: megatron-best, deepspeed-best",
+       LOOM_TEXT(policy)},
+      {"dp", "--dp", {}, G::parallel, K::whole, "Data-parallel degree (default: the GPUs over tp x pp)",
+       LOOM_WHOLE(dp, 1, kMaxDegree)},
+      {"tp", "--tp", {}, G::parallel, K::whole, "Tensor-parallel degree (default 1)", LOOM_WHOLE(tp, 1, kMaxDegree)},
+      {"pp", "--pp", {}, G::parallel, K::whole, "Pipeline stages (default 1)", LOOM_WHOLE(pp, 1, kMaxDegree)},
+      {"micro_batches", "--microbatches", {"--micro-batches"}, G::parallel, K::whole,
+       "Micro-batches per step: pipelined, or gradients accumulated (default: from --micro-batch-size, else 2 x "
+       "stages with --pp, else 1)",
+       LOOM_WHOLE(micro_batches, 1, kMaxDegree)},
+      {"micro_batch_size", "--micro-batch-size", {}, G::parallel, K::whole,
+       "Samples per micro-batch on each dp rank, as Megatron-LM's: micro-batches = global batch / (dp x this)",
+       LOOM_WHOLE(micro_batch_size, 1, kMaxCount)},
+      {"schedule", "--schedule", {}, G::parallel, K::text, "Pipeline schedule: gpipe or 1f1b",
+       [](JobOptions& o, std::string_view t) -> Expected<void> {
+         LOOM_ASSIGN_OR_RETURN(o.schedule, parse_schedule(t));
+         return {};
+       },
+       [](const JobOptions& o) { return std::string(schedule_text(o.schedule)); }},
+      {"interleave", "--interleave", {"virtual_stages"}, G::parallel, K::whole,
+       "Model chunks per pipeline device: interleaved 1F1B over chunks of whole layers (micro-batches a multiple "
+       "of --pp)",
+       LOOM_WHOLE(interleave, 1, 1024)},
+      {"sequence_parallel", "--sp", {}, G::parallel, K::flag,
+       "Sequence parallelism: split norms, dropouts and residual adds along the sequence over the tp ranks",
+       LOOM_FLAG(sequence_parallel)},
+      {"zero", "--zero", {}, G::parallel, K::whole,
+       "ZeRO stage over the dp ranks (policies zero, megatron): 1 partitions optimizer states, 2 also gradients, 3 "
+       "also parameters",
+       LOOM_WHOLE(zero, 0, 3)},
+      {"recompute", "--recompute", {}, G::parallel, K::text, "Activation recomputation: none, selective or full",
+       LOOM_NAMED(recompute, policy::parse_recompute)},
+      {"fold", "--fold", {}, G::fold, K::text,
+       "Plan one micro-batch of one replica and repeat it (megatron without ZeRO): auto (large jobs), on, off",
+       LOOM_NAMED(fold, parse_fold)},
+  };
+  return fields;
+}
+
+#undef LOOM_WHOLE
+#undef LOOM_REAL
+#undef LOOM_FLAG
+#undef LOOM_TEXT
+#undef LOOM_NAMED
+
+}  // namespace
+
+std::string_view name(Fold fold) {
+  switch (fold) {
+    case Fold::automatic: return "auto";
+    case Fold::off: return "off";
+    case Fold::on: return "on";
+  }
+  return "?";
+}
+
+std::span<const OptionField> option_fields() { return table(); }
+
+const OptionField* find_option(std::string_view name) {
+  for (const OptionField& f : table()) {
+    if (f.keyword == name || f.flag == name) return &f;
+    for (std::string_view alias : f.aliases)
+      if (alias == name) return &f;
+  }
+  return nullptr;
+}
+
+Expected<void> set_option(JobOptions& options, std::string_view name, std::string_view text) {
+  const bool flag_form = name.starts_with("--");
+  const std::string label = fmt::format("{} {}", flag_form ? "option" : "keyword", name);
+  const OptionField* field = find_option(name);
+  if (field == nullptr) {
+    std::vector<std::string> known;
+    for (const OptionField& f : table()) known.emplace_back(flag_form ? f.flag : f.keyword);
+    return fail(fmt::format("unknown {}", label), fmt::format("known: {}", join(known, ", ")));
+  }
+  return with_context(field->set(options, text), label);
+}
+
+}  // namespace loom::api

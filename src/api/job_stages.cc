@@ -1,0 +1,144 @@
+// The stages after loading (job.h): the policy, materialization (with the fold), and the simulation.
+#include <fmt/format.h>
+
+#include "loom/api/baseline_search.h"
+#include "loom/api/job.h"
+#include "loom/cost/compute_model.h"
+#include "loom/exec/check.h"
+#include "loom/exec/device_classes.h"
+#include "loom/policy/policy.h"
+#include "loom/sim/durations.h"
+#include "stage_clock.h"
+
+namespace loom::api {
+namespace {
+
+std::string_view schedule_name(const policy::ParallelConfig& c) {
+  if (c.pp == 1) return "";
+  if (c.virtual_stages > 1) return "interleaved 1f1b";
+  return c.schedule == plan::ScheduleKind::gpipe ? "gpipe" : "1f1b";
+}
+
+// The slice's degrees: one replica, one micro-batch.
+policy::ParallelConfig slice_config(policy::ParallelConfig config) {
+  config.dp = 1;
+  config.micro_batches = 1;
+  return config;
+}
+
+// How the slice unfolds into the job's step: the schedule template of the full micro-batch count.
+Expected<exec::FoldShape> fold_shape(const policy::ParallelConfig& c, std::vector<int> op_stage) {
+  const plan::Schedule schedule{
+      .kind = c.virtual_stages > 1 ? plan::ScheduleKind::interleaved_one_f_one_b : c.schedule,
+      .chunks = c.virtual_stages};
+  exec::FoldShape shape{.dp = c.dp, .tp = c.tp, .pp = c.pp, .chunks = c.virtual_stages, .micro_batches = c.micro_batches,
+                        .sequences = {}, .op_stage = std::move(op_stage)};
+  LOOM_ASSIGN_OR_RETURN(shape.sequences, plan::schedule_blocks(schedule, c.pp, c.micro_batches));
+  return shape;
+}
+
+std::string_view name(Stage stage) {
+  switch (stage) {
+    case Stage::loaded: return "loaded";
+    case Stage::planned: return "planned";
+    case Stage::materialized: return "materialized";
+    case Stage::simulated: return "simulated";
+  }
+  return "?";
+}
+
+Expected<void> expect_stage(const Job& job, Stage needed, std::string_view what) {
+  if (job.stage != needed)
+    return fail(fmt::format("{} needs a {} job, this one is {}", what, name(needed), name(job.stage)),
+                "run the job's stages in order: load_job, apply_policy, materialize, simulate");
+  return {};
+}
+
+}  // namespace
+
+std::string describe(const std::string& policy, const policy::ParallelConfig& c) {
+  std::string text = fmt::format("{}: dp {} x tp {} x pp {}", policy, c.dp, c.tp, c.pp);
+  if (c.micro_batches > 1) text += fmt::format(", {} micro-batches", c.micro_batches);
+  if (c.pp > 1) text += fmt::format(", {}", schedule_name(c));
+  if (c.virtual_stages > 1) text += fmt::format(" x {} chunks", c.virtual_stages);
+  if (c.sequence_parallel) text += ", sequence parallel";
+  if (c.zero > 0) text += fmt::format(", ZeRO-{}", c.zero);
+  if (c.recompute != policy::Recompute::none) text += fmt::format(", {} recompute", policy::name(c.recompute));
+  return text;
+}
+
+Expected<void> apply_policy(Job& job) {
+  LOOM_RETURN_IF_ERROR(expect_stage(job, Stage::loaded, "apply_policy"));
+  if (is_baseline(job.options.policy))
+    return fail(fmt::format("{} is a search, not a policy", job.options.policy), "plan it with plan_or_search");
+  const StageClock clock;
+  const policy::ParallelConfig& config = job.request.config;
+  LOOM_ASSIGN_OR_RETURN(job.plan, plan::make_plan(job.graph, job.catalog));
+  std::vector<int> op_stage;
+  if (job.folded) {
+    LOOM_ASSIGN_OR_RETURN(op_stage, policy::megatron_stages(job.plan, config, job.catalog));
+    LOOM_ASSIGN_OR_RETURN(job.fold, fold_shape(config, std::move(op_stage)));
+  }
+  const policy::ParallelConfig applied = job.folded ? slice_config(config) : config;
+  LOOM_RETURN_IF_ERROR(with_context(policy::apply_policy(job.plan, job.options.policy, applied, job.catalog),
+                                    fmt::format("policy {}", job.options.policy)));
+  job.slice_devices = policy::device_count(applied);
+  job.seconds.policy = clock.seconds();
+  job.stage = Stage::planned;
+  return {};
+}
+
+Expected<void> materialize(Job& job) {
+  LOOM_RETURN_IF_ERROR(expect_stage(job, Stage::planned, "materialize"));
+  const StageClock clock;
+  exec::MaterializeOptions options;
+  options.cluster = job.cluster;
+  options.use_layout_search = job.options.layout_search;
+  // A shrunk model's tensors are tiny: price moves by bandwidth alone, so they move as the full-size
+  // ones would (latency would make every move a p2p send).
+  if (job.options.shrink) options.cost_model = exec::bandwidth_only_cost(job.cluster);
+  LOOM_ASSIGN_OR_RETURN(exec::Materialized materialized,
+                        with_context(exec::materialize(job.plan, job.slice_devices, options), "materializing the plan"));
+  exec::ExecPlan& made = job.folded ? job.slice : job.exec;
+  made = std::move(materialized.exec);
+  job.materialize_stats = std::move(materialized.stats);
+  LOOM_RETURN_IF_ERROR(with_context(exec::check_exec_plan(made), "checking the ExecPlan"));
+  exec::assign_device_classes(made);
+  if (job.folded) {
+    LOOM_ASSIGN_OR_RETURN(job.exec, with_context(exec::unfold_step(job.slice, job.fold), "unfolding the step"));
+  }
+  job.seconds.materialize = clock.seconds();
+  job.stage = Stage::materialized;
+  return {};
+}
+
+Expected<void> simulate(Job& job) {
+  LOOM_RETURN_IF_ERROR(expect_stage(job, Stage::materialized, "simulate"));
+  const StageClock clock;
+  LOOM_ASSIGN_OR_RETURN(cost::ComputeModel compute,
+                        cost::ComputeModel::make(job.plan, job.catalog, job.cluster.gpu,
+                                                 job.profile ? &*job.profile : nullptr));
+  LOOM_ASSIGN_OR_RETURN(sim::Durations durations, sim::model_durations(job.exec, compute, job.cluster));
+  LOOM_ASSIGN_OR_RETURN(job.sim, with_context(sim::simulate(job.exec, durations), "simulating the plan"));
+  job.memory = cost::memory_usage(job.exec);
+  sim::Workload workload = job.workload;
+  const policy::ParallelConfig& c = job.request.config;
+  workload.graph_copies = job.folded ? static_cast<double>(c.dp) * c.micro_batches : 1;
+  LOOM_ASSIGN_OR_RETURN(job.metrics,
+                        sim::step_metrics(job.exec, job.sim, job.memory, job.cluster.gpu, job.catalog, workload));
+  job.seconds.simulate = clock.seconds();
+  job.stage = Stage::simulated;
+  return {};
+}
+
+Expected<std::unique_ptr<Job>> plan_job(const JobOptions& options) {
+  const StageClock clock;
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Job> job, load_job(options));
+  LOOM_RETURN_IF_ERROR(apply_policy(*job));
+  LOOM_RETURN_IF_ERROR(materialize(*job));
+  LOOM_RETURN_IF_ERROR(simulate(*job));
+  job->seconds.total = clock.seconds();
+  return job;
+}
+
+}  // namespace loom::api

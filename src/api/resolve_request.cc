@@ -1,0 +1,135 @@
+#include "loom/api/resolve_request.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "loom/api/baseline_search.h"
+
+namespace loom::api {
+namespace {
+
+bool policy_has_dp(std::string_view policy) {
+  for (const policy::PolicyInfo& p : policy::known_policies())
+    if (p.name == policy) return p.degrees.find("dp") != std::string_view::npos;
+  return false;
+}
+
+std::string degrees_text(const policy::ParallelConfig& c) { return fmt::format("dp {} x tp {} x pp {}", c.dp, c.tp, c.pp); }
+
+Expected<policy::ParallelConfig> resolve_degrees(const JobOptions& o, int gpus) {
+  if (o.dp == 0 && o.tp == 0 && o.pp == 0)
+    return with_context(policy::default_degrees(o.policy, gpus), fmt::format("policy {} on {} GPUs", o.policy, gpus));
+  policy::ParallelConfig c;
+  c.tp = std::max(o.tp, 1);
+  c.pp = std::max(o.pp, 1);
+  if (o.dp > 0) {
+    c.dp = o.dp;
+  } else if (policy_has_dp(o.policy)) {
+    if (gpus % (c.tp * c.pp) != 0)
+      return fail(fmt::format("{} GPUs do not divide into tp {} x pp {} (dp = GPUs / (tp x pp))", gpus, c.tp, c.pp),
+                  "give a GPU count (--gpus) that tp x pp divides, or other degrees");
+    c.dp = gpus / (c.tp * c.pp);
+  }
+  const int used = policy::device_count(c);
+  if (used != gpus)
+    return fail(fmt::format("{} uses {} GPUs, but the job has {}{}", degrees_text(c), used, gpus,
+                            used < gpus ? fmt::format(" ({} left unused)", gpus - used) : std::string()),
+                used < gpus ? fmt::format("pass --gpus {} to plan on part of the cluster{}", used,
+                                          policy_has_dp(o.policy) ? ", or leave --dp out to use them all" : "")
+                            : fmt::format("give degrees whose product is {}, or --gpus {}", gpus, used));
+  return c;
+}
+
+Expected<int> resolve_micro_batches(const JobOptions& o, const policy::ParallelConfig& c, std::int64_t global_batch) {
+  if (o.micro_batch_size > 0) {
+    const std::int64_t per_step = std::int64_t{c.dp} * o.micro_batch_size;
+    if (global_batch <= 0 || global_batch % per_step != 0)
+      return fail(fmt::format("the global batch {} does not divide into dp {} x micro-batch size {}", global_batch,
+                              c.dp, o.micro_batch_size),
+                  "choose --global-batch a multiple of dp x --micro-batch-size");
+    const auto derived = static_cast<int>(global_batch / per_step);
+    if (o.micro_batches > 0 && o.micro_batches != derived)
+      return fail(fmt::format("--microbatches {} disagrees with --micro-batch-size {}: global batch {} / (dp {} x {}) "
+                              "is {} micro-batches",
+                              o.micro_batches, o.micro_batch_size, global_batch, c.dp, o.micro_batch_size, derived),
+                  "give one of --microbatches and --micro-batch-size");
+    return derived;
+  }
+  if (o.micro_batches > 0) return o.micro_batches;
+  return c.pp > 1 ? 2 * c.pp : 1;
+}
+
+Expected<void> check_policy(std::string_view name) {
+  if (is_baseline(name)) return {};
+  const auto known = policy::known_policies();
+  if (std::none_of(known.begin(), known.end(), [&](const policy::PolicyInfo& p) { return p.name == name; }))
+    return fail(fmt::format("unknown policy '{}'", name),
+                fmt::format("use one of {}, or megatron-best / deepspeed-best", policy::known_policy_names()));
+  return {};
+}
+
+}  // namespace
+
+bool plans_a_graph(const JobOptions& options) { return !options.graph_file.empty() || !options.graph_text.empty(); }
+
+Expected<void> check_options(const JobOptions& o) {
+  const int sources = !o.model.empty() + !o.graph_file.empty() + !o.graph_text.empty();
+  if (sources != 1)
+    return fail(fmt::format("{}: give exactly one of --model NAME or --graph FILE (in Python: model=, graph= or "
+                            "graph_file=)",
+                            sources == 0 ? "no model" : "several models"),
+                "`loom models` lists the presets");
+  if (plans_a_graph(o) && (o.global_batch != 0 || o.seq != 0 || o.layers != 0))
+    return fail("--global-batch, --seq and --layers resize a preset; a graph file keeps the sizes it was traced at",
+                "trace the model again with other example inputs");
+  return check_policy(o.policy);
+}
+
+models::ModelOptions model_options_of(const JobOptions& o) {
+  return models::ModelOptions{.batch = o.global_batch,
+                              .seq = o.seq,
+                              .dtype = o.dtype,
+                              .layers = o.layers,
+                              .shrink = o.shrink,
+                              .vocab_multiple = o.vocab_multiple};
+}
+
+JobOptions with_config(JobOptions o, const policy::ParallelConfig& c) {
+  o.gpus = policy::device_count(c);
+  o.dp = c.dp;
+  o.tp = c.tp;
+  o.pp = c.pp;
+  o.micro_batches = c.micro_batches;
+  o.micro_batch_size = 0;
+  o.schedule = c.schedule;
+  o.interleave = c.virtual_stages;
+  o.sequence_parallel = c.sequence_parallel;
+  o.zero = c.zero;
+  o.recompute = c.recompute;
+  return o;
+}
+
+Expected<ResolvedRequest> resolve_request(const JobOptions& o, const cluster::Cluster& cluster,
+                                          std::int64_t global_batch) {
+  const int cluster_gpus = cluster.device_count();
+  LOOM_RETURN_IF_ERROR(check_policy(o.policy));
+  ResolvedRequest r;
+  r.model_options = model_options_of(o);
+  r.optimizer = o.optimizer;
+  r.gpus = o.gpus > 0 ? o.gpus : cluster_gpus;
+  if (r.gpus > cluster_gpus)
+    return fail(fmt::format("the job needs {} GPUs, cluster '{}' has {}", r.gpus, cluster.name, cluster_gpus),
+                "pick a larger cluster (`loom clusters`, or a preset with x<nodes>) or fewer GPUs");
+  if (is_baseline(o.policy)) return r;  // the search picks degrees and micro-batches
+  LOOM_ASSIGN_OR_RETURN(r.config, resolve_degrees(o, r.gpus));
+  LOOM_ASSIGN_OR_RETURN(r.config.micro_batches, resolve_micro_batches(o, r.config, global_batch));
+  r.config.schedule = o.schedule;
+  r.config.virtual_stages = o.interleave;
+  r.config.sequence_parallel = o.sequence_parallel;
+  r.config.zero = o.zero;
+  r.config.recompute = o.recompute;
+  return r;
+}
+
+}  // namespace loom::api

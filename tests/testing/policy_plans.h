@@ -1,0 +1,62 @@
+// Test support shared by the cost, sim, policy and codegen tests (the loom_testing target): a preset's
+// shrunk training graph, and a built-in policy's plan of a graph materialized and checked through the
+// job pipeline (api/job.h), as `loom plan` makes it. Header-only; the target links loom_api.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "loom/api/job.h"
+#include "loom/ir/autograd.h"
+#include "loom/models/zoo.h"
+#include "loom/ops/registry.h"
+#include "loom/policy/policy.h"
+
+namespace loom::exec::testing {
+
+// The shrunk training graph (AdamW) of `preset`, built once per test binary.
+inline const ir::Graph& shrunk_training_graph(const std::string& preset, ir::DType dtype) {
+  static std::map<std::pair<std::string, ir::DType>, std::unique_ptr<ir::Graph>> graphs;
+  auto& slot = graphs[{preset, dtype}];
+  if (!slot) {
+    auto forward = models::build_model(preset, {.dtype = dtype, .shrink = true});
+    EXPECT_TRUE(forward) << forward.error().to_string();
+    auto training = forward ? ir::build_training_graph(*forward, ops::builtin_ops(), {}) : Expected<ir::Graph>(ir::Graph{});
+    EXPECT_TRUE(training) << training.error().to_string();
+    slot = std::make_unique<ir::Graph>(training.value_or(ir::Graph{}));
+  }
+  return *slot;
+}
+
+// A job's plan and its checked ExecPlan (plan, exec, materialize_stats), at a fixed address.
+using PolicyPlan = api::Job;
+
+// `policy` with `config` over a copy of `graph` on the DGX-A100 nodes its devices need, moves priced by
+// bandwidth alone (a shrunk graph's tiny tensors would otherwise all move point to point). Stops at
+// materialization (device classes assigned, no simulation). Failures are test failures.
+inline std::unique_ptr<PolicyPlan> policy_plan(const ir::Graph& graph, std::string_view policy,
+                                               const policy::ParallelConfig& config) {
+  api::JobOptions options;
+  options.policy = std::string(policy);
+  options.shrink = true;
+  const int devices = policy::device_count(config);
+  options.cluster = devices <= 8 ? std::string("dgx-a100") : fmt::format("dgx-a100x{}", (devices + 7) / 8);
+  auto job = api::load_job(api::with_config(options, config), graph);
+  EXPECT_TRUE(job) << job.error().to_string();
+  if (!job) return std::make_unique<PolicyPlan>();
+  auto applied = api::apply_policy(**job);
+  EXPECT_TRUE(applied) << applied.error().to_string();
+  if (!applied) return std::move(*job);
+  auto made = api::materialize(**job);
+  EXPECT_TRUE(made) << made.error().to_string();
+  return std::move(*job);
+}
+
+}  // namespace loom::exec::testing
