@@ -10,6 +10,8 @@ programs (in memory), and runs this rank's program with the runtime (loom.runtim
 module's own weights. Nothing here decides a plan.
 """
 
+import difflib
+import inspect
 import json
 import linecache
 import types
@@ -43,7 +45,8 @@ def plan(model=None, graph=None, *, graph_file=None, policy="megatron", cluster=
     model: a preset name (`loom models`); graph: a traced graph (loom.trace's dict, or its JSON text);
     graph_file: a graph JSON file. options: the engine's request fields (dp, tp, pp, micro_batches, zero,
     recompute, sequence_parallel, gpus, batch, seq, layers, dtype, shrink, optimizer, lr, beta1, beta2, eps,
-    weight_decay, fold, ...), their defaults the engine's. Raises PlanError with the engine's message."""
+    weight_decay, fold, ...), their defaults the engine's, passed on unchanged (the engine refuses a keyword it
+    does not know). Raises PlanError with the engine's message."""
     if isinstance(graph, dict):
         graph = json.dumps(graph, separators=(",", ":"))
     return _engine().plan(model=model or "", graph=graph or "", graph_file=str(graph_file or ""), policy=policy,
@@ -78,7 +81,7 @@ def _world():
 
 
 def parallelize(model, example_inputs, policy="megatron", world_size=None, cluster="dgx-a100", *, dp=None, tp=None,
-                pp=None, microbatches=None, zero=0, recompute="none", optimizer=None, **plan_options):
+                pp=None, microbatches=None, zero=0, recompute="none", optimizer=None, loss=None, **plan_options):
     """A ParallelModule: this rank's part of `model` trained under the engine's plan of it.
 
     example_inputs: one batch as `model` takes it (a dict by argument name, as loom.trace); the plan is for
@@ -87,7 +90,12 @@ def parallelize(model, example_inputs, policy="megatron", world_size=None, clust
     (the CLI's: megatron puts up to 8 on tp, dp the rest; dp, tp and pp all on theirs); given, the missing
     ones are 1 and their product must be the world size. microbatches: default 1, or 2 x pp when pipelined.
     optimizer: dict(lr=, betas=, eps=, weight_decay=) as torch.optim.AdamW's (defaults: the engine's).
-    plan_options: further engine request fields (sequence_parallel, schedule, ...)."""
+    loss: None when the model returns its loss (a scalar, a dict or ModelOutput with .loss, or a tuple whose
+    only scalar is the loss, as `(logits, loss)`); else loss(outputs, batch) -> scalar, traced with the model
+    (batch: example_inputs by name, so it may hold what only the loss reads, as labels).
+    plan_options: further engine request fields (sequence_parallel, schedule, ...), passed on unchanged (the
+    engine rejects those it does not know); a misspelling of parallelize's own keywords is a TypeError here,
+    before the trace."""
     rank, world = _world()
     if world_size is not None and world_size != world:
         raise ValueError(f"world_size={world_size}, but torch.distributed has {world} process(es): initialize the "
@@ -102,10 +110,37 @@ def parallelize(model, example_inputs, policy="megatron", world_size=None, clust
             raise ValueError(f"dp {dp} x tp {tp} x pp {pp} is {dp * tp * pp} devices, but this job has {world} "
                              f"process(es): give degrees whose product is the world size, or none")
         degrees = {"dp": dp, "tp": tp, "pp": pp, "gpus": world}
-    graph = _broadcast(lambda: trace(model, example_inputs), world)
-    result = plan(graph=graph, policy=policy, cluster=cluster, **degrees, micro_batches=microbatches, zero=zero,
-                  recompute=recompute, fold="off", **_optimizer_options(optimizer), **plan_options)
+    request = {**degrees, "micro_batches": microbatches, "zero": zero, "recompute": recompute, "fold": "off",
+               **_optimizer_options(optimizer)}
+    _check_passed_on(plan_options, request)
+    graph = _broadcast(lambda: trace(model, example_inputs, loss=loss), world)
+    result = plan(graph=graph, policy=policy, cluster=cluster, **request, **plan_options)
     return ParallelModule(model, result, rank, world)
+
+
+# Engine fields parallelize fills itself, and what a caller gives instead.
+_FILLED = {"micro_batches": "give microbatches=", "gpus": "the world size is torch.distributed's",
+           "fold": "parallelize plans unfolded: every rank runs its own program",
+           **{key: "parallelize traces `model`; loom.plan plans a preset or a graph"
+              for key in ("graph", "graph_file")}}
+
+
+def _check_passed_on(options, request):
+    """Refuses, before the trace, a keyword parallelize would pass on to the engine that misspells one of its
+    own (microbatch for microbatches) or names a field it fills (micro_batches, an optimizer field given in
+    `optimizer` too). The rest goes to the engine as it is: the engine knows its fields, not this module."""
+    for key in options:
+        if key in _FILLED:
+            raise TypeError(f"parallelize() sets the engine's '{key}' itself: {_FILLED[key]}")
+        if key in request:  # an optimizer field (lr, eps, ...) given in optimizer= as well
+            raise TypeError(f"parallelize() got '{key}' twice, as a keyword and in optimizer=: give it once")
+        close = difflib.get_close_matches(key, _PARALLELIZE_KEYWORDS, n=1, cutoff=0.8)
+        if close:
+            raise TypeError(f"parallelize() got an unexpected keyword argument '{key}'; did you mean '{close[0]}'?")
+
+
+_PARALLELIZE_KEYWORDS = [name for name, p in inspect.signature(parallelize).parameters.items()
+                         if p.kind is not p.VAR_KEYWORD]
 
 
 def _broadcast(make, world):

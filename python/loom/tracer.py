@@ -389,19 +389,34 @@ def _has_tensor(x):
     return False
 
 
-def _find_loss(output):
-    """The scalar the model (or the loss function) returns: itself, a dict's "loss", or a tuple's first."""
+def _traced_leaves(output, path="outputs"):
+    """(path, traced tensor) of every traced tensor in the output, nested tuples, lists and dicts walked."""
     if isinstance(output, T):
-        return output
-    if isinstance(output, dict):
-        if "loss" in output and isinstance(output["loss"], T):
-            return output["loss"]
-        output = list(output.values())
-    if isinstance(output, (tuple, list)):
-        for v in output:
-            if isinstance(v, T):
-                return v
-    return None
+        yield path, output
+    elif isinstance(output, dict):
+        for key, value in output.items():
+            yield from _traced_leaves(value, f"{path}[{key!r}]")
+    elif isinstance(output, (tuple, list)):
+        for k, value in enumerate(output):
+            yield from _traced_leaves(value, f"{path}[{k}]")
+
+
+def _find_loss(output, shape):
+    """The scalar the model (or the loss function) returns: itself; a dict's, a HuggingFace ModelOutput's or a
+    named tuple's "loss"; else the only 0-d traced tensor among the outputs (`(logits, loss)`). None or
+    several: a ValueError asking for loss=."""
+    named = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+    if isinstance(named, T) and shape(named) == []:
+        return named
+    scalars = [(path, t) for path, t in _traced_leaves(output) if shape(t) == []]
+    if len(scalars) == 1:
+        return scalars[0][1]
+    if not scalars:
+        raise ValueError("the traced model returns no scalar loss: return one (alone, as .loss, or the only scalar "
+                         "of a tuple), or pass loss=lambda outputs, batch: ...")
+    paths = ", ".join(path for path, _ in scalars)
+    raise ValueError(f"the traced model returns {len(scalars)} scalars ({paths}), so which is the loss is not clear: "
+                     f"pass loss=lambda outputs, batch: {scalars[0][0]} (or the one to train)")
 
 
 def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=None):
@@ -411,8 +426,9 @@ def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=N
       graph takes their shapes and dtypes (the batch and sequence sizes the plan is for).
     concrete_args: arguments fixed while tracing ({"use_cache": False}), so control flow on them resolves.
     leaf_modules: module types or instances kept whole (their call is one op: it must map to one).
-    loss: None when the module returns the loss (a scalar, a dict with "loss", or a tuple starting with
-      it); else loss(outputs, batch) -> scalar, traced into the graph (batch: the inputs by name).
+    loss: None when the module returns the loss: a scalar, a dict or HuggingFace ModelOutput with "loss", or
+      a tuple (or dict) whose only scalar is the loss, as `(logits, loss)`; several scalars are an error
+      asking for loss=. Else loss(outputs, batch) -> scalar, traced into the graph (batch: the inputs by name).
     """
     inputs = capture.named_inputs(module, example_inputs)
     gm, fixed, aliases = capture.trace_module(module, inputs, concrete_args, tuple(leaf_modules))
@@ -435,8 +451,6 @@ def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=N
     output = lowering_.run(inputs, aliases)
     if lowering_.unsupported:
         raise UnsupportedOpsError(lowering_.unsupported)
-    loss_tensor = _find_loss(output)
-    if loss_tensor is None or lowering_.shape(loss_tensor) != []:
-        raise ValueError("the traced model returns no scalar loss: return one, or pass loss=lambda outputs, batch: ...")
+    loss_tensor = _find_loss(output, lowering_.shape)
     fused_projection.split_fused_projections(lowering_.graph)
     return custom_ops.attach_definitions(lowering_.graph.finish(loss_tensor))  # loom.register_op's definitions

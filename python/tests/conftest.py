@@ -19,6 +19,23 @@ def loom_binary():
     return path
 
 
+@pytest.fixture(scope="session")
+def engine(loom_binary):
+    """The extension built beside the binary, first on sys.path (a build without it is skipped, saying so)."""
+    extension_dir = pathlib.Path(loom_binary).resolve().parent / "python"
+    if not list(extension_dir.glob("_loom_engine*.so")):
+        pytest.skip(f"no _loom_engine extension in {extension_dir}: configure with -DLOOM_PYTHON=.venv/bin/python "
+                    f"(make build does)")
+    import loom.api
+
+    if loom.api._loom_engine is None:  # not on PYTHONPATH (ctest puts it there) when loom was first imported
+        import importlib
+
+        sys.path.insert(0, str(extension_dir))
+        importlib.reload(loom.api)
+    return loom.api
+
+
 @pytest.fixture()
 def run_loom(loom_binary):
     return loom_runner(loom_binary)

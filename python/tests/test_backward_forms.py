@@ -1,13 +1,13 @@
-"""Every closed-form backward rule (loom/runtime/backward_forms.py) against autograd over the same forward form,
-through the runtime's own SubOp (the contract compute.py keeps: saved tensors and output gradients in, the
-mirror layout's input gradients out), over random shapes."""
+"""Every closed-form backward rule (the families' BACKWARD tables, loom/runtime/forms/) against autograd over
+the same forward form, through the runtime's own SubOp (the contract compute.py keeps: saved tensors and
+output gradients in, the mirror layout's input gradients out), over random shapes."""
 
 import random
 
 import pytest
 import torch
 
-from loom.runtime import backward_forms
+from loom.runtime import forms
 from loom.runtime.compute import SubOp
 
 CASES_PER_RULE = 6
@@ -178,7 +178,7 @@ def _shape_ops(rng):
 
 
 def _attention(rng):
-    """The fused CPU kernel's backward from what the forward kept (placed_ops.ATTENTION_SAVED): check() runs the
+    """The fused CPU kernel's backward from what the forward kept (forms.attention.ATTENTION_SAVED): check() runs the
     forward form first, as a program does."""
     b, h, s, d = shapes(rng, 4, 1, 9)
     causal = bool(torch.rand(1, generator=rng) < 0.5)
@@ -205,14 +205,14 @@ def test_every_rule_is_covered():
     """Each op type of the table is exercised by a property above (a new rule needs its property)."""
     import inspect
     source = inspect.getsource(inspect.getmodule(test_every_rule_is_covered))
-    missing = [t for t in backward_forms.RULES if f'"{t}"' not in source]
+    missing = [t for t in forms.BACKWARD if f'"{t}"' not in source]
     assert not missing, f"rules without a property test: {missing}"
 
 
 def test_attention_backward_without_a_kept_forward_runs_autograd():
     """A backward whose forward did not keep its log-sum-exp (another device, a recomputed forward) still gives
     autograd's gradients."""
-    from loom.runtime import placed_ops
+    from loom.runtime.forms.attention import ATTENTION_SAVED
 
     rng = torch.Generator().manual_seed(3)
     ins = [spec([2, 3, 5, 4]) for _ in range(3)]
@@ -220,7 +220,7 @@ def test_attention_backward_without_a_kept_forward_runs_autograd():
     closed = SubOp(bw, "cpu")
     assert closed.rule is not None
     q, k, v, g = (_value(ins[0], rng) for _ in range(4))
-    placed_ops.ATTENTION_SAVED.clear()
+    ATTENTION_SAVED.clear()
     got = closed(q, k, v, g)
     leaves = [x.clone().requires_grad_() for x in (q, k, v)]
     want = torch.autograd.grad(torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=True), leaves, g)
@@ -228,11 +228,18 @@ def test_attention_backward_without_a_kept_forward_runs_autograd():
         torch.testing.assert_close(a, b)
 
 
-@pytest.mark.parametrize("op_type, attrs", [("relu", {}), ("exp", {}), ("sqrt", {}), ("rsqrt", {}), ("tanh", {}),
-                                            ("sigmoid", {}), ("softmax", {"dim": -1}), ("log_softmax", {"dim": 1})])
+FROM_OUTPUT_CASES = [("relu", {}), ("exp", {}), ("sqrt", {}), ("rsqrt", {}), ("tanh", {}), ("sigmoid", {}),
+                     ("softmax", {"dim": -1}), ("log_softmax", {"dim": 1})]
+
+
+def test_every_gradient_from_output_is_covered():
+    assert sorted(t for t, _ in FROM_OUTPUT_CASES) == sorted(forms.FROM_OUTPUT)
+
+
+@pytest.mark.parametrize("op_type, attrs", FROM_OUTPUT_CASES)
 def test_gradients_from_saved_outputs_equal_autograd(op_type, attrs):
-    """Ops whose backward reads only their output (compute._FROM_OUTPUT, torch's fused backward kernels where it
-    has them) against autograd over the forward, over random shapes."""
+    """Ops whose backward reads only their output (the families' FROM_OUTPUT, torch's fused backward kernels
+    where it has them) against autograd over the forward, over random shapes."""
     rng = torch.Generator().manual_seed(len(op_type))
     for _ in range(CASES_PER_RULE):
         shape = shapes(rng, int(torch.randint(2, 4, (1,), generator=rng)))

@@ -11,7 +11,7 @@ from conftest import emit_shrunk
 
 from loom.runtime.compute import SubOp
 from loom.runtime.initial import mix_array, mix_int
-from loom.runtime.placed_ops import build
+from loom.runtime.forms import build_placed
 
 SHAPE = [4, 6, 8]
 
@@ -22,7 +22,7 @@ def spec(shape=SHAPE, offset=None, full=None):
 
 
 def mask(attrs, out=None):
-    return build("dropout", attrs, [spec()], [out or spec()])(torch.ones(out["shape"] if out else SHAPE))[0]
+    return build_placed("dropout", attrs, [spec()], [out or spec()])(torch.ones(out["shape"] if out else SHAPE))[0]
 
 
 def test_step_one_is_the_interpreters_mask_and_later_steps_differ():
@@ -69,6 +69,6 @@ def test_forward_and_backward_sub_ops_follow_the_runtimes_step():
 def test_the_step_suite_preset_has_dropout(run_loom, tmp_path):
     manifest = json.loads((emit_shrunk(run_loom, tmp_path, "gpt3-125m", ["--policy", "dp", "--dp", "1", "--gpus", "1"]) /
                            "manifest.json").read_text())
-    # A dropout without "p" drops 0.1 (the op's default, placed_ops._dropout).
+    # A dropout without "p" drops 0.1 (the op's default, forms/activation.py).
     rates = [float(op["attrs"].get("p", 0.1)) for op in manifest["sub_ops"].values() if op["type"] == "dropout"]
     assert rates and all(p > 0 for p in rates)

@@ -5,30 +5,12 @@ and the rank programs of a plan, engine errors as loom.PlanError, and a GPT-2 tr
 import json
 import pathlib
 import subprocess
-import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "python" / "loom" / "examples" / "parallelize_gpt2.py"
 RTOL = 1e-5
-
-
-@pytest.fixture(scope="module")
-def engine(loom_binary):
-    """The extension built beside the binary, first on sys.path (a build without it is skipped, saying so)."""
-    extension_dir = pathlib.Path(loom_binary).resolve().parent / "python"
-    if not list(extension_dir.glob("_loom_engine*.so")):
-        pytest.skip(f"no _loom_engine extension in {extension_dir}: configure with -DLOOM_PYTHON=.venv/bin/python "
-                    f"(make build does)")
-    import loom.api
-
-    if loom.api._loom_engine is None:  # not on PYTHONPATH (ctest puts it there) when loom was first imported
-        import importlib
-
-        sys.path.insert(0, str(extension_dir))
-        importlib.reload(loom.api)
-    return loom.api
 
 
 def test_plan_summary_and_programs(engine):

@@ -1,13 +1,15 @@
 """The runtime's batched work (docs/codegen.md, "Gradient buckets" measurements): Adam(W) steps deferred and run
 as one multi-tensor fused call per group (runtime.Runtime, compute.flush_adam) give every value the per-parameter
-step gives, bit for bit; dropout masks hashed in torch (placed_ops.dropout_multiplier) are the numpy generator's."""
+step gives, bit for bit; dropout masks hashed in torch (forms.activation.dropout_multiplier) are the numpy
+generator's."""
 
 import random
 
 import numpy as np
 import torch
 
-from loom.runtime import placed_ops
+from loom.runtime import forms
+from loom.runtime.forms.activation import dropout_multiplier
 from loom.runtime.compute import SubOp
 from loom.runtime.initial import mix_array, mix_int
 from loom.runtime.runtime import Runtime
@@ -104,8 +106,8 @@ def test_torch_dropout_masks_are_the_numpy_generators():
         shape = [max(1, (f - o + s - 1) // s) for f, o, s in zip(full, offset, step)]
         spec = {"shape": shape, "offset": offset, "step": step, "full": full}
         attrs = {"p": rng.choice([0.0, 0.1, 0.5, 0.9]), "seed": rng.randint(0, 2 ** 63), "step": rng.randint(1, 5)}
-        got, want = placed_ops.dropout_multiplier(attrs, spec), _numpy_multiplier(attrs, spec)
+        got, want = dropout_multiplier(attrs, spec), _numpy_multiplier(attrs, spec)
         assert got.dtype == want.dtype == torch.float64 and torch.equal(got, want), (case, attrs, spec)
-    form = placed_ops.build("dropout", {"p": 0.3, "seed": 9}, [spec], [spec])
+    form = forms.build_placed("dropout", {"p": 0.3, "seed": 9}, [spec], [spec])
     x = torch.randn(spec["shape"])
     assert torch.equal(form(x)[0], x * _numpy_multiplier({"p": 0.3, "seed": 9}, spec).to(torch.float32))

@@ -16,7 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import loom
-from loom.runtime import ops, placed_ops
+from loom.runtime import forms
 from loom.runtime.compute import SubOp
 
 
@@ -38,7 +38,7 @@ def _mean_piece(x, dim, offset, piece, dims, keep):
     offsets[dim] = offset
     out_full = [1 if d in dims else n for d, n in enumerate(x.shape)] if keep else \
         [n for d, n in enumerate(x.shape) if d not in dims]
-    form = placed_ops.build("mean", {"dims": [d - rank if d % 2 else d for d in dims], "keepdim": keep},
+    form = forms.build_placed("mean", {"dims": [d - rank if d % 2 else d for d in dims], "keepdim": keep},
                             [spec(piece.shape, offsets, list(x.shape))], [spec(out_full)])
     return form(piece)[0]
 
@@ -87,7 +87,7 @@ def test_conv2d_of_a_shard_of_whole_groups_is_the_slice_of_the_whole_conv(channe
     for k in range(parts):
         cut = slice(k * per, (k + 1) * per)
         xs, ws, bs = x[:, cut], w[cut], b[cut]
-        form = ops.build("conv2d", attrs, [(tuple(t.shape), t.dtype) for t in (xs, ws, bs)],
+        form = forms.build("conv2d", attrs, [(tuple(t.shape), t.dtype) for t in (xs, ws, bs)],
                          [((2, per, 5, 4), torch.float64)])
         torch.testing.assert_close(form(xs, ws, bs)[0], whole[:, cut])
 
@@ -128,7 +128,7 @@ def test_norms_of_a_zero_row_have_torch_s_gradient_not_nan(model_type):
     for op in graph["ops"]:
         shape_of = lambda i: (tuple(tensors[i]["shape"]), torch.float32)  # noqa: E731
         attrs = {k: float(v["real"]) if isinstance(v, dict) and "real" in v else v for k, v in op["attrs"].items()}
-        form = ops.build(op["type"], attrs, [shape_of(i) for i in op["inputs"]],
+        form = forms.build(op["type"], attrs, [shape_of(i) for i in op["inputs"]],
                          [shape_of(i) for i in op["outputs"]])
         for i, out in zip(op["outputs"], form(*[values[i] for i in op["inputs"]])):
             values[i] = out

@@ -9,7 +9,7 @@ from conftest import emit_shrunk, loom_runner
 
 from loom.runtime.initial import initial_value
 from loom.runtime.launch import LaunchError, train
-from loom.runtime.ops import build
+from loom.runtime.forms import build
 
 RTOL = 1e-5
 FLOOR = 1e-6

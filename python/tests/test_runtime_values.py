@@ -1,12 +1,12 @@
 """Values a run starts from besides the seeded generator (runtime.Runtime initial= / set_batch, initial.module_state),
-and the slice form over shards (placed_ops._slice): the piece arithmetic against torch's own slicing."""
+and the slice form over shards (forms/shape.py): the piece arithmetic against torch's own slicing."""
 
 import random
 
 import pytest
 import torch
 
-from loom.runtime import placed_ops
+from loom.runtime import forms
 from loom.runtime.initial import module_state
 from loom.runtime.runtime import Runtime
 
@@ -93,6 +93,6 @@ def test_slice_over_shards_reads_the_whole_tensors_elements():
         x_spec = {"shape": [x_hi - x_lo, m - col_lo], "offset": [x_lo, col_lo], "full": [n, m], "dtype": "f32"}
         y_spec = {"shape": [y_hi - y_lo, m - col_lo], "offset": [y_lo, col_lo], "full": [length, m], "dtype": "f32"}
         attrs = {"dim": 0, "start": start, "end": end, "step": step}
-        form = placed_ops.build("slice", attrs, [x_spec], [y_spec])
+        form = forms.build_placed("slice", attrs, [x_spec], [y_spec])
         (got,) = form(whole[x_lo:x_hi, col_lo:])
         assert torch.equal(got, expected[y_lo:y_hi, col_lo:]), (n, start, end, step, y_lo, y_hi, x_lo, x_hi)

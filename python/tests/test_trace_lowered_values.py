@@ -1,5 +1,5 @@
 """What the tracer lowers computes what the module computes: the traced graph, run op by op through the
-runtime's torch forms (loom.runtime.ops) with the module's own weights and the buffers' recorded values,
+runtime's torch forms (loom.runtime.forms) with the module's own weights and the buffers' recorded values,
 gives the module's loss. Covers the top-k mixture-of-experts blocks lowered densely (Mixtral, Qwen2-MoE,
 GraniteMoe), writes x[i] = v, fill_, gather with a constant index, nll_loss, list and tensor indexing, conv1d, softplus, hardswish, BatchNorm1d, average pooling whose
 divisor is not the window's area, and einsum with an ellipsis."""
@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import loom
 from loom.graph_json import _DTYPES
-from loom.runtime.ops import BUILDERS
+from loom.runtime.forms import FORWARD
 
 _TORCH = {name: dtype for dtype, name in _DTYPES.items()}
 
@@ -41,7 +41,7 @@ def evaluate(graph, model, inputs):
             values[t["id"]] = torch.tensor(flat, dtype=torch.float64).to(dtype).reshape(t["shape"])
     for op in graph["ops"]:
         spec = lambda i: (tensors[i]["shape"], _TORCH[tensors[i]["dtype"]])  # noqa: E731
-        form = BUILDERS[op["type"]]({k: _attr(v) for k, v in op["attrs"].items()},
+        form = FORWARD[op["type"]]({k: _attr(v) for k, v in op["attrs"].items()},
                                     [spec(i) for i in op["inputs"]], [spec(i) for i in op["outputs"]])
         for i, out in zip(op["outputs"], form(*[values[i] for i in op["inputs"]])):
             values[i] = out

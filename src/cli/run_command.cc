@@ -1,32 +1,29 @@
-// `loom run script.py [--nproc N] [args...]`: runs a user's training script (one that calls
-// loom.parallelize) on N local processes under torchrun: execs `<python> -m torch.distributed.run
-// --standalone --nproc-per-node N script.py args...` with python/ (and this build's extension dir) on
-// PYTHONPATH. The Python: --python, else $LOOM_PYTHON, else the repository's .venv, else python3. The exit
-// code is torchrun's (non-zero when a rank fails).
+// `loom run [OPTIONS] script.py [args...]`: runs a user's training script (one that calls loom.parallelize)
+// under torchrun: execs `<python> -m torch.distributed.run [--standalone] [--nnodes ...] --nproc-per-node N
+// [rendezvous options] script.py args...` with python/ (and this build's extension dir) on PYTHONPATH. One
+// node without a rendezvous is --standalone; several nodes name their rendezvous (static: --master-addr and
+// each node's --node-rank; dynamic: --rdzv-backend c10d --rdzv-endpoint --rdzv-id), checked here so a
+// mistyped launch fails before any node waits for the others (run_arguments.h). The Python: --python, else $LOOM_PYTHON,
+// else the repository's .venv, else python3. The exit code is torchrun's (non-zero when a rank fails).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 
 #include <fmt/format.h>
 
 #include "commands.h"
 #include "loom/core/strings.h"
+#include "run_arguments.h"
 
 namespace loom::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct RunArgs {
-  std::string script;
-  int nproc = 1;
-  std::string python;
-  bool dry_run = false;
-  std::vector<std::string> script_args;  // after the script: all but loom run's own options (all after --)
-};
 
 fs::path executable_dir() {
   std::error_code ec;
@@ -76,49 +73,6 @@ std::string python_path() {
   return join(entries, ":");
 }
 
-// loom run's arguments: its own options (--nproc N, --python PATH, --dry-run; also --nproc=N) anywhere
-// before `--`, the first other word is the script, the rest (in order, and all after `--`) the script's.
-Expected<RunArgs> parse_run_args(const std::vector<std::string>& words) {
-  RunArgs args;
-  bool script_seen = false;
-  for (std::size_t i = 0; i < words.size(); ++i) {
-    const std::string& arg = words[i];
-    if (arg == "--") {
-      for (std::size_t j = i + 1; j < words.size(); ++j) {
-        if (!script_seen) args.script = words[j], script_seen = true;
-        else args.script_args.push_back(words[j]);
-      }
-      break;
-    }
-    const bool nproc = arg == "--nproc" || arg.starts_with("--nproc=");
-    const bool python = arg == "--python" || arg.starts_with("--python=");
-    if (arg == "--dry-run") {
-      args.dry_run = true;
-    } else if (nproc || python) {
-      std::string value;
-      if (const std::size_t eq = arg.find('='); eq != std::string::npos) value = arg.substr(eq + 1);
-      else if (i + 1 < words.size()) value = words[++i];
-      else return fail(fmt::format("option {} needs a value", arg), "loom run script.py --nproc 4 [args...]");
-      if (python) {
-        args.python = value;
-        continue;
-      }
-      char* end = nullptr;
-      const long n = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || n < 1 || n > 4096)
-        return fail(fmt::format("--nproc: '{}' is not a process count from 1 to 4096", value),
-                    "loom run script.py --nproc 4");
-      args.nproc = static_cast<int>(n);
-    } else if (!script_seen) {
-      args.script = arg;
-      script_seen = true;
-    } else {
-      args.script_args.push_back(arg);
-    }
-  }
-  if (!script_seen) return fail("loom run needs a script", "loom run train.py --nproc 4 [args...]");
-  return args;
-}
 
 int run(const RunArgs& args) {
   std::error_code ec;
@@ -127,9 +81,8 @@ int run(const RunArgs& args) {
                         "give the path of a Python training script: loom run train.py --nproc 2"});
   Expected<std::string> python = find_python(args.python);
   if (!python) return report(python.error());
-  std::vector<std::string> argv = {*python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                                   std::to_string(args.nproc), args.script};
-  argv.insert(argv.end(), args.script_args.begin(), args.script_args.end());
+  std::vector<std::string> argv = {*python, "-m", "torch.distributed.run"};
+  std::ranges::copy(torchrun_arguments(args), std::back_inserter(argv));
   const std::string path = python_path();
   if (args.dry_run) {
     fmt::print("PYTHONPATH={} {}\n", path, join(argv, " "));
@@ -149,14 +102,22 @@ int run(const RunArgs& args) {
 
 void add_run_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
-      "run", "Run a training script (loom.parallelize) on local processes under torchrun: loom run train.py --nproc 4");
+      "run", "Run a training script (loom.parallelize) under torchrun: loom run --nproc 4 train.py [args...]");
   cmd->footer(
-      "Usage: loom run SCRIPT [--nproc N] [--python PATH] [--dry-run] [ARGS...] [-- ARGS...]\n"
-      "  --nproc N      processes (ranks) on this machine (default 1)\n"
-      "  --python PATH  the Python (default: $LOOM_PYTHON, else the repository's .venv, else python3)\n"
-      "  --dry-run      print the command instead of running it\n"
-      "Loom's options may stand before or after the script; the script's own arguments follow it in order,\n"
-      "those named like loom run's options after --.");
+      "Usage: loom run [OPTIONS] SCRIPT [ARGS...] [-- ARGS...]\n"
+      "  --nproc N             processes (ranks) per node (default 1)\n"
+      "  --nnodes N|MIN:MAX    nodes (default 1: --standalone on this machine)\n"
+      "  --node-rank R         this node's rank, 0 to N-1 (a static rendezvous)\n"
+      "  --master-addr HOST    the rank-0 node of a static rendezvous; --master-port PORT its port\n"
+      "  --rdzv-backend NAME   a dynamic rendezvous (c10d) at --rdzv-endpoint HOST:PORT, job --rdzv-id ID\n"
+      "  --max-restarts N      restarts of the worker group after a failure (torchrun's)\n"
+      "  --standalone          one node, its own rendezvous (the default without --nnodes or a rendezvous)\n"
+      "  --python PATH         the Python (default: $LOOM_PYTHON, else the repository's .venv, else python3)\n"
+      "  --dry-run             print the torchrun command instead of running it\n"
+      "Options also take --option=VALUE and may follow the script too; the script's own arguments follow it in\n"
+      "order, those named like loom run's options after --. An unknown option before the script is an error.\n"
+      "Several nodes: on each, loom run --nnodes 2 --node-rank R --master-addr NODE0 --nproc 8 train.py\n"
+      "(or --rdzv-backend c10d --rdzv-endpoint NODE0:29400 --rdzv-id JOB, which numbers the nodes).");
   // Everything after `run` is parse_run_args's: CLI11 would reorder the script's arguments around its own.
   cmd->prefix_command();
   on_selected(cmd, [cmd] {

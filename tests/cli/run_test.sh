@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# `loom run script.py --nproc N [args...]`: torchrun of a user's script with python/ (and the build's
-# extension dir) on PYTHONPATH; the script's arguments pass through; a failing rank fails the run; bad input.
+# `loom run [options] script.py [args...]`: torchrun of a user's script with python/ (and the build's
+# extension dir) on PYTHONPATH; the script's arguments pass through; torchrun's multi-node options pass on
+# (checked first: a rendezvous for several nodes, a static one's node rank); a failing rank fails the run;
+# bad input.
 # The torchrun part needs the repository's .venv (torch): without it those checks are skipped, and say so.
 source "$(dirname "$0")/cli_lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -33,6 +35,43 @@ contains dry-run-torchrun "/usr/bin/python3 -m torch.distributed.run --standalon
 contains dry-run-path "PYTHONPATH=$root/python:"
 contains dry-run-caller-path ":/elsewhere "
 
+# One node: --standalone (its own rendezvous), as without the option.
+expect one-node 0 "$LOOM" run --dry-run --nnodes 1 --nproc 2 "$tmp/hi.py" a
+contains one-node-command "-m torch.distributed.run --standalone --nnodes 1 --nproc-per-node 2 $tmp/hi.py a"
+# Several nodes, a static rendezvous: every option under torchrun's name, no --standalone; --opt=value too.
+expect static 0 "$LOOM" run --dry-run --nnodes 2 --node-rank 1 --master-addr node0 --master-port=29501 \
+  --max-restarts 3 --nproc 4 "$tmp/hi.py" --lr 1
+contains static-command "-m torch.distributed.run --nnodes 2 --nproc-per-node 4 --node-rank 1 --master-addr node0 --master-port 29501 --max-restarts 3 $tmp/hi.py --lr 1"
+# A dynamic (c10d) rendezvous numbers the nodes itself, elastic ranges allowed.
+expect dynamic 0 "$LOOM" run --dry-run --nnodes 1:4 --rdzv-backend c10d --rdzv-endpoint node0:29400 --rdzv-id job7 \
+  "$tmp/hi.py"
+contains dynamic-command "-m torch.distributed.run --nnodes 1:4 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint node0:29400 --rdzv-id job7 $tmp/hi.py"
+expect one-node-port 0 "$LOOM" run --dry-run --master-port 29411 "$tmp/hi.py"
+contains one-node-port-command "-m torch.distributed.run --nproc-per-node 1 --master-port 29411 $tmp/hi.py"
+
+# Unknown options before the script (once read as the script) and launches that would hang every node.
+expect unknown-option nonzero "$LOOM" run --nnode 2 "$tmp/hi.py"
+contains unknown-option-message "loom: error: unknown option '--nnode' for \`loom run\` (before the script)"
+contains unknown-option-hint "hint: did you mean --nnodes?"
+expect underscored-option nonzero "$LOOM" run --node_rank=1 "$tmp/hi.py"
+contains underscored-option-hint "did you mean --node-rank?"
+expect torchrun-spelling nonzero "$LOOM" run --nproc-per-node 4 "$tmp/hi.py"
+contains torchrun-spelling-hint "did you mean --nproc?"
+expect no-rendezvous nonzero "$LOOM" run --nnodes 2 "$tmp/hi.py"
+contains no-rendezvous-message "a run on 2 nodes needs a rendezvous"
+expect no-node-rank nonzero "$LOOM" run --nnodes 2 --master-addr node0 "$tmp/hi.py"
+contains no-node-rank-message "a static rendezvous on 2 nodes needs each node's --node-rank"
+expect node-rank-range nonzero "$LOOM" run --nnodes 2 --master-addr node0 --node-rank 2 "$tmp/hi.py"
+contains node-rank-range-message "--node-rank 2 is not below --nnodes 2"
+expect standalone-nodes nonzero "$LOOM" run --standalone --nnodes 2 --rdzv-backend c10d --rdzv-endpoint n:1 "$tmp/hi.py"
+contains standalone-nodes-message "--standalone runs on one node, but --nnodes is 2"
+expect elastic-static nonzero "$LOOM" run --nnodes 1:4 --master-addr node0 --node-rank 0 "$tmp/hi.py"
+contains elastic-static-message "--nnodes 1:4 (an elastic range) needs a dynamic rendezvous"
+expect backend-without-endpoint nonzero "$LOOM" run --rdzv-backend c10d "$tmp/hi.py"
+contains backend-without-endpoint-message "--rdzv-backend c10d needs --rdzv-endpoint HOST:PORT"
+expect bad-port nonzero "$LOOM" run --master-port 70000 "$tmp/hi.py"
+contains bad-port-message "--master-port: '70000' is not a port from 1 to 65535"
+
 if [ ! -x "$py" ] || ! "$py" -c "import torch" 2>/dev/null; then
   echo "run_test: torchrun checks skipped: $root/.venv lacks torch (run: make venv)"
   finish; exit
@@ -51,4 +90,20 @@ contains rank-0 "rank 0 of 2 args ['--steps', '5'] loom $root/python/loom"
 contains rank-1 "rank 1 of 2 args ['--steps', '5'] loom $root/python/loom"
 contains failing-rank-named "rank      : 1"
 contains failing-rank-code "exitcode  : 3"
+
+# Two nodes on this machine (a static rendezvous on a free port): torchrun takes the options as loom passes
+# them, and the two runs form one world of 2, node ranks 0 and 1.
+cat > "$tmp/nodes.py" <<'PY'
+import os
+print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} on node {os.environ['GROUP_RANK']}", flush=True)
+PY
+port=$("$py" -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+"$LOOM" run --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 --master-port "$port" "$tmp/nodes.py" > "$tmp/node1.log" 2>&1 &
+node1=$!
+expect two-nodes 0 "$LOOM" run --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port "$port" "$tmp/nodes.py"
+contains node-0 "rank 0 of 2 on node 0"
+wait_rc=0; wait "$node1" || wait_rc=$?
+out=$(cat "$tmp/node1.log")
+if [ "$wait_rc" = 0 ]; then pass=$((pass+1)); else fail "node-1: exit $wait_rc, want 0"; fi
+contains node-1 "rank 1 of 2 on node 1"
 finish

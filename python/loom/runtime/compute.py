@@ -1,14 +1,16 @@
-"""Running one sub-op of a generated program: a forward part through its op form, a backward part through
-its closed-form rule (backward_forms.py) where the table has one, else torch.autograd over the forward
-part's form (the engine's backward op reads the saved forward tensors and the output gradients, and writes
-the input gradients its mirror layout names), an optimizer step on copies of its inputs (the ExecPlan
-writes each buffer once); Adam(W) steps also as one batch per program (flush_adam, deferred by the Runtime)."""
+"""Running one sub-op of a generated program: a forward part through its op form (forms/), a backward part
+through its family's closed-form rule or gradient from the output where it has one, else torch.autograd
+over the forward part's form (the engine's backward op reads the saved forward tensors and the output
+gradients, and writes the input gradients its mirror layout names), an optimizer step on copies of its
+inputs (the ExecPlan writes each buffer once); Adam(W) steps also as one batch per program (flush_adam,
+deferred by the Runtime)."""
 
 import json
 
 import torch
 
-from . import backward_forms, ops, placed_ops
+from . import forms
+from .forms.optimizer import adam_hyperparameters, adam_step
 from .initial import DTYPES
 
 OPTIMIZERS = {"sgd", "adam", "adamw"}
@@ -20,22 +22,6 @@ class SubOpError(RuntimeError):
 
 def _zeros(spec, device):
     return torch.zeros(tuple(spec["shape"]), dtype=DTYPES[spec["dtype"]], device=device)
-
-
-# Backward of ops that save only their outputs: the gradient from the output y and the output gradient g,
-# through torch's fused backward kernels where autograd has one (one pass instead of three or four: GPT-2's
-# tanh backward was 1.4 ms a call on [4, 128, 1024] spelled out).
-_FROM_OUTPUT = {
-    "relu": lambda attrs, y, g: torch.ops.aten.threshold_backward(g, y, 0),
-    "exp": lambda attrs, y, g: g * y,
-    "sqrt": lambda attrs, y, g: g / (2 * y),
-    "rsqrt": lambda attrs, y, g: -0.5 * g * y ** 3,
-    "tanh": lambda attrs, y, g: torch.ops.aten.tanh_backward(g, y),
-    "sigmoid": lambda attrs, y, g: torch.ops.aten.sigmoid_backward(g, y),
-    "softmax": lambda attrs, y, g: torch.ops.aten._softmax_backward_data(g, y, int(attrs.get("dim", -1)), y.dtype),
-    "log_softmax": lambda attrs, y, g: torch.ops.aten._log_softmax_backward_data(g, y, int(attrs.get("dim", -1)),
-                                                                                  y.dtype),
-}
 
 
 # Forms that cost to build and are equal for a forward part and its backward part (same attributes, same
@@ -52,7 +38,7 @@ def _shared_form(op_type, attrs, inputs, outputs):
     if form is None:
         if len(_SHARED_FORMS) >= _SHARED_LIMIT:  # earlier steps' masks
             _SHARED_FORMS.clear()
-        form = _SHARED_FORMS[key] = placed_ops.build(op_type, attrs, inputs, outputs)
+        form = _SHARED_FORMS[key] = forms.build_placed(op_type, attrs, inputs, outputs)
     return form
 
 
@@ -65,17 +51,14 @@ def _shared_form(op_type, attrs, inputs, outputs):
 _ADAM = {"adam", "adamw"}
 
 
-def _adam_hyperparameters(spec, step):
-    """The hyperparameters ops._adam_builder reads (the same defaults), the step and the type: a group's key."""
-    attrs, decoupled = spec["attrs"], spec["type"] == "adamw"
-    return (spec["type"], float(attrs.get("lr", 1e-3)), float(attrs.get("beta1", 0.9)),
-            float(attrs.get("beta2", 0.999)), float(attrs.get("eps", 1e-8)),
-            float(attrs.get("weight_decay", 1e-2 if decoupled else 0.0)), int(step))
+def _adam_key(spec, step):
+    """The hyperparameters, the step and the type of an Adam(W) sub-op: a group's key."""
+    return (spec["type"], *adam_hyperparameters(spec["type"], spec["attrs"]), int(step))
 
 
 def flush_adam(pending):
     """Runs the deferred Adam(W) steps, [(sub-op name, key, (weights, grad, m, v, param or None))], in place:
-    one fused multi-tensor call per key; a group the fused kernel refuses runs ops._adam_step per tensor."""
+    one fused multi-tensor call per key; a group the fused kernel refuses runs adam_step per tensor."""
     groups = {}
     for name, key, operands in pending:
         groups.setdefault(key, []).append((name, operands))
@@ -89,7 +72,7 @@ def flush_adam(pending):
                       weight_decay=decay, eps=eps, amsgrad=False, maximize=False)
             except (RuntimeError, NotImplementedError):
                 for w, g, m, v in zip(weights, grads, ms, vs):
-                    ops._adam_step(w, g, m, v, lr, beta1, beta2, eps, decay, kind == "adamw", step)
+                    adam_step(w, g, m, v, lr, beta1, beta2, eps, decay, kind == "adamw", step)
             for param, w in zip(params, weights):
                 if param is not None:  # fp32 master weights: the 16-bit parameter follows
                     param.copy_(w)
@@ -110,13 +93,14 @@ class SubOp:
         source = forward or spec
         self.rule = None
         self.fn = None
-        if forward and not (source["type"] in _FROM_OUTPUT and not forward["saved_inputs"]):
-            self.rule = backward_forms.build(forward, self._build_form)
-        if forward and not forward["saved_inputs"] and forward["saved_outputs"] and source["type"] not in _FROM_OUTPUT \
+        from_output = bool(forward) and source["type"] in forms.FROM_OUTPUT and not forward["saved_inputs"]
+        if forward and not from_output:
+            self.rule = forms.build_backward(forward, self._build_form)
+        if forward and not forward["saved_inputs"] and forward["saved_outputs"] and not from_output \
                 and self.rule is None:
             raise SubOpError(f"sub-op '{self.name}': the backward of '{source['type']}' saves only its outputs, and "
                              f"the runtime has no gradient from outputs for it")
-        if self.rule is None and not (forward and source["type"] in _FROM_OUTPUT and not forward["saved_inputs"]):
+        if self.rule is None and not from_output:
             self.fn = self._build_form()
         shape_only = set(spec.get("shape_only", []))
         self._zero_inputs = [i for i, _ in enumerate(spec["inputs"]) if i in shape_only]
@@ -127,8 +111,8 @@ class SubOp:
         try:
             if source["type"] in _SHARED:
                 return _shared_form(source["type"], attrs, source["inputs"], source["outputs"])
-            return placed_ops.build(source["type"], attrs, source["inputs"], source["outputs"])
-        except ops.Unsupported as e:
+            return forms.build_placed(source["type"], attrs, source["inputs"], source["outputs"])
+        except forms.Unsupported as e:
             raise SubOpError(f"sub-op '{self.name}' ({source['type']}): {e}") from None
 
     def set_step(self, step):
@@ -139,11 +123,11 @@ class SubOp:
         if self.forward is None and self.spec["type"] in OPTIMIZERS:
             self.step = step
             spec = self.spec
-            self.fn = placed_ops.build(spec["type"], {**spec["attrs"], "step": step}, spec["inputs"], spec["outputs"])
+            self.fn = forms.build_placed(spec["type"], {**spec["attrs"], "step": step}, spec["inputs"], spec["outputs"])
         elif (self.forward or self.spec)["type"] == "dropout":
             self.step = step
             if self.rule is not None:
-                self.rule = backward_forms.build(self.forward, self._build_form)
+                self.rule = forms.build_backward(self.forward, self._build_form)
             else:
                 self.fn = self._build_form()
 
@@ -162,7 +146,7 @@ class SubOp:
         master = bool(self.spec["attrs"].get("master_weights", False))
         weights = rest[0] if master else param
         g = grad.to(weights.dtype) if grad.dtype != weights.dtype else grad
-        key = (*_adam_hyperparameters(self.spec, self.step), weights.dtype, weights.device)
+        key = (*_adam_key(self.spec, self.step), weights.dtype, weights.device)
         return (param, *rest), (self.name, key, (weights, g, rest[-2], rest[-1], param if master else None))
 
     def __call__(self, *args, writable=frozenset()):
@@ -183,7 +167,7 @@ class SubOp:
         if spec["type"] in OPTIMIZERS:  # updated in place: copies, but of the gradient (input 1), which no step
             inputs = [x if i == 1 or i in writable else x.clone() for i, x in enumerate(inputs)]  # writes
         with torch.no_grad():
-            outputs = ops.as_tuple(self.fn(*inputs))
+            outputs = forms.as_tuple(self.fn(*inputs))
         return tuple(o.contiguous() for o in outputs)
 
     def _backward(self, args):
@@ -205,7 +189,7 @@ class SubOp:
         if self.rule is not None:
             return self._closed_form(inputs if fw["saved_inputs"] else None, outputs, grads)
         if self.fn is None:
-            rule = _FROM_OUTPUT[fw["type"]]
+            rule = forms.FROM_OUTPUT[fw["type"]]
             y, g = outputs[fw["grad_outputs"][0]], grads[0]
             return (rule(fw["attrs"], y, g if g.dtype == y.dtype else g.to(y.dtype)).contiguous(),)
         leaves = []
@@ -215,7 +199,7 @@ class SubOp:
             inputs[i] = inputs[i].detach().requires_grad_(True)
             leaves.append(inputs[i])
         with torch.enable_grad():
-            produced = ops.as_tuple(self.fn(*inputs))
+            produced = forms.as_tuple(self.fn(*inputs))
         selected = [produced[k] for k in fw["grad_outputs"]]
         pairs = [(o, g) for o, g in zip(selected, grads) if o.requires_grad]
         if not pairs:

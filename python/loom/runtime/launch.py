@@ -21,10 +21,9 @@ import traceback
 
 import torch
 
-from . import checkpoint
-from . import backward_forms
+from . import checkpoint, forms
 from . import results as results_mod
-from .compute import _FROM_OUTPUT, OPTIMIZERS
+from .compute import OPTIMIZERS
 from .runtime import Runtime, on_cpu
 
 
@@ -86,7 +85,7 @@ def _compute_kind(spec):
     forward = spec.get("backward_of")
     if forward is None:
         return f"optimizer ({spec['type']})" if spec["type"] in OPTIMIZERS else "compute forward"
-    closed = forward["type"] in _FROM_OUTPUT and not forward["saved_inputs"] or forward["type"] in backward_forms.RULES
+    closed = forward["type"] in forms.FROM_OUTPUT and not forward["saved_inputs"] or forward["type"] in forms.BACKWARD
     return "backward closed form" if closed else "backward autograd"
 
 
