@@ -1,4 +1,4 @@
-// `loom profile` (docs/profiling.md): builds a preset's plan under a policy, collects the profile keys of
+// `loom profile` (docs/profiling.md): builds a preset's (or a traced graph's) plan under a policy, collects the profile keys of
 // its sub-ops that the database lacks, has the Python timer (python/loom_profile) measure them on this
 // machine's device, and merges the measurements into the database. The device name the keys are filed
 // under comes from the timer (a CUDA device matched to a known GPU's name, or "cpu") unless given.
@@ -95,14 +95,15 @@ std::map<std::string, double> timing_of(const ProfileArgs& args) {
   return timing;
 }
 
-void print_compare(const plan::Plan& plan, const cluster::GpuSpec& gpu, const cost::ProfileDb& db) {
+void print_compare(const plan::Plan& plan, const ir::OpCatalog& catalog, const cluster::GpuSpec& gpu,
+                   const cost::ProfileDb& db) {
   if (gpu.peak_fp32 <= 0) {
     fmt::print("compare    no roofline for '{}': not a known GPU\n", gpu.name);
     return;
   }
-  Expected<cost::ComputeModel> roofline = cost::ComputeModel::make(plan, ops::builtin_ops(), gpu);
+  Expected<cost::ComputeModel> roofline = cost::ComputeModel::make(plan, catalog, gpu);
   if (!roofline) return;
-  const std::vector<cost::RooflineComparison> rows = cost::compare_roofline(plan, ops::builtin_ops(), *roofline, db);
+  const std::vector<cost::RooflineComparison> rows = cost::compare_roofline(plan, catalog, *roofline, db);
   fmt::print("roofline vs measured on {} (ratio = roofline / measured):\n", gpu.name);
   fmt::print("  {:<14} {:>5} {:>8} {:>8}  {}\n", "class", "keys", "median", "worst", "worst key");
   for (const cost::ClassAccuracy& c : cost::accuracy_by_class(rows))
@@ -159,12 +160,12 @@ int run_profile(const ProfileArgs& args) {
   }
   const cluster::GpuSpec gpu = gpu_named(device);
 
-  Expected<cost::ComputeModel> model = cost::ComputeModel::make(plan, ops::builtin_ops(), gpu, &*db);
+  Expected<cost::ComputeModel> model = cost::ComputeModel::make(plan, (*planned)->catalog, gpu, &*db);
   if (!model) return report(model.error());
   const cost::ProfileRequests wanted = cost::profile_requests(plan, *model);
   const std::size_t keys = wanted.present + wanted.requests.size() + wanted.unresolved.size();
 
-  fmt::print("model      {}{}: {} ops\n", options.model, options.shrink ? " (shrunk)" : "", (*planned)->graph.ops.size());
+  fmt::print("model      {}{}: {} ops\n", options.model.empty() ? options.graph_file : options.model, options.shrink ? " (shrunk)" : "", (*planned)->graph.ops.size());
   fmt::print("policy     {}: dp {} x tp {} x pp {}, {} micro-batch{}{}\n", options.policy, config.dp, config.tp, config.pp,
              config.micro_batches, config.micro_batches == 1 ? "" : "es",
              config.sequence_parallel ? ", sequence parallel" : "");
@@ -182,7 +183,7 @@ int run_profile(const ProfileArgs& args) {
     for (const cost::ProfileRequest& r : wanted.requests)
       fmt::print("  request  {}  ({} sub-op{}{}, e.g. {})\n", r.key.to_string(), r.sub_ops, r.sub_ops == 1 ? "" : "s",
                  r.variants > 1 ? fmt::format(", {} variants", r.variants) : "", r.example);
-    if (args.compare) print_compare(plan, gpu, *db);
+    if (args.compare) print_compare(plan, (*planned)->catalog, gpu, *db);
     fmt::print("dry run    nothing measured; {} unchanged\n", args.db);
     return 0;
   }
@@ -219,7 +220,7 @@ int run_profile(const ProfileArgs& args) {
   for (const auto& [key, reason] : merged.skipped) fmt::print("  {}: {}\n", key.to_string(), reason);
   fmt::print("present    {} key{} already in the database\n", wanted.present, plural(wanted.present));
   if (merged.ignored > 0) fmt::print("ignored    {} result{} not asked for\n", merged.ignored, plural(merged.ignored));
-  if (args.compare) print_compare(plan, gpu, *db);
+  if (args.compare) print_compare(plan, (*planned)->catalog, gpu, *db);
   if (merged.missing > 0)
     return report(Error{fmt::format("the timer returned nothing for {} of the {} requested keys", merged.missing,
                                     wanted.requests.size()),
@@ -235,7 +236,7 @@ void add_profile_command(CLI::App& app) {
       "profile", "Measure the ops of a model's plan on this machine's device and merge them into a profile database");
   add_job_flags(cmd, &args->job, {api::OptionGroup::model, api::OptionGroup::sizes, api::OptionGroup::cluster,
                                   api::OptionGroup::parallel},
-                {"graph_file", "cluster", "profile"});
+                {"cluster", "profile"});
   cmd->add_option("--db", args->db, "Profile database (JSON) to extend; created when missing")->required();
   cmd->add_option("--device-name", args->device_name,
                   "File the measurements under this device name (default: the timer's device matched to a known GPU, or cpu)");

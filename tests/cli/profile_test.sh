@@ -53,6 +53,10 @@ cmp -s "$db" "$tmp/before.json" && pass=$((pass+1)) || fail "merge-other: the da
 
 # Bad input: a message naming the input and the fix, a clean non-zero exit, the database untouched.
 echo '{"version": 1, "entries": [' > "$tmp/broken.json"
+# A traced graph (`--graph`) is profiled as `loom plan --graph` plans it.
+expect graph-json 0 "$LOOM" graph --model gpt3-125m --layers 2 --forward-only --batch 8 --seq 64 --dtype f32 --json "$tmp/g.json"
+expect graph-dry-run 0 "$LOOM" profile --graph "$tmp/g.json" --policy dp --gpus 2 --db "$tmp/graph.json" --dry-run \
+  --device-name cpu && contains graph-dry-run-model "model      $tmp/g.json" && contains graph-dry-run-keys "to measure"
 expect broken-db nonzero "$LOOM" profile --model gpt3-125m --shrink --db "$tmp/broken.json" --dry-run --device-name cpu
 contains broken-db-msg "broken.json: not valid JSON"
 echo '{"version": 1, "entries": [{"op": "add", "shapes": [[2]], "dtype": "f32", "device": "cpu", "seconds": -1}]}' > "$tmp/negative.json"
