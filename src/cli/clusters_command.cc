@@ -1,6 +1,8 @@
 // `loom clusters`: the cluster presets as a table; `--file F` summarizes a cluster file, `--yaml NAME`
-// prints a preset (or any cluster make_cluster accepts) as a cluster file to start from.
+// prints a preset (or any cluster make_cluster accepts) as a cluster file to start from; `--json` prints
+// the presets (or the file) as JSON, each cluster in the cluster-file form (docs/json.md).
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "loom/cluster/cluster_file.h"
@@ -12,6 +14,7 @@ namespace {
 struct ClustersArgs {
   std::string file;
   std::string yaml;
+  bool json = false;
 };
 
 // "nvswitch 300 GB/s 1 us": kind, one-direction bandwidth per GPU, latency.
@@ -40,9 +43,37 @@ void print_row(const cluster::Cluster& c) {
              c.bridge ? link_text(c.bridge->tier) : "-");
 }
 
+nlohmann::ordered_json link_json(const cluster::LinkTier& tier) {
+  return {{"kind", std::string(cluster::name(tier.kind))}, {"bandwidth", tier.bandwidth}, {"latency", tier.latency}};
+}
+
+// The cluster-file form (docs/clusters.md): an entry saved alone loads back as the same cluster.
+nlohmann::ordered_json cluster_json(const cluster::Cluster& c) {
+  nlohmann::ordered_json out = {{"name", c.name},
+                                {"nodes", c.nodes},
+                                {"gpus_per_node", c.gpus_per_node},
+                                {"gpu",
+                                 {{"name", c.gpu.name},
+                                  {"peak_bf16", c.gpu.peak_bf16},
+                                  {"peak_fp16", c.gpu.peak_fp16},
+                                  {"peak_fp32", c.gpu.peak_fp32},
+                                  {"memory_bytes", c.gpu.memory_bytes},
+                                  {"memory_bandwidth", c.gpu.memory_bandwidth}}},
+                                {"intra", link_json(c.intra)}};
+  if (c.bridge) out["bridge"] = link_json(c.bridge->tier);
+  out["inter"] = link_json(c.inter);
+  out["nics_per_node"] = c.nics_per_node;
+  out["nic_bandwidth"] = c.nic_bandwidth;
+  return out;
+}
+
+void print_json(const std::vector<cluster::Cluster>& clusters) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const cluster::Cluster& c : clusters) list.push_back(cluster_json(c));
+  fmt::print("{}\n", nlohmann::ordered_json{{"schema", "loom.clusters/1"}, {"clusters", list}}.dump(2));
+}
+
 int run_clusters(const ClustersArgs& args) {
-  if (!args.file.empty() && !args.yaml.empty())
-    return report(Error{"options --file and --yaml go one at a time", "give one of them"});
   if (!args.yaml.empty()) {
     Expected<cluster::Cluster> c = with_context(cluster::make_cluster(args.yaml), "option --yaml");
     if (!c) return report(c.error());
@@ -52,6 +83,10 @@ int run_clusters(const ClustersArgs& args) {
   if (!args.file.empty()) {
     Expected<cluster::Cluster> c = with_context(cluster::load_cluster_file(args.file), "option --file");
     if (!c) return report(c.error());
+    if (args.json) {
+      print_json({*c});
+      return 0;
+    }
     print_header();
     print_row(*c);
     print_legend();
@@ -59,12 +94,18 @@ int run_clusters(const ClustersArgs& args) {
                c->nic_bandwidth * 8 / 1e9);
     return 0;
   }
-  print_header();
+  std::vector<cluster::Cluster> presets;
   for (const std::string& name : cluster::preset_names()) {
     Expected<cluster::Cluster> c = cluster::make_cluster(name);
     if (!c) return report(c.error());
-    print_row(*c);
+    presets.push_back(*std::move(c));
   }
+  if (args.json) {
+    print_json(presets);
+    return 0;
+  }
+  print_header();
+  for (const cluster::Cluster& c : presets) print_row(c);
   print_legend();
   fmt::print("more nodes: \"<preset>x<nodes>\" (e.g. dgx-a100x16); a file: --cluster my.yaml "
              "(`loom clusters --yaml dgx-a100` prints one to start from; docs/clusters.md)\n");
@@ -76,8 +117,11 @@ int run_clusters(const ClustersArgs& args) {
 void add_clusters_command(CLI::App& app) {
   auto args = std::make_shared<ClustersArgs>();
   CLI::App* cmd = app.add_subcommand("clusters", "List the cluster presets, summarize a cluster file, or print one");
-  cmd->add_option("--file", args->file, "Summarize this cluster file (.yaml, .yml or .json)");
-  cmd->add_option("--yaml", args->yaml, "Print this preset (e.g. dgx-a100 or dgx-a100x4) as a cluster file");
+  CLI::Option* file = cmd->add_option("--file", args->file, "Summarize this cluster file (.yaml, .yml or .json)");
+  CLI::Option* yaml =
+      cmd->add_option("--yaml", args->yaml, "Print this preset (e.g. dgx-a100 or dgx-a100x4) as a cluster file");
+  CLI::Option* json = cmd->add_flag("--json", args->json, "Print the presets (or --file) as JSON (docs/json.md)");
+  yaml->excludes(file)->excludes(json);
   on_selected(cmd, [args] { return run_clusters(*args); });
 }
 

@@ -27,4 +27,8 @@ int run_selected(CLI::App& app);
 // Prints "loom: error: ..." (and the hint) to stderr; returns `exit_code` (1: a user error).
 int report(const Error& error, int exit_code = 1);
 
+// The exit code of a command line that does not parse (an unknown command or option, a missing or bad
+// value), as argparse and torchrun use; report()'s 1 is for input the command could read but not use.
+inline constexpr int kUsageError = 2;
+
 }  // namespace loom::cli

@@ -17,7 +17,7 @@ void on_selected(CLI::App* subcommand, std::function<int()> action) { actions()[
 int run_selected(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands())
     if (auto it = actions().find(sub); it != actions().end()) return it->second();
-  return 2;
+  return kUsageError;
 }
 
 int report(const Error& error, int exit_code) {

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "usage_error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Loom: parallelization plans for deep-learning training"};
@@ -18,8 +19,11 @@ int main(int argc, char** argv) {
   loom::cli::add_run_command(app);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::Success& help) {  // --help at any level: the help text, exit 0
+    return app.exit(help);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    loom::cli::report(loom::cli::usage_error(app, e));
+    return loom::cli::kUsageError;
   }
   return loom::cli::run_selected(app);
 }

@@ -1,37 +1,89 @@
-// `loom models`: the presets of the model zoo with their parameter counts (built, not quoted).
+// `loom models`: the presets of the model zoo with their parameter counts (built, not quoted); `--json`
+// prints the same as JSON (docs/json.md).
+#include <algorithm>
+#include <cmath>
+
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "loom/core/strings.h"
-#include "loom/ir/graph_stats.h"
+#include "loom/core/suggest.h"
 #include "loom/models/zoo.h"
-#include "loom/ops/registry.h"
 
 namespace loom::cli {
+namespace {
+
+struct ModelsArgs {
+  std::string family;
+  bool json = false;
+};
+
+struct PresetRow {
+  const models::ModelPreset* preset;
+  std::int64_t parameters;  // counted in the built forward graph
+};
+
+// Every row is built before anything is printed, so an error leaves no half-written table or JSON.
+Expected<std::vector<PresetRow>> preset_rows(const std::string& family) {
+  std::vector<PresetRow> rows;
+  for (const models::ModelPreset& preset : models::model_presets()) {
+    if (!family.empty() && preset.family != family) continue;
+    // Counting parameters builds the forward graph; batch 1 keeps that cheap.
+    models::ModelOptions options;
+    options.batch = 1;
+    LOOM_ASSIGN_OR_RETURN(ir::Graph graph, models::build_model(preset.name, options));
+    std::int64_t params = 0;
+    for (ir::TensorId p : graph.parameters) params += graph.tensor(p).shape.numel();
+    rows.push_back({&preset, params});
+  }
+  if (rows.empty()) {
+    std::vector<std::string> families;
+    for (const models::ModelPreset& preset : models::model_presets())
+      if (std::find(families.begin(), families.end(), preset.family) == families.end())
+        families.push_back(preset.family);
+    std::string hint = did_you_mean(family, families);
+    if (hint.empty()) hint = fmt::format("the families are {}", join(families, ", "));
+    return fail(fmt::format("no preset of family '{}'", family), hint);
+  }
+  return rows;
+}
+
+void print_table(const std::vector<PresetRow>& rows) {
+  constexpr std::string_view kRowFormat = "{:<18} {:<10} {:>14} {:>10} {:>7} {:>6}  {}\n";
+  fmt::print(fmt::runtime(kRowFormat), "preset", "family", "parameters", "nominal", "batch", "seq", "description");
+  for (const auto& [preset, params] : rows)
+    fmt::print(fmt::runtime(kRowFormat), preset->name, preset->family, fmt::format("{:L}", params),
+               human_count(preset->nominal_params), preset->default_batch, preset->default_seq, preset->description);
+}
+
+nlohmann::ordered_json models_json(const std::vector<PresetRow>& rows) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const auto& [preset, params] : rows)
+    list.push_back({{"name", preset->name},
+                    {"family", preset->family},
+                    {"description", preset->description},
+                    {"parameters", params},
+                    {"nominal_parameters", std::llround(preset->nominal_params)},
+                    {"default_batch", preset->default_batch},
+                    {"default_seq", preset->default_seq}});
+  return {{"schema", "loom.models/1"}, {"models", list}};
+}
+
+}  // namespace
 
 void add_models_command(CLI::App& app) {
+  auto args = std::make_shared<ModelsArgs>();
   CLI::App* cmd = app.add_subcommand("models", "List the model presets with their parameter counts");
-  auto family = std::make_shared<std::string>();
-  cmd->add_option("--family", *family, "Only this family (gpt, llama, t5, swin, ...)");
-  on_selected(cmd, [family] {
-    fmt::print("{:<18} {:<10} {:>14} {:>10} {:>7} {:>6}  {}\n", "preset", "family", "parameters", "nominal", "batch",
-               "seq", "description");
-    int shown = 0;
-    for (const models::ModelPreset& preset : models::model_presets()) {
-      if (!family->empty() && preset.family != *family) continue;
-      // Counting parameters builds the forward graph; batch 1 keeps that cheap.
-      models::ModelOptions options;
-      options.batch = 1;
-      Expected<ir::Graph> graph = models::build_model(preset.name, options);
-      if (!graph) return report(graph.error());
-      std::int64_t params = 0;
-      for (ir::TensorId p : graph->parameters) params += graph->tensor(p).shape.numel();
-      fmt::print("{:<18} {:<10} {:>14} {:>10} {:>7} {:>6}  {}\n", preset.name, preset.family,
-                 fmt::format("{:L}", params), human_count(preset.nominal_params), preset.default_batch,
-                 preset.default_seq, preset.description);
-      ++shown;
-    }
-    if (shown == 0) return report(Error{fmt::format("no preset of family '{}'", *family), "`loom models` lists all"});
+  cmd->add_option("--family", args->family, "Only this family (gpt, llama, t5, swin, ...)");
+  cmd->add_flag("--json", args->json, "Print the presets as JSON (docs/json.md)");
+  on_selected(cmd, [args] {
+    Expected<std::vector<PresetRow>> rows = preset_rows(args->family);
+    if (!rows) return report(rows.error());
+    if (args->json)
+      fmt::print("{}\n", models_json(*rows).dump(2));
+    else
+      print_table(*rows);
     return 0;
   });
 }
