@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "loom/core/strings.h"
+#include "loom/core/suggest.h"
 
 namespace loom::api {
 namespace {
@@ -17,8 +18,10 @@ Expected<T> parse_whole(std::string_view text, T low, T high) {
   T value{};
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc{} || end != text.data() + text.size())
-    return fail(fmt::format("'{}' is not a whole number", text), "write digits only, e.g. 8");
-  if (value < low || value > high) return fail(fmt::format("{} is outside [{}, {}]", value, low, high));
+    return fail(fmt::format("'{}' is not an integer", text), fmt::format("give an integer in [{}, {}]", low, high));
+  if (value < low || value > high)
+    return fail(fmt::format("{} is outside [{}, {}]", value, low, high),
+                fmt::format("give an integer in [{}, {}]", low, high));
   return value;
 }
 
@@ -27,7 +30,9 @@ Expected<double> parse_real(std::string_view text, double low, double high) {
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || !std::isfinite(value))
     return fail(fmt::format("'{}' is not a finite number", text), "e.g. 0.001 or 1e-3");
-  if (value < low || value > high) return fail(fmt::format("{} is outside [{}, {}]", value, low, high));
+  if (value < low || value > high)
+    return fail(fmt::format("{} is outside [{}, {}]", value, low, high),
+                fmt::format("give a number in [{}, {}]", low, high));
   return value;
 }
 
@@ -204,7 +209,8 @@ Expected<void> set_option(JobOptions& options, std::string_view name, std::strin
   if (field == nullptr) {
     std::vector<std::string> known;
     for (const OptionField& f : table()) known.emplace_back(flag_form ? f.flag : f.keyword);
-    return fail(fmt::format("unknown {}", label), fmt::format("known: {}", join(known, ", ")));
+    const std::string guess = did_you_mean(name, known);
+    return fail(fmt::format("unknown {}", label), guess.empty() ? fmt::format("known: {}", join(known, ", ")) : guess);
   }
   return with_context(field->set(options, text), label);
 }

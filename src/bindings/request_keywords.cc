@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "loom/core/strings.h"
+#include "loom/core/suggest.h"
 #include "raise.h"
 
 namespace py = pybind11;
@@ -62,7 +63,9 @@ api::JobOptions job_options(const py::kwargs& keywords) {
     if (field == nullptr || keyword.starts_with("--")) {
       std::vector<std::string> known{"graph"};
       for (const api::OptionField& f : api::option_fields()) known.emplace_back(f.keyword);
-      throw py::type_error(fmt::format("plan() got an unexpected keyword '{}' (known: {})", keyword, join(known, ", ")));
+      const std::string guess = did_you_mean(keyword, known);
+      throw py::type_error(fmt::format("plan() got an unexpected keyword '{}' ({})", keyword,
+                                       guess.empty() ? "known: " + join(known, ", ") : guess));
     }
     if (Expected<void> set = api::set_option(options, keyword, text_of(*field, keyword, value)); !set) raise(set.error());
   }

@@ -37,7 +37,7 @@ constexpr int kOutOfMemory = 3;
 
 int run_plan(const PlanArgs& args) {
   Expected<api::JobOptions> options = job_options(args.job);
-  if (!options) return report(options.error());
+  if (!options) return report(options.error(), kUsageError);
   std::optional<api::SearchSummary> search;
   Expected<std::unique_ptr<api::Job>> planned = api::plan_or_search(*options, &search);
   if (!planned) return report(planned.error());
@@ -57,9 +57,9 @@ int run_plan(const PlanArgs& args) {
     programs = std::move(*emitted);
   }
   if (args.json) {
-    nlohmann::json out = plan_json(job, search);
+    nlohmann::ordered_json out = plan_json(job, search);
     out["files"] = *files;
-    out["emitted"] = programs;
+    if (!programs.empty()) out["emitted"] = programs;
     fmt::print("{}\n", out.dump(2));
   } else {
     fmt::print("wrote      {}\n", join(*files, ", "));
@@ -77,11 +77,11 @@ int run_plan(const PlanArgs& args) {
 
 int run_compare(const CompareArgs& args) {
   Expected<api::JobOptions> base = job_options(args.job);
-  if (!base) return report(base.error());
+  if (!base) return report(base.error(), kUsageError);
   std::vector<std::unique_ptr<api::Job>> jobs;
   std::vector<const api::Job*> rows;
   std::vector<std::pair<std::string, std::string>> not_applicable;  // policy, reason
-  nlohmann::json json_rows = nlohmann::json::array();
+  nlohmann::ordered_json json_rows = nlohmann::ordered_json::array();
   for (const std::string& policy : split(args.policies, ',')) {
     api::JobOptions options = *base;
     options.policy = policy;
@@ -92,18 +92,20 @@ int run_compare(const CompareArgs& args) {
     Expected<std::unique_ptr<api::Job>> planned = api::plan_or_search(options, &search);
     if (!planned) {
       not_applicable.emplace_back(policy, planned.error().to_string());
-      json_rows.push_back({{"policy", policy}, {"applies", false}, {"reason", planned.error().to_string()}});
+      json_rows.push_back({{"policy", policy},
+                           {"error", {{"message", planned.error().message}, {"hint", planned.error().hint}}}});
       continue;
     }
-    nlohmann::json row = plan_json(**planned, search);
-    row["policy"] = policy;
-    row["applies"] = true;
+    nlohmann::ordered_json row = {{"policy", policy}};
+    const nlohmann::ordered_json document = plan_json(**planned, search);
+    for (const auto& [key, value] : document.items())
+      if (key != "schema") row[key] = value;
     json_rows.push_back(std::move(row));
     rows.push_back(planned->get());
     jobs.push_back(std::move(*planned));
   }
   if (args.json) {
-    fmt::print("{}\n", nlohmann::json{{"schema", 1}, {"rows", std::move(json_rows)}}.dump(2));
+    fmt::print("{}\n", nlohmann::ordered_json{{"schema", "loom.compare/1"}, {"rows", std::move(json_rows)}}.dump(2));
     return 0;
   }
   const api::JobOptions& o = *base;

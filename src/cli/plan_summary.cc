@@ -88,40 +88,55 @@ std::string ranked_table(const std::vector<const api::Job*>& jobs) {
   return out;
 }
 
-nlohmann::json plan_json(const api::Job& job, const std::optional<api::SearchSummary>& search) {
-  using nlohmann::json;
-  json options = json::object();
+namespace {
+
+// A field's value as a JSON value of its kind (docs/json.md: numbers are numbers, not strings).
+nlohmann::ordered_json typed(const api::OptionField& f, const std::string& text) {
+  switch (f.kind) {
+    case api::ValueKind::whole: return std::stoll(text);
+    case api::ValueKind::real: return std::stod(text);
+    case api::ValueKind::flag: return text == "true";
+    case api::ValueKind::text: return text;
+  }
+  return text;
+}
+
+}  // namespace
+
+nlohmann::ordered_json plan_json(const api::Job& job, const std::optional<api::SearchSummary>& search) {
+  using nlohmann::ordered_json;
+  ordered_json options = ordered_json::object();
   const api::JobOptions defaults;
   for (const api::OptionField& f : api::option_fields())  // the fields given a value other than the default
-    if (const std::string value = f.get(job.options); value != f.get(defaults)) options[std::string(f.keyword)] = value;
+    if (const std::string value = f.get(job.options); value != f.get(defaults))
+      options[std::string(f.keyword)] = typed(f, value);
   const policy::ParallelConfig& c = job.request.config;
-  json resolved = {{"gpus", job.request.gpus},
-                   {"dp", c.dp},
-                   {"tp", c.tp},
-                   {"pp", c.pp},
-                   {"micro_batches", c.micro_batches},
-                   {"global_batch", static_cast<std::int64_t>(job.workload.samples_per_step)},
-                   {"interleave", c.virtual_stages},
-                   {"sequence_parallel", c.sequence_parallel},
-                   {"zero", c.zero},
-                   {"recompute", std::string(policy::name(c.recompute))},
-                   {"folded", job.folded}};
-  json out = {{"schema", 1},
-              {"description", job.description},
-              {"options", std::move(options)},
-              {"resolved", std::move(resolved)},
-              {"parameters", job.stats.parameter_count},
-              {"summary", sim::summary_json({.model = job.options.model.empty() ? job.graph.name : job.options.model,
-                                             .cluster = job.cluster.name,
-                                             .policy = job.description},
-                                            job.sim, job.metrics)}};
-  out["search"] = search ? json{{"baseline", search->baseline},
-                                {"candidates", search->candidates},
-                                {"evaluated", search->evaluated},
-                                {"not_applicable", search->failed}}
-                         : json(nullptr);
-  const std::string advice = api::memory_advice(job);
-  out["memory_advice"] = advice.empty() ? json(nullptr) : json(advice);
+  ordered_json out = {{"schema", "loom.plan/1"},
+                      {"description", job.description},
+                      {"options", std::move(options)},
+                      {"resolved",
+                       {{"gpus", job.request.gpus},
+                        {"dp", c.dp},
+                        {"tp", c.tp},
+                        {"pp", c.pp},
+                        {"micro_batches", c.micro_batches},
+                        {"global_batch", static_cast<std::int64_t>(job.workload.samples_per_step)},
+                        {"interleave", c.virtual_stages},
+                        {"sequence_parallel", c.sequence_parallel},
+                        {"zero", c.zero},
+                        {"recompute", std::string(policy::name(c.recompute))},
+                        {"folded", job.folded}}},
+                      {"parameters", job.stats.parameter_count}};
+  if (search)
+    out["search"] = {{"baseline", search->baseline},
+                     {"candidates", search->candidates},
+                     {"evaluated", search->evaluated},
+                     {"not_applicable", search->failed}};
+  out["summary"] = sim::summary_json({.model = job.options.model.empty() ? job.graph.name : job.options.model,
+                                      .cluster = job.cluster.name,
+                                      .policy = job.description},
+                                     job.sim, job.metrics);
+  if (const std::string advice = api::memory_advice(job); !advice.empty()) out["memory_advice"] = advice;
   return out;
 }
 

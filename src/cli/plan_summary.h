@@ -19,8 +19,8 @@ std::string plan_summary(const api::Job& job);
 // One row per plan, ranked by step time (plans that do not fit last), with throughput, MFU, peak memory.
 std::string ranked_table(const std::vector<const api::Job*>& jobs);
 
-// The same as JSON (docs/json.md, "plan"): the options as given and as resolved, the search, the
-// simulator's summary and the memory advice.
-nlohmann::json plan_json(const api::Job& job, const std::optional<api::SearchSummary>& search);
+// The same as JSON (docs/json.md, "loom plan --json"): the options given and as resolved, the search, the
+// simulator's summary and, for a plan that does not fit, the memory advice.
+nlohmann::ordered_json plan_json(const api::Job& job, const std::optional<api::SearchSummary>& search);
 
 }  // namespace loom::cli

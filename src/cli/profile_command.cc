@@ -47,8 +47,7 @@ Expected<std::string> read_text(const std::string& path, std::string_view what) 
 }
 
 // The training graph of the preset, planned under the policy (the job's first two stages).
-Expected<std::unique_ptr<api::Job>> build_plan(const ProfileArgs& args) {
-  LOOM_ASSIGN_OR_RETURN(api::JobOptions options, job_options(args.job));
+Expected<std::unique_ptr<api::Job>> build_plan(const ProfileArgs& args, api::JobOptions options) {
   options.fold = api::Fold::off;
   size_to_degrees(options, given(args.job, "gpus"));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<api::Job> job, api::load_job(options));
@@ -118,7 +117,9 @@ void print_compare(const plan::Plan& plan, const ir::OpCatalog& catalog, const c
 }
 
 int run_profile(const ProfileArgs& args) {
-  Expected<std::unique_ptr<api::Job>> planned = build_plan(args);
+  Expected<api::JobOptions> given_options = job_options(args.job);
+  if (!given_options) return report(given_options.error(), kUsageError);
+  Expected<std::unique_ptr<api::Job>> planned = build_plan(args, *given_options);
   if (!planned) return report(planned.error());
   const plan::Plan& plan = (*planned)->plan;
   const policy::ParallelConfig& config = (*planned)->request.config;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "loom/core/strings.h"
+#include "loom/core/suggest.h"
 
 namespace loom::cli {
 namespace {
@@ -53,34 +54,18 @@ Expected<std::pair<long, long>> node_range(const RunArgs& args) {
   return std::pair{low, high};
 }
 
-// The known option closest to a mistyped one: one edit or two away, or one's prefix ("--nnode",
-// "--node_rank", "--nproc-per-node" -> "--nproc").
+// The known option closest to a mistyped one (core/suggest.h), or the known option a longer spelling begins
+// with, as torchrun's own names do ("--nproc-per-node" -> "--nproc"); "" when none is close.
 std::string closest_option(std::string_view given) {
-  const auto distance = [](std::string_view a, std::string_view b) {
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-      std::size_t diagonal = row[0];
-      row[0] = i;
-      for (std::size_t j = 1; j <= b.size(); ++j) {
-        const std::size_t above = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-        diagonal = above;
-      }
-    }
-    return row[b.size()];
-  };
-  std::string best;
-  std::size_t best_distance = 3;
+  std::vector<std::string> known;
   for (std::span<const std::string_view> names : {std::span<const std::string_view>(kTorchrunOptions),
                                                    std::span<const std::string_view>(kValuedOptions),
-                                                   std::span<const std::string_view>(kFlags)}) {
-    for (const std::string_view known : names) {
-      const std::size_t d = given.starts_with(known) || known.starts_with(given) ? 1 : distance(given, known);
-      if (d < best_distance) best = known, best_distance = d;
+                                                   std::span<const std::string_view>(kFlags)})
+    for (const std::string_view name : names) {
+      if (given.starts_with(name)) return std::string(name);
+      known.emplace_back(name);
     }
-  }
-  return best;
+  return closest_match(given, known).value_or("");
 }
 
 Error unknown_option(const std::string& arg) {

@@ -38,7 +38,7 @@ void print_error_row(std::string_view label, const verify::ErrorStat& e) {
 
 int run_verify(const VerifyArgs& args) {
   Expected<api::JobOptions> options = job_options(args.job);
-  if (!options) return report(options.error());
+  if (!options) return report(options.error(), kUsageError);
   options->shrink = !args.full;
   options->layout_search = !args.fallback_only;
   options->fold = api::Fold::off;

@@ -50,8 +50,8 @@ TEST(JobOptions, ValuesParseStrictlyAndErrorsNameTheOption) {
     const auto r = set_option(o, name, text);
     return r ? std::string("(accepted)") : r.error().message;
   };
-  EXPECT_EQ(error_of("--tp", "2 "), "option --tp: '2 ' is not a whole number");
-  EXPECT_EQ(error_of("--seq", "1e3"), "option --seq: '1e3' is not a whole number");
+  EXPECT_EQ(error_of("--tp", "2 "), "option --tp: '2 ' is not an integer");
+  EXPECT_EQ(error_of("--seq", "1e3"), "option --seq: '1e3' is not an integer");
   EXPECT_EQ(error_of("--tp", "0"), "option --tp: 0 is outside [1, 1048576]");
   EXPECT_EQ(error_of("zero", "4"), "keyword zero: 4 is outside [0, 3]");
   EXPECT_EQ(error_of("--lr", "inf"), "option --lr: 'inf' is not a finite number");

@@ -40,7 +40,7 @@ usage stray-word models extra && contains stray-word-msg "unexpected argument 'e
 usage missing-value graph --model && contains missing-value-msg "loom: error: option --model needs a value" &&
   contains missing-value-hint "hint: --model takes TEXT"
 usage tp-space plan --model gpt3-125m --tp '2 ' && contains tp-space-msg "loom: error: option --tp: '2 ' is not an integer" &&
-  contains tp-space-hint "hint: --tp takes INT in [1 - "
+  contains tp-space-hint "hint: give an integer in [1, 1048576]"
 usage tp-word plan --model gpt3-125m --tp abc && contains tp-word-msg "option --tp: 'abc' is not an integer"
 usage seq-exponent graph --model gpt3-125m --seq 1e3 && contains seq-exponent-msg "option --seq: '1e3' is not an integer"
 usage layers-range graph --model gpt3-125m --layers 0 && contains layers-range-msg "option --layers: '0' is not in range 1 to 1024"

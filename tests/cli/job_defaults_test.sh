@@ -16,7 +16,7 @@ expect unused nonzero "$LOOM" plan --model gpt3-125m --layers 2 --policy megatro
 expect mbs-disagree nonzero "$LOOM" plan --model gpt3-125m --layers 2 --global-batch 16 --policy dp --gpus 2 \
   --microbatches 3 --micro-batch-size 2 --out "$tmp/x" && contains mbs-disagree-msg "disagrees with --micro-batch-size 2"
 expect bad-whole nonzero "$LOOM" plan --model gpt3-125m --tp '2 ' --out "$tmp/x" &&
-  contains bad-whole-msg "option --tp: '2 ' is not a whole number"
+  contains bad-whole-msg "option --tp: '2 ' is not an integer"
 expect bad-real nonzero "$LOOM" plan --model gpt3-125m --lr inf --out "$tmp/x" && contains bad-real-msg "not a finite number"
 if [ ! -e "$tmp/x" ]; then pass=$((pass+1)); else fail "bad-input-wrote: $tmp/x exists"; fi
 
@@ -26,10 +26,11 @@ expect plan-json 0 "$LOOM" plan --model gpt3-125m --layers 2 --seq 256 --global-
 if python3 - "$out" <<'PY'
 import json, sys
 d = json.loads(sys.argv[1])
-assert d["schema"] == 1 and d["resolved"]["dp"] == 2 and d["resolved"]["tp"] == 2 and d["resolved"]["gpus"] == 4
-assert d["options"]["tp"] == "2" and d["options"]["gpus"] == "4"
+assert list(d)[0] == "schema" and d["schema"] == "loom.plan/1"
+assert d["resolved"]["dp"] == 2 and d["resolved"]["tp"] == 2 and d["resolved"]["gpus"] == 4
+assert d["options"]["tp"] == 2 and d["options"]["gpus"] == 4 and d["options"]["model"] == "gpt3-125m"
 assert d["summary"]["step_time_s"] > 0 and len(d["summary"]["per_device"]) == 4
-assert d["search"] is None and d["memory_advice"] is None and len(d["files"]) == 4
+assert "search" not in d and "memory_advice" not in d and "emitted" not in d and len(d["files"]) == 4
 PY
 then pass=$((pass+1)); else fail "plan-json-fields"; fi
 
@@ -39,10 +40,11 @@ expect compare-na 0 "$LOOM" compare --model gpt3-125m --layers 2 --seq 256 --glo
 expect compare-json 0 "$LOOM" compare --model gpt3-125m --layers 2 --seq 256 --global-batch 8 --policies dp,tp --json
 if python3 - "$out" <<'PY'
 import json, sys
-rows = json.loads(sys.argv[1])["rows"]
-assert [r["policy"] for r in rows] == ["dp", "tp"]
-assert rows[0]["applies"] and rows[0]["summary"]["devices"] == 8
-assert not rows[1]["applies"] and "tensor parallelism 8" in rows[1]["reason"]
+d = json.loads(sys.argv[1])
+rows = d["rows"]
+assert d["schema"] == "loom.compare/1" and [r["policy"] for r in rows] == ["dp", "tp"]
+assert "error" not in rows[0] and rows[0]["summary"]["devices"] == 8
+assert "summary" not in rows[1] and "tensor parallelism 8" in rows[1]["error"]["message"]
 PY
 then pass=$((pass+1)); else fail "compare-json-rows"; fi
 
