@@ -38,7 +38,7 @@ api::PlanRequest gpt3_175b(const std::string& cluster, policy::ParallelConfig co
 
 void report(benchmark::State& state, const api::PlanResult& r) {
   std::size_t instructions = 0;
-  for (const auto& program : r.exec.programs) instructions += program.size();
+  for (const auto& program : (r.folded ? r.step.step : r.exec).programs) instructions += program.size();
   state.counters["step_s"] = r.metrics.step_time;
   state.counters["mfu_pct"] = 100 * r.metrics.mfu;
   state.counters["sub_ops"] = static_cast<double>(r.plan.live_sub_ops().size());

@@ -203,24 +203,32 @@ Expected<std::unique_ptr<PlanResult>> plan_model(const PlanRequest& request) {
   r.exec.plan = &r.plan;
   r.materialize_stats = std::move(materialized.stats);
   LOOM_RETURN_IF_ERROR(with_context(exec::check_exec_plan(r.exec), "checking the ExecPlan"));
+  r.passes = exec::run_exec_passes(r.exec);
+  LOOM_RETURN_IF_ERROR(with_context(exec::check_exec_plan(r.exec), "checking the ExecPlan after the exec passes"));
   exec::assign_device_classes(r.exec);
   if (r.folded) {
-    LOOM_ASSIGN_OR_RETURN(r.fold, fold_shape(request.config, std::move(op_stage)));
+    LOOM_ASSIGN_OR_RETURN(exec::FoldShape shape, fold_shape(request.config, std::move(op_stage)));
     r.slice = std::move(r.exec);
-    LOOM_ASSIGN_OR_RETURN(r.exec, with_context(exec::unfold_step(r.slice, r.fold), "unfolding the step"));
-    r.exec.plan = &r.plan;
+    r.exec = exec::ExecPlan{};
+    LOOM_ASSIGN_OR_RETURN(r.step, with_context(exec::unfold_step(r.slice, std::move(shape)), "unfolding the step"));
+    r.step.step.plan = &r.plan;
+    const exec::ExecPassStats step_passes = exec::run_exec_passes(r.step);
+    r.passes.buckets += step_passes.buckets;
+    r.passes.bucketed_reductions += step_passes.bucketed_reductions;
   }
   r.seconds.materialize = seconds_since(stage);
 
   stage = Clock::now();
+  const exec::ExecPlan& step = r.folded ? r.step.step : r.exec;
   LOOM_ASSIGN_OR_RETURN(cost::ComputeModel compute,
                         cost::ComputeModel::make(r.plan, catalog, r.cluster.gpu, profile ? &*profile : nullptr));
-  LOOM_ASSIGN_OR_RETURN(sim::Durations durations, sim::model_durations(r.exec, compute, r.cluster));
-  LOOM_ASSIGN_OR_RETURN(r.sim, with_context(sim::simulate(r.exec, durations), "simulating the plan"));
-  r.memory = cost::memory_usage(r.exec);
+  LOOM_ASSIGN_OR_RETURN(sim::Durations durations, sim::model_durations(step, compute, r.cluster));
+  LOOM_ASSIGN_OR_RETURN(r.sim, with_context(r.folded ? sim::simulate(r.step, durations) : sim::simulate(r.exec, durations),
+                                            "simulating the plan"));
+  r.memory = r.folded ? cost::memory_usage(r.step) : cost::memory_usage(r.exec);
   sim::Workload workload = step_workload;
   workload.graph_copies = r.folded ? static_cast<double>(request.config.dp) * request.config.micro_batches : 1;
-  LOOM_ASSIGN_OR_RETURN(r.metrics, sim::step_metrics(r.exec, r.sim, r.memory, r.cluster.gpu, catalog, workload));
+  LOOM_ASSIGN_OR_RETURN(r.metrics, sim::step_metrics(step, r.sim, r.memory, r.cluster.gpu, catalog, workload));
   r.seconds.simulate = seconds_since(stage);
   r.seconds.total = seconds_since(start);
   return result;
@@ -235,9 +243,10 @@ Expected<std::vector<std::string>> write_plan_files(const PlanResult& r, const s
                                  .policy = r.description};
   const std::vector<std::pair<std::string, std::string>> files = {
       {"plan.json", plan::plan_to_json(r.plan)},
-      {"exec.json", r.folded ? exec::exec_to_json(r.slice, &r.fold) : exec::exec_to_json(r.exec)},
-      {"trace.json", sim::chrome_trace_json(r.exec, r.sim)},
-      {"report.html", sim::html_report(labels, r.exec, r.sim, r.metrics, r.memory)},
+      {"exec.json", r.folded ? exec::exec_to_json(r.slice, &r.step.shape) : exec::exec_to_json(r.exec)},
+      {"trace.json", r.folded ? sim::chrome_trace_json(r.step, r.sim) : sim::chrome_trace_json(r.exec, r.sim)},
+      {"report.html", r.folded ? sim::html_report(labels, r.step, r.sim, r.metrics, r.memory)
+                               : sim::html_report(labels, r.exec, r.sim, r.metrics, r.memory)},
   };
   std::vector<std::string> paths;
   for (const auto& [name, text] : files) {

@@ -1,5 +1,6 @@
 // Test support shared by the cost and sim tests: a preset's shrunk training graph under a built-in
-// policy, materialized and checked. Header-only; the including test links models, policy and exec.
+// policy, materialized and checked (and, on request, through the exec passes and checked again).
+// Header-only; the including test links models, policy and exec.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include "loom/cluster/presets.h"
 #include "loom/exec/check.h"
 #include "loom/exec/materialize.h"
+#include "loom/exec/passes.h"
 #include "loom/ir/autograd.h"
 #include "loom/models/zoo.h"
 #include "loom/ops/registry.h"
@@ -41,8 +43,11 @@ struct PolicyPlan {
   MaterializeStats stats;
 };
 
+// `layout_search` false: every move by the general fallback (sends and combines), as `loom verify
+// --fallback-only`.
 inline std::unique_ptr<PolicyPlan> policy_plan(const ir::Graph& graph, std::string_view policy,
-                                               const policy::ParallelConfig& config) {
+                                               const policy::ParallelConfig& config, bool exec_passes = false,
+                                               bool layout_search = true) {
   auto out = std::make_unique<PolicyPlan>();
   auto made = plan::make_plan(graph, ops::builtin_ops());
   EXPECT_TRUE(made) << made.error().to_string();
@@ -54,6 +59,7 @@ inline std::unique_ptr<PolicyPlan> policy_plan(const ir::Graph& graph, std::stri
   // Latency would turn every transfer of a shrunk model into p2p; sizes alone pick full-size collectives.
   MaterializeOptions options;
   options.cost_model = bandwidth_only_cost(cluster::make_cluster("dgx-a100").value());
+  options.use_layout_search = layout_search;
   auto materialized = materialize(out->plan, policy::device_count(config), options);
   EXPECT_TRUE(materialized) << materialized.error().to_string();
   if (!materialized) return out;
@@ -62,6 +68,10 @@ inline std::unique_ptr<PolicyPlan> policy_plan(const ir::Graph& graph, std::stri
   out->stats = std::move(materialized->stats);
   const auto checked = check_exec_plan(out->exec);
   EXPECT_TRUE(checked) << checked.error().to_string();
+  if (!exec_passes) return out;
+  run_exec_passes(out->exec);
+  const auto passed = check_exec_plan(out->exec);
+  EXPECT_TRUE(passed) << "after the exec passes: " << passed.error().to_string();
   return out;
 }
 

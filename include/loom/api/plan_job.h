@@ -14,6 +14,7 @@
 #include "loom/exec/exec_plan.h"
 #include "loom/exec/fold.h"
 #include "loom/exec/materialize.h"
+#include "loom/exec/passes.h"
 #include "loom/ir/autograd.h"
 #include "loom/ir/graph.h"
 #include "loom/ir/graph_stats.h"
@@ -62,7 +63,7 @@ std::string describe(const std::string& policy, const policy::ParallelConfig& co
 struct StageSeconds {
   double build = 0;        // model and training graph
   double policy = 0;       // the policy over a fresh plan
-  double materialize = 0;  // validation, materialization, ExecPlan check, device classes
+  double materialize = 0;  // validation, materialization, ExecPlan check, exec passes, device classes
   double simulate = 0;     // durations, simulation, memory, metrics
   double total = 0;
 };
@@ -76,14 +77,15 @@ struct PlanResult {
   ir::GraphStats stats;
   cluster::Cluster cluster;
   plan::Plan plan;
-  exec::ExecPlan exec;
+  exec::ExecPlan exec;       // not folded: the checked ExecPlan after the exec passes
   exec::MaterializeStats materialize_stats;
+  exec::ExecPassStats passes;
   // Folded: the plan and the graph are one micro-batch of one replica over tp x pp slice devices, and
-  // exec is the unfolded step (exec/fold.h), its programs those of the class representatives.
+  // step is the unfolded step (exec/fold.h), its programs those of the class representatives.
   bool folded = false;
   int slice_devices = 0;
-  exec::ExecPlan slice;      // folded: the slice's checked ExecPlan, which exec.json holds
-  exec::FoldShape fold;      // folded: how the slice unfolds
+  exec::ExecPlan slice;      // folded: the slice's checked ExecPlan (after its exec passes), which exec.json holds
+  exec::FoldedStep step;     // folded: the step the slice unfolds to (after its exec passes)
   sim::SimResult sim;
   cost::MemoryReport memory;
   sim::StepMetrics metrics;
