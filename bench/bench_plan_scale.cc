@@ -37,7 +37,7 @@ api::JobOptions gpt3_175b(const std::string& cluster, policy::ParallelConfig con
 
 void report(benchmark::State& state, const api::Job& r) {
   std::size_t instructions = 0;
-  for (const auto& program : r.exec.programs) instructions += program.size();
+  for (const auto& program : (r.folded ? r.step.step : r.exec).programs) instructions += program.size();
   state.counters["step_s"] = r.metrics.step_time;
   state.counters["mfu_pct"] = 100 * r.metrics.mfu;
   state.counters["sub_ops"] = static_cast<double>(r.plan.live_sub_ops().size());

@@ -1,8 +1,9 @@
 # One CMake target per library (DESIGN.md): headers in include/loom/<lib>/, sources in src/<lib>/,
-# tests in tests/<lib>/ built into one test executable per library.
+# tests in tests/<lib>/ built into one test executable per library. Sources may sit in sub-folders of
+# src/<lib>/ (one concept each, e.g. src/exec/passes/).
 function(loom_library name)
   cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
-  file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cc)
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cc)
   add_library(loom_${name} STATIC ${sources})
   target_include_directories(loom_${name} PUBLIC ${PROJECT_SOURCE_DIR}/include)
   target_link_libraries(loom_${name} PUBLIC ${ARG_DEPS})

@@ -1,7 +1,7 @@
 """Gradient buckets (docs/codegen.md, "Gradient buckets and exchanges"): the runtime's flat, asynchronous
 all-reduce sums exactly what separate all-reduces sum, and the generated data-parallel program reduces its
 gradients in buckets, each issued right after its last gradient is written and waited for later (the
-shrunk model's gradients fit one bucket; tests/codegen/gradient_buckets_test.cc checks the assignment and
+shrunk model's gradients fit one bucket; tests/exec/passes_test.cc checks the assignment and
 the overlap with small caps)."""
 
 import datetime

@@ -167,6 +167,10 @@ const std::vector<OptionField>& table() {
        LOOM_WHOLE(zero, 0, 3)},
       {"recompute", "--recompute", {}, G::parallel, K::text, "Activation recomputation: none, selective or full",
        LOOM_NAMED(recompute, policy::parse_recompute)},
+      {"bucket_cap_mb", "--bucket-cap-mb", {}, G::passes, K::real,
+       "Gradient buckets of the data-parallel all-reduce, MiB, as DDP's bucket_cap_mb (first bucket 1 MiB); 0: every "
+       "gradient reduced on its own, blocking",
+       LOOM_REAL(bucket_cap_mb, 0, 1 << 20)},
       {"fold", "--fold", {}, G::fold, K::text,
        "Plan one micro-batch of one replica and repeat it (megatron without ZeRO): auto (large jobs), on, off",
        LOOM_NAMED(fold, parse_fold)},

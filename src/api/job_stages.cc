@@ -1,4 +1,6 @@
 // The stages after loading (job.h): the policy, materialization (with the fold), and the simulation.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "loom/api/baseline_search.h"
@@ -54,6 +56,14 @@ Expected<void> expect_stage(const Job& job, Stage needed, std::string_view what)
   return {};
 }
 
+// The exec passes as the options set them.
+exec::ExecPassOptions pass_options(const JobOptions& o) {
+  exec::ExecPassOptions options;
+  options.bucket_bytes = static_cast<std::int64_t>(o.bucket_cap_mb * (1 << 20));
+  options.first_bucket_bytes = std::min(options.first_bucket_bytes, options.bucket_bytes);
+  return options;
+}
+
 }  // namespace
 
 std::string describe(const std::string& policy, const policy::ParallelConfig& c) {
@@ -77,7 +87,7 @@ Expected<void> apply_policy(Job& job) {
   std::vector<int> op_stage;
   if (job.folded) {
     LOOM_ASSIGN_OR_RETURN(op_stage, policy::megatron_stages(job.plan, config, job.catalog));
-    LOOM_ASSIGN_OR_RETURN(job.fold, fold_shape(config, std::move(op_stage)));
+    LOOM_ASSIGN_OR_RETURN(job.step.shape, fold_shape(config, std::move(op_stage)));
   }
   const policy::ParallelConfig applied = job.folded ? slice_config(config) : config;
   LOOM_RETURN_IF_ERROR(with_context(policy::apply_policy(job.plan, job.options.policy, applied, job.catalog),
@@ -87,6 +97,8 @@ Expected<void> apply_policy(Job& job) {
   job.stage = Stage::planned;
   return {};
 }
+
+const exec::ExecPlan& step_programs(const Job& job) { return job.folded ? job.step.step : job.exec; }
 
 Expected<void> materialize(Job& job) {
   LOOM_RETURN_IF_ERROR(expect_stage(job, Stage::planned, "materialize"));
@@ -103,9 +115,19 @@ Expected<void> materialize(Job& job) {
   made = std::move(materialized.exec);
   job.materialize_stats = std::move(materialized.stats);
   LOOM_RETURN_IF_ERROR(with_context(exec::check_exec_plan(made), "checking the ExecPlan"));
+  if (job.options.exec_passes) {
+    job.passes = exec::run_exec_passes(made, pass_options(job.options));
+    LOOM_RETURN_IF_ERROR(with_context(exec::check_exec_plan(made), "checking the ExecPlan after the exec passes"));
+  }
   exec::assign_device_classes(made);
   if (job.folded) {
-    LOOM_ASSIGN_OR_RETURN(job.exec, with_context(exec::unfold_step(job.slice, job.fold), "unfolding the step"));
+    LOOM_ASSIGN_OR_RETURN(job.step, with_context(exec::unfold_step(job.slice, job.step.shape),
+                                                 "unfolding the step"));
+    if (job.options.exec_passes) {
+      const exec::ExecPassStats step = exec::run_exec_passes(job.step, pass_options(job.options));
+      job.passes.buckets += step.buckets;
+      job.passes.bucketed_reductions += step.bucketed_reductions;
+    }
   }
   job.seconds.materialize = clock.seconds();
   job.stage = Stage::materialized;
@@ -118,14 +140,16 @@ Expected<void> simulate(Job& job) {
   LOOM_ASSIGN_OR_RETURN(cost::ComputeModel compute,
                         cost::ComputeModel::make(job.plan, job.catalog, job.cluster.gpu,
                                                  job.profile ? &*job.profile : nullptr));
-  LOOM_ASSIGN_OR_RETURN(sim::Durations durations, sim::model_durations(job.exec, compute, job.cluster));
-  LOOM_ASSIGN_OR_RETURN(job.sim, with_context(sim::simulate(job.exec, durations), "simulating the plan"));
-  job.memory = cost::memory_usage(job.exec);
+  LOOM_ASSIGN_OR_RETURN(sim::Durations durations, sim::model_durations(step_programs(job), compute, job.cluster));
+  LOOM_ASSIGN_OR_RETURN(job.sim, with_context(job.folded ? sim::simulate(job.step, durations)
+                                                         : sim::simulate(job.exec, durations),
+                                              "simulating the plan"));
+  job.memory = job.folded ? cost::memory_usage(job.step) : cost::memory_usage(job.exec);
   sim::Workload workload = job.workload;
   const policy::ParallelConfig& c = job.request.config;
   workload.graph_copies = job.folded ? static_cast<double>(c.dp) * c.micro_batches : 1;
   LOOM_ASSIGN_OR_RETURN(job.metrics,
-                        sim::step_metrics(job.exec, job.sim, job.memory, job.cluster.gpu, job.catalog, workload));
+                        sim::step_metrics(step_programs(job), job.sim, job.memory, job.cluster.gpu, job.catalog, workload));
   job.seconds.simulate = clock.seconds();
   job.stage = Stage::simulated;
   return {};

@@ -22,9 +22,10 @@ Expected<std::vector<std::string>> write_plan_files(const Job& job, const std::s
                                  .policy = job.description};
   const std::vector<std::pair<std::string, std::string>> files = {
       {"plan.json", plan::plan_to_json(job.plan)},
-      {"exec.json", job.folded ? exec::exec_to_json(job.slice, &job.fold) : exec::exec_to_json(job.exec)},
-      {"trace.json", sim::chrome_trace_json(job.exec, job.sim)},
-      {"report.html", sim::html_report(labels, job.exec, job.sim, job.metrics, job.memory)},
+      {"exec.json", job.folded ? exec::exec_to_json(job.slice, &job.step.shape) : exec::exec_to_json(job.exec)},
+      {"trace.json", job.folded ? sim::chrome_trace_json(job.step, job.sim) : sim::chrome_trace_json(job.exec, job.sim)},
+      {"report.html", job.folded ? sim::html_report(labels, job.step, job.sim, job.metrics, job.memory)
+                                 : sim::html_report(labels, job.exec, job.sim, job.metrics, job.memory)},
   };
   std::vector<std::string> paths;
   for (const auto& [name, text] : files) {

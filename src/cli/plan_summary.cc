@@ -33,15 +33,19 @@ std::string plan_summary(const api::Job& r) {
                      ir::name(r.request.model_options.dtype), ir::name(r.request.optimizer.kind));
   out += fmt::format("cluster    {}: {} x {} {}\n", r.cluster.name, r.cluster.nodes, r.cluster.gpus_per_node,
                      r.cluster.gpu.name);
-  out += fmt::format("policy     {} on {} GPUs\n", r.description, r.exec.num_devices);
+  const exec::ExecPlan& step = r.folded ? r.step.step : r.exec;
+  out += fmt::format("policy     {} on {} GPUs\n", r.description, step.num_devices);
   std::size_t instructions = 0;
-  for (const auto& program : r.exec.programs) instructions += program.size();
+  for (const auto& program : step.programs) instructions += program.size();
   std::vector<std::string> collectives;
   for (const auto& [name, count] : r.materialize_stats.collectives) collectives.push_back(fmt::format("{} {}", name, count));
   out += fmt::format("plan       {} sub-ops; {} instructions in {} device classes; {}; {} sends\n",
-                     r.plan.live_sub_ops().size(), instructions, r.exec.representatives.size(),
+                     r.plan.live_sub_ops().size(), instructions, step.representatives.size(),
                      collectives.empty() ? "no collectives" : fmt::format("{}", fmt::join(collectives, ", ")),
                      r.materialize_stats.sends);
+  if (r.passes != exec::ExecPassStats{})
+    out += fmt::format("passes     {} exchanges made all-reduces; {} gradient all-reduces in {} asynchronous buckets\n",
+                       r.passes.exchanges, r.passes.bucketed_reductions, r.passes.buckets);
   if (r.folded)
     out += fmt::format("folded     the plan is one micro-batch of one replica on {} devices (tp x pp), repeated over {} "
                        "micro-batches and mirrored over dp {}; --fold off plans every sub-op\n",

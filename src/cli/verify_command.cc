@@ -76,6 +76,8 @@ int run_verify(const VerifyArgs& args) {
   fmt::print("exec       {} instructions in {} device class{}; collectives: {}; {} sends; {} autograd pairs\n",
              instructions, exec.representatives.size(), exec.representatives.size() == 1 ? "" : "es",
              collectives.empty() ? "none" : join(collectives, ", "), m.sends, m.autograd_pairs);
+  fmt::print("passes     {} exchanges made all-reduces; {} gradient all-reduces in {} buckets\n", job.passes.exchanges,
+             job.passes.bucketed_reductions, job.passes.buckets);
   fmt::print("error vs one device (float64):\n  {:<12} {:>12} {:>12}  {}\n", "class", "max abs", "max rel", "worst tensor");
   print_error_row("activations", cmp->activation);
   print_error_row("gradients", cmp->gradient);

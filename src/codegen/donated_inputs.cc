@@ -4,28 +4,19 @@
 #include <set>
 #include <string_view>
 
+#include "loom/exec/instruction_buffers.h"
+
 namespace loom::codegen::detail {
 namespace {
 
 bool is_optimizer_step(std::string_view type) { return type == "sgd" || type == "adam" || type == "adamw"; }
 
-// The buffers instruction `in` reads.
-std::vector<exec::BufferId> reads(const exec::Instruction& in) {
-  if (const auto* c = std::get_if<exec::Compute>(&in)) return c->inputs;
-  if (const auto* c = std::get_if<exec::Collective>(&in)) return {c->input};
-  if (const auto* s = std::get_if<exec::Send>(&in)) return {s->buffer};
-  if (const auto* l = std::get_if<exec::Local>(&in)) return l->inputs;
-  return {};
-}
-
 }  // namespace
 
-std::map<std::size_t, std::vector<int>> donated_optimizer_inputs(const exec::ExecPlan& exec, int rank,
-                                                                 const RankBuckets& buckets) {
+std::map<std::size_t, std::vector<int>> donated_optimizer_inputs(const exec::ExecPlan& exec, int rank) {
   const auto& program = exec.programs[static_cast<std::size_t>(rank)];
   const ir::Graph& graph = *exec.plan->graph;
-  // The last instruction reading each buffer (bucket issues read after theirs, exchanges before theirs:
-  // both count at that index), and how many loads each tensor has here.
+  // The last instruction reading each buffer, and how many loads each tensor has here.
   std::map<std::uint32_t, std::size_t> last_read;
   std::map<std::uint32_t, int> loads_of_tensor;
   std::set<std::uint32_t> loaded;
@@ -33,21 +24,17 @@ std::map<std::size_t, std::vector<int>> donated_optimizer_inputs(const exec::Exe
     if (b.valid()) last_read[b.value] = std::max(last_read[b.value], i);
   };
   for (std::size_t i = 0; i < program.size(); ++i) {
-    for (exec::BufferId b : reads(program[i])) read_at(b, i);
+    exec::for_each_read(program[i], [&](exec::BufferId b) { read_at(b, i); });
     if (const auto* load = std::get_if<exec::Load>(&program[i])) {
       loaded.insert(load->output.value);
       ++loads_of_tensor[exec.buffer(load->output).piece.tensor.value];
     }
   }
-  for (const auto& [i, exchange] : buckets.all_reduce_at) read_at(exchange.input, i);
-  for (const auto& [i, ids] : buckets.issue_after)
-    for (int id : ids)
-      for (exec::BufferId b : buckets.buckets[static_cast<std::size_t>(id)].inputs) read_at(b, i);
 
   std::map<std::size_t, std::vector<int>> donated;
   for (std::size_t i = 0; i < program.size(); ++i) {
     const auto* c = std::get_if<exec::Compute>(&program[i]);
-    if (c == nullptr || buckets.skipped.contains(i)) continue;
+    if (c == nullptr) continue;
     const ir::Op& op = graph.op(exec.plan->sub_op(c->sub_op).op);
     if (op.pass != ir::Pass::optimizer || !is_optimizer_step(op.type)) continue;
     for (std::size_t k = 0; k < c->inputs.size(); ++k) {

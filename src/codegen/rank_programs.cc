@@ -10,7 +10,6 @@
 
 #include "buffer_names.h"
 #include "donated_inputs.h"
-#include "gradient_buckets.h"
 #include "loom/core/strings.h"
 #include "loom/plan/residence.h"
 #include "manifest.h"
@@ -73,10 +72,9 @@ std::string_view method_of(comm::Primitive kind) {
 class ModuleWriter {
  public:
   ModuleWriter(const exec::ExecPlan& exec, int rank, const std::vector<std::string>& names,
-               const std::map<std::int64_t, CollectiveMembers>& members, const std::vector<ir::TensorId>& updated,
-               const detail::RankBuckets& buckets)
+               const std::map<std::int64_t, CollectiveMembers>& members, const std::vector<ir::TensorId>& updated)
       : exec_(exec), graph_(*exec.plan->graph), rank_(rank), names_(names), members_(members), updated_(updated),
-        buckets_(buckets), donated_(detail::donated_optimizer_inputs(exec, rank, buckets)) {}
+        donated_(detail::donated_optimizer_inputs(exec, rank)) {}
 
   Expected<std::string> write(std::string_view description) {
     const auto& program = exec_.programs[static_cast<std::size_t>(rank_)];
@@ -87,13 +85,8 @@ class ModuleWriter {
         "def step(rt):\n",
         rank_, exec_.num_devices, description, program.size());
     for (std::size_t i = 0; i < program.size(); ++i) {
-      if (const auto it = buckets_.wait_before.find(i); it != buckets_.wait_before.end())
-        for (int b : it->second) wait_bucket(b);
-      if (const auto it = buckets_.all_reduce_at.find(i); it != buckets_.all_reduce_at.end()) exchange_all_reduce(it->second);
       index_ = i;
-      if (!buckets_.skipped.contains(i)) LOOM_RETURN_IF_ERROR(std::visit([&](const auto& in) { return emit(in); }, program[i]));
-      if (const auto it = buckets_.issue_after.find(i); it != buckets_.issue_after.end())
-        for (int b : it->second) issue_bucket(b);
+      LOOM_RETURN_IF_ERROR(std::visit([&](const auto& in) { return emit(in); }, program[i]));
     }
     LOOM_RETURN_IF_ERROR(keep_updated());
     if (program.empty()) line("pass");
@@ -106,35 +99,34 @@ class ModuleWriter {
   const std::string& var(exec::BufferId b) const { return names_[b.index()]; }
   const plan::SubTensor& piece(exec::BufferId b) const { return exec_.buffer(b).piece; }
   const std::string& tensor_name(exec::BufferId b) const { return graph_.tensor(piece(b).tensor).name; }
-  std::string bucket_handle(int b) const { return fmt::format("grad_bucket_{}", b); }
+  std::string bucket_handle(std::int64_t tag) const { return fmt::format("bucket_{}", tag); }
 
-  // Gradient buckets (gradient_buckets.h): issued once their last gradient is final, waited where the first
-  // of their reductions stood.
-  void issue_bucket(int id) {
-    const detail::GradientBucket& b = buckets_.buckets[static_cast<std::size_t>(id)];
-    comment(fmt::format("gradient bucket {} over ranks {} ({} B, {} gradients): issued as soon as its last gradient is "
-                        "final, overlapping the rest of the step (DDP's bucketed, overlapped reduction)",
-                        b.index, tuple_literal(b.group), b.bytes, b.inputs.size()));
-    std::vector<std::string> inputs;
-    for (exec::BufferId in : b.inputs) inputs.push_back(var(in));
-    line(fmt::format("{} = rt.all_reduce_start(({}{}), group={}, bucket={})", bucket_handle(id), join(inputs, ", "),
-                     inputs.size() == 1 ? "," : "", tuple_literal(b.group), b.index));
+  // A bucket (exec/passes.h): issued once its last gradient is final, waited before its sums are read.
+  Expected<void> emit(const exec::CollectiveStart& in) {
+    std::int64_t bytes = 0;
+    std::vector<std::string> inputs, tensors;
+    for (exec::BufferId b : in.inputs) {
+      inputs.push_back(var(b));
+      tensors.push_back(tensor_name(b));
+      bytes += exec_.buffer(b).bytes;
+    }
+    comment(fmt::format("{} start #{} over ranks {} ({} B, {} tensors: {}): runs while the step goes on, as DDP's "
+                        "bucketed reduction", comm::name(in.kind), in.tag, tuple_literal(in.group), bytes, in.inputs.size(),
+                        join(tensors, ", ")));
+    line(fmt::format("{} = rt.{}_start(({}{}), group={}, bucket={})", bucket_handle(in.tag), method_of(in.kind),
+                     join(inputs, ", "), inputs.size() == 1 ? "," : "", tuple_literal(in.group), in.tag));
+    started_.emplace(in.tag, &in);
+    return {};
   }
 
-  void exchange_all_reduce(const detail::ExchangeAllReduce& x) {
-    comment(fmt::format("all-reduce of '{}' over ranks {}: the plan's exchange of value parts (sends, receives and a "
-                        "combine), run as the all-reduce it is", tensor_name(x.output), tuple_literal(x.group)));
-    std::vector<plan::SubTensor> outs(x.group.size(), piece(x.output));
-    line(fmt::format("{} = rt.all_reduce({}, group={}, tag=-1, ins={}, outs={})", var(x.output), var(x.input),
-                     tuple_literal(x.group), pieces_literal(x.parts), pieces_literal(outs)));
-  }
-
-  void wait_bucket(int id) {
-    const detail::GradientBucket& b = buckets_.buckets[static_cast<std::size_t>(id)];
-    comment(fmt::format("the summed gradients of bucket {}: {}", b.index, join(b.tensors, ", ")));
+  Expected<void> emit(const exec::CollectiveWait& in) {
+    const auto it = started_.find(in.tag);
+    if (it == started_.end()) return failf("rank {} waits for #{}, which it never started", rank_, in.tag);
     std::vector<std::string> outputs;
-    for (exec::BufferId out : b.outputs) outputs.push_back(var(out));
-    line(fmt::format("{}{} = rt.wait({})", join(outputs, ", "), outputs.size() == 1 ? "," : "", bucket_handle(id)));
+    for (exec::BufferId b : it->second->outputs) outputs.push_back(var(b));
+    comment(fmt::format("the sums of #{}", in.tag));
+    line(fmt::format("{}{} = rt.wait({})", join(outputs, ", "), outputs.size() == 1 ? "," : "", bucket_handle(in.tag)));
+    return {};
   }
 
   Expected<void> emit(const exec::Load& in) {
@@ -245,7 +237,7 @@ class ModuleWriter {
   const std::vector<std::string>& names_;
   const std::map<std::int64_t, CollectiveMembers>& members_;
   const std::vector<ir::TensorId>& updated_;
-  const detail::RankBuckets& buckets_;
+  std::map<std::int64_t, const exec::CollectiveStart*> started_;  // by tag: this rank's starts so far
   const std::map<std::size_t, std::vector<int>> donated_;  // instruction index -> optimizer inputs that die there
   std::size_t index_ = 0;                                  // the instruction being emitted
   std::string out_;
@@ -274,9 +266,6 @@ std::string manifest_text(const json& manifest) {
 
 Expected<void> check_emittable(const exec::ExecPlan& exec) {
   if (exec.plan == nullptr || exec.plan->graph == nullptr) return fail("codegen: the ExecPlan has no plan");
-  if (exec.partial)
-    return fail("codegen needs every device's program, but this ExecPlan is folded (only class representatives)",
-                "plan with --fold off (codegen emits one module per rank)");
   if (exec.num_devices < 1 || exec.programs.size() != static_cast<std::size_t>(exec.num_devices))
     return failf("codegen: the ExecPlan has {} programs for {} devices", exec.programs.size(), exec.num_devices);
   return {};
@@ -294,7 +283,6 @@ Expected<RankPrograms> emit_rank_programs(const exec::ExecPlan& exec, std::strin
   for (const ir::FullTensor& t : graph.tensors)
     if (t.updates.valid() && plan::persists(graph, t.updates)) updated[t.updates.index()] = t.id;
   const std::vector<std::string> names = detail::buffer_variables(exec);
-  const std::vector<detail::RankBuckets> buckets = detail::plan_gradient_buckets(exec);
 
   RankPrograms out;
   json manifest{{"format", 1},
@@ -304,7 +292,7 @@ Expected<RankPrograms> emit_rank_programs(const exec::ExecPlan& exec, std::strin
   json ranks = json::array(), loads = json::array(), tensors = json::object(), sub_ops = json::object();
   std::set<std::vector<int>> groups;
   for (int r = 0; r < exec.num_devices; ++r) {
-    ModuleWriter writer(exec, r, names, members, updated, buckets[static_cast<std::size_t>(r)]);
+    ModuleWriter writer(exec, r, names, members, updated);
     LOOM_ASSIGN_OR_RETURN(std::string module, with_context(writer.write(description), fmt::format("rank {}", r)));
     out.modules.push_back(std::move(module));
     ranks.push_back(rank_module_file(r));
@@ -334,13 +322,11 @@ Expected<RankPrograms> emit_rank_programs(const exec::ExecPlan& exec, std::strin
         sub_ops[std::to_string(compute->sub_op.value)] = std::move(entry);
       } else if (const auto* collective = std::get_if<exec::Collective>(&instruction)) {
         groups.insert(collective->group);
+      } else if (const auto* start = std::get_if<exec::CollectiveStart>(&instruction)) {
+        groups.insert(start->group);
       }
     }
     loads.push_back(std::move(rank_loads));
-  }
-  for (const detail::RankBuckets& rank_buckets : buckets) {  // groups that only exchanges used before
-    for (const detail::GradientBucket& b : rank_buckets.buckets) groups.insert(b.group);
-    for (const auto& [at, x] : rank_buckets.all_reduce_at) groups.insert(x.group);
   }
   if (graph.loss.valid()) tensors[graph.tensor(graph.loss).name] = detail::tensor_entry(graph, graph.loss);
   manifest["ranks"] = ranks;

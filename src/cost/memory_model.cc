@@ -91,44 +91,65 @@ int MemoryReport::max_device() const {
   return best;
 }
 
+namespace {
+
+// One device's memory over its program: each buffer live from its write (a start's outputs from the
+// start) to its free.
+DeviceMemory device_memory(const exec::ExecPlan& exec, int device, std::vector<char>& live,
+                           const std::vector<char>& final_gradient) {
+  const ir::Graph& graph = *exec.plan->graph;
+  DeviceMemory memory{.device = device};
+  RoleBytes current;
+  const auto& program = exec.programs[static_cast<std::size_t>(device)];
+  for (std::size_t step = 0; step < program.size(); ++step) {
+    auto change = [&](BufferId id, bool alive) {
+      if (!id.valid() || live[id.index()] == static_cast<char>(alive)) return;
+      live[id.index()] = static_cast<char>(alive);
+      const exec::Buffer& b = exec.buffer(id);
+      current[graph.tensor(b.piece.tensor).role] += alive ? b.bytes : -b.bytes;
+    };
+    exec::for_each_written(program[step], [&](BufferId id) { change(id, true); });
+    if (const auto* free = std::get_if<exec::Free>(&program[step])) change(free->buffer, false);
+    if (const std::int64_t total = current.total(); total > memory.peak_bytes) {
+      memory.peak_bytes = total;
+      memory.peak_instruction = step;
+      memory.at_peak = current;
+    }
+  }
+  memory.final_bytes = current.total();
+  memory.model_state = model_state(exec, device, final_gradient);
+  return memory;
+}
+
+}  // namespace
+
 MemoryReport memory_usage(const exec::ExecPlan& exec) {
   assert(exec.plan != nullptr && exec.plan->graph != nullptr);
-  const ir::Graph& graph = *exec.plan->graph;
+  MemoryReport report;
+  std::vector<char> live(exec.buffers.size(), 0);
+  const std::vector<char> final_gradient = ir::optimizer_gradients(*exec.plan->graph);
+  for (int device = 0; device < exec.num_devices; ++device)
+    report.devices.push_back(device_memory(exec, device, live, final_gradient));
+  return report;
+}
+
+MemoryReport memory_usage(const exec::FoldedStep& folded) {
+  const exec::ExecPlan& exec = folded.step;
+  assert(exec.plan != nullptr && exec.plan->graph != nullptr);
+  assert(exec.class_of.size() == static_cast<std::size_t>(exec.num_devices));
   MemoryReport report;
   std::vector<char> live(exec.buffers.size(), 0);
   const std::vector<char> final_gradient = ir::optimizer_gradients(*exec.plan->graph);
   for (int device = 0; device < exec.num_devices; ++device) {
-    if (exec.partial && exec.class_of.size() == static_cast<std::size_t>(exec.num_devices)) {
-      // An image of its class (exec/fold.h) holds what its representative, always a lower device, holds.
-      const int rep = exec.representatives[static_cast<std::size_t>(exec.class_of[static_cast<std::size_t>(device)])];
-      if (rep != device) {
-        DeviceMemory copy = report.devices[static_cast<std::size_t>(rep)];
-        copy.device = device;
-        report.devices.push_back(std::move(copy));
-        continue;
-      }
+    // An image of its class (exec/fold.h) holds what its representative, always a lower device, holds.
+    const int rep = exec.representatives[static_cast<std::size_t>(exec.class_of[static_cast<std::size_t>(device)])];
+    if (rep != device) {
+      DeviceMemory copy = report.devices[static_cast<std::size_t>(rep)];
+      copy.device = device;
+      report.devices.push_back(std::move(copy));
+      continue;
     }
-    DeviceMemory memory{.device = device};
-    RoleBytes current;
-    const auto& program = exec.programs[static_cast<std::size_t>(device)];
-    for (std::size_t step = 0; step < program.size(); ++step) {
-      auto change = [&](BufferId id, bool alive) {
-        if (!id.valid() || live[id.index()] == static_cast<char>(alive)) return;
-        live[id.index()] = static_cast<char>(alive);
-        const exec::Buffer& b = exec.buffer(id);
-        current[graph.tensor(b.piece.tensor).role] += alive ? b.bytes : -b.bytes;
-      };
-      exec::for_each_written(program[step], [&](BufferId id) { change(id, true); });
-      if (const auto* free = std::get_if<exec::Free>(&program[step])) change(free->buffer, false);
-      if (const std::int64_t total = current.total(); total > memory.peak_bytes) {
-        memory.peak_bytes = total;
-        memory.peak_instruction = step;
-        memory.at_peak = current;
-      }
-    }
-    memory.final_bytes = current.total();
-    memory.model_state = model_state(exec, device, final_gradient);
-    report.devices.push_back(std::move(memory));
+    report.devices.push_back(device_memory(exec, device, live, final_gradient));
   }
   return report;
 }

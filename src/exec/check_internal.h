@@ -16,10 +16,14 @@ namespace loom::exec::detail {
 // Instructions numbered across devices: device d's instruction i is offsets[d] + i.
 struct Links {
   std::vector<std::uint32_t> offsets;  // by device, plus the total at the end
-  // By global number: for a send or recv, the global number of its partner; for a collective, its
-  // tag's slot (0, 1, ... in tag order); unused otherwise.
+  // By global number: for a send or recv, the global number of its partner; for a collective, a start
+  // or a wait, its tag's slot (0, 1, ... in tag order); unused otherwise.
   std::vector<std::uint32_t> link;
   std::uint32_t slots = 0;
+  std::vector<std::int64_t> slot_tags;        // by slot
+  // The global numbers of slot s's members (collectives or starts, by device ascending):
+  // members[member_offsets[s] .. member_offsets[s + 1]).
+  std::vector<std::uint32_t> members, member_offsets;
 
   std::uint32_t global(int device, std::uint32_t index) const {
     return offsets[static_cast<std::size_t>(device)] + index;
@@ -39,7 +43,8 @@ struct TransferSite {
   std::uint32_t global = 0;
 };
 
-// A collective member met by the walk (its kind already a collective, its device in its group).
+// A collective or start member met by the walk (its kind already a collective, its device in its
+// group), or a wait (after its device's start of the tag).
 struct CollectiveSite {
   std::int64_t tag = 0;
   std::uint32_t global = 0;
@@ -50,8 +55,11 @@ Expected<Links> check_structure(const ExecPlan& exec);
 
 // One send with one recv per (sender, receiver, tag), carrying equal pieces and bytes; fills the links.
 Expected<void> match_transfers(const ExecPlan& exec, std::vector<TransferSite>& sites, Links& links);
-// Per tag, one instruction on every member of the group, agreeing on kind and group; fills the links.
-Expected<void> match_collectives(const ExecPlan& exec, std::vector<CollectiveSite>& sites, Links& links);
+// Per tag, one instruction on every member of the group, all blocking collectives or all starts,
+// agreeing on kind and group (starts: also on the number and boxes of their buffers); fills the links,
+// the waits' included.
+Expected<void> match_collectives(const ExecPlan& exec, std::vector<CollectiveSite>& sites,
+                                 const std::vector<CollectiveSite>& waits, Links& links);
 
 // Simulates execution of a structurally valid plan; a deadlock is reported as its wait-for cycle.
 Expected<void> check_progress(const ExecPlan& exec, const Links& links);

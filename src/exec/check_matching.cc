@@ -10,6 +10,7 @@
 #include "check_internal.h"
 #include "loom/comm/layout.h"
 #include "loom/exec/exec_text.h"
+#include "loom/exec/instruction_buffers.h"
 
 namespace loom::exec::detail {
 namespace {
@@ -50,22 +51,47 @@ Expected<void> match_transfer(const ExecPlan& exec, const TransferSite* first, c
   return {};
 }
 
+CollectiveCall call_at(const ExecPlan& exec, const Links& links, std::uint32_t global) {
+  return *collective_call(exec.programs[static_cast<std::size_t>(links.device_of(global))][links.index_of(global)]);
+}
+
+std::string label_at(const ExecPlan& exec, const Links& links, std::uint32_t global) {
+  const Instruction& in = exec.programs[static_cast<std::size_t>(links.device_of(global))][links.index_of(global)];
+  if (const auto* start = std::get_if<CollectiveStart>(&in)) return collective_label(exec, *start);
+  return collective_label(exec, std::get<Collective>(in));
+}
+
 // The group of a tag's first member: devices in range, each once. `seen` marks devices by slot.
 Expected<void> check_group(const ExecPlan& exec, const Links& links, std::uint32_t global, std::uint32_t slot,
                            std::vector<std::uint32_t>& seen) {
-  const auto& group = instruction_at<Collective>(exec, links, global).group;
+  const std::span<const int> group = call_at(exec, links, global).group;
+  const std::vector<int> devices(group.begin(), group.end());
   for (int m : group) {
     if (m < 0 || m >= exec.num_devices)
       return fail(fmt::format("{}: has group {} with devices outside 0-{}", site_to_text(exec, links, global),
-                              comm::devices_to_string(group), exec.num_devices - 1),
+                              comm::devices_to_string(devices), exec.num_devices - 1),
                   "a group lists devices of the plan");
     if (seen[static_cast<std::size_t>(m)] == slot)
       return fail(fmt::format("{}: has group {}, which lists a device twice", site_to_text(exec, links, global),
-                              comm::devices_to_string(group)),
+                              comm::devices_to_string(devices)),
                   "a group lists each member once");
     seen[static_cast<std::size_t>(m)] = slot;
   }
   return {};
+}
+
+// Starts of one tag: the same number of buffers, and per position i, every member's input and output
+// of one tensor and one box (each member's part of one bucketed tensor).
+bool same_bucket(const ExecPlan& exec, const CollectiveCall& a, const CollectiveCall& b) {
+  if (a.inputs.size() != b.inputs.size() || a.outputs.size() != b.outputs.size()) return false;
+  for (std::size_t i = 0; i < a.inputs.size(); ++i) {
+    const plan::SubTensor& in = exec.buffer(a.inputs[i]).piece;
+    for (BufferId other : {b.inputs[i], a.outputs[i], b.outputs[i]}) {
+      const plan::SubTensor& p = exec.buffer(other).piece;
+      if (p.tensor != in.tensor || !same_box(p.box, in.box)) return false;
+    }
+  }
+  return true;
 }
 
 // The run [first, last) of one tag, in program order (so by device).
@@ -73,18 +99,24 @@ Expected<void> match_collective(const ExecPlan& exec, const CollectiveSite* firs
                                 std::uint32_t slot, std::vector<std::uint32_t>& seen, std::vector<std::uint32_t>& present,
                                 Links& links) {
   LOOM_RETURN_IF_ERROR(check_group(exec, links, first->global, slot, seen));
-  const auto& reference = instruction_at<Collective>(exec, links, first->global);
+  const CollectiveCall reference = call_at(exec, links, first->global);
   int previous = -1;
   for (const CollectiveSite* s = first; s != last; ++s) {
     const int device = links.device_of(s->global);
-    const auto& c = instruction_at<Collective>(exec, links, s->global);
+    const CollectiveCall c = call_at(exec, links, s->global);
     auto disagree = [&](std::string_view what, std::string_view hint) {
       return fail(fmt::format("{}: {} disagree: device {}, instruction {} runs {}", site_to_text(exec, links, s->global), what,
-                              links.device_of(first->global), links.index_of(first->global), collective_label(exec, reference)),
+                              links.device_of(first->global), links.index_of(first->global),
+                              label_at(exec, links, first->global)),
                   std::string(hint));
     };
+    if (c.asynchronous != reference.asynchronous)
+      return disagree("blocking and asynchronous members", "members of a collective all block, or all start and wait");
     if (c.kind != reference.kind) return disagree("kinds", "members of a collective run one kind");
-    if (c.group != reference.group) return disagree("groups", "members of a collective list one group, in one order");
+    if (!std::ranges::equal(c.group, reference.group))
+      return disagree("groups", "members of a collective list one group, in one order");
+    if (c.asynchronous && !same_bucket(exec, c, reference))
+      return disagree("buckets", "members of a start hold, position by position, the same box of the same tensor");
     if (device == previous)
       return fail(fmt::format("{}: runs collective tag {} twice (first at instruction {})", site_to_text(exec, links, s->global),
                               s->tag, links.index_of(s[-1].global)),
@@ -92,11 +124,12 @@ Expected<void> match_collective(const ExecPlan& exec, const CollectiveSite* firs
     previous = device;
     present[static_cast<std::size_t>(device)] = slot;
     links.link[s->global] = slot;
+    links.members.push_back(s->global);
   }
   // Every site's device is in its (equal) group and appears once, so a short run means a missing member.
   for (int m : reference.group)
     if (present[static_cast<std::size_t>(m)] != slot)
-      return fail(fmt::format("{}: device {} of its group never runs it", collective_label(exec, reference), m),
+      return fail(fmt::format("{}: device {} of its group never runs it", label_at(exec, links, first->global), m),
                   "every member of a collective's group runs it exactly once");
   return {};
 }
@@ -115,16 +148,24 @@ Expected<void> match_transfers(const ExecPlan& exec, std::vector<TransferSite>& 
   return {};
 }
 
-Expected<void> match_collectives(const ExecPlan& exec, std::vector<CollectiveSite>& sites, Links& links) {
+Expected<void> match_collectives(const ExecPlan& exec, std::vector<CollectiveSite>& sites,
+                                 const std::vector<CollectiveSite>& waits, Links& links) {
   std::sort(sites.begin(), sites.end(),
             [](const CollectiveSite& a, const CollectiveSite& b) { return std::tie(a.tag, a.global) < std::tie(b.tag, b.global); });
   std::vector<std::uint32_t> seen(static_cast<std::size_t>(exec.num_devices), kNone);
   std::vector<std::uint32_t> present(static_cast<std::size_t>(exec.num_devices), kNone);
+  links.members.reserve(sites.size());
   for (std::size_t i = 0, j = 0; i < sites.size(); i = j) {
     while (j < sites.size() && sites[j].tag == sites[i].tag) ++j;
+    links.member_offsets.push_back(static_cast<std::uint32_t>(links.members.size()));
+    links.slot_tags.push_back(sites[i].tag);
     LOOM_RETURN_IF_ERROR(match_collective(exec, sites.data() + i, sites.data() + j, links.slots, seen, present, links));
     ++links.slots;
   }
+  links.member_offsets.push_back(static_cast<std::uint32_t>(links.members.size()));
+  // A wait follows its device's start of the tag (the walk checked it), so the tag has a slot.
+  for (const CollectiveSite& w : waits)
+    links.link[w.global] = static_cast<std::uint32_t>(std::ranges::lower_bound(links.slot_tags, w.tag) - links.slot_tags.begin());
   return {};
 }
 

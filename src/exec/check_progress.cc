@@ -1,7 +1,9 @@
 // The progress half of check_exec_plan (check.h): runs the programs abstractly. Every instruction but a
-// recv or a collective completes at once (sends are buffered); a recv waits for its send, a collective
-// for all its members. A worklist of runnable devices visits each instruction once and each collective
-// member once more when the collective completes, so the cost is linear in the instruction count.
+// recv, a collective or a wait completes at once (sends are buffered, a start only joins its
+// collective); a recv waits for its send, a collective for all its members, a wait for every member's
+// start of its tag. A worklist of runnable devices visits each instruction once and each collective
+// member (or waiting device) once more when the collective completes, so the cost is linear in the
+// instruction count.
 #include <fmt/format.h>
 
 #include "check_internal.h"
@@ -14,7 +16,7 @@ class Simulation {
  public:
   Simulation(const ExecPlan& exec, const Links& links)
       : exec_(exec), links_(links), pc_(static_cast<std::size_t>(exec.num_devices), 0),
-        blocked_(static_cast<std::size_t>(exec.num_devices), false), arrived_(links.slots, 0) {}
+        blocked_(static_cast<std::size_t>(exec.num_devices), false), arrived_(links.slots, 0), waiting_(links.slots) {}
 
   void run() {
     std::vector<int> runnable;
@@ -46,8 +48,18 @@ class Simulation {
     const Instruction& instruction = program(d)[at];
     if (const auto* r = std::get_if<Recv>(&instruction))
       return {r->peer, fmt::format("waits at instruction {} for a send from device {} (tag {})", at, r->peer, r->tag), true};
-    const auto& c = std::get<Collective>(instruction);
     const std::uint32_t slot = links_.link[links_.global(d, at)];
+    if (const auto* w = std::get_if<CollectiveWait>(&instruction)) {
+      // A member that has not run its start yet (it exists: the wait would have passed).
+      for (std::uint32_t k = links_.member_offsets[slot]; k < links_.member_offsets[slot + 1]; ++k) {
+        const std::uint32_t member = links_.members[k];
+        const int m = links_.device_of(member);
+        if (pc_[static_cast<std::size_t>(m)] <= links_.index_of(member))
+          return {m, fmt::format("waits at instruction {} for device {} to start #{}", at, m, w->tag), false};
+      }
+      return {};
+    }
+    const auto& c = std::get<Collective>(instruction);
     for (int m : c.group)
       if (!waits_in(m, slot))
         return {m, fmt::format("waits at instruction {} in {} for device {}", at, collective_label(exec_, c), m), false};
@@ -81,6 +93,20 @@ class Simulation {
           blocked_[to] = false;  // re-runs its recv, which now finds the send done (pc moves on below)
           runnable.push_back(s->peer);
         }
+      } else if (const auto* start = std::get_if<CollectiveStart>(&prog[pc])) {
+        if (++arrived_[partner] == start->group.size()) {
+          for (int w : waiting_[partner]) {  // the devices waiting for it go on
+            blocked_[static_cast<std::size_t>(w)] = false;
+            runnable.push_back(w);
+          }
+          waiting_[partner].clear();
+        }
+      } else if (std::holds_alternative<CollectiveWait>(prog[pc])) {
+        if (arrived_[partner] < links_.member_offsets[partner + 1] - links_.member_offsets[partner]) {
+          blocked_[static_cast<std::size_t>(d)] = true;
+          waiting_[partner].push_back(d);
+          return;
+        }
       } else if (const auto* c = std::get_if<Collective>(&prog[pc])) {
         if (++arrived_[partner] < c->group.size()) {
           blocked_[static_cast<std::size_t>(d)] = true;
@@ -102,7 +128,8 @@ class Simulation {
   const Links& links_;
   std::vector<std::uint32_t> pc_;  // by device: instructions before it have run
   std::vector<bool> blocked_;      // by device: waiting at pc (in a recv or a collective)
-  std::vector<std::uint32_t> arrived_;  // by collective slot: members that reached it
+  std::vector<std::uint32_t> arrived_;  // by collective slot: members that reached it (or ran its start)
+  std::vector<std::vector<int>> waiting_;  // by start's slot: devices blocked in a wait for it
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 // tracking each buffer's state and recording transfers and collective members for the matching.
 #include <algorithm>
 #include <limits>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -12,9 +13,10 @@ namespace loom::exec::detail {
 namespace {
 
 constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
-constexpr const char* kWriters = "a load, compute, collective, recv or local instruction";
+constexpr const char* kWriters = "a load, compute, collective, start, recv or local instruction";
 
-enum class State : std::uint8_t { unwritten, written, freed };
+// pending: written by a start whose wait has not come yet (readable after it).
+enum class State : std::uint8_t { unwritten, written, pending, freed };
 
 bool box_contains(const std::vector<plan::IndexRange>& outer, const std::vector<plan::IndexRange>& inner) {
   if (outer.size() != inner.size()) return false;
@@ -46,11 +48,13 @@ class StructureCheck {
     links_.link.assign(total, kNone);
     for (device_ = 0; device_ < exec_.num_devices; ++device_) {
       const auto& program = exec_.programs[static_cast<std::size_t>(device_)];
+      starts_.clear();
       for (index_ = 0; index_ < program.size(); ++index_)
         LOOM_RETURN_IF_ERROR(std::visit([this](const auto& i) { return check(i); }, program[index_]));
+      LOOM_RETURN_IF_ERROR(check_all_waited());
     }
     // Unmatched collectives and transfers first: a buffer left unwritten is usually their consequence.
-    LOOM_RETURN_IF_ERROR(match_collectives(exec_, collectives_, links_));
+    LOOM_RETURN_IF_ERROR(match_collectives(exec_, collectives_, waits_, links_));
     LOOM_RETURN_IF_ERROR(match_transfers(exec_, transfers_, links_));
     LOOM_RETURN_IF_ERROR(check_all_written());
     return std::move(links_);
@@ -116,7 +120,14 @@ class StructureCheck {
     if (state_[id.index()] == State::freed)
       return error(fmt::format("reads {} after it is freed (by instruction {})", buffer_to_text(exec_, id), freer_[id.index()]),
                    "free a buffer after its last read");
+    if (state_[id.index()] == State::pending) return before_wait("reads", id);
     return {};
+  }
+
+  std::unexpected<Error> before_wait(std::string_view what, BufferId id) const {
+    return error(fmt::format("{} {}, which the start at instruction {} writes, before its wait", what,
+                             buffer_to_text(exec_, id), writer_[id.index()]),
+                 "read (or free) a start's outputs only after the wait of its tag");
   }
 
   Expected<void> write(BufferId id) {
@@ -137,6 +148,7 @@ class StructureCheck {
     if (state_[b] == State::freed)
       return error(fmt::format("{} is freed twice (first by instruction {})", buffer_to_text(exec_, f.buffer), freer_[b]),
                    "free each buffer at most once");
+    if (state_[b] == State::pending) return before_wait("frees", f.buffer);
     state_[b] = State::freed;
     freer_[b] = static_cast<std::uint32_t>(index_);
     return {};
@@ -246,6 +258,50 @@ class StructureCheck {
     return {};
   }
 
+  Expected<void> check(const CollectiveStart& c) {
+    if (c.kind != comm::Primitive::all_reduce)
+      return error(fmt::format("starts a {}, which has no asynchronous form", comm::name(c.kind)),
+                   "start an all-reduce, or run the collective blocking");
+    if (std::find(c.group.begin(), c.group.end(), device_) == c.group.end())
+      return error(fmt::format("is not run by a member of its group: device {} is not in it", device_),
+                   "a collective runs on exactly the devices of its group");
+    if (c.inputs.empty() || c.inputs.size() != c.outputs.size())
+      return error(fmt::format("starts {} inputs into {} outputs", c.inputs.size(), c.outputs.size()),
+                   "a start sums at least one buffer, one output per input");
+    for (BufferId in : c.inputs) LOOM_RETURN_IF_ERROR(read(in));
+    for (BufferId out : c.outputs) {
+      LOOM_RETURN_IF_ERROR(write(out));
+      state_[out.index()] = State::pending;
+    }
+    if (!starts_.try_emplace(c.tag, Started{index_, &c, false}).second)
+      return error(fmt::format("starts tag {} twice on this device", c.tag), "give each collective its own tag");
+    collectives_.push_back({c.tag, global()});
+    return {};
+  }
+
+  Expected<void> check(const CollectiveWait& w) {
+    const auto it = starts_.find(w.tag);
+    if (it == starts_.end())
+      return error(fmt::format("waits for tag {}, which no earlier start of this device has", w.tag),
+                   "a wait follows its start of the same tag on the same device");
+    if (it->second.waited)
+      return error(fmt::format("waits for tag {} a second time", w.tag), "each start has exactly one wait");
+    it->second.waited = true;
+    for (BufferId out : it->second.start->outputs) state_[out.index()] = State::written;
+    waits_.push_back({w.tag, global()});
+    return {};
+  }
+
+  // The first start (in program order) left without its wait.
+  Expected<void> check_all_waited() const {
+    const Started* first = nullptr;
+    for (const auto& [tag, started] : starts_)
+      if (!started.waited && (first == nullptr || started.index < first->index)) first = &started;
+    if (first == nullptr) return {};
+    return fail(fmt::format("{}: start #{} is never waited for", site_to_text(exec_, device_, first->index), first->start->tag),
+                "each start has exactly one wait of its tag, later on its device");
+  }
+
   Expected<void> check_all_written() const {
     for (std::size_t b = 0; b < exec_.buffers.size(); ++b)
       if (state_[b] == State::unwritten)
@@ -265,6 +321,13 @@ class StructureCheck {
   Links links_;
   std::vector<TransferSite> transfers_;
   std::vector<CollectiveSite> collectives_;
+  std::vector<CollectiveSite> waits_;
+  struct Started {
+    std::size_t index = 0;
+    const CollectiveStart* start = nullptr;
+    bool waited = false;
+  };
+  std::unordered_map<std::int64_t, Started> starts_;  // by tag, this device's
 };
 
 }  // namespace

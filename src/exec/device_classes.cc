@@ -53,6 +53,13 @@ class Signature {
     shape(c.input);
     shape(c.output);
   }
+  void add(const CollectiveStart& c) {
+    tokens_.push_back(static_cast<std::int64_t>(c.kind));
+    tokens_.push_back(static_cast<std::int64_t>(c.group.size()));
+    shapes(c.inputs);
+    shapes(c.outputs);
+  }
+  void add(const CollectiveWait&) {}
   void add(const Send& s) { transfer(s.buffer); }
   void add(const Recv& r) { transfer(r.buffer); }
   void add(const Local& l) {

@@ -35,6 +35,12 @@ std::string instruction_json(const ExecPlan& exec, const Instruction& instructio
                              quoted_json(comm::name(in.kind)), in.tag, fmt::join(in.group, ", "),
                              known ? quoted_json(exec.plan->graph->tensor(exec.collectives[tag].tensor).name) : "null",
                              id(in.input), id(in.output));
+        } else if constexpr (std::is_same_v<T, CollectiveStart>) {
+          return fmt::format(R"({{"op": "start", "kind": {}, "tag": {}, "group": [{}], "in": {}, "out": {}}})",
+                             quoted_json(comm::name(in.kind)), in.tag, fmt::join(in.group, ", "), ids(in.inputs),
+                             ids(in.outputs));
+        } else if constexpr (std::is_same_v<T, CollectiveWait>) {
+          return fmt::format(R"({{"op": "wait", "tag": {}}})", in.tag);
         } else if constexpr (std::is_same_v<T, Send>) {
           return fmt::format(R"({{"op": "send", "peer": {}, "tag": {}, "buffer": {}}})", in.peer, in.tag, id(in.buffer));
         } else if constexpr (std::is_same_v<T, Recv>) {

@@ -35,7 +35,7 @@ std::string local_to_text(const ExecPlan& exec, const Local& l) {
 
 // Per device, what its program holds; devices of one class have equal counts.
 struct Counts {
-  int loads = 0, computes = 0, sends = 0, recvs = 0, locals = 0, frees = 0;
+  int loads = 0, computes = 0, starts = 0, waits = 0, sends = 0, recvs = 0, locals = 0, frees = 0;
   std::map<std::string_view, int> collectives;  // by kind name, sorted for a stable text
   std::int64_t bytes_sent = 0;
 };
@@ -49,6 +49,8 @@ Counts count(const ExecPlan& exec, int device) {
     if (std::holds_alternative<Local>(instruction)) ++counts.locals;
     if (std::holds_alternative<Free>(instruction)) ++counts.frees;
     if (const auto* c = std::get_if<Collective>(&instruction)) ++counts.collectives[comm::name(c->kind)];
+    if (std::holds_alternative<CollectiveStart>(instruction)) ++counts.starts;
+    if (std::holds_alternative<CollectiveWait>(instruction)) ++counts.waits;
     if (const auto* s = std::get_if<Send>(&instruction)) {
       ++counts.sends;
       if (s->buffer.index() < exec.buffers.size()) counts.bytes_sent += exec.buffer(s->buffer).bytes;
@@ -71,6 +73,8 @@ std::string counts_to_text(const Counts& c) {
   add(c.loads, "load");
   add(c.computes, "compute");
   for (const auto& [kind, n] : c.collectives) add(n, kind);
+  add(c.starts, "start");
+  add(c.waits, "wait");
   if (c.sends > 0) parts.push_back(fmt::format("{} ({})", plural(c.sends, "send"), human_bytes(static_cast<double>(c.bytes_sent))));
   add(c.recvs, "recv");
   add(c.locals, "local");
@@ -94,13 +98,26 @@ std::string buffer_to_text(const ExecPlan& exec, BufferId id) {
   return fmt::format("b{} {}", id.value, piece_to_text(exec, exec.buffer(id).piece));
 }
 
-std::string collective_label(const ExecPlan& exec, const Collective& collective) {
-  std::string text = fmt::format("{} #{}", comm::name(collective.kind), collective.tag);
-  if (collective.tag >= 0 && static_cast<std::size_t>(collective.tag) < exec.collectives.size()) {
-    const ir::TensorId tensor = exec.collectives[static_cast<std::size_t>(collective.tag)].tensor;
+namespace {
+
+std::string label(const ExecPlan& exec, comm::Primitive kind, std::string_view what, std::int64_t tag,
+                  const std::vector<int>& group) {
+  std::string text = fmt::format("{}{} #{}", comm::name(kind), what, tag);
+  if (tag >= 0 && static_cast<std::size_t>(tag) < exec.collectives.size()) {
+    const ir::TensorId tensor = exec.collectives[static_cast<std::size_t>(tag)].tensor;
     if (tensor.valid()) text += fmt::format(" of '{}'", tensor_name(exec, tensor));
   }
-  return text + fmt::format(" (group {})", comm::devices_to_string(collective.group));
+  return text + fmt::format(" (group {})", comm::devices_to_string(group));
+}
+
+}  // namespace
+
+std::string collective_label(const ExecPlan& exec, const Collective& collective) {
+  return label(exec, collective.kind, "", collective.tag, collective.group);
+}
+
+std::string collective_label(const ExecPlan& exec, const CollectiveStart& start) {
+  return label(exec, start.kind, " start", start.tag, start.group);
 }
 
 std::string instruction_to_text(const ExecPlan& exec, const Instruction& instruction) {
@@ -112,6 +129,11 @@ std::string instruction_to_text(const ExecPlan& exec, const Instruction& instruc
       return fmt::format("{}  {} -> {}", collective_label(exec, c), buffer_to_text(exec, c.input),
                          buffer_to_text(exec, c.output));
     }
+    std::string operator()(const CollectiveStart& c) const {
+      return fmt::format("{}  {} -> {}", collective_label(exec, c), buffers_to_text(exec, c.inputs),
+                         buffers_to_text(exec, c.outputs));
+    }
+    std::string operator()(const CollectiveWait& w) const { return fmt::format("wait #{}", w.tag); }
     std::string operator()(const Send& s) const {
       return fmt::format("send -> {} #{} {}", s.peer, s.tag, buffer_to_text(exec, s.buffer));
     }

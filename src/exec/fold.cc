@@ -19,6 +19,10 @@ int full_device(const FoldShape& shape, int slice_device, int replica) {
   return (stage * shape.dp + replica) * shape.tp + rank;
 }
 
+int slice_device_of(const FoldShape& shape, int device) {
+  return device / (shape.dp * shape.tp) * shape.tp + device % shape.tp;
+}
+
 namespace {
 
 Expected<void> check_shape(const ExecPlan& slice, const FoldShape& shape) {
@@ -65,7 +69,6 @@ class Unfolder {
     out_.plan = slice.plan;
     out_.num_devices = shape.dp * shape.tp * shape.pp;
     out_.programs.resize(static_cast<std::size_t>(out_.num_devices));
-    out_.partial = true;
   }
 
   void device(int d) {
@@ -157,12 +160,11 @@ class Unfolder {
   std::int64_t tag(std::int64_t old, int k) {
     const auto key = std::pair{old, k};
     if (const auto it = tags_.find(key); it != tags_.end()) return it->second;
-    const auto fresh = static_cast<std::int64_t>(out_.collectives.size());
     CollectiveInfo info = old >= 0 && static_cast<std::size_t>(old) < slice_.collectives.size()
                               ? slice_.collectives[static_cast<std::size_t>(old)]
                               : CollectiveInfo{};
     info.paired = -1;
-    out_.collectives.push_back(std::move(info));
+    const std::int64_t fresh = out_.add_tag(std::move(info));
     tags_.emplace(key, fresh);
     return fresh;
   }
@@ -192,6 +194,13 @@ class Unfolder {
             target.push_back(Load{copy(i.output, -1)});
           } else if constexpr (std::is_same_v<T, Collective>) {
             target.push_back(Collective{i.kind, full_group(i.group), tag(i.tag, t), read(i.input, k, segment), copy(i.output, k)});
+          } else if constexpr (std::is_same_v<T, CollectiveStart>) {
+            CollectiveStart c{i.kind, full_group(i.group), tag(i.tag, t), {}, {}};
+            for (BufferId b : i.inputs) c.inputs.push_back(read(b, k, segment));
+            for (BufferId b : i.outputs) c.outputs.push_back(copy(b, k));
+            target.push_back(std::move(c));
+          } else if constexpr (std::is_same_v<T, CollectiveWait>) {
+            target.push_back(CollectiveWait{tag(i.tag, t)});
           } else if constexpr (std::is_same_v<T, Send>) {
             target.push_back(Send{full_device(shape_, i.peer, 0), tag(i.tag, t), read(i.buffer, k, segment)});
           } else if constexpr (std::is_same_v<T, Recv>) {
@@ -241,8 +250,7 @@ class Unfolder {
     if (shape_.dp == 1) return part;
     std::vector<int> group;
     for (int r = 0; r < shape_.dp; ++r) group.push_back(full_device(shape_, d_, r));
-    const auto fresh = static_cast<std::int64_t>(out_.collectives.size());
-    out_.collectives.push_back(CollectiveInfo{old.piece.tensor, "V->R all-reduce over data parallel", -1});
+    const std::int64_t fresh = out_.add_tag(CollectiveInfo{old.piece.tensor, "V->R all-reduce over data parallel", -1});
     const BufferId reduced = out_.add_buffer(full_, old.piece, old.bytes);
     target.push_back(Collective{comm::Primitive::all_reduce, std::move(group), fresh, part, reduced});
     target.push_back(Free{part});
@@ -266,7 +274,7 @@ class Unfolder {
 
 }  // namespace
 
-Expected<ExecPlan> unfold_step(const ExecPlan& slice, const FoldShape& shape) {
+Expected<FoldedStep> unfold_step(const ExecPlan& slice, FoldShape shape) {
   LOOM_RETURN_IF_ERROR(check_shape(slice, shape));
   LOOM_ASSIGN_OR_RETURN(std::vector<std::vector<int>> segments, fold_segments(slice, shape));
   const DeviceClasses classes = slice.class_of.size() == static_cast<std::size_t>(slice.num_devices)
@@ -276,7 +284,8 @@ Expected<ExecPlan> unfold_step(const ExecPlan& slice, const FoldShape& shape) {
   Unfolder unfolder(slice, shape, std::move(segments));
   for (int d = 0; d < slice.num_devices; ++d)
     if (kept[static_cast<std::size_t>(d)] != 0) unfolder.device(d);
-  return std::move(unfolder).take(classes);
+  ExecPlan step = std::move(unfolder).take(classes);
+  return FoldedStep{std::move(step), std::move(shape)};
 }
 
 }  // namespace loom::exec

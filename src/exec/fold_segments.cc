@@ -80,7 +80,7 @@ class Classifier {
     std::unordered_map<std::uint32_t, int> first_reader;
     for (std::size_t i = program.size(); i-- > 0;) {
       const Instruction& in = program[i];
-      if (seg[i] == kUnknown && (std::holds_alternative<Collective>(in) || std::holds_alternative<Recv>(in) ||
+      if (seg[i] == kUnknown && (is_collective_call(in) || std::holds_alternative<Recv>(in) ||
                                  std::holds_alternative<Local>(in))) {
         for_each_written(in, [&](BufferId b) {
           if (const auto it = first_reader.find(b.index()); it != first_reader.end()) seg[i] = it->second;
@@ -93,14 +93,22 @@ class Classifier {
     }
   }
 
-  // The rest with what wrote their input (sends, unread outputs); frees with the instruction before.
+  // The rest with what wrote their input (sends, unread outputs); a wait with its start; frees with the
+  // instruction before.
   static void producers(const std::vector<Instruction>& program, std::vector<int>& seg) {
     std::unordered_map<std::uint32_t, int> writer;
+    std::unordered_map<std::int64_t, int> started;  // by tag: the segment of this device's start
     int before = kPrologue;
     for (std::size_t i = 0; i < program.size(); ++i) {
       const Instruction& in = program[i];
       if (std::holds_alternative<Free>(in)) {
         seg[i] = before;
+        continue;
+      }
+      if (const auto* w = std::get_if<CollectiveWait>(&in)) {
+        const auto it = started.find(w->tag);
+        seg[i] = it != started.end() ? it->second : before;
+        before = seg[i];
         continue;
       }
       if (seg[i] == kUnknown) {
@@ -111,6 +119,7 @@ class Classifier {
         if (seg[i] == kUnknown) seg[i] = std::holds_alternative<Recv>(in) ? kEpilogue : before;
       }
       for_each_written(in, [&](BufferId b) { writer[b.index()] = seg[i]; });
+      if (const auto* start = std::get_if<CollectiveStart>(&in)) started[start->tag] = seg[i];
       before = seg[i];
     }
   }
@@ -128,7 +137,7 @@ Expected<void> agree(const ExecPlan& slice, std::vector<std::vector<int>>& seg) 
     const auto& program = slice.programs[static_cast<std::size_t>(d)];
     for (std::size_t i = 0; i < program.size(); ++i) {
       if (const auto* r = std::get_if<Recv>(&program[i])) recv_at[{r->peer, d, r->tag}] = i;
-      if (const auto* c = std::get_if<Collective>(&program[i])) members[c->tag].emplace_back(d, i);
+      if (const auto c = collective_call(program[i])) members[c->tag].emplace_back(d, i);
     }
   }
   for (int d = 0; d < slice.num_devices; ++d) {

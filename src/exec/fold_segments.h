@@ -20,8 +20,9 @@ inline bool is_block(int segment) { return segment >= 0; }
 // By slice device, by instruction: its segment. A compute belongs to its sub-op's block (a forward op's
 // chunk; the backward pass for its backward part and for a recomputation, its second run); an optimizer
 // step to the epilogue; a compute of an op without a stage to the block around it. A collective, recv or
-// local belongs where its output is first read, else with what wrote its input; a send where its recv
-// runs; a free with the instruction before it. Errors: a transfer or collective whose members disagree
+// local belongs where its output is first read, else with what wrote its input (a start: where its
+// outputs are first read; its wait with it); a send where its recv runs; a free with the instruction
+// before it. Errors: a transfer or collective whose members disagree
 // on running once per step or once per micro-batch.
 Expected<std::vector<std::vector<int>>> fold_segments(const ExecPlan& slice, const FoldShape& shape);
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "loom/exec/instruction_buffers.h"
+
 namespace loom::exec::detail {
 
 void free_after_last_use(ExecPlan& exec) {
@@ -16,13 +18,13 @@ void free_after_last_use(ExecPlan& exec) {
   for (auto& program : exec.programs) {
     for (std::size_t i = 0; i < program.size(); ++i) {
       const auto at = static_cast<std::ptrdiff_t>(i);
-      for_each_write(program[i], [&](BufferId b) { last[b.index()] = at; });
+      for_each_written(program[i], [&](BufferId b) { last[b.index()] = at; });
       for_each_read(program[i], [&](BufferId b) { last[b.index()] = at; });
     }
     // (position of the last use, buffer) of every buffer to free, sorted by position.
     std::vector<std::pair<std::ptrdiff_t, BufferId>> dying;
     for (std::size_t i = 0; i < program.size(); ++i)
-      for_each_write(program[i], [&](BufferId b) {
+      for_each_written(program[i], [&](BufferId b) {
         if (read_as_data[exec.buffer(b).piece.tensor.index()]) dying.emplace_back(last[b.index()], b);
       });
     std::ranges::stable_sort(dying, {}, &std::pair<std::ptrdiff_t, BufferId>::first);

@@ -4,6 +4,7 @@
 
 #include <iterator>
 
+#include "loom/exec/instruction_buffers.h"
 #include "loom/sim/device_groups.h"
 
 namespace loom::sim {
@@ -15,12 +16,15 @@ std::int64_t bytes_moved(const exec::ExecPlan& exec, const Event& event) {
   const auto& program = exec.programs[static_cast<std::size_t>(event.device)];
   if (event.instruction < 0 || static_cast<std::size_t>(event.instruction) >= program.size()) return 0;
   const exec::Instruction& instruction = program[static_cast<std::size_t>(event.instruction)];
-  exec::BufferId buffer = exec::kNoBuffer;
-  if (const auto* c = std::get_if<exec::Collective>(&instruction)) buffer = c->input;
-  else if (const auto* s = std::get_if<exec::Send>(&instruction)) buffer = s->buffer;
-  else if (const auto* r = std::get_if<exec::Recv>(&instruction)) buffer = r->buffer;
-  if (buffer == exec::kNoBuffer || buffer.index() >= exec.buffers.size()) return 0;
-  return exec.buffer(buffer).bytes;
+  const auto bytes = [&](exec::BufferId b) { return b.index() < exec.buffers.size() ? exec.buffer(b).bytes : 0; };
+  if (const auto c = exec::collective_call(instruction)) {
+    std::int64_t sum = 0;
+    for (exec::BufferId in : c->inputs) sum += bytes(in);
+    return sum;
+  }
+  if (const auto* s = std::get_if<exec::Send>(&instruction)) return bytes(s->buffer);
+  if (const auto* r = std::get_if<exec::Recv>(&instruction)) return bytes(r->buffer);
+  return 0;
 }
 
 // `text` as a JSON string. Event names are op names (printable ASCII); anything else is escaped too.
@@ -79,6 +83,10 @@ std::string chrome_trace_json(const exec::ExecPlan& exec, const SimResult& resul
   }
   fmt::format_to(it, "]}}\n");
   return fmt::to_string(out);
+}
+
+std::string chrome_trace_json(const exec::FoldedStep& folded, const SimResult& result) {
+  return chrome_trace_json(folded.step, result);
 }
 
 }  // namespace loom::sim

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "loom/exec/instruction_buffers.h"
+
 namespace loom::sim {
 
 Expected<CommIndex> CommIndex::build(const exec::ExecPlan& exec) {
@@ -15,7 +17,7 @@ Expected<CommIndex> CommIndex::build(const exec::ExecPlan& exec) {
     const int device = static_cast<int>(d);
     for (std::uint32_t i = 0; i < program.size(); ++i) {
       const exec::Instruction& instruction = program[i];
-      if (const auto* c = std::get_if<exec::Collective>(&instruction)) members.push_back({c->tag, Site{device, i}});
+      if (const auto c = exec::collective_call(instruction)) members.push_back({c->tag, Site{device, i}});
       else if (const auto* s = std::get_if<exec::Send>(&instruction)) index.sends_.push_back({device, s->peer, s->tag, i});
     }
   }

@@ -445,4 +445,9 @@ std::string html_report(const ReportLabels& labels, const exec::ExecPlan& exec, 
   return html;
 }
 
+std::string html_report(const ReportLabels& labels, const exec::FoldedStep& folded, const SimResult& sim,
+                        const StepMetrics& metrics, const cost::MemoryReport& memory, HtmlOptions options) {
+  return html_report(labels, folded.step, sim, metrics, memory, options);
+}
+
 }  // namespace loom::sim

@@ -16,8 +16,8 @@ using exec::BufferId;
 using exec::Instruction;
 
 Simulator::Simulator(const exec::ExecPlan& exec, const Durations& durations, const CommIndex& index,
-                     std::vector<int> represented_by)
-    : exec_(exec), durations_(durations), index_(index), represented_by_(std::move(represented_by)),
+                     std::vector<int> represented_by, bool folded)
+    : exec_(exec), durations_(durations), index_(index), represented_by_(std::move(represented_by)), folded_(folded),
       slot_of_(static_cast<std::size_t>(exec.num_devices), -1), ready_(exec.buffers.size(), kUnknown),
       waiters_(exec.buffers.size()) {
   for (int d = 0; d < exec.num_devices; ++d) {
@@ -25,20 +25,32 @@ Simulator::Simulator(const exec::ExecPlan& exec, const Durations& durations, con
     const std::size_t slot = slots_.size();
     slot_of_[static_cast<std::size_t>(d)] = static_cast<int>(slot);
     const auto& program = exec.programs[static_cast<std::size_t>(d)];
-    slots_.push_back(Slot{d, std::vector<double>(program.size(), kUnknown), {}});
-    Agent compute{d, slot, Stream::compute}, comm{d, slot, Stream::communication};
+    slots_.push_back(Slot{d, std::vector<double>(program.size(), kUnknown), std::vector<double>(program.size(), kUnknown), {}, {}});
+    Agent compute{d, slot, Stream::compute}, comm{d, slot, Stream::communication}, async{d, slot, Stream::communication};
+    // The compute stream issues collectives and starts and waits at blocking collectives and waits; the
+    // communication stream runs collectives, sends and recvs; the starts run in order on a stream of
+    // their own (simulator.h).
     for (std::uint32_t i = 0; i < program.size(); ++i) {
       const Instruction& instruction = program[i];
       if (const auto* load = std::get_if<exec::Load>(&instruction)) {
         if (load->output.index() < ready_.size()) ready_[load->output.index()] = 0;
-      } else if (std::holds_alternative<exec::Compute>(instruction) || std::holds_alternative<exec::Local>(instruction)) {
+      } else if (std::holds_alternative<exec::Compute>(instruction) || std::holds_alternative<exec::Local>(instruction) ||
+                 std::holds_alternative<exec::CollectiveWait>(instruction)) {
         compute.positions.push_back(i);
+      } else if (std::holds_alternative<exec::Collective>(instruction)) {
+        compute.positions.push_back(i);
+        comm.positions.push_back(i);
+      } else if (const auto* start = std::get_if<exec::CollectiveStart>(&instruction)) {
+        compute.positions.push_back(i);
+        async.positions.push_back(i);
+        if (!start->outputs.empty()) slots_.back().started.emplace(start->tag, start->outputs.front());
       } else if (!std::holds_alternative<exec::Free>(instruction)) {
         comm.positions.push_back(i);
       }
     }
     agents_.push_back(std::move(compute));
     agents_.push_back(std::move(comm));
+    agents_.push_back(std::move(async));
   }
 }
 
@@ -110,11 +122,30 @@ Expected<void> Simulator::advance(std::size_t a) {
       if (durations_.local) {
         LOOM_ASSIGN_OR_RETURN(duration, checked(durations_.local(*l, bytes(l->output)), agent));
       }
-      finish(agent, EventKind::local, std::string(exec::name(l->kind)), start, start + duration, {l->output});
-    } else if (const auto* c = std::get_if<exec::Collective>(&instruction)) {
-      const double input = ready_or_wait(c->input, a);
-      if (input == kUnknown) return {};
-      return arrive(a, *c, std::max(agent.free, input));  // parked: the last arrival releases the members
+      finish(agent, EventKind::local, std::string(exec::name(l->kind)), start, start + duration, std::span(&l->output, 1));
+    } else if (agent.stream == Stream::compute && exec::is_collective_call(instruction)) {
+      issue_collective(agent);
+      const auto* c = std::get_if<exec::Collective>(&instruction);
+      if (c != nullptr && !hold_until(a, c->output)) return {};  // blocking: held until it ends
+      if (c == nullptr) ++agent.pc;                                // a start: compute goes on
+    } else if (const auto* w = std::get_if<exec::CollectiveWait>(&instruction)) {
+      const auto it = slots_[agent.slot].started.find(w->tag);
+      if (it == slots_[agent.slot].started.end())
+        return fail(fmt::format("device {}'s instruction {} waits for tag {}, which it never starts", agent.device,
+                                position(agent), w->tag),
+                    "check the plan with check_exec_plan");
+      if (!hold_until(a, it->second)) return {};
+    } else if (const auto c = exec::collective_call(instruction)) {
+      // Issued by the compute stream (which ran everything before it), with its inputs ready.
+      const double issued = slots_[agent.slot].issued[position(agent)];
+      if (issued == kUnknown) return {};  // the compute stream wakes this stream when it issues it
+      double arrival = std::max(agent.free, issued);
+      for (BufferId b : c->inputs) {
+        const double t = ready_or_wait(b, a);
+        if (t == kUnknown) return {};
+        arrival = std::max(arrival, t);
+      }
+      return arrive(a, *c, arrival);  // parked: the last arrival releases the members
     } else if (const auto* s = std::get_if<exec::Send>(&instruction)) {
       const double input = ready_or_wait(s->buffer, a);
       if (input == kUnknown) return {};
@@ -141,14 +172,31 @@ Expected<void> Simulator::advance(std::size_t a) {
       LOOM_ASSIGN_OR_RETURN(const double duration, checked(durations_.p2p(r.peer, agent.device, bytes(r.buffer)), agent));
       const double start = std::max(agent.free, issue);
       LOOM_ASSIGN_OR_RETURN(const double end, stretched(agent.slot, start, duration));
-      finish(agent, EventKind::recv, fmt::format("recv <- {} #{}", r.peer, r.tag), start, end, {r.buffer});
+      finish(agent, EventKind::recv, fmt::format("recv <- {} #{}", r.peer, r.tag), start, end, std::span(&r.buffer, 1));
     }
   }
   return {};
 }
 
+void Simulator::issue_collective(const Agent& agent) {
+  double& issued = slots_[agent.slot].issued[position(agent)];
+  if (issued != kUnknown) return;
+  issued = agent.free;
+  const bool start = std::holds_alternative<exec::CollectiveStart>(at(agent));
+  wake(kAgentsPerSlot * agent.slot + (start ? kStartsAgent : kCommunicationAgent));
+}
+
+bool Simulator::hold_until(std::size_t a, BufferId buffer) {
+  const double t = ready_or_wait(buffer, a);
+  if (t == kUnknown) return false;
+  Agent& agent = agents_[a];
+  agent.free = std::max(agent.free, t);
+  ++agent.pc;
+  return true;
+}
+
 void Simulator::finish(Agent& agent, EventKind kind, std::string name, double start, double end,
-                       const std::vector<BufferId>& outputs) {
+                       std::span<const BufferId> outputs) {
   if (kind != EventKind::local || end > start)
     events_.push_back(Event{agent.device, agent.stream, kind, std::move(name), start, end, static_cast<int>(position(agent))});
   if (agent.stream == Stream::compute && end > start) slots_[agent.slot].busy.emplace_back(start, end);
@@ -180,8 +228,8 @@ Expected<void> Simulator::reach(std::size_t slot, std::uint32_t position, double
 Expected<double> Simulator::stretched(std::size_t slot, double start, double duration) {
   const double factor = durations_.contention;
   if (factor == 1 || duration == 0) return start + duration;
-  Agent& compute = agents_[2 * slot];
-  if (compute.queued) LOOM_RETURN_IF_ERROR(advance(2 * slot));
+  Agent& compute = agents_[kAgentsPerSlot * slot];
+  if (compute.queued) LOOM_RETURN_IF_ERROR(advance(kAgentsPerSlot * slot));
   const auto& busy = slots_[slot].busy;
   auto it = std::ranges::upper_bound(busy, start, {}, &std::pair<double, double>::second);
   double t = start, left = duration;

@@ -17,6 +17,7 @@
 
 #include "loom/core/error.h"
 #include "loom/exec/exec_plan.h"
+#include "loom/exec/instruction_buffers.h"
 #include "loom/sim/comm_index.h"
 #include "loom/sim/simulator.h"
 
@@ -38,12 +39,15 @@ struct Agent {
 };
 
 // A simulated device: when its communication stream reached each position (a collective's arrival, a
-// send's issue), which other devices' collectives and recvs read, and its compute stream's busy times,
-// which contention reads.
+// send's issue), which other devices' collectives and recvs read; when its compute stream issued each
+// collective or start (it cannot start before); its compute stream's busy times, which contention
+// reads; and its starts' first outputs by tag, which its waits wait for.
 struct Slot {
   int device = 0;
   std::vector<double> reached;                    // by program position; kUnknown until reached
+  std::vector<double> issued;                     // by program position; kUnknown until issued
   std::vector<std::pair<double, double>> busy;    // compute intervals, in order
+  std::unordered_map<std::int64_t, exec::BufferId> started;  // by tag
 };
 
 // Something waiting for a position of a simulated device to be reached.
@@ -68,7 +72,10 @@ class Simulator {
  public:
   // represented_by[d]: the simulated device whose times device d has; the simulated devices are those
   // representing themselves.
-  Simulator(const exec::ExecPlan& exec, const Durations& durations, const CommIndex& index, std::vector<int> represented_by);
+  // `folded`: only the representatives have programs (exec/fold.h), and collectives' members arrive when
+  // their representatives do.
+  Simulator(const exec::ExecPlan& exec, const Durations& durations, const CommIndex& index, std::vector<int> represented_by,
+            bool folded = false);
 
   Expected<void> run();
 
@@ -113,7 +120,11 @@ class Simulator {
   Expected<void> advance(std::size_t a);
   // Records the instruction at agent's pc as run over [start, end], writes its outputs, moves on.
   void finish(Agent& agent, EventKind kind, std::string name, double start, double end,
-              const std::vector<exec::BufferId>& outputs);
+              std::span<const exec::BufferId> outputs);
+  // The compute stream at a collective or start: issues it (the communication stream may start it now).
+  void issue_collective(const Agent& agent);
+  // The compute stream at a blocking collective or a wait: moves on once `buffer` (an output) is ready.
+  bool hold_until(std::size_t a, exec::BufferId buffer);
   // The communication stream of `slot` reached `position` at `time`: wakes what waits for it.
   Expected<void> reach(std::size_t slot, std::uint32_t position, double time);
   // When communication of `duration` started at `start` on `slot` ends, progressing at 1/contention of
@@ -129,22 +140,26 @@ class Simulator {
     std::vector<std::uint64_t> keys;
     std::int64_t bytes = 0;
   };
-  Expected<void> arrive(std::size_t a, const exec::Collective& c, double arrival);
+  Expected<void> arrive(std::size_t a, const exec::CollectiveCall& c, double arrival);
   // Starts waiting for the members of collective c, which a simulated member has just reached.
-  Expected<std::unordered_map<std::int64_t, PendingCollective>::iterator> open(const exec::Collective& c);
+  Expected<std::unordered_map<std::int64_t, PendingCollective>::iterator> open(const exec::CollectiveCall& c);
   // Every member has arrived: the collective runs on all of them at once.
   Expected<void> release(std::int64_t tag);
   // A collective's end: its start plus its duration, or under contention its slowest member's end.
   Expected<double> collective_end(double start, double duration, const std::vector<std::size_t>& slots);
-  Expected<Members> members(const exec::Collective& c) const;
-  Expected<Members> partial_members(const exec::Collective& c, std::span<const Site> sites) const;
+  Expected<Members> members(const exec::CollectiveCall& c) const;
+  Expected<Members> folded_members(const exec::CollectiveCall& c, std::span<const Site> sites) const;
+  // A collective's (or start's) label and what it moves: its input, or a start's inputs together.
+  std::string label(const exec::Instruction& instruction) const;
+  std::int64_t input_bytes(const exec::CollectiveCall& c) const;
+  Expected<double> duration(const exec::CollectiveCall& c, std::int64_t bytes) const;
   static std::vector<std::size_t> slots_of(const std::vector<std::uint64_t>& keys);
 
   // simulator_represented.cc: what represented devices would see.
 
   // After run(): when collective c runs, from its members' arrivals as their representatives reached
   // them; once per tag.
-  Expected<std::pair<double, double>> span(const exec::Collective& c);
+  Expected<std::pair<double, double>> span(const exec::CollectiveCall& c);
   // After run(): when the sender of device d's recv r issues, read from the sender's representative.
   double issue_seen(const exec::Recv& r, int d) const;
 
@@ -152,9 +167,12 @@ class Simulator {
   const Durations& durations_;
   const CommIndex& index_;
   std::vector<int> represented_by_;                 // by device
+  bool folded_ = false;
   std::vector<int> slot_of_;                        // by device: its slot, -1 when not simulated
   std::vector<Slot> slots_;
-  std::vector<Agent> agents_;                       // slot s's compute stream is 2s, its communication 2s + 1
+  // Slot s's compute stream is agent kAgentsPerSlot * s, its communication stream the next, its starts' the next.
+  static constexpr std::size_t kAgentsPerSlot = 3, kCommunicationAgent = 1, kStartsAgent = 2;
+  std::vector<Agent> agents_;
   std::vector<double> ready_;                       // by buffer
   std::vector<std::vector<std::size_t>> waiters_;   // by buffer: agents waiting for it to be written
   std::unordered_map<std::uint64_t, std::vector<Waiter>> waiters_at_;  // by key(slot, position)

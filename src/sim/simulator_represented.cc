@@ -23,10 +23,10 @@ Expected<std::string> Simulator::check_represented() {
         const double theirs_seen = b != nullptr ? issue_seen(*b, r) : kUnknown;
         if (seen == kUnknown || seen != theirs_seen)
           why = fmt::format("its sender issues at {} s, the representative's at {} s", seen, theirs_seen);
-      } else if (const auto* a = std::get_if<exec::Collective>(&mine[i]); a != nullptr) {
-        const auto* b = std::get_if<exec::Collective>(&theirs[i]);
-        if (b == nullptr) {
-          why = "the representative has no collective there";
+      } else if (const auto a = exec::collective_call(mine[i])) {
+        const auto b = exec::collective_call(theirs[i]);
+        if (!b || a->asynchronous != b->asynchronous) {
+          why = "the representative has no collective of its kind there";
         } else {
           LOOM_ASSIGN_OR_RETURN(const auto my_span, span(*a));
           LOOM_ASSIGN_OR_RETURN(const auto their_span, span(*b));
@@ -43,14 +43,13 @@ Expected<std::string> Simulator::check_represented() {
   return std::string();
 }
 
-Expected<std::pair<double, double>> Simulator::span(const exec::Collective& c) {
+Expected<std::pair<double, double>> Simulator::span(const exec::CollectiveCall& c) {
   if (const auto it = spans_.find(c.tag); it != spans_.end()) return it->second;
   LOOM_ASSIGN_OR_RETURN(const Members m, members(c));
   double start = 0;
   for (std::uint64_t k : m.keys) start = std::max(start, reached(static_cast<std::size_t>(k >> 32), static_cast<std::uint32_t>(k)));
-  if (!durations_.collective) return fail("the plan has collectives but Durations::collective is not set");
-  const double duration = durations_.collective(c, m.bytes);
-  LOOM_ASSIGN_OR_RETURN(const double end, collective_end(start, duration, slots_of(m.keys)));
+  LOOM_ASSIGN_OR_RETURN(const double seconds, duration(c, m.bytes));
+  LOOM_ASSIGN_OR_RETURN(const double end, collective_end(start, seconds, slots_of(m.keys)));
   return spans_[c.tag] = {start, end};
 }
 

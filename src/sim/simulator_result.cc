@@ -22,6 +22,14 @@ SimResult Simulator::result() {
     std::vector<std::pair<double, double>> compute, comm;
     for (; i < events_.size() && events_[i].device == d; ++i)
       (events_[i].stream == Stream::compute ? compute : comm).emplace_back(events_[i].start, events_[i].end);
+    // Starts run beside the communication stream's own instructions: their union is its busy time.
+    std::ranges::sort(comm);
+    std::vector<std::pair<double, double>> merged;
+    for (const auto& [s, e] : comm) {
+      if (!merged.empty() && s < merged.back().second) merged.back().second = std::max(merged.back().second, e);
+      else merged.emplace_back(s, e);
+    }
+    comm = std::move(merged);
     DeviceTime& t = out.devices[static_cast<std::size_t>(d)];
     for (const auto& [s, e] : compute) t.compute += e - s;
     for (const auto& [s, e] : comm) t.communication += e - s;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "loom/exec/exec_text.h"
+#include "loom/exec/instruction_buffers.h"
 
 namespace loom::sim {
 namespace {
@@ -71,29 +72,16 @@ class Checker {
 
   // Each buffer's writing instruction, by position in its device's program.
   void record_producers() {
-    const auto set = [&](BufferId b, std::uint32_t i) {
-      if (b.index() < producer_.size()) producer_[b.index()] = i;
-    };
     for (const auto& program : exec_.programs)
       for (std::uint32_t i = 0; i < program.size(); ++i)
-        std::visit(
-            [&](const auto& x) {
-              using T = std::decay_t<decltype(x)>;
-              if constexpr (std::is_same_v<T, exec::Compute>) {
-                for (BufferId b : x.outputs) set(b, i);
-              } else if constexpr (std::is_same_v<T, exec::Load> || std::is_same_v<T, exec::Collective> ||
-                                   std::is_same_v<T, exec::Local>) {
-                set(x.output, i);
-              } else if constexpr (std::is_same_v<T, exec::Recv>) {
-                set(x.buffer, i);
-              }
-            },
-            program[i]);
+        exec::for_each_written(program[i], [&](BufferId b) {
+          if (b.index() < producer_.size()) producer_[b.index()] = i;
+        });
   }
 
   // The same writers for two operand lists. Their sizes are what device classes compare (shapes): not
   // read again, as reading every buffer of every program would double the cost of the check.
-  bool same_writers(const std::vector<BufferId>& a, const std::vector<BufferId>& b) const {
+  bool same_writers(std::span<const BufferId> a, std::span<const BufferId> b) const {
     if (a.size() != b.size()) return false;
     for (std::size_t k = 0; k < a.size(); ++k)
       if (a[k].valid() != b[k].valid() || producer(a[k]) != producer(b[k])) return false;
@@ -113,14 +101,16 @@ class Checker {
     } else if (const auto* a = std::get_if<exec::Local>(&x)) {
       const auto& b = std::get<exec::Local>(y);
       if (a->kind != b.kind || !same_writers(a->inputs, b.inputs)) return "another local, or inputs written elsewhere";
-    } else if (const auto* a = std::get_if<exec::Collective>(&x)) {
-      const auto& b = std::get<exec::Collective>(y);
-      if (a->kind != b.kind || a->group.size() != b.group.size() || bytes(a->input) != bytes(b.input) ||
-          bytes(a->output) != bytes(b.output) || producer(a->input) != producer(b.input))
+    } else if (const auto a = exec::collective_call(x)) {
+      const auto b = *exec::collective_call(y);
+      if (a->kind != b.kind || a->group.size() != b.group.size() || !same_bytes(a->inputs, b.inputs) ||
+          !same_bytes(a->outputs, b.outputs) || !same_writers(a->inputs, b.inputs))
         return "another collective, or buffers of other sizes or written elsewhere";
       // Who it waits for is checked on the simulated times (simulator_represented.cc): only its length here.
       const double mine = seconds(*a), theirs = seconds(b);
       if (!same_time(mine, theirs)) return fmt::format("it takes {} s, not {} s", mine, theirs);
+    } else if (std::holds_alternative<exec::CollectiveWait>(x)) {
+      // It waits for its start, compared where the start stands.
     } else if (const auto* a = std::get_if<exec::Send>(&x)) {
       const auto& b = std::get<exec::Send>(y);
       // A send waits for nothing remote: its peer's class does not matter, only its own time.
@@ -143,16 +133,24 @@ class Checker {
     return durations_.p2p ? durations_.p2p(src, dst, bytes) : std::numeric_limits<double>::quiet_NaN();
   }
 
-  // A collective's time, from its largest member input as the simulator prices it; once per tag.
-  double seconds(const exec::Collective& c) {
+  bool same_bytes(std::span<const BufferId> a, std::span<const BufferId> b) const {
+    return std::ranges::equal(a, b, [&](BufferId x, BufferId y) { return bytes(x) == bytes(y); });
+  }
+
+  // A collective's (or start's) time, from its largest member input as the simulator prices it (a
+  // start's inputs together); once per tag.
+  double seconds(const exec::CollectiveCall& c) {
     auto [it, fresh] = seconds_.try_emplace(c.tag, 0.0);
     if (!fresh) return it->second;
     std::int64_t largest = 0;
-    for (const Site& s : index_.collective(c.tag)) {
-      const auto* member = std::get_if<exec::Collective>(&program(s.device)[s.instruction]);
-      if (member != nullptr) largest = std::max(largest, bytes(member->input));
-    }
-    it->second = durations_.collective ? durations_.collective(c, largest) : std::numeric_limits<double>::quiet_NaN();
+    for (const Site& s : index_.collective(c.tag))
+      if (const auto member = exec::collective_call(program(s.device)[s.instruction])) {
+        std::int64_t sum = 0;
+        for (BufferId in : member->inputs) sum += bytes(in);
+        largest = std::max(largest, sum);
+      }
+    it->second = durations_.collective ? durations_.collective(priced_collective(c), largest)
+                                       : std::numeric_limits<double>::quiet_NaN();
     return it->second;
   }
 

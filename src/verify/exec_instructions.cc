@@ -145,6 +145,55 @@ Expected<Progress> Machine::execute(int d, const exec::Collective& c) {
   return advance(d);
 }
 
+// Reads this member's inputs now (it may free them before the others start); the last member to start
+// sums them into every member's outputs, which its wait then lets it read.
+Expected<Progress> Machine::execute(int d, const exec::CollectiveStart& start) {
+  if (start.kind != comm::Primitive::all_reduce) return failf("a {} has no asynchronous form", comm::name(start.kind));
+  if (std::find(start.group.begin(), start.group.end(), d) == start.group.end()) return failf("device {} is not in its group", d);
+  if (start.inputs.size() != start.outputs.size())
+    return failf("{} inputs for {} outputs", start.inputs.size(), start.outputs.size());
+  Started& s = started_[start.tag];
+  if (s.first == nullptr) s.first = &start;
+  if (s.first->group != start.group || s.first->inputs.size() != start.inputs.size())
+    return failf("members disagree on start #{}: over [{}] with {} buffers here, over [{}] with {} on another", start.tag,
+                 fmt::join(start.group, ", "), start.inputs.size(), fmt::join(s.first->group, ", "), s.first->inputs.size());
+  if (s.members.contains(d)) return failf("device {} starts #{} twice", d, start.tag);
+  std::vector<PlanPiece>& mine = s.inputs[d];
+  for (BufferId in : start.inputs) {
+    LOOM_ASSIGN_OR_RETURN(PlanPiece piece, read(d, in));
+    mine.push_back(std::move(piece));
+  }
+  s.members.emplace(d, &start);
+  if (s.members.size() == start.group.size()) {
+    for (const auto& [member, theirs] : s.members)
+      for (std::size_t i = 0; i < theirs->outputs.size(); ++i) {
+        const BufferId id = theirs->outputs[i];
+        LOOM_ASSIGN_OR_RETURN(const exec::Buffer* output, with_context(buffer_of(member, id), fmt::format("device {}", member)));
+        std::vector<PlanPiece> parts;
+        for (const auto& [from, pieces] : s.inputs) {
+          if (pieces[i].tensor.tensor != output->piece.tensor)
+            return failf("start #{}: input {} of device {} is not of '{}'", start.tag, i, from,
+                         graph_.tensor(output->piece.tensor).name);
+          parts.push_back(pieces[i]);
+        }
+        Expected<NdArray> value = sum_collective(output->piece, parts);
+        if (!value) return std::unexpected(with_context(value.error(), fmt::format("device {}, {}", member, buffer_name(id))));
+        LOOM_RETURN_IF_ERROR(with_context(write(member, id, std::move(*value)), fmt::format("device {}", member)));
+      }
+    s.inputs.clear();
+    s.done = true;
+  }
+  return advance(d);
+}
+
+Expected<Progress> Machine::execute(int d, const exec::CollectiveWait& wait) {
+  const auto it = started_.find(wait.tag);
+  if (it == started_.end() || !it->second.members.contains(d))
+    return failf("waits for #{}, which device {} has not started", wait.tag, d);
+  if (!it->second.done) return Progress::blocked;
+  return advance(d);
+}
+
 Expected<Progress> Machine::execute(int d, const exec::Send& send) {
   if (send.peer < 0 || send.peer >= exec_.num_devices) return failf("peer {} is not a device", send.peer);
   LOOM_ASSIGN_OR_RETURN(PlanPiece piece, read(d, send.buffer));

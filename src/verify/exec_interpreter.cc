@@ -46,7 +46,14 @@ Expected<ExecRun> Machine::run() {
 
 std::string Machine::waits_for(int d) const {
   if (const auto* r = std::get_if<exec::Recv>(&current(d))) return fmt::format("a send from device {} with tag {}", r->peer, r->tag);
-  const auto& c = std::get<exec::Collective>(current(d));  // only recvs and collectives block
+  if (const auto* w = std::get_if<exec::CollectiveWait>(&current(d))) {
+    const Started& s = started_.at(w->tag);  // blocked waits are of started tags
+    std::vector<std::string> absent;
+    for (int m : s.first->group)
+      if (!s.members.contains(m)) absent.push_back(at(m));
+    return fmt::format("the other members to start #{}, but {}", w->tag, join(absent, ", "));
+  }
+  const auto& c = std::get<exec::Collective>(current(d));  // only recvs, collectives and waits block
   std::vector<std::string> absent;  // the group was checked when the device blocked on it
   for (int m : c.group) {
     const auto* other = done(m) ? nullptr : std::get_if<exec::Collective>(&current(m));

@@ -52,7 +52,8 @@ class Machine {
   Expected<void> write(int d, exec::BufferId id, NdArray value);
 
   // One instruction of device d (exec_instructions.cc). A recv or collective whose data is not there
-  // yet is blocked; everything else runs at once.
+  // yet is blocked, and so is a wait whose collective some member has not started; everything else
+  // (a start included) runs at once.
   Expected<Progress> step(int d);
   Expected<Progress> execute(int d, const exec::Compute& compute);
   Expected<Progress> execute(int d, const exec::Load& load);
@@ -61,6 +62,8 @@ class Machine {
   Expected<Progress> execute(int d, const exec::Recv& recv);
   Expected<Progress> execute(int d, const exec::Local& local);
   Expected<Progress> execute(int d, const exec::Free& free);
+  Expected<Progress> execute(int d, const exec::CollectiveStart& start);
+  Expected<Progress> execute(int d, const exec::CollectiveWait& wait);
   // The members' instructions of a collective, once all are at it; nullopt while some are not.
   Expected<std::optional<std::vector<const exec::Collective*>>> collective_members(int d, const exec::Collective& c) const;
 
@@ -79,6 +82,15 @@ class Machine {
   std::vector<std::size_t> pc_;  // by device: the next instruction
   std::vector<int> computed_;    // by SubOpId: times computed
   std::map<std::tuple<int, int, std::int64_t>, std::deque<Message>> mailbox_;  // (sender, receiver, tag)
+  // An asynchronous collective: what each member that has started it read (its inputs then); summed
+  // into every member's outputs when the last member starts it.
+  struct Started {
+    const exec::CollectiveStart* first = nullptr;  // the first member's start, which the others must agree with
+    std::map<int, std::vector<PlanPiece>> inputs;   // by member
+    std::map<int, const exec::CollectiveStart*> members;
+    bool done = false;
+  };
+  std::map<std::int64_t, Started> started_;  // by tag
   ExecRun run_;
 };
 

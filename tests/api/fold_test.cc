@@ -8,6 +8,7 @@
 #include <string>
 
 #include "loom/api/job.h"
+#include "loom/exec/instruction_buffers.h"
 
 namespace loom::api {
 namespace {
@@ -71,8 +72,8 @@ TEST(Fold, PredictsWhatTheExplicitPlanPredicts) {
     ASSERT_TRUE(explicit_plan && folded);
     EXPECT_FALSE(explicit_plan->folded);
     EXPECT_TRUE(folded->folded);
-    EXPECT_TRUE(folded->exec.partial);
-    EXPECT_EQ(folded->exec.num_devices, explicit_plan->exec.num_devices);
+    EXPECT_EQ(folded->exec.num_devices, 0);  // a folded job's step is its own type
+    EXPECT_EQ(folded->step.step.num_devices, explicit_plan->exec.num_devices);
     EXPECT_EQ(folded->slice_devices, job.config.tp * job.config.pp);
     EXPECT_LT(relative(folded->metrics.step_time, explicit_plan->metrics.step_time), 0.10)
         << "folded " << folded->metrics.step_time << " s, explicit " << explicit_plan->metrics.step_time << " s";
@@ -93,12 +94,13 @@ TEST(Fold, PredictsWhatTheExplicitPlanPredicts) {
 }
 
 // The unfolded programs: every block once per micro-batch, the weight gradients accumulated and then
-// all-reduced over the dp replicas (groups of dp devices, one per replica), images without programs.
+// all-reduced over the dp replicas (groups of dp devices, one per replica; bucketed by the exec passes
+// into asynchronous starts, each waited for), images without programs.
 TEST(Fold, RepeatsBlocksAndReducesOverReplicas) {
   const FoldCase job{"", "dgx-a100x2", {.dp = 4, .tp = 2, .pp = 2, .micro_batches = 8}, 64};
   const auto folded = plan_or_fail(request_of(job, Fold::on));
   ASSERT_TRUE(folded);
-  const exec::ExecPlan& exec = folded->exec;
+  const exec::ExecPlan& exec = folded->step.step;
   ASSERT_EQ(exec.class_of.size(), 16u);
   int with_program = 0;
   for (int d = 0; d < exec.num_devices; ++d) {
@@ -106,17 +108,21 @@ TEST(Fold, RepeatsBlocksAndReducesOverReplicas) {
     if (program.empty()) continue;
     ++with_program;
     std::map<std::string, int> runs;
-    int dp_reductions = 0;
+    int dp_reductions = 0, starts = 0, waits = 0;
     for (const exec::Instruction& in : program) {
       if (const auto* c = std::get_if<exec::Compute>(&in)) ++runs[folded->plan.sub_op(c->sub_op).name];
-      if (const auto* c = std::get_if<exec::Collective>(&in); c != nullptr && c->group.size() == 4) {
-        ++dp_reductions;
+      if (const auto c = exec::collective_call(in); c && c->group.size() == 4) {
+        dp_reductions += static_cast<int>(c->inputs.size());
+        starts += c->asynchronous;
         // The replicas of device d: stage-major numbering, tp innermost.
         for (std::size_t r = 1; r < c->group.size(); ++r) EXPECT_EQ(c->group[r] - c->group[r - 1], job.config.tp);
         EXPECT_EQ(std::ranges::count(c->group, d), 1);
       }
+      waits += std::holds_alternative<exec::CollectiveWait>(in);
     }
-    EXPECT_GT(dp_reductions, 0) << "device " << d;
+    EXPECT_GT(dp_reductions, starts) << "device " << d;
+    EXPECT_GT(starts, 0) << "device " << d;
+    EXPECT_EQ(waits, starts) << "device " << d;
     for (const auto& [name, count] : runs) {
       const bool step = name.find(".adamw") != std::string::npos;
       EXPECT_EQ(count, step ? 1 : job.config.micro_batches) << name << " on device " << d;
@@ -172,7 +178,7 @@ TEST(Fold, AutomaticFoldsLargeJobsOnly) {
   const auto folded = plan_or_fail(request_of(large, Fold::automatic));
   ASSERT_TRUE(folded);
   EXPECT_TRUE(folded->folded);
-  EXPECT_EQ(folded->exec.num_devices, 64);
+  EXPECT_EQ(folded->step.step.num_devices, 64);
 }
 
 }  // namespace

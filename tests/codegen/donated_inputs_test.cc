@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "loom/exec/instruction_buffers.h"
+
 #include "testing/policy_plans.h"
 
 namespace loom::codegen::detail {
@@ -12,21 +14,12 @@ namespace {
 using exec::testing::policy_plan;
 using exec::testing::shrunk_training_graph;
 
-// Whether any instruction after `at`, or a gradient bucket or exchange at or after it, reads buffer b.
-bool read_after(const exec::ExecPlan& exec, int rank, const RankBuckets& buckets, std::size_t at, exec::BufferId b) {
+// Whether any instruction after `at` (a start included) reads buffer b.
+bool read_after(const exec::ExecPlan& exec, int rank, std::size_t at, exec::BufferId b) {
   const auto& program = exec.programs[static_cast<std::size_t>(rank)];
-  for (std::size_t i = at + 1; i < program.size(); ++i) {
-    if (const auto* c = std::get_if<exec::Compute>(&program[i]); c && std::ranges::count(c->inputs, b)) return true;
-    if (const auto* c = std::get_if<exec::Collective>(&program[i]); c && c->input == b) return true;
-    if (const auto* s = std::get_if<exec::Send>(&program[i]); s && s->buffer == b) return true;
-    if (const auto* l = std::get_if<exec::Local>(&program[i]); l && std::ranges::count(l->inputs, b)) return true;
-  }
-  for (const auto& [i, x] : buckets.all_reduce_at)
-    if (i >= at && x.input == b) return true;
-  for (const auto& [i, ids] : buckets.issue_after)
-    for (int id : ids)
-      if (i >= at && std::ranges::count(buckets.buckets[static_cast<std::size_t>(id)].inputs, b)) return true;
-  return false;
+  bool read = false;
+  for (std::size_t i = at + 1; i < program.size(); ++i) exec::for_each_read(program[i], [&](exec::BufferId r) { read |= r == b; });
+  return read;
 }
 
 // Over plans of every kind (dp, tp, ZeRO 1 and 3, pipelines, recompute): a donated input is an optimizer
@@ -48,13 +41,12 @@ TEST(DonatedInputs, OnlyDeadLoadedInputsOfOptimizerSteps) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.model + " " + c.policy);
-    auto p = policy_plan(shrunk_training_graph(c.model, ir::DType::f32), c.policy, c.config);
+    auto p = policy_plan(shrunk_training_graph(c.model, ir::DType::f32), c.policy, c.config, /*exec_passes=*/true);
     ASSERT_FALSE(p->exec.programs.empty());
-    const auto buckets = plan_gradient_buckets(p->exec);
     std::size_t steps = 0, donated_inputs = 0;
     for (int r = 0; r < p->exec.num_devices; ++r) {
       const auto& program = p->exec.programs[static_cast<std::size_t>(r)];
-      const auto donated = donated_optimizer_inputs(p->exec, r, buckets[static_cast<std::size_t>(r)]);
+      const auto donated = donated_optimizer_inputs(p->exec, r);
       for (std::size_t i = 0; i < program.size(); ++i) {
         const auto* step = std::get_if<exec::Compute>(&program[i]);
         if (step == nullptr || p->plan.graph->op(p->plan.sub_op(step->sub_op).op).pass != ir::Pass::optimizer) {
@@ -72,7 +64,7 @@ TEST(DonatedInputs, OnlyDeadLoadedInputsOfOptimizerSteps) {
           ++donated_inputs;
           EXPECT_NE(k, 1) << "the gradient is donated";
           const exec::BufferId b = step->inputs[static_cast<std::size_t>(k)];
-          EXPECT_FALSE(read_after(p->exec, r, buckets[static_cast<std::size_t>(r)], i, b))
+          EXPECT_FALSE(read_after(p->exec, r, i, b))
               << "rank " << r << ": input " << k << " of the step at " << i << " is read later";
           int loads = 0;
           for (const exec::Instruction& in : program)

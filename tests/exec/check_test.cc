@@ -72,10 +72,13 @@ struct Broken {
 void PrintTo(const Broken& broken, std::ostream* os) { *os << broken.name; }  // not gtest's byte dump
 
 std::unique_ptr<Fixture> dp2() { return data_parallel(2); }
+std::unique_ptr<Fixture> dp2_async() { return data_parallel(2, /*async=*/true); }
 std::unique_ptr<Fixture> pp1() { return pipeline(1); }
 
 // In data_parallel(n), every device runs fc at 2, loss at 4 and the all-reduce at 6.
 constexpr std::size_t kFcAt = 2, kLossAt = 4, kAllReduceAt = 6;
+// In data_parallel(n, async), every device starts the loss's all-reduce at 5 and waits for it at 7.
+constexpr std::size_t kStartAt = 5, kWaitAt = 7;
 // In locals(), device 0 runs the slices at 9 and 10, the scale at 11 and the combine at 12.
 constexpr std::size_t kSliceAt = 9, kScaleAt = 11, kCombineAt = 12;
 
@@ -148,6 +151,42 @@ std::vector<Broken> broken_plans() {
        {"has no buffer for input 0 of 'loss[0/2]' (%fc[0:6, 0:8]), which it reads"}},
       {"ComputeArity", dp2, [](Fixture& f) { instruction<Compute>(f, 0, kFcAt).inputs.pop_back(); },
        {"gives 'fc[0/2]' 1 inputs and 1 outputs, but it has 2 and 1"}},
+      {"StartOutputReadBeforeItsWait", dp2_async,
+       [](Fixture& f) {
+         const BufferId sum = instruction<CollectiveStart>(f, 0, kStartAt).outputs[0];
+         program(f, 0).insert(program(f, 0).begin() + kWaitAt, Local{LocalKind::slice, {sum}, f.buffer(0, f.exec.buffer(sum).piece)});
+       },
+       {"device 0, instruction 7", "reads b", "which the start at instruction 5 writes, before its wait"}},
+      {"StartOutputFreedBeforeItsWait", dp2_async,
+       [](Fixture& f) {
+         program(f, 1).insert(program(f, 1).begin() + kWaitAt, Free{instruction<CollectiveStart>(f, 1, kStartAt).outputs[0]});
+       },
+       {"device 1, instruction 7", "frees b", "before its wait"}},
+      {"StartNeverWaited", dp2_async, [](Fixture& f) { program(f, 1).erase(program(f, 1).begin() + kWaitAt); },
+       {"device 1, instruction 5 (all-reduce start #0 of 'loss' (group 0,1)", "start #0 is never waited for"}},
+      {"WaitWithoutItsStart", dp2_async, [](Fixture& f) { program(f, 0).insert(program(f, 0).begin(), CollectiveWait{0}); },
+       {"device 0, instruction 0 (wait #0)", "waits for tag 0, which no earlier start of this device has"}},
+      {"WaitedTwice", dp2_async, [](Fixture& f) { f.emit(0, CollectiveWait{0}); },
+       {"waits for tag 0 a second time"}},
+      {"StartBucketsDisagree", dp2_async,
+       [](Fixture& f) {
+         auto& start = instruction<CollectiveStart>(f, 1, kStartAt);
+         start.inputs.push_back(std::get<Load>(program(f, 1)[1]).output);
+         start.outputs.push_back(f.buffer(1, f.part(kFc, 1).inputs[1]));
+       },
+       {"device 1, instruction 5", "buckets disagree: device 0, instruction 5 runs all-reduce start #0"}},
+      {"StartAndBlockingMembersOfOneTag", dp2_async,
+       [](Fixture& f) {
+         const auto start = instruction<CollectiveStart>(f, 1, kStartAt);
+         program(f, 1)[kStartAt] = Collective{start.kind, start.group, start.tag, start.inputs[0], start.outputs[0]};
+         program(f, 1).erase(program(f, 1).begin() + kWaitAt);
+       },
+       {"blocking and asynchronous members disagree"}},
+      {"StartOfAKindWithoutAnAsynchronousForm", dp2_async,
+       [](Fixture& f) {
+         for (int d : {0, 1}) instruction<CollectiveStart>(f, d, kStartAt).kind = comm::Primitive::all_gather;
+       },
+       {"starts a all-gather, which has no asynchronous form"}},
       {"SliceOfItself", locals,
        [](Fixture& f) { instruction<Local>(f, 0, kSliceAt).inputs = {instruction<Local>(f, 0, kSliceAt).output}; },
        {"before it is written"}},
@@ -202,6 +241,37 @@ std::unique_ptr<Fixture> two_collectives(bool opposite) {
     if (opposite && tag == 2) std::swap(program(*f, 1)[first], program(*f, 1)[first - 1]);
   }
   return f;
+}
+
+TEST(CheckExecPlan, StartsAndWaitsPass) {
+  for (int n : {1, 2, 4}) {
+    auto f = data_parallel(n, /*async=*/true);
+    EXPECT_TRUE(check_exec_plan(f->exec)) << failure(f->exec);
+  }
+}
+
+// data_parallel(2, async) with device 0 sending w to device 1, which receives it before its start:
+// after its start (`after_wait` false) or only after its wait.
+std::unique_ptr<Fixture> send_around_a_start(bool after_wait) {
+  auto f = data_parallel(2, /*async=*/true);
+  const BufferId w = std::get<Load>(program(*f, 0)[1]).output;
+  program(*f, 0).insert(program(*f, 0).begin() + (after_wait ? kWaitAt + 1 : kStartAt + 1), Send{1, 9, w});
+  program(*f, 1).insert(program(*f, 1).begin() + kStartAt, Recv{0, 9, f->buffer(1, f->exec.buffer(w).piece)});
+  return f;
+}
+
+// A start goes on at once: device 1 can receive what device 0 sends after its start.
+TEST(CheckExecPlan, StartsDoNotBlock) {
+  auto f = send_around_a_start(false);
+  EXPECT_TRUE(check_exec_plan(f->exec)) << failure(f->exec);
+}
+
+// A wait waits for every member's start: device 0 waits for device 1's, which waits for device 0's send.
+TEST(CheckExecPlan, WaitForAStartThatNeverComesDeadlocks) {
+  auto f = send_around_a_start(true);
+  EXPECT_EQ(failure(f->exec),
+            "deadlock: device 0 waits at instruction 7 for device 1 to start #0, which waits at instruction 5 for a "
+            "send from device 0 (tag 9)");
 }
 
 TEST(CheckExecPlan, CollectivesInTheSameOrderPass) {

@@ -6,6 +6,10 @@
 // data_parallel(n): every op split n ways along the batch, part k on device k. Device k:
 //   0 load x[k]   1 load w   2 compute fc[k]   3 free x[k]   4 compute loss[k] (value part k of n)
 //   5 compute ones[k]   6 all-reduce #0 of the loss parts   7 free fc[k]
+// data_parallel(n, /*async=*/true): the loss parts reduced by a start as soon as they are computed, waited
+// for at the end. Device k:
+//   0 load x[k]   1 load w   2 compute fc[k]   3 free x[k]   4 compute loss[k]   5 start #0 of the loss parts
+//   6 compute ones[k]   7 wait #0   8 free fc[k]
 // pipeline(r): the same split r ways; fc on stage 0 (devices 0..r-1), loss and ones on stage 1 (devices
 // r..2r-1), fc's output sent from device k to r + k, the loss all-reduced over stage 1. Stage 0's device k:
 //   0 load x[k]   1 load w   2 compute fc[k]   3 send fc[k] -> r+k #k   4 free x[k]   5 free fc[k]
@@ -99,12 +103,14 @@ inline void split_plan(Fixture& f, int n, const std::function<int(std::size_t, i
   f.exec.plan = &f.plan;
 }
 
-inline std::unique_ptr<Fixture> data_parallel(int n) {
+inline std::unique_ptr<Fixture> data_parallel(int n, bool async = false) {
   auto f = std::make_unique<Fixture>();
   split_plan(*f, n, [](std::size_t, int k) { return k; });
   f->exec.num_devices = n;
   f->exec.collectives.push_back({ir::TensorId(3), "V->R all-reduce"});
   f->exec.programs.resize(static_cast<std::size_t>(n));
+  std::vector<int> group(static_cast<std::size_t>(n));
+  std::iota(group.begin(), group.end(), 0);
   std::vector<BufferId> loss, fc;
   for (int k = 0; k < n; ++k) {
     const BufferId x = f->load(k, f->part(kFc, k).inputs[0]);
@@ -112,11 +118,14 @@ inline std::unique_ptr<Fixture> data_parallel(int n) {
     fc.push_back(f->compute(k, kFc, k, {x, w}));
     f->emit(k, Free{x});
     loss.push_back(f->compute(k, kLoss, k, {fc.back()}));
+    if (async) {
+      const BufferId sum = f->buffer(k, plan::SubTensor::whole(ir::TensorId(3), ir::Shape{}));
+      f->emit(k, CollectiveStart{comm::Primitive::all_reduce, group, 0, {loss.back()}, {sum}});
+    }
     f->compute(k, kOnes, k, {kNoBuffer});
+    if (async) f->emit(k, CollectiveWait{0});
   }
-  std::vector<int> group(static_cast<std::size_t>(n));
-  std::iota(group.begin(), group.end(), 0);
-  f->all_reduce_loss(group, loss, 0);
+  if (!async) f->all_reduce_loss(group, loss, 0);
   for (int k = 0; k < n; ++k) f->emit(k, Free{fc[static_cast<std::size_t>(k)]});
   return f;
 }

@@ -17,14 +17,14 @@ namespace {
 constexpr double kMs = 1e-3;
 
 // data_parallel(2) with 1 ms computes and a 5 ms all-reduce: fc [0,1], loss [1,2], ones [2,3],
-// all-reduce [2,7]. Loads at 0; the frees take the time reached so far.
+// all-reduce [3,8] (issued after ones). Loads at 0; the frees take the time reached so far.
 TEST(MemoryOverTime, HandBuiltDataParallel) {
   auto f = exec::testing::data_parallel(2);
   auto result = simulate(f->exec, {.compute = [](const plan::SubOp&, int) { return 1 * kMs; },
                                    .collective = [](const exec::Collective&, std::int64_t) { return 5 * kMs; }});
   ASSERT_TRUE(result) << result.error().to_string();
   const std::vector<MemoryPoint> expected = {{0, 192},      {0, 448},      {0, 640},      {0, 448},
-                                             {1 * kMs, 452}, {2 * kMs, 644}, {2 * kMs, 648}, {2 * kMs, 456}};
+                                             {1 * kMs, 452}, {2 * kMs, 644}, {3 * kMs, 648}, {3 * kMs, 456}};
   for (int d = 0; d < 2; ++d) EXPECT_EQ(memory_over_time(f->exec, *result, d), expected);
 }
 

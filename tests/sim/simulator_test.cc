@@ -20,19 +20,19 @@ Durations fixed(double compute, double collective, double p2p = 0) {
           .p2p = [=](int, int, std::int64_t) { return p2p; }};
 }
 
-// Device k of data_parallel(2): fc [0,1], loss [1,2], ones [2,3] on the compute stream; the loss
-// all-reduce starts when both loss parts are ready, at 2, and takes 5: step 7. Of its 5, [2,3] is under
-// ones, so 4 are exposed and nothing is idle.
+// Device k of data_parallel(2): fc [0,1], loss [1,2], ones [2,3] on the compute stream; the compute
+// stream issues the loss all-reduce after ones, at 3, and holds until it ends (blocking, exec_plan.h):
+// [3,8] is all exposed, and nothing is idle.
 TEST(Simulate, DataParallelStepIsAnalytic) {
   auto f = data_parallel(2);
   auto result = simulate(f->exec, fixed(1 * kMs, 5 * kMs));
   ASSERT_TRUE(result) << result.error().to_string();
-  EXPECT_NEAR(result->step_time, 7 * kMs, 1e-12);
+  EXPECT_NEAR(result->step_time, 8 * kMs, 1e-12);
   ASSERT_EQ(result->devices.size(), 2u);
   for (const DeviceTime& t : result->devices) {
     EXPECT_NEAR(t.compute, 3 * kMs, 1e-12);
     EXPECT_NEAR(t.communication, 5 * kMs, 1e-12);
-    EXPECT_NEAR(t.exposed_communication, 4 * kMs, 1e-12);
+    EXPECT_NEAR(t.exposed_communication, 5 * kMs, 1e-12);
     EXPECT_NEAR(t.idle, 0, 1e-12);
   }
   // 3 computes and one collective member per device, ordered by device, stream, start.
@@ -41,13 +41,34 @@ TEST(Simulate, DataParallelStepIsAnalytic) {
   EXPECT_EQ(result->events[3].kind, EventKind::collective);
   EXPECT_EQ(result->events[3].stream, Stream::communication);
   EXPECT_EQ(result->events[3].instruction, 6);
-  EXPECT_NEAR(result->events[3].start, 2 * kMs, 1e-12);
+  EXPECT_NEAR(result->events[3].start, 3 * kMs, 1e-12);
   EXPECT_EQ(result->events[3].name, result->events[7].name);
 }
 
-// A collective whose output nobody waits for, no longer than the compute after it, is hidden.
-TEST(Simulate, CollectiveHiddenBehindCompute) {
-  auto f = data_parallel(2);
+// The same reduction started as soon as the loss parts are ready (data_parallel(2, async)): the start
+// runs [2,7] under ones [2,3], and the compute stream waits for it at the end: step 7, 4 of the 5 exposed.
+TEST(Simulate, StartOverlapsTheComputeUntilItsWait) {
+  auto f = data_parallel(2, /*async=*/true);
+  auto result = simulate(f->exec, fixed(1 * kMs, 5 * kMs));
+  ASSERT_TRUE(result) << result.error().to_string();
+  EXPECT_NEAR(result->step_time, 7 * kMs, 1e-12);
+  for (const DeviceTime& t : result->devices) {
+    EXPECT_NEAR(t.compute, 3 * kMs, 1e-12);
+    EXPECT_NEAR(t.communication, 5 * kMs, 1e-12);
+    EXPECT_NEAR(t.exposed_communication, 4 * kMs, 1e-12);
+    EXPECT_NEAR(t.idle, 0, 1e-12);
+  }
+  const auto start = std::ranges::find(result->events, EventKind::collective, &Event::kind);
+  ASSERT_NE(start, result->events.end());
+  EXPECT_EQ(start->instruction, 5);
+  EXPECT_NEAR(start->start, 2 * kMs, 1e-12);
+  EXPECT_THAT(start->name, ::testing::HasSubstr("all-reduce start #0"));
+}
+
+// A start whose sums nobody waits for before the end, no longer than the compute after it, is hidden; a
+// blocking collective after that compute is not.
+TEST(Simulate, StartHiddenBehindCompute) {
+  auto f = data_parallel(2, /*async=*/true);
   auto result = simulate(f->exec, fixed(1 * kMs, 1 * kMs));
   ASSERT_TRUE(result) << result.error().to_string();
   EXPECT_NEAR(result->step_time, 3 * kMs, 1e-12);
@@ -57,14 +78,18 @@ TEST(Simulate, CollectiveHiddenBehindCompute) {
     EXPECT_NEAR(t.idle, 0, 1e-12);
   }
   EXPECT_NEAR(result->idle_fraction(), 0, 1e-12);
+  auto blocking = simulate(data_parallel(2)->exec, fixed(1 * kMs, 1 * kMs));
+  ASSERT_TRUE(blocking) << blocking.error().to_string();
+  EXPECT_NEAR(blocking->step_time, 4 * kMs, 1e-12);
 }
 
-// A late member delays the collective for all: device 1's computes take twice as long, so the
-// all-reduce starts at 4 (its loss) and device 0 waits idle.
+// A late member delays the collective for all: device 1's computes take twice as long, so the started
+// all-reduce runs at 4 (its loss) and device 0 waits for it idle; blocking, it runs after device 1's
+// ones, at 6.
 TEST(Simulate, CollectiveWaitsForItsLastMember) {
-  auto f = data_parallel(2);
   Durations d = fixed(0, 1 * kMs);
   d.compute = [](const plan::SubOp&, int device) { return (device + 1) * kMs; };
+  auto f = data_parallel(2, /*async=*/true);
   auto result = simulate(f->exec, d);
   ASSERT_TRUE(result) << result.error().to_string();
   EXPECT_NEAR(result->step_time, 6 * kMs, 1e-12);  // device 1: computes [0,6], all-reduce [4,5]
@@ -73,24 +98,28 @@ TEST(Simulate, CollectiveWaitsForItsLastMember) {
   EXPECT_NEAR(t0.exposed_communication, 1 * kMs, 1e-12);
   EXPECT_NEAR(t0.idle, 2 * kMs, 1e-12);
   EXPECT_NEAR(result->devices[1].exposed_communication, 0, 1e-12);
+  auto blocking = simulate(data_parallel(2)->exec, d);
+  ASSERT_TRUE(blocking) << blocking.error().to_string();
+  EXPECT_NEAR(blocking->step_time, 7 * kMs, 1e-12);  // all-reduce [6,7]
+  EXPECT_NEAR(blocking->devices[0].idle, 3 * kMs, 1e-12);
 }
 
 // pipeline(1): device 0 computes fc [0,1] and sends it (p2p 0.5); device 1 receives [1,1.5], computes
-// loss [1.5,2.5] and ones [2.5,3.5], and all-reduces the loss alone [2.5,4.5].
+// loss [1.5,2.5] and ones [2.5,3.5], and then all-reduces the loss alone [3.5,5.5].
 TEST(Simulate, SendAndRecv) {
   auto f = pipeline(1);
   auto result = simulate(f->exec, fixed(1 * kMs, 2 * kMs, 0.5 * kMs));
   ASSERT_TRUE(result) << result.error().to_string();
-  EXPECT_NEAR(result->step_time, 4.5 * kMs, 1e-12);
+  EXPECT_NEAR(result->step_time, 5.5 * kMs, 1e-12);
   const DeviceTime& t0 = result->devices[0];
   EXPECT_NEAR(t0.compute, 1 * kMs, 1e-12);
   EXPECT_NEAR(t0.communication, 0.5 * kMs, 1e-12);  // the send holds its stream
   EXPECT_NEAR(t0.exposed_communication, 0.5 * kMs, 1e-12);
-  EXPECT_NEAR(t0.idle, 3 * kMs, 1e-12);
+  EXPECT_NEAR(t0.idle, 4 * kMs, 1e-12);
   const DeviceTime& t1 = result->devices[1];
   EXPECT_NEAR(t1.compute, 2 * kMs, 1e-12);
   EXPECT_NEAR(t1.communication, 2.5 * kMs, 1e-12);
-  EXPECT_NEAR(t1.exposed_communication, 1.5 * kMs, 1e-12);  // the recv and the all-reduce past ones
+  EXPECT_NEAR(t1.exposed_communication, 2.5 * kMs, 1e-12);  // the recv and the all-reduce
   EXPECT_NEAR(t1.idle, 1 * kMs, 1e-12);
 }
 
@@ -109,10 +138,11 @@ TEST(Simulate, RecvCompletesAfterTheLaterIssue) {
   EXPECT_NEAR(recv->end, 4 * kMs, 1e-12);
 }
 
-// Contention 2: the all-reduce of data_parallel(2) starts at 2 under ones [2, 3] and progresses at half
-// speed there: 0.5 ms of its 1 ms done at 3, the rest alone by 3.5. Exposed: the 0.5 past ones.
+// Contention 2: the started all-reduce of data_parallel(2, async) runs from 2 under ones [2, 3] and
+// progresses at half speed there: 0.5 ms of its 1 ms done at 3, the rest alone by 3.5. Exposed: the 0.5
+// past ones.
 TEST(Simulate, ContentionSlowsCommunicationUnderCompute) {
-  auto f = data_parallel(2);
+  auto f = data_parallel(2, /*async=*/true);
   Durations d = fixed(1 * kMs, 1 * kMs);
   d.contention = 2;
   auto result = simulate(f->exec, d);

@@ -185,12 +185,17 @@ TEST(SimulateSymmetric, MembersWaitingForOtherClassesFallBack) {
   ASSERT_TRUE(result) << result.error().to_string();
   EXPECT_THAT(result->symmetry_fallback, HasSubstr("device 2's instruction 6"));
   EXPECT_THAT(result->symmetry_fallback, HasSubstr("waits differently from its class representative 0"));
-  EXPECT_THAT(result->symmetry_fallback, HasSubstr("[0.004, 0.005] s, the representative's over [0.002, 0.003] s"));
+  EXPECT_THAT(result->symmetry_fallback, HasSubstr("[0.006, 0.007] s, the representative's over [0.003, 0.004] s"));
   EXPECT_EQ(result->simulated_devices.size(), 4u);
-  // Device 2's all-reduce waits for device 3's loss at 4 ms and runs past its own computes: 1 ms
-  // exposed, where device 0's hides under its last compute.
-  EXPECT_NEAR(result->devices[0].exposed_communication, 0, 1e-12);
-  EXPECT_NEAR(result->devices[2].exposed_communication, 1e-3, 1e-12);
+  // Device 2's all-reduce waits for device 3 to issue it after its computes, at 6 ms, where device 0's
+  // runs as soon as device 1's computes end, at 3 ms.
+  const auto start_on = [&](int device) {
+    for (const Event& e : result->events)
+      if (e.device == device && e.kind == EventKind::collective) return e.start;
+    return -1.0;
+  };
+  EXPECT_NEAR(start_on(0), 3e-3, 1e-12);
+  EXPECT_NEAR(start_on(2), 6e-3, 1e-12);
 }
 
 TEST(SimulateSymmetric, MalformedClassesFallBack) {

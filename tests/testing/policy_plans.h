@@ -14,6 +14,9 @@
 #include <fmt/format.h>
 
 #include "loom/api/job.h"
+#include "loom/exec/check.h"
+#include "loom/exec/materialize.h"
+#include "loom/exec/passes.h"
 #include "loom/ir/autograd.h"
 #include "loom/models/zoo.h"
 #include "loom/ops/registry.h"
@@ -40,12 +43,18 @@ using PolicyPlan = api::Job;
 
 // `policy` with `config` over a copy of `graph` on the DGX-A100 nodes its devices need, moves priced by
 // bandwidth alone (a shrunk graph's tiny tensors would otherwise all move point to point). Stops at
-// materialization (device classes assigned, no simulation). Failures are test failures.
+// materialization (device classes assigned, no simulation). `exec_passes`: through the exec passes (and
+// the check again), as `loom plan` does; false leaves the ExecPlan as materialized. `layout_search` false:
+// every move by the general fallback (sends and combines), as `loom verify --fallback-only`. Failures are
+// test failures.
 inline std::unique_ptr<PolicyPlan> policy_plan(const ir::Graph& graph, std::string_view policy,
-                                               const policy::ParallelConfig& config) {
+                                               const policy::ParallelConfig& config, bool exec_passes = false,
+                                               bool layout_search = true) {
   api::JobOptions options;
   options.policy = std::string(policy);
   options.shrink = true;
+  options.exec_passes = exec_passes;
+  options.layout_search = layout_search;
   const int devices = policy::device_count(config);
   options.cluster = devices <= 8 ? std::string("dgx-a100") : fmt::format("dgx-a100x{}", (devices + 7) / 8);
   auto job = api::load_job(api::with_config(options, config), graph);

@@ -45,6 +45,7 @@ enum class GradientPath {
   reduce_scatter_all_gather,  // half the rows each, then gathered
   scale,                      // all-reduce, scale to "k of 2" (whole / 2), all-reduce again
   combine_fallback,           // combines into thirds (no part tiles a third: the whole rule), then whole
+  start_wait,                 // an asynchronous all-reduce: started, its part freed at once, then waited for
 };
 
 // Builds the ExecPlan of data_parallel_plan() in its completed global order, recording which buffer holds
@@ -169,6 +170,16 @@ class Builder {
         }
         return collective(comm::Primitive::all_reduce, halves, both);
       }
+      case GradientPath::start_wait: {
+        const std::int64_t t = tag();
+        for (int k = 0; k < kDevices; ++k) {
+          const BufferId mine = held(k, part(whole, k, 2));
+          emit(k, exec::CollectiveStart{comm::Primitive::all_reduce, {0, 1}, t, {mine}, {buffer(k, whole)}});
+          emit(k, exec::Free{mine});  // the start read it: device 0 frees it before device 1 starts
+          emit(k, exec::CollectiveWait{t});
+        }
+        return;
+      }
       case GradientPath::combine_fallback: {
         const BufferId to1 = move(0, 1, part(whole, 0, 2)), to0 = move(1, 0, part(whole, 1, 2));
         const BufferId own0 = held(0, part(whole, 0, 2)), own1 = held(1, part(whole, 1, 2));
@@ -244,6 +255,12 @@ TEST(ExecInterpreter, ScaleAndSlicedLeavesEqualSingleDevice) {
   expect_equal_to_single_device(exec);
 }
 
+TEST(ExecInterpreter, StartAndWaitEqualSingleDevice) {
+  const exec::ExecPlan exec = Builder(GradientPath::start_wait).build();
+  EXPECT_EQ(count(exec, [](const Instruction& i) { return std::holds_alternative<exec::CollectiveStart>(i); }), 8u);
+  expect_equal_to_single_device(exec);
+}
+
 TEST(ExecInterpreter, CombineFallsBackToTheWholeTimesTheOutputFraction) {
   expect_equal_to_single_device(Builder(GradientPath::combine_fallback).build());
 }
@@ -307,6 +324,20 @@ TEST(ExecInterpreter, MembersDisagreeingOnTheGroupOrContributingAnotherDevicesBu
   auto& c1 = first<exec::Collective>(swapped, 1, [](const exec::Collective& c) { return c.tag == 0; });
   std::swap(c0.input, c1.input);
   expect_error(swapped, {"is held by device 1, not 0", "all-reduce #0"});
+}
+
+TEST(ExecInterpreter, AWaitForAStartSomeMemberNeverRunsDeadlocks) {
+  // Device 1 starts (and waits for) tag 99 where device 0 starts tag 0: neither collective completes.
+  exec::ExecPlan exec = Builder(GradientPath::start_wait).build();
+  first<exec::CollectiveStart>(exec, 1, [](const exec::CollectiveStart& s) { return s.tag == 0; }).tag = 99;
+  first<exec::CollectiveWait>(exec, 1, [](const exec::CollectiveWait& w) { return w.tag == 0; }).tag = 99;
+  expect_error(exec, {"deadlocks", "(wait #0) waits for the other members to start #0, but device 1 instruction",
+                      "(wait #99)"});
+
+  exec::ExecPlan unstarted = Builder(GradientPath::start_wait).build();
+  auto& program = unstarted.programs[1];
+  program.erase(std::ranges::find_if(program, [](const Instruction& i) { return std::holds_alternative<exec::CollectiveStart>(i); }));
+  expect_error(unstarted, {"(wait #0): waits for #0, which device 1 has not started"});
 }
 
 TEST(ExecInterpreter, RecvOfTheWrongPieceIsAnError) {

@@ -5,8 +5,9 @@
 //   load_job      cluster, profile database, model (preset, graph file or JSON), the options resolved
 //                 (resolve_request.h), the fold decided, the training graph and its statistics;
 //   apply_policy  a fresh plan transformed by the named built-in policy (later: the search);
-//   materialize   validation, materialization, the ExecPlan check, device classes, the exec passes; a
-//                 folded job's slice unfolded into the step (exec/fold.h);
+//   materialize   validation, materialization, the ExecPlan check, the exec passes (exec/passes.h: every
+//                 communication decision, as instructions) and the check again, device classes; a folded
+//                 job's slice unfolded into the step (exec/fold.h) and passed again;
 //   simulate      durations, the simulation, memory and step metrics.
 //
 // plan_job runs the four. A Job owns everything its stages make and never moves (it is held by
@@ -28,6 +29,7 @@
 #include "loom/exec/exec_plan.h"
 #include "loom/exec/fold.h"
 #include "loom/exec/materialize.h"
+#include "loom/exec/passes.h"
 #include "loom/ir/graph.h"
 #include "loom/ir/graph_stats.h"
 #include "loom/ops/custom_ops.h"
@@ -66,14 +68,16 @@ struct Job {
   ir::Graph graph;           // the training graph (folded: one micro-batch of one replica)
   ir::GraphStats stats;
   plan::Plan plan;
-  exec::ExecPlan exec;       // folded: the unfolded step, programs for the class representatives only
+  exec::ExecPlan exec;       // not folded: the checked ExecPlan after the exec passes
   exec::MaterializeStats materialize_stats;
+  exec::ExecPassStats passes;
   // Folded (exec/fold.h): the plan and the graph are one micro-batch of one replica over tp x pp slice
-  // devices, `slice` their checked ExecPlan (which exec.json holds) and `fold` how it unfolds.
+  // devices, `slice` their checked ExecPlan after its exec passes (which exec.json holds) and `step` the
+  // step it unfolds to (after its own passes: dp buckets), programs for the class representatives only.
   bool folded = false;
   int slice_devices = 0;
   exec::ExecPlan slice;
-  exec::FoldShape fold;
+  exec::FoldedStep step;
   sim::SimResult sim;
   cost::MemoryReport memory;
   sim::StepMetrics metrics;
@@ -99,6 +103,9 @@ Expected<void> apply_policy(Job& job);
 
 // Materializes, checks and passes the plan (and unfolds a folded one).
 Expected<void> materialize(Job& job);
+
+// The step the simulator prices: the ExecPlan, or a folded job's unfolded step (its representatives).
+const exec::ExecPlan& step_programs(const Job& job);
 
 // Prices the step. A plan that does not fit in memory is a result, not an error (metrics.out_of_memory()).
 Expected<void> simulate(Job& job);

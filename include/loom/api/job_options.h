@@ -59,10 +59,12 @@ struct JobOptions {
   policy::Recompute recompute = policy::Recompute::none;
   Fold fold = Fold::automatic;
   bool layout_search = true;           // materialize with the RVD layout search (false: p2p fallback only)
+  double bucket_cap_mb = 25;           // gradient buckets (exec/passes.h), MiB as DDP's bucket_cap_mb; 0: none
+  bool exec_passes = true;             // false: the ExecPlan as materialized (tests of the passes)
 };
 
 // Which commands take a field: a command registers the groups it needs.
-enum class OptionGroup : std::uint8_t { model, sizes, optimizer, cluster, parallel, fold };
+enum class OptionGroup : std::uint8_t { model, sizes, optimizer, cluster, parallel, fold, passes };
 
 enum class ValueKind : std::uint8_t { whole, real, flag, text };
 

@@ -1,6 +1,7 @@
 // Memory model (DESIGN.md, "Cost model and simulator"): the bytes each device holds over its program.
-// A buffer counts from the instruction that writes it (compute, load, collective, recv, local) to its
-// Free; buffers never freed (updated parameters and optimizer states, the loss) stay to the end. Peak
+// A buffer counts from the instruction that writes it (compute, load, collective, recv, local; a start's
+// outputs from the start, read though they are only after its wait) to its Free; buffers never freed
+// (updated parameters and optimizer states, the loss) stay to the end. Peak
 // is the largest total after any instruction, and its breakdown is by the role of the buffers' tensors.
 // Communication libraries' own staging buffers and allocator fragmentation are not modelled.
 #pragma once
@@ -13,6 +14,7 @@
 #include "loom/cluster/gpu.h"
 #include "loom/core/error.h"
 #include "loom/exec/exec_plan.h"
+#include "loom/exec/fold.h"
 #include "loom/ir/tensor.h"
 
 namespace loom::cost {
@@ -64,6 +66,8 @@ struct MemoryReport {
 };
 
 MemoryReport memory_usage(const exec::ExecPlan& exec);
+// A folded step (exec/fold.h): each image of a class holds what its representative holds.
+MemoryReport memory_usage(const exec::FoldedStep& folded);
 
 // Fails when some device's peak exceeds gpu.memory_bytes; the message names every such device (the
 // first few) with its peak, the capacity and the breakdown at the peak.

@@ -13,11 +13,17 @@
 //  - collective: a collective kind, this device in its group, the group's devices distinct and in range;
 //    every member runs exactly one instruction with the tag, all agreeing on kind and group, and no
 //    other device uses the tag;
+//  - start: as a collective (all members starts, none blocking), of kind all-reduce, with as many
+//    outputs as inputs (at least one), all members agreeing on the number of buffers and, position by
+//    position, on the tensor and box of every input and output; exactly one wait of its tag on the same
+//    device, after it; its outputs are neither read nor freed before that wait;
+//  - wait: after this device's start of its tag, once;
 //  - send / recv: matched one to one by (sender, receiver, tag), with equal pieces and bytes;
 //  - local: slice reads one buffer whose box contains the output's, same value part; scale reads one
 //    buffer of the output's box; combine reads at least one, all of the output's tensor.
-// Progress: execution is simulated with loads, computes, locals, frees and sends never blocking (sends
-// are buffered), a recv waiting for its send, and a collective for all its members. Devices still
+// Progress: execution is simulated with loads, computes, locals, frees, sends and starts never blocking
+// (sends are buffered; a start joins its collective and goes on), a recv waiting for its send, a
+// collective for all its members, and a wait for every member's start of its tag. Devices still
 // blocked at the end form a wait-for graph with a cycle, reported as a deadlock naming the devices and
 // what each waits in. Both passes are about linear in the total instruction count.
 #pragma once

@@ -8,6 +8,8 @@
 //   compute     the graph op of the sub-op and the local shapes of its inputs and outputs;
 //   load        the tensor and the local shape;
 //   collective  the kind, the group size, and the local shapes of input and output;
+//   start       the kind, the group size, and the local shapes of inputs and outputs;
+//   wait        nothing more;
 //   send / recv the local shape and the bytes;
 //   local       the local kind and the shapes of inputs and output;
 //   free        the shape of the freed buffer.

@@ -9,7 +9,10 @@
 //                  "instructions": [{"op": "load", "out": 0},
 //                                   {"op": "compute", "sub_op": "fc1[0/2]", "in": [0, 1], "out": [2]},
 //                                   {"op": "all-reduce", "tag": 5, "group": [0, 1], "tensor": "h", "in": 3, "out": 4},
-//                                   {"op": "send", "peer": 1, "tag": 6, "buffer": 4}, ...]}]}
+//                                   {"op": "send", "peer": 1, "tag": 6, "buffer": 4},
+//                                   {"op": "start", "kind": "all-reduce", "tag": 7, "group": [0, 1],
+//                                    "in": [8, 9], "out": [10, 11]},
+//                                   {"op": "wait", "tag": 7}, ...]}]}
 #pragma once
 
 #include <string>

@@ -14,9 +14,21 @@
 //   collective  one member's part of a collective over `group` (devices, in the order of their
 //               pieces), matched across members by `tag`. Sum kinds (all-reduce, reduce-scatter):
 //               output = the sum of all members' inputs, restricted to the output's box. Gather kinds
-//               (all-gather, all-to-all): output = the members' inputs placed by their boxes.
+//               (all-gather, all-to-all): output = the members' inputs placed by their boxes. Blocking:
+//               it holds the device's compute stream from its program position until it ends, as
+//               torch's synchronous collectives do (on gloo the host thread runs it; on NCCL the current
+//               stream waits for the NCCL stream), so nothing after it in the program runs meanwhile.
+//   start       one member's part of an asynchronous collective over several buffers at once (a
+//               bucket: the runtime flattens them into one call), matched across members by `tag`.
+//               Kind all-reduce: per i, outputs[i] = the sum over members of their inputs[i] (all
+//               members' inputs[i] of one box, as for the blocking all-reduce). It reads its inputs
+//               where it stands and writes (allocates) its outputs there, but they may be read only
+//               after this device's wait of the same tag; compute runs on between the two.
+//   wait        the device's compute stream waits until its start of `tag` has completed, which needs
+//               every member of the group to have started it.
 //   send/recv   point-to-point: the recv's buffer gets the data of the matching send (same pair of
-//               devices and tag) of an equal SubTensor.
+//               devices and tag) of an equal SubTensor. A send is an isend: the sender goes on at once
+//               (the data is buffered); the data of a recv is ready for its readers when it arrives.
 //   slice       output = input restricted to a smaller box, same value part.
 //   scale       output = input times output fraction / input fraction: a value split (R->V).
 //   combine     output = at each element, inputs whose value parts tile the whole, summed and times
@@ -66,6 +78,18 @@ struct Collective {
   BufferId input;
   BufferId output;
 };
+// An asynchronous collective's start and its wait (the semantics above). Tags are shared with
+// Collective, Send and Recv: a start's tag names no other instruction but its wait.
+struct CollectiveStart {
+  comm::Primitive kind = comm::Primitive::all_reduce;  // all-reduce (the one asynchronous kind so far)
+  std::vector<int> group;                              // every member's device, in piece order
+  std::int64_t tag = 0;                                // equal on all members, and on each member's wait
+  std::vector<BufferId> inputs;                        // this member's part of each bucketed tensor
+  std::vector<BufferId> outputs;                       // aligned with inputs
+};
+struct CollectiveWait {
+  std::int64_t tag = 0;
+};
 struct Send {
   int peer = 0;
   std::int64_t tag = 0;
@@ -86,7 +110,7 @@ struct Free {
   BufferId buffer;
 };
 
-using Instruction = std::variant<Compute, Load, Collective, Send, Recv, Local, Free>;
+using Instruction = std::variant<Compute, Load, Collective, Send, Recv, Local, Free, CollectiveStart, CollectiveWait>;
 
 // What each collective tag moved, for reports and the simulator: the tensor it serves and the step
 // of the layout search (or the fallback) it came from.
@@ -109,15 +133,16 @@ struct ExecPlan {
   // class; class_of[d] is d's class and representatives[c] the first device of class c.
   std::vector<int> class_of;
   std::vector<int> representatives;
-  // Only the class representatives (and devices sending to them) have programs; every other device is
-  // an image of its class with an empty program (a folded step, exec/fold.h). check_exec_plan and the
-  // interpreter need every program, so they take the slice a partial plan was unfolded from instead.
-  bool partial = false;
 
   const Buffer& buffer(BufferId id) const { return buffers[id.index()]; }
   BufferId add_buffer(int device, plan::SubTensor piece, std::int64_t bytes) {
     buffers.push_back(Buffer{device, std::move(piece), bytes});
     return BufferId(static_cast<std::uint32_t>(buffers.size() - 1));
+  }
+  // A fresh tag (the next number), described by `info`.
+  std::int64_t add_tag(CollectiveInfo info) {
+    collectives.push_back(std::move(info));
+    return static_cast<std::int64_t>(collectives.size() - 1);
   }
 };
 

@@ -15,9 +15,14 @@
 //     over the dp replicas (the images of its device: full device (s * dp + r) * tp + t) before the
 //     optimizer reads it, as the V->R transition of a gradient split by value over dp would be.
 // Only the slice's device-class representatives (and the devices sending to them) get programs; every
-// other device is an image of its class (ExecPlan::partial): the simulator runs the representatives, and
-// a collective's members are taken to arrive when their representatives do. The slice itself is
-// proven by `loom verify`; unfolding repeats and mirrors it, which tests compare against explicit plans.
+// other device is an image of its class. Such a step is its own type, FoldedStep, not an ExecPlan: what
+// needs every program (check_exec_plan, the interpreter, codegen) takes an ExecPlan and cannot be handed
+// one; the simulator, the memory model and the reports have overloads that run the representatives, a
+// collective's members taken to arrive when their representatives do. The slice itself is proven by
+// `loom verify`; unfolding repeats and mirrors it, which tests compare against explicit plans.
+//
+// A slice may hold asynchronous collectives (exec passes): a start is repeated with the segment where
+// its outputs are first read (as a blocking collective is), and its wait with its start.
 #pragma once
 
 #include <vector>
@@ -43,10 +48,20 @@ struct FoldShape {
 
 // The full device of slice device `slice_device` in dp replica `replica`.
 int full_device(const FoldShape& shape, int slice_device, int replica);
+// The slice device whose image full device `device` is (full_device's inverse, forgetting the replica).
+int slice_device_of(const FoldShape& shape, int device);
+
+// The step of a folded job: `step.programs` holds programs for the class representatives (and the
+// devices sending to them) only, step.class_of and step.representatives say whose image every other
+// device is.
+struct FoldedStep {
+  ExecPlan step;
+  FoldShape shape;
+};
 
 // Errors: a slice whose device count is not tp x pp, sequences that do not match pp, chunks and
 // micro-batches, and slices that cannot be repeated: a transfer or collective whose members disagree on
 // whether it runs once per step or once per micro-batch (naming the tag and the devices).
-Expected<ExecPlan> unfold_step(const ExecPlan& slice, const FoldShape& shape);
+Expected<FoldedStep> unfold_step(const ExecPlan& slice, FoldShape shape);
 
 }  // namespace loom::exec

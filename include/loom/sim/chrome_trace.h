@@ -1,13 +1,15 @@
 // The Chrome trace event format (loads in Perfetto and chrome://tracing) of a simulation: one process a
 // simulated device ("device N", or "device N (for devices N-M)" when it stands for its device class),
 // thread 0 its compute stream and thread 1 its communication stream, and a complete
-// ("ph": "X") event per timeline event, times in microseconds. Output is deterministic (keys sorted,
-// events in SimResult order).
+// ("ph": "X") event per timeline event, times in microseconds (a start is a collective event on the
+// communication stream; a compute stream held at a blocking collective or a wait shows as a gap).
+// Output is deterministic (keys sorted, events in SimResult order).
 #pragma once
 
 #include <string>
 
 #include "loom/exec/exec_plan.h"
+#include "loom/exec/fold.h"
 #include "loom/sim/simulator.h"
 
 namespace loom::sim {
@@ -15,5 +17,6 @@ namespace loom::sim {
 // {"displayTimeUnit": "ms", "traceEvents": [metadata..., events...]}; each X event's args give its kind,
 // the instruction's position and, for data movement, the bytes moved.
 std::string chrome_trace_json(const exec::ExecPlan& exec, const SimResult& result);
+std::string chrome_trace_json(const exec::FoldedStep& folded, const SimResult& result);
 
 }  // namespace loom::sim

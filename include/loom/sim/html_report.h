@@ -19,6 +19,7 @@
 
 #include "loom/cost/memory_model.h"
 #include "loom/exec/exec_plan.h"
+#include "loom/exec/fold.h"
 #include "loom/sim/metrics.h"
 #include "loom/sim/report_labels.h"
 #include "loom/sim/simulator.h"
@@ -34,6 +35,8 @@ struct HtmlOptions {
 
 // `sim`, `metrics` and `memory` must come from `exec` (memory = cost::memory_usage(exec)).
 std::string html_report(const ReportLabels& labels, const exec::ExecPlan& exec, const SimResult& sim,
+                        const StepMetrics& metrics, const cost::MemoryReport& memory, HtmlOptions options = {});
+std::string html_report(const ReportLabels& labels, const exec::FoldedStep& folded, const SimResult& sim,
                         const StepMetrics& metrics, const cost::MemoryReport& memory, HtmlOptions options = {});
 
 }  // namespace loom::sim

@@ -3,12 +3,20 @@
 // a profile; or fixed numbers in tests). Times are in seconds.
 //
 // Each device has two in-order streams:
-//   compute        computes and locals (slice, scale, combine), in program order;
-//   communication  collectives, sends and recvs, in program order.
+//   compute        computes and locals (slice, scale, combine), in program order; it also issues each
+//                  collective and start where the program has it, holds at a blocking collective until
+//                  the collective ends, and at a wait until its start ends (exec_plan.h);
+//   communication  collectives, sends and recvs, in program order;
+//   starts         the starts, in program order, beside the communication stream: as DDP's reducer and
+//                  Megatron's gradient reduction run on their own communicator's stream, a bucket does
+//                  not hold back the pipeline's transfers or the tensor-parallel collectives (their
+//                  events are the communication stream's; its busy time is the union).
 // An instruction starts when its stream is free and every buffer it reads is ready (written by an
 // earlier instruction, on either stream). Loads are resident data: their buffers are ready at time 0 and
-// they occupy no stream; frees take no time. A collective starts when every member has reached it (its
-// communication stream free and its input ready) and all members finish together. A send is issued when
+// they occupy no stream; frees take no time. A collective or start starts when every member has reached
+// it (issued by its compute stream, its communication stream free and its inputs ready) and all members
+// finish together; a start is priced as the blocking collective of its kind over all its inputs at once
+// (Durations::collective's bytes: the largest member's sum of inputs). A send is issued when
 // the sender's stream is free and its buffer ready, and holds the sender's communication stream for the
 // p2p time (the sender's compute goes on); the matching recv completes at
 // max(send issue, recv issue) + p2p time. Communication overlaps compute wherever the data allows; with
@@ -40,6 +48,8 @@
 
 #include "loom/core/error.h"
 #include "loom/exec/exec_plan.h"
+#include "loom/exec/fold.h"
+#include "loom/exec/instruction_buffers.h"
 
 namespace loom::sim {
 
@@ -47,6 +57,8 @@ struct Durations {
   // A sub-op's time on `device`. Required.
   std::function<double(const plan::SubOp&, int device)> compute;
   // A collective's time; `bytes` is the largest member's input buffer. Required when the plan has one.
+  // A start comes as a Collective of its kind, group and tag (its input and output when it has one
+  // each, else kNoBuffer), `bytes` the largest member's inputs together.
   std::function<double(const exec::Collective&, std::int64_t bytes)> collective;
   // A point-to-point transfer's time. Required when the plan has sends.
   std::function<double(int src, int dst, std::int64_t bytes)> p2p;
@@ -56,6 +68,9 @@ struct Durations {
   // measured contention for SMs and memory bandwidth slows NCCL kernels); 1: no slowdown. At least 1.
   double contention = 1;
 };
+
+// What Durations::collective is handed for a collective or a start (see there).
+exec::Collective priced_collective(const exec::CollectiveCall& call);
 
 struct SimOptions {
   // Simulate one program per device class when exec.class_of is filled and the classes pass the
@@ -83,7 +98,7 @@ struct Event {
 
 struct DeviceTime {
   double compute = 0;        // busy time of the compute stream
-  double communication = 0;  // busy time of the communication stream
+  double communication = 0;  // busy time of the communication stream (starts included)
   double exposed_communication = 0;  // communication time during which no compute runs
   double idle = 0;           // step - compute - exposed communication: the bubble
 
@@ -109,5 +124,9 @@ struct SimResult {
 // instruction), a contention below 1, a collective or recv without its counterpart, a deadlock (naming
 // the stuck devices and what each waits in; check_exec_plan rules these out for materialized plans).
 Expected<SimResult> simulate(const exec::ExecPlan& exec, const Durations& durations, SimOptions options = {});
+
+// A folded step (exec/fold.h): its class representatives, always one program per class (symmetric by
+// construction); a collective's member arrives when its representative reaches the collective.
+Expected<SimResult> simulate(const exec::FoldedStep& folded, const Durations& durations);
 
 }  // namespace loom::sim

@@ -10,8 +10,9 @@
 //   compute     the same graph op, and inputs written at the same positions of the program (the same
 //               local dependencies);
 //   local       the same kind and input positions;
-//   collective  the same kind, group size, buffer sizes and input position, and the same
-//               Durations::collective time;
+//   collective  (or start) the same kind, group size, buffer sizes and input positions, and the
+//               same Durations::collective time;
+//   wait        nothing (its start is compared);
 //   send        the same bytes and input position, and the same Durations::p2p time;
 //   recv        the same bytes, a matching send, and the same Durations::p2p time;
 //   load, free  nothing (they take no time).

@@ -5,7 +5,8 @@
 //
 // The devices run as a cooperative scheduler: each runs its program in order until it blocks; sends are
 // buffered, a recv waits for its matching send, and a collective runs once every member of its group
-// has reached its instruction with that tag. When no device can advance the plan deadlocks, and the
+// has reached its instruction with that tag. A start reads its inputs and goes on; the last member to
+// start sums every member's outputs, and a wait waits for that. When no device can advance the plan deadlocks, and the
 // error names each blocked device and what it waits for.
 #pragma once
 

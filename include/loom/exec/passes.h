@@ -1,0 +1,64 @@
+// Exec passes (DESIGN.md, "Data flow"): every decision about communication that materialization leaves
+// open is made here, as instructions of the ExecPlan, so that the program codegen prints is the one the
+// checker, the interpreter and the simulator saw. They run after materialization and check_exec_plan,
+// and the plan is checked again after them.
+//
+//  exchange_to_all_reduce  an exchange of a tensor's value parts among a group (each member sends its
+//      part to the others, receives theirs and combines all n parts into the whole: the layout search's
+//      p2p form of a small V->R reduction, or the fallback's) becomes one blocking all-reduce where the
+//      combine stood: the same sum, one collective instead of 2(n - 1) transfers and an element-wise
+//      combine. Members are matched through the transfers themselves; an exchange some member does not
+//      take part in as one is left as written.
+//  bucket_gradients  parameter-gradient all-reduces (exchanges of gradient parts included, once the pass
+//      above made them all-reduces), per (group, dtype) in the order their gradients become final, fill
+//      buckets as torch DDP's reducer does: a bucket takes gradients until it holds bucket_bytes (its
+//      group's first bucket: first_bucket_bytes). Each bucket becomes one CollectiveStart placed right
+//      after the instruction that finalizes its last gradient, and one CollectiveWait right before the
+//      first instruction that reads (or frees) any of its outputs; the gradients' parts are freed after
+//      the start. Decided for all devices at once: every member of a group must issue its collectives
+//      (buckets, and those left blocking) in one order, as gloo and NCCL match them by order; a group
+//      where that fails keeps its reductions blocking.
+//
+// A folded step (exec/fold.h) has programs only for class representatives: there bucket_gradients
+// buckets the reductions over data-parallel replicas (groups of images of one slice device, which run
+// the same program by construction), and the slice gets the passes before it is unfolded.
+#pragma once
+
+#include <cstdint>
+
+#include "loom/exec/exec_plan.h"
+#include "loom/exec/fold.h"
+
+namespace loom::exec {
+
+struct ExecPassOptions {
+  // exchange_to_all_reduce runs when true.
+  bool exchanges_to_all_reduce = true;
+  // bucket_gradients' cap: DDP's default bucket_cap_mb, 25 MiB. 0 disables bucketing: every gradient
+  // reduction stays a blocking collective.
+  std::int64_t bucket_bytes = std::int64_t{25} << 20;
+  // The first bucket of each group (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES, 1 MiB): the first
+  // gradients of the backward start reducing early.
+  std::int64_t first_bucket_bytes = std::int64_t{1} << 20;
+};
+
+// What the passes changed, for reports and tests.
+struct ExecPassStats {
+  int exchanges = 0;            // exchanges made all-reduces (each counted once, not per member)
+  int buckets = 0;              // buckets started (each counted once)
+  int bucketed_reductions = 0;  // gradient all-reduces they replace (each counted once)
+
+  bool operator==(const ExecPassStats&) const = default;
+};
+
+// The passes, in the order above, on a plan where every device has its program (check_exec_plan's).
+ExecPassStats run_exec_passes(ExecPlan& exec, const ExecPassOptions& options = {});
+// The passes of an unfolded step: bucket_gradients over data-parallel replicas.
+ExecPassStats run_exec_passes(FoldedStep& folded, const ExecPassOptions& options = {});
+
+// The passes one by one; each returns what it counts of ExecPassStats.
+int exchange_to_all_reduce(ExecPlan& exec);
+ExecPassStats bucket_gradients(ExecPlan& exec, const ExecPassOptions& options = {});
+ExecPassStats bucket_gradients(FoldedStep& folded, const ExecPassOptions& options = {});
+
+}  // namespace loom::exec

@@ -1,0 +1,135 @@
+#include "program_edits.h"
+
+#include <algorithm>
+#include <map>
+
+#include "loom/exec/instruction_buffers.h"
+
+namespace loom::exec::detail {
+
+void ProgramEdit::apply(std::vector<Instruction>& program, const std::unordered_set<std::uint32_t>& dropped,
+                        const std::unordered_set<std::uint32_t>& refreed) && {
+  std::vector<Instruction> edited;
+  edited.reserve(program.size() + before_.size() + after_.size());
+  std::unordered_set<std::uint32_t> was_freed;  // refreed buffers whose Free was taken out
+  const auto emit_all = [&](auto& map, std::size_t i) {
+    if (const auto it = map.find(i); it != map.end())
+      for (Instruction& in : it->second) edited.push_back(std::move(in));
+  };
+  for (std::size_t i = 0; i < program.size(); ++i) {
+    emit_all(before_, i);
+    if (const auto it = replaced_.find(i); it != replaced_.end()) {
+      edited.push_back(std::move(it->second));
+    } else if (!removed_.contains(i)) {
+      const auto* free = std::get_if<Free>(&program[i]);
+      if (free != nullptr && dropped.contains(free->buffer.value)) {
+        // the buffer is gone with its transfer
+      } else if (free != nullptr && refreed.contains(free->buffer.value)) {
+        was_freed.insert(free->buffer.value);
+      } else {
+        edited.push_back(std::move(program[i]));
+      }
+    }
+    emit_all(after_, i);
+  }
+  if (was_freed.empty()) {
+    program = std::move(edited);
+    return;
+  }
+  std::unordered_map<std::uint32_t, std::size_t> last;
+  for (std::size_t i = 0; i < edited.size(); ++i) {
+    const auto use = [&](BufferId b) {
+      if (was_freed.contains(b.value)) last[b.value] = i;
+    };
+    for_each_written(edited[i], use);
+    for_each_read(edited[i], use);
+  }
+  std::map<std::size_t, std::vector<std::uint32_t>> frees;  // position -> buffers freed after it
+  for (const auto& [buffer, at] : last) frees[at].push_back(buffer);
+  program.clear();
+  program.reserve(edited.size() + last.size());
+  for (std::size_t i = 0; i < edited.size(); ++i) {
+    program.push_back(std::move(edited[i]));
+    if (const auto it = frees.find(i); it != frees.end()) {
+      std::ranges::sort(it->second);
+      for (std::uint32_t b : it->second) program.push_back(Free{BufferId(b)});
+    }
+  }
+}
+
+void drop_unwritten_buffers(ExecPlan& exec) {
+  std::vector<char> written(exec.buffers.size(), 0);
+  for (const auto& program : exec.programs)
+    for (const Instruction& in : program) for_each_written(in, [&](BufferId b) { written[b.index()] = 1; });
+  if (std::ranges::all_of(written, [](char w) { return w != 0; })) return;
+  std::vector<BufferId> renamed(exec.buffers.size());
+  std::vector<Buffer> kept;
+  kept.reserve(exec.buffers.size());
+  for (std::size_t b = 0; b < exec.buffers.size(); ++b) {
+    if (written[b] == 0) continue;
+    renamed[b] = BufferId(static_cast<std::uint32_t>(kept.size()));
+    kept.push_back(std::move(exec.buffers[b]));
+  }
+  exec.buffers = std::move(kept);
+  const auto rename = [&](BufferId& b) {
+    if (b.valid()) b = renamed[b.index()];
+  };
+  const auto rename_all = [&](std::vector<BufferId>& ids) {
+    for (BufferId& b : ids) rename(b);
+  };
+  for (auto& program : exec.programs)
+    for (Instruction& instruction : program)
+      std::visit(
+          [&](auto& in) {
+            using T = std::decay_t<decltype(in)>;
+            if constexpr (std::is_same_v<T, Compute> || std::is_same_v<T, CollectiveStart>) {
+              rename_all(in.inputs);
+              rename_all(in.outputs);
+            } else if constexpr (std::is_same_v<T, Local>) {
+              rename_all(in.inputs);
+              rename(in.output);
+            } else if constexpr (std::is_same_v<T, Collective>) {
+              rename(in.input);
+              rename(in.output);
+            } else if constexpr (std::is_same_v<T, Load>) {
+              rename(in.output);
+            } else if constexpr (std::is_same_v<T, Send> || std::is_same_v<T, Recv> || std::is_same_v<T, Free>) {
+              rename(in.buffer);
+            }
+          },
+          instruction);
+}
+
+std::set<std::vector<int>> groups_out_of_order(std::vector<std::vector<Issue>> by_device) {
+  // Per device, per group: its tags in issue order.
+  std::vector<std::map<std::vector<int>, std::vector<std::int64_t>>> order(by_device.size());
+  for (std::size_t d = 0; d < by_device.size(); ++d) {
+    std::ranges::sort(by_device[d]);
+    for (const Issue& issue : by_device[d]) order[d][issue.group].push_back(issue.tag);
+  }
+  std::set<std::vector<int>> out;
+  for (std::size_t d = 0; d < order.size(); ++d)
+    for (const auto& [group, tags] : order[d])
+      for (int member : group) {
+        const auto& theirs = order[static_cast<std::size_t>(member)];
+        const auto it = theirs.find(group);
+        if (it == theirs.end() || it->second != tags) out.insert(group);
+      }
+  return out;
+}
+
+std::vector<std::vector<Issue>> issued_collectives(const ExecPlan& exec) {
+  std::vector<std::vector<Issue>> by_device(exec.programs.size());
+  for (std::size_t d = 0; d < exec.programs.size(); ++d) {
+    const auto& program = exec.programs[d];
+    for (std::size_t i = 0; i < program.size(); ++i)
+      if (const auto c = collective_call(program[i])) {
+        std::vector<int> group(c->group.begin(), c->group.end());
+        std::ranges::sort(group);
+        by_device[d].push_back(Issue{i, 0, c->tag, std::move(group)});
+      }
+  }
+  return by_device;
+}
+
+}  // namespace loom::exec::detail

@@ -1,0 +1,59 @@
+// Private to the exec passes (exec/passes.h): the edits they make to programs, and the check that
+// every group's members still issue their collectives in one order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "loom/exec/exec_plan.h"
+
+namespace loom::exec::detail {
+
+// Edits of one program, applied at once so that positions name the program as it was: instructions
+// removed or replaced, and instructions inserted before or after a position (in the order given).
+class ProgramEdit {
+ public:
+  void remove(std::size_t i) { removed_.insert(i); }
+  void replace(std::size_t i, Instruction in) { replaced_.insert_or_assign(i, std::move(in)); }
+  void insert_before(std::size_t i, Instruction in) { before_[i].push_back(std::move(in)); }
+  void insert_after(std::size_t i, Instruction in) { after_[i].push_back(std::move(in)); }
+  bool empty() const { return removed_.empty() && replaced_.empty() && before_.empty() && after_.empty(); }
+
+  // Also drops the Free of every buffer in `dropped`, and moves the Free of every buffer in `refreed`
+  // right after the buffer's last use in the edited program.
+  void apply(std::vector<Instruction>& program, const std::unordered_set<std::uint32_t>& dropped,
+             const std::unordered_set<std::uint32_t>& refreed) &&;
+
+ private:
+  std::set<std::size_t> removed_;
+  std::unordered_map<std::size_t, Instruction> replaced_;
+  std::unordered_map<std::size_t, std::vector<Instruction>> before_, after_;
+};
+
+// Removes the buffers no instruction writes any more (those of dropped transfers), renumbering the rest
+// in order, so every buffer keeps exactly one writer.
+void drop_unwritten_buffers(ExecPlan& exec);
+
+// A collective one device issues, at a position of its program as edited: `position` is the index in
+// the unedited program, `after` orders what is issued after that instruction behind what replaces it.
+struct Issue {
+  std::size_t position = 0;
+  int after = 0;
+  std::int64_t tag = 0;
+  std::vector<int> group;  // ascending
+
+  auto operator<=>(const Issue&) const = default;
+};
+
+// The groups (ascending members) whose members do not issue their collectives, by tag, in one order:
+// gloo and NCCL match a group's collectives by that order. `by_device` need not be sorted.
+std::set<std::vector<int>> groups_out_of_order(std::vector<std::vector<Issue>> by_device);
+
+// Every device's collectives (blocking or started) as issued where the program has them.
+std::vector<std::vector<Issue>> issued_collectives(const ExecPlan& exec);
+
+}  // namespace loom::exec::detail

@@ -1,0 +1,18 @@
+#include "loom/exec/passes.h"
+
+namespace loom::exec {
+
+ExecPassStats run_exec_passes(ExecPlan& exec, const ExecPassOptions& options) {
+  ExecPassStats stats;
+  if (options.exchanges_to_all_reduce) stats.exchanges = exchange_to_all_reduce(exec);
+  const ExecPassStats buckets = bucket_gradients(exec, options);
+  stats.buckets = buckets.buckets;
+  stats.bucketed_reductions = buckets.bucketed_reductions;
+  return stats;
+}
+
+ExecPassStats run_exec_passes(FoldedStep& folded, const ExecPassOptions& options) {
+  return bucket_gradients(folded, options);
+}
+
+}  // namespace loom::exec

@@ -1,0 +1,210 @@
+// The exec passes (exec/passes.h) on policies' plans: gradient all-reduces bucketed into starts and
+// waits that every member issues alike, exchanges of value parts made all-reduces; the plans still check.
+#include "loom/exec/passes.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "loom/exec/check.h"
+#include "loom/exec/instruction_buffers.h"
+#include "loom/exec/check.h"
+#include "testing/policy_plans.h"
+
+namespace loom::exec {
+namespace {
+
+using testing::policy_plan;
+using testing::shrunk_training_graph;
+
+bool is_parameter_gradient(const ExecPlan& exec, BufferId b) {
+  const ir::Graph& graph = *exec.plan->graph;
+  const ir::FullTensor& t = graph.tensor(exec.buffer(b).piece.tensor);
+  return t.role == ir::TensorRole::gradient && t.owner.valid() && graph.tensor(t.owner).role == ir::TensorRole::parameter;
+}
+
+// Per device: its blocking all-reduces of parameter gradients, and its other blocking collectives.
+std::pair<std::size_t, std::size_t> blocking(const ExecPlan& exec, int d) {
+  std::size_t gradients = 0, others = 0;
+  for (const Instruction& in : exec.programs[static_cast<std::size_t>(d)])
+    if (const auto* c = std::get_if<Collective>(&in)) {
+      const bool gradient = c->kind == comm::Primitive::all_reduce && is_parameter_gradient(exec, c->output);
+      gradients += gradient;
+      others += !gradient;
+    }
+  return {gradients, others};
+}
+
+std::vector<std::pair<std::size_t, const CollectiveStart*>> starts_of(const ExecPlan& exec, int d) {
+  std::vector<std::pair<std::size_t, const CollectiveStart*>> out;
+  const auto& program = exec.programs[static_cast<std::size_t>(d)];
+  for (std::size_t i = 0; i < program.size(); ++i)
+    if (const auto* s = std::get_if<CollectiveStart>(&program[i])) out.emplace_back(i, s);
+  return out;
+}
+
+bool touches(const Instruction& in, const std::vector<BufferId>& buffers) {
+  bool hit = false;
+  for_each_read(in, [&](BufferId b) { hit |= std::ranges::count(buffers, b) > 0; });
+  if (const auto* f = std::get_if<Free>(&in)) hit |= std::ranges::count(buffers, f->buffer) > 0;
+  return hit;
+}
+
+// Every member issues the same buckets in the same order (same tags, groups and tensors); each bucket
+// starts right after the instruction that writes its last gradient part, its parts are freed right after
+// it, and it is waited for right before the first instruction using any of its sums; the buckets replace
+// every parameter-gradient all-reduce of a data-parallel plan.
+TEST(BucketGradients, DataParallelGradientsGoIntoAgreedOverlappedBuckets) {
+  for (const auto& [model, dp] : std::vector<std::pair<std::string, int>>{{"gpt3-125m", 2}, {"llama3-8b", 4}}) {
+    SCOPED_TRACE(model);
+    auto p = policy_plan(shrunk_training_graph(model, ir::DType::f32), "dp", {.dp = dp});
+    const std::size_t reductions = blocking(p->exec, 0).first;
+    ASSERT_GT(reductions, 0u);
+    const ExecPassStats stats = run_exec_passes(p->exec);
+    ASSERT_TRUE(check_exec_plan(p->exec)) << check_exec_plan(p->exec).error().to_string();
+    EXPECT_EQ(stats.bucketed_reductions, static_cast<int>(reductions));
+    EXPECT_EQ(stats.exchanges, 0);
+    const auto on_zero = starts_of(p->exec, 0);
+    EXPECT_EQ(static_cast<int>(on_zero.size()), stats.buckets);
+    for (int d = 0; d < dp; ++d) {
+      SCOPED_TRACE(d);
+      EXPECT_EQ(blocking(p->exec, d).first, 0u);
+      const auto& program = p->exec.programs[static_cast<std::size_t>(d)];
+      const auto starts = starts_of(p->exec, d);
+      ASSERT_EQ(starts.size(), on_zero.size());
+      std::size_t held = 0;
+      for (std::size_t k = 0; k < starts.size(); ++k) {
+        const auto& [at, s] = starts[k];
+        EXPECT_EQ(s->tag, on_zero[k].second->tag);
+        EXPECT_EQ(s->group, on_zero[k].second->group);
+        ASSERT_EQ(s->outputs.size(), on_zero[k].second->outputs.size());
+        for (std::size_t i = 0; i < s->outputs.size(); ++i)
+          EXPECT_EQ(p->exec.buffer(s->outputs[i]).piece.tensor, p->exec.buffer(on_zero[k].second->outputs[i]).piece.tensor);
+        held += s->inputs.size();
+        // Right after the writer of its last gradient part (other starts placed there aside).
+        std::size_t before = at;
+        while (before > 0 && std::holds_alternative<CollectiveStart>(program[before - 1])) --before;
+        ASSERT_GT(before, 0u);
+        bool writes = false;
+        for_each_written(program[before - 1], [&](BufferId b) { writes |= std::ranges::count(s->inputs, b) > 0; });
+        EXPECT_TRUE(writes) << "start at " << at << " does not follow its last gradient's writer";
+        // Its parts freed right after it (unless another start still reads them).
+        for (BufferId in : s->inputs) {
+          std::size_t i = at + 1;
+          for (; i < program.size() && !(std::holds_alternative<Free>(program[i]) && std::get<Free>(program[i]).buffer == in); ++i)
+            EXPECT_TRUE(std::holds_alternative<Free>(program[i]) || std::holds_alternative<CollectiveStart>(program[i]));
+          EXPECT_LT(i, program.size());
+        }
+        // Waited right before the first use of a sum: nothing uses one earlier, the next non-wait does.
+        std::size_t wait = at;
+        while (wait < program.size() && !(std::holds_alternative<CollectiveWait>(program[wait]) &&
+                                          std::get<CollectiveWait>(program[wait]).tag == s->tag))
+          EXPECT_FALSE(touches(program[wait++], s->outputs));
+        ASSERT_LT(wait, program.size());
+        std::size_t next = wait + 1;
+        while (next < program.size() && std::holds_alternative<CollectiveWait>(program[next])) ++next;
+        ASSERT_LT(next, program.size());
+        EXPECT_TRUE(touches(program[next], s->outputs)) << "wait at " << wait;
+      }
+      EXPECT_EQ(held, reductions);
+    }
+  }
+}
+
+// DDP's assignment: a bucket takes gradients until it holds the cap (the group's first: the first cap).
+TEST(BucketGradients, BucketsCloseAtTheCap) {
+  for (const std::int64_t cap : {std::int64_t{1}, std::int64_t{4096}, std::int64_t{65536}, std::int64_t{25} << 20}) {
+    for (const std::int64_t first : {std::int64_t{1}, std::int64_t{16384}, std::int64_t{1} << 20}) {
+      SCOPED_TRACE(::testing::Message() << "cap " << cap << " first " << first);
+      auto p = policy_plan(shrunk_training_graph("gpt3-125m", ir::DType::f32), "dp", {.dp = 2});
+      const std::size_t reductions = blocking(p->exec, 0).first;
+      bucket_gradients(p->exec, {.bucket_bytes = cap, .first_bucket_bytes = first});
+      ASSERT_TRUE(check_exec_plan(p->exec));
+      std::size_t total = 0;
+      const auto starts = starts_of(p->exec, 0);
+      for (std::size_t k = 0; k < starts.size(); ++k) {
+        const CollectiveStart& s = *starts[k].second;
+        total += s.inputs.size();
+        std::int64_t bytes = 0;
+        for (BufferId out : s.outputs) bytes += p->exec.buffer(out).bytes;
+        EXPECT_LT(bytes - p->exec.buffer(s.outputs.back()).bytes, k == 0 ? first : cap)
+            << "bucket " << k << " kept taking gradients past its cap";
+        if (cap == 1 && first == 1) {
+          EXPECT_EQ(s.inputs.size(), 1u);
+        }
+      }
+      EXPECT_EQ(total, reductions);
+    }
+  }
+}
+
+// Under dp x tp only the data-parallel gradient reductions are bucketed, over the data-parallel groups;
+// the tensor-parallel collectives of activations stay blocking where the plan put them.
+TEST(BucketGradients, TensorParallelCollectivesStayBlocking) {
+  auto p = policy_plan(shrunk_training_graph("gpt3-125m", ir::DType::f32), "dp-tp", {.dp = 2, .tp = 2});
+  std::vector<std::size_t> others;
+  for (int d = 0; d < 4; ++d) others.push_back(blocking(p->exec, d).second);
+  run_exec_passes(p->exec);
+  ASSERT_TRUE(check_exec_plan(p->exec));
+  for (int d = 0; d < 4; ++d) {
+    SCOPED_TRACE(d);
+    EXPECT_EQ(blocking(p->exec, d), std::pair(std::size_t{0}, others[static_cast<std::size_t>(d)]));
+    EXPECT_GT(others[static_cast<std::size_t>(d)], 0u);
+    std::set<std::vector<int>> groups;
+    for (const auto& [at, s] : starts_of(p->exec, d)) groups.insert(s->group);
+    ASSERT_EQ(groups.size(), 1u);
+    EXPECT_EQ(groups.begin()->size(), 2u);
+  }
+}
+
+TEST(BucketGradients, NoneOnOneDeviceOrWithoutACap) {
+  auto one = policy_plan(shrunk_training_graph("gpt3-125m", ir::DType::f32), "dp", {.dp = 1});
+  EXPECT_EQ(run_exec_passes(one->exec), ExecPassStats{});
+  auto off = policy_plan(shrunk_training_graph("gpt3-125m", ir::DType::f32), "dp", {.dp = 2});
+  const std::size_t length = off->exec.programs[0].size();
+  EXPECT_EQ(run_exec_passes(off->exec, {.bucket_bytes = 0}), ExecPassStats{});
+  EXPECT_EQ(off->exec.programs[0].size(), length);
+  EXPECT_TRUE(starts_of(off->exec, 0).empty());
+}
+
+// With sends only (the general fallback), a value-part reduction is an exchange: every member sends its
+// part to the others and combines. The pass makes each one all-reduce of the parts, drops the transfers
+// and their buffers, and leaves nothing it would change again.
+TEST(ExchangeToAllReduce, ExchangesBecomeAllReducesOfTheirParts) {
+  auto p = policy_plan(shrunk_training_graph("gpt3-125m", ir::DType::f32), "dp-tp", {.dp = 2, .tp = 2},
+                       /*exec_passes=*/false, /*layout_search=*/false);
+  ExecPlan& exec = p->exec;
+  const auto count = [&](auto pred) {
+    std::size_t n = 0;
+    for (const auto& program : exec.programs) n += static_cast<std::size_t>(std::ranges::count_if(program, pred));
+    return n;
+  };
+  const auto is_send = [](const Instruction& in) { return std::holds_alternative<Send>(in); };
+  const auto is_collective = [](const Instruction& in) { return std::holds_alternative<Collective>(in); };
+  ASSERT_EQ(count(is_collective), 0u);
+  const std::size_t sends = count(is_send), buffers = exec.buffers.size(), tags = exec.collectives.size();
+  const int exchanges = exchange_to_all_reduce(exec);
+  ASSERT_TRUE(check_exec_plan(exec)) << check_exec_plan(exec).error().to_string();
+  ASSERT_GT(exchanges, 0);
+  // Pairs of tp or dp peers: one send and one received buffer per member and exchange gone.
+  EXPECT_EQ(count(is_collective), 2u * static_cast<std::size_t>(exchanges));
+  EXPECT_EQ(sends - count(is_send), 2u * static_cast<std::size_t>(exchanges));
+  EXPECT_EQ(buffers - exec.buffers.size(), 2u * static_cast<std::size_t>(exchanges));
+  EXPECT_EQ(exec.collectives.size(), tags + static_cast<std::size_t>(exchanges));
+  for (const auto& program : exec.programs)
+    for (const Instruction& in : program)
+      if (const auto* c = std::get_if<Collective>(&in)) {
+        EXPECT_EQ(c->kind, comm::Primitive::all_reduce);
+        EXPECT_TRUE(std::ranges::is_sorted(c->group));
+        const CollectiveInfo& info = exec.collectives[static_cast<std::size_t>(c->tag)];
+        EXPECT_EQ(info.tensor, exec.buffer(c->output).piece.tensor);
+        EXPECT_EQ(info.rule, "V->R all-reduce (an exchange of 2 value parts)");
+        EXPECT_TRUE(exec.buffer(c->output).piece.value.is_whole());
+        EXPECT_EQ(exec.buffer(c->input).piece.value.count, 2);
+      }
+  EXPECT_EQ(exchange_to_all_reduce(exec), 0);
+}
+
+}  // namespace
+}  // namespace loom::exec

@@ -1,0 +1,65 @@
+// The exec passes (exec/passes.h) keep what a plan computes: policies' plans run by the interpreter equal
+// the single-device step before and after the passes (gradient buckets, exchanges made all-reduces), and
+// the two runs agree on every value.
+#include <gtest/gtest.h>
+
+#include "loom/exec/check.h"
+#include "testing/policy_plans.h"
+#include "loom/verify/exec_interpreter.h"
+#include "loom/verify/graph_interpreter.h"
+
+namespace loom::verify {
+namespace {
+
+using exec::testing::policy_plan;
+using exec::testing::shrunk_training_graph;
+
+void expect_same_step(const ir::Graph& graph, exec::ExecPlan& exec, bool expect_change) {
+  const std::vector<NdArray> initial = initial_values(graph, 3);
+  const auto reference = run_graph(graph, initial);
+  ASSERT_TRUE(reference) << reference.error().to_string();
+  const auto before = run_exec_plan(exec, initial);
+  ASSERT_TRUE(before) << before.error().to_string();
+  const exec::ExecPassStats stats = exec::run_exec_passes(exec);
+  EXPECT_EQ(stats != exec::ExecPassStats{}, expect_change);
+  ASSERT_TRUE(exec::check_exec_plan(exec)) << exec::check_exec_plan(exec).error().to_string();
+  const auto after = run_exec_plan(exec, initial);
+  ASSERT_TRUE(after) << after.error().to_string();
+  const auto to_reference = compare_runs(graph, *reference, after->values);
+  ASSERT_TRUE(to_reference) << to_reference.error().to_string();
+  EXPECT_LT(to_reference->overall.max_rel, 1e-9) << to_reference->overall.worst;
+  const auto to_before = compare_runs(graph, before->values, after->values);
+  ASSERT_TRUE(to_before) << to_before.error().to_string();
+  EXPECT_LT(to_before->overall.max_rel, 1e-12) << to_before->overall.worst;
+}
+
+TEST(ExecPasses, KeepWhatPoliciesPlansCompute) {
+  struct Case {
+    std::string model, policy;
+    policy::ParallelConfig config;
+    bool changes;
+  };
+  const std::vector<Case> cases = {
+      {"gpt3-125m", "dp", {.dp = 2}, true},
+      {"gpt3-125m", "dp-tp", {.dp = 2, .tp = 2}, true},
+      {"gpt3-125m", "megatron", {.dp = 2, .pp = 2, .micro_batches = 2}, true},
+      {"gpt3-125m", "zero", {.dp = 2, .zero = 3}, false},
+      {"llama3-8b", "megatron", {.dp = 2, .tp = 2, .sequence_parallel = true}, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.model + " " + c.policy);
+    const ir::Graph& graph = shrunk_training_graph(c.model, ir::DType::f32);
+    auto p = policy_plan(graph, c.policy, c.config);
+    expect_same_step(graph, p->exec, c.changes);
+  }
+}
+
+// The general fallback's exchanges (sends and combines) made all-reduces, then bucketed.
+TEST(ExecPasses, KeepWhatExchangesCompute) {
+  const ir::Graph& graph = shrunk_training_graph("gpt3-125m", ir::DType::f32);
+  auto p = policy_plan(graph, "dp-tp", {.dp = 2, .tp = 2}, /*exec_passes=*/false, /*layout_search=*/false);
+  expect_same_step(graph, p->exec, true);
+}
+
+}  // namespace
+}  // namespace loom::verify
