@@ -1,16 +1,32 @@
-"""Loom's data-parallel step beside torch DistributedDataParallel, 4 gloo processes, one run side by side:
-`PYTHONPATH=python .venv/bin/python bench/python/bench_ddp.py --loom build/loom`.
+"""Loom's data-parallel step beside torch DistributedDataParallel, 4 gloo processes, and beside both the step
+Loom's simulator predicts for the same plan on this machine. On a quiet box (`uptime` load below 0.5):
+`PYTHONPATH=python .venv/bin/python bench/python/bench_ddp.py --loom build/loom` (add --json for the numbers).
 
 A transformers GPT-2 (float32, from a config) is traced (`loom.trace`) and planned by the engine
-(`loom plan --graph G --policy dp --gpus 4 --emit DIR`); `loom.runtime.launch.train(DIR, N, timed=True)`
-runs N AdamW steps of the generated rank programs. The same model runs N AdamW steps under
-torch.nn.parallel.DistributedDataParallel on 4 gloo processes (torch.multiprocessing, the same per-rank
-batch, one thread per process as the runtime's ranks). A step's time is the slowest rank's wall time of
-that step; the first step (process start, sub-op forms, DDP's bucket setup) is left out: the median of
-steps 2..N. The pair runs --repeats times, alternating which goes first; the table gives every repeat and
-the medians, then where Loom's step time goes per instruction kind (summed over ranks' steps 2..N, median
-repeat; "backward autograd" there counts every backward sub-op the launcher does not know as closed form,
-those of runtime/backward_forms.py included).
+(`loom plan --graph G --policy dp --gpus 4 --cluster CPU.json --profile DB --emit DIR --json`);
+`loom.runtime.launch.train(DIR, N, timed=True)` runs N AdamW steps of the generated rank programs. The same
+model runs N AdamW steps under torch.nn.parallel.DistributedDataParallel on 4 gloo processes
+(torch.multiprocessing, the same per-rank batch, one thread per process as the runtime's ranks). A step's
+time is the slowest rank's wall time of that step; the first step (process start, sub-op forms, DDP's bucket
+setup) is left out: the median of steps 2..N. The pair runs --repeats times, alternating which goes first;
+the table gives every repeat and the medians, then where Loom's step goes per instruction kind (summed over
+ranks' steps 2..N, median repeat; "backward autograd" there counts every backward sub-op the launcher does
+not know as closed form, those of runtime/backward_forms.py included).
+
+The prediction (predicted_step.py; its "model" row under the medians, with its ratio to Loom's measured
+median) comes from this machine, measured before the runs:
+- links: `loom_profile.cluster` times gloo all-reduces among the 4 processes at several sizes and fits the
+  simulator's α-β all-reduce price to them; the fitted α and β, each size's residual and two checks the fit
+  did not see (p2p exchanges, all-reduces over pairs of ranks) are printed. It writes CPU.json: one node of 4 "GPUs" named cpu-1thread-of-4 with the fitted link;
+- ops: `loom profile --graph G --policy dp --gpus 4 --device-name cpu-1thread-of-4` times the plan's
+  sub-ops with the Python timer on one torch thread (OMP_NUM_THREADS=1), as each rank runs;
+- oversubscription: 4 ranks on 2 cores compute about 2 x slower than one process alone. Not hidden and not
+  a constant: the ops are timed under the same load (3 companion processes run the same timer over the same
+  ops meanwhile), and the gloo links are measured with all 4 processes running. The step predicted from
+  the ops timed alone is printed too, with the slowdown of compute the load caused.
+By default Loom's run is that same plan (planned on the calibrated cluster: what runs is what was priced);
+--plan-cluster dgx-a100 plans the run as before this prediction existed (the materialized communication
+depends on the cluster's links), and says when its programs differ from the predicted plan's.
 Nothing here changes the plan or the generated code: this measures. (The runtime defers Adam(W) steps and runs
 them as one multi-tensor call at the next other instruction: the "optimizer" row counts the deferral and the
 copies of inputs the program does not donate (the first step's only, docs/codegen.md "In-place optimizer
@@ -18,16 +34,20 @@ steps"), the batched update itself shows in the row of the instruction that flus
 """
 
 import argparse
+import contextlib
 import datetime
+import json
 import os
 import pathlib
-import socket
 import statistics
 import subprocess
 import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+
+from loom_profile.cluster import run_ranks  # noqa: E402  (ranks started as the calibration starts its own)
 
 
 def gpt2_config(args):
@@ -54,8 +74,9 @@ def trace(args, path):
 
 
 def plan(args, graph, out):
-    command = [args.loom, "plan", "--graph", str(graph), "--policy", "dp", "--gpus", str(args.world), "--out",
-               str(out / "plan"), "--emit", str(out / "emit")]
+    """Loom's run planned on --plan-cluster (a preset or cluster file): its --emit directory and command."""
+    command = [args.loom, "plan", "--graph", str(graph), "--policy", "dp", "--gpus", str(args.world), "--cluster",
+               args.plan_cluster, "--out", str(out / "plan"), "--emit", str(out / "emit")]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         raise SystemExit(f"bench_ddp: `{' '.join(command)}` failed:\n{result.stderr}")
@@ -64,8 +85,6 @@ def plan(args, graph, out):
 
 def plan_adamw(emit):
     """torch.optim.AdamW's arguments from the plan's optimizer sub-ops, so both sides take the same step."""
-    import json
-
     manifest = json.loads((emit / "manifest.json").read_text())
     attrs = next(s["attrs"] for s in manifest["sub_ops"].values() if s["type"] == "adamw")
     return {"lr": attrs["lr"], "betas": (attrs["beta1"], attrs["beta2"]), "eps": attrs["eps"],
@@ -98,7 +117,7 @@ def run_loom(emit, args, out):
 
 # --- torch DDP --------------------------------------------------------------------------------------------
 
-def _ddp_worker(rank, args, port, out_dir):
+def _ddp_worker(rank, port, args, out_dir):
     import torch
     import torch.distributed as dist
     import transformers
@@ -129,12 +148,6 @@ def _ddp_worker(rank, args, port, out_dir):
     dist.destroy_process_group()
 
 
-def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
-
-
 def run_ddp(args, out):
     import torch
     import torch.multiprocessing as mp
@@ -142,16 +155,9 @@ def run_ddp(args, out):
     out.mkdir(parents=True, exist_ok=True)
     context = mp.get_context("forkserver")
     context.set_forkserver_preload(["torch", "torch.distributed", "transformers"])
-    port = _free_port()
-    processes = [context.Process(target=_ddp_worker, args=(r, args, port, out)) for r in range(args.world)]
-    for p in processes:
-        p.start()
-    for p in processes:
-        p.join()
-    failed = [r for r, p in enumerate(processes) if p.exitcode != 0]
+    failed = run_ranks(context, _ddp_worker, args.world, args, out)
     if failed:
-        raise SystemExit(f"bench_ddp: DDP ranks {failed} failed (exit codes "
-                         f"{[processes[r].exitcode for r in failed]})")
+        raise SystemExit(f"bench_ddp: DDP failed: {', '.join(failed)}")
     ranks = [torch.load(out / f"ddp_rank_{r}.pt") for r in range(args.world)]
     steps = slowest_rank_steps([r["step_s"] for r in ranks])
     return statistics.median(steps[1:]), ranks[0]["losses"]
@@ -159,9 +165,9 @@ def run_ddp(args, out):
 
 # --- report -------------------------------------------------------------------------------------------------
 
-def kinds_table(timing, steps, top_ops=12):
-    """Milliseconds per step per instruction kind, averaged over ranks and steps 2..N, with their share of
-    the ranks' mean step; then the op types costing most inside the compute kinds."""
+def kinds_per_step(timing, steps):
+    """Per instruction kind (and "kind: op type" inside the compute kinds): seconds and calls per rank and step,
+    averaged over ranks and steps 2..N, and the ranks' mean step."""
     world = len(timing)
     measured = max(1, steps - 1)
     mean_step = statistics.fmean(s for rank in timing for s in rank["step_s"][1:])
@@ -171,25 +177,33 @@ def kinds_table(timing, steps, top_ops=12):
             entry = total.setdefault(kind, [0.0, 0])
             entry[0] += seconds
             entry[1] += calls
+    per_step = {kind: (seconds / world / measured, calls / world / measured) for kind, (seconds, calls) in total.items()}
+    return dict(sorted(per_step.items(), key=lambda kv: -kv[1][0])), mean_step
+
+
+def kinds_table(timing, steps, top_ops=12):
+    """Milliseconds per step per instruction kind, averaged over ranks and steps 2..N, with their share of
+    the ranks' mean step; then the op types costing most inside the compute kinds."""
+    per_step, mean_step = kinds_per_step(timing, steps)
 
     def rows(items):
-        for kind, (seconds, calls) in sorted(items, key=lambda kv: -kv[1][0]):
-            per_step = seconds / world / measured
-            yield f"{kind:<42} {per_step * 1e3:>9.2f} {per_step / mean_step:>7.1%} {calls / world / measured:>10.1f}"
+        for kind, (seconds, calls) in items:
+            yield f"{kind:<42} {seconds * 1e3:>9.2f} {seconds / mean_step:>7.1%} {calls:>10.1f}"
 
-    kinds = [(k, v) for k, v in total.items() if ": " not in k]
-    by_op = [(k, v) for k, v in total.items() if ": " in k]
-    accounted = sum(s for _, (s, _) in kinds) / world / measured
+    kinds = [(k, v) for k, v in per_step.items() if ": " not in k]
+    by_op = [(k, v) for k, v in per_step.items() if ": " in k]
+    accounted = sum(s for _, (s, _) in kinds)
     return "\n".join([f"{'instruction kind':<42} {'ms/step':>9} {'share':>7} {'calls/step':>10}", *rows(kinds),
                       f"{'(mean rank step)':<42} {mean_step * 1e3:>9.2f}  accounted {accounted / mean_step:.0%}",
                       f"\ncompute by op type (top {top_ops}):", *list(rows(by_op))[:top_ops]])
 
 
-def side_by_side(loom_run, peer_run, peer, args, target=None):
+def side_by_side(loom_run, peer_run, peer, args, target=None, predicted_s=None):
     """Repeats Loom's run and the peer's back to back (alternating which goes first, so that a drift in the
     machine's load favours neither), prints each repeat's step times and ratio, the medians, the machine's
     load, and where Loom's step goes in the median repeat. loom_run() -> (seconds, losses, timing);
-    peer_run() -> (seconds, losses)."""
+    peer_run() -> (seconds, losses). `predicted_s`, when given, is the simulator's step for Loom's plan,
+    printed under the medians with its ratio to Loom's. Returns the numbers printed (SI units)."""
     width = max(len(peer) + 3, 9)
     print(f"{'repeat':>6} | {'loom ms':>9} | {peer + ' ms':>{width}} | {'loom/' + peer:>{len(peer) + 5}}")
     load_before = os.getloadavg()
@@ -209,15 +223,107 @@ def side_by_side(loom_run, peer_run, peer, args, target=None):
     goal = f"   (target <= {target:.2f})" if target else ""
     print(f"{'median':>6} | {loom_med * 1e3:>9.2f} | {peer_med * 1e3:>{width}.2f} | "
           f"{loom_med / peer_med:>{len(peer) + 5}.3f}{goal}")
+    if predicted_s is not None:
+        print(f"{'model':>6} | {predicted_s * 1e3:>9.2f} | {'':>{width}} | {'':>{len(peer) + 5}}   "
+              f"Loom's step as `loom plan` predicts it here: {predicted_s / loom_med:.3f} x the measured median, "
+              f"{predicted_s / peer_med:.3f} x {peer}'s")
     print(f"\nloss, first -> last step: loom {losses[0]:.4f} -> {losses[-1]:.4f}; "
           f"{peer} {peer_losses[0]:.4f} -> {peer_losses[-1]:.4f} (different initial values: timing only)")
     paired = statistics.median(r[0] / r[1] for r in rows)
     print(f"median of the repeats' own ratios (each pair ran back to back): {paired:.3f}")
-    print(f"machine load (1-minute average) {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after, "
+    load_after = os.getloadavg()
+    print(f"machine load (1-minute average) {load_before[0]:.1f} before, {load_after[0]:.1f} after, "
           f"on {os.cpu_count()} cores: step times under load are noisy, compare the ratio of one run")
     median_run = sorted(rows, key=lambda r: r[0])[len(rows) // 2]
     print(f"\nwhere Loom's step goes (per rank, steps 2..{args.steps}, the median repeat):")
     print(kinds_table(median_run[2], args.steps))
+    per_step, mean_step = kinds_per_step(median_run[2], args.steps)
+    return {"repeats": [{"loom_s": r[0], "peer_s": r[1], "ratio": r[0] / r[1]} for r in rows],
+            "median_loom_s": loom_med, "median_peer_s": peer_med, "ratio_of_medians": loom_med / peer_med,
+            "median_paired_ratio": paired, "load_before": load_before[0], "load_after": load_after[0],
+            "cores": os.cpu_count(), "loss_first": losses[0], "loss_last": losses[-1],
+            "loom_kinds_per_step": {kind: {"seconds": s, "calls": c} for kind, (s, c) in per_step.items()},
+            "loom_mean_rank_step_s": mean_step}
+
+
+def same_programs(a, b):
+    """Whether two --emit directories hold the same rank programs and manifest, byte for byte."""
+    names = sorted(p.name for p in a.iterdir() if p.suffix in (".py", ".json"))
+    return names == sorted(p.name for p in b.iterdir() if p.suffix in (".py", ".json")) and \
+        all((a / n).read_bytes() == (b / n).read_bytes() for n in names)
+
+
+def predict(args, graph, out):
+    """Calibrates this machine (links, ops under the ranks' load and alone) and plans the graph on it with
+    the simulator: prints what it measured and predicts; returns (the `loom plan` command of the prediction,
+    its --emit directory, the calibration's numbers)."""
+    import predicted_step
+
+    world = args.world
+    directory = out / "calibration"
+    print("calibrating this machine for the simulator (docs/profiling.md, \"Calibrating a CPU cluster\"):")
+    links = predicted_step.calibrate_links(world, directory)
+    print(predicted_step.calibration.format_report(links))
+    cluster_file = pathlib.Path(links["cluster_file"])
+    loaded, alone = directory / "ops_under_load.json", directory / "ops_alone.json"
+    keys = predicted_step.profile_ops(args.loom, graph, world, loaded, companions=world - 1)
+    predicted_step.profile_ops(args.loom, graph, world, alone, companions=0)
+    print(f"ops: {keys} keys timed by `loom profile --graph G --policy dp --gpus {world} "
+          f"--device-name {predicted_step.device_name(world)}` with 1 torch thread, under the ranks' load "
+          f"({world - 1} companion processes timing the same ops) into {loaded.name}, and alone into {alone.name}")
+    emit = out / "emit_predicted"
+    command = predicted_step.plan_command(args.loom, graph, world, cluster_file, loaded, out / "plan_predicted", emit)
+    under_load = predicted_step.summary(predicted_step.simulate(command))
+    by_alone = predicted_step.summary(predicted_step.simulate(
+        predicted_step.plan_command(args.loom, graph, world, cluster_file, alone, out / "plan_ops_alone")))
+    slowdown = under_load["compute_s"] / by_alone["compute_s"]
+    print(f"predicted: `{' '.join(command)}`")
+
+    def split(p):
+        return (f"step {p['step_time_s'] * 1e3:.2f} ms (device 0: compute {p['compute_s'] * 1e3:.2f}, exposed "
+                f"communication {p['exposed_communication_s'] * 1e3:.2f}, idle {p['idle_s'] * 1e3:.2f} ms)")
+    print(f"  ops timed under load: {split(under_load)}")
+    print(f"  ops timed alone:      {split(by_alone)}")
+    print(f"  the ranks' load makes compute {slowdown:.2f} x slower ({world} processes on {os.cpu_count()} cores: "
+          f"{world / os.cpu_count():.2f}); the prediction uses the times under load\n")
+    return command, emit, {"cluster_file": str(cluster_file), "device_name": predicted_step.device_name(world),
+                           "links": links, "ops_keys": keys, "ops_database": str(loaded),
+                           "ops_database_alone": str(alone), "command": " ".join(command),
+                           "predicted": under_load, "predicted_ops_alone": by_alone, "load_slowdown": slowdown}
+
+
+def bench(args):
+    """The whole benchmark, printed as text; returns its numbers (SI units) for --json."""
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    graph = out / "gpt2.json"
+    trace(args, graph)
+    print(f"GPT-2: {args.layers} layers, width {args.width}, {args.heads} heads, vocabulary {args.vocab}, "
+          f"sequence {args.seq}, global batch {args.batch}, float32; {args.world} gloo processes, 1 thread each")
+    prediction_command, predicted_emit, calibration = predict(args, graph, out)
+    if args.plan_cluster == "calibrated":
+        emit, command, same = predicted_emit, " ".join(prediction_command), True
+    else:
+        emit, command = plan(args, graph, out)
+        same = same_programs(emit, predicted_emit)
+    args.adamw = plan_adamw(emit)
+    print(f"planned: {command}")
+    if not same:
+        print(f"  note: the programs planned on {args.plan_cluster} differ from those planned on this machine's "
+              f"calibrated cluster: the predicted step below is of the latter")
+    print(f"AdamW {args.adamw} (the plan's) on both sides")
+    print(f"{args.steps} AdamW steps per run; step time = slowest rank, median of steps 2..{args.steps}\n")
+    measured = side_by_side(lambda: run_loom(emit, args, out / "loom_results"), lambda: run_ddp(args, out / "ddp_results"),
+                            "DDP", args, target=1.05, predicted_s=calibration["predicted"]["step_time_s"])
+    measured["median_ddp_s"] = measured.pop("median_peer_s")
+    for row in measured["repeats"]:
+        row["ddp_s"] = row.pop("peer_s")
+    return {"schema": "loom.bench_ddp/1",
+            "model": {"layers": args.layers, "width": args.width, "heads": args.heads, "vocab": args.vocab,
+                      "seq": args.seq, "global_batch": args.batch, "dtype": "f32"},
+            "world": args.world, "steps": args.steps, "plan_command": command, "plan_cluster": args.plan_cluster,
+            "predicted_is_the_run_program": same, "calibration": calibration, "measured": measured,
+            "predicted_over_measured_loom": calibration["predicted"]["step_time_s"] / measured["median_loom_s"]}
 
 
 def main(argv=None):
@@ -233,27 +339,25 @@ def main(argv=None):
     parser.add_argument("--vocab", type=int, default=1024)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--batch", type=int, default=16, help="global batch (split evenly over the processes)")
+    parser.add_argument("--plan-cluster", default="calibrated",
+                        help="the cluster Loom's run is planned on: calibrated (this machine, the predicted plan) "
+                             "or a preset / cluster file (then the prediction is of another plan where they differ)")
+    parser.add_argument("--json", action="store_true", help="print the results as one JSON document on stdout "
+                        "(the text goes to stderr)")
     args = parser.parse_args(argv)
     if not pathlib.Path(args.loom).is_file():
         print(f"bench_ddp: no engine binary at {args.loom}: build it or pass --loom", file=sys.stderr)
         return 1
-    if args.steps < 2 or args.batch % args.world:
-        print("bench_ddp: --steps must be >= 2 and --batch a multiple of --world", file=sys.stderr)
+    if args.steps < 2 or args.batch % args.world or args.world < 2:
+        print("bench_ddp: --steps must be >= 2, --world >= 2 and --batch a multiple of --world", file=sys.stderr)
         return 1
     args.loom = str(pathlib.Path(args.loom).resolve())
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    graph = out / "gpt2.json"
-    trace(args, graph)
-    emit, command = plan(args, graph, out)
-    args.adamw = plan_adamw(emit)
-    print(f"GPT-2: {args.layers} layers, width {args.width}, {args.heads} heads, vocabulary {args.vocab}, "
-          f"sequence {args.seq}, global batch {args.batch}, float32; {args.world} gloo processes, 1 thread each")
-    print(f"planned: {command}")
-    print(f"AdamW {args.adamw} (the plan's) on both sides")
-    print(f"{args.steps} AdamW steps per run; step time = slowest rank, median of steps 2..{args.steps}\n")
-    side_by_side(lambda: run_loom(emit, args, out / "loom_results"), lambda: run_ddp(args, out / "ddp_results"),
-                 "DDP", args, target=1.10)
+    if not args.json:
+        bench(args)
+        return 0
+    with contextlib.redirect_stdout(sys.stderr):
+        result = bench(args)
+    print(json.dumps(result, indent=1))
     return 0
 
 

@@ -25,7 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from bench_ddp import _free_port, plan_adamw, run_loom, side_by_side, slowest_rank_steps, step_batches  # noqa: E402
+from bench_ddp import plan_adamw, run_loom, run_ranks, side_by_side, slowest_rank_steps, step_batches  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -110,7 +110,7 @@ def plan(args, graph, out):
     return out / "emit", " ".join(command)
 
 
-def _dtensor_worker(rank, args, port, out_dir):
+def _dtensor_worker(rank, port, args, out_dir):
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
@@ -147,15 +147,9 @@ def run_dtensor(args, out):
     out.mkdir(parents=True, exist_ok=True)
     context = mp.get_context("forkserver")
     context.set_forkserver_preload(["torch", "torch.distributed"])
-    port = _free_port()
-    processes = [context.Process(target=_dtensor_worker, args=(r, args, port, out)) for r in range(args.world)]
-    for p in processes:
-        p.start()
-    for p in processes:
-        p.join()
-    failed = [r for r, p in enumerate(processes) if p.exitcode != 0]
+    failed = run_ranks(context, _dtensor_worker, args.world, args, out)
     if failed:
-        raise SystemExit(f"bench_dtensor_tp: DTensor ranks {failed} failed")
+        raise SystemExit(f"bench_dtensor_tp: DTensor failed: {', '.join(failed)}")
     ranks = [torch.load(out / f"dtensor_rank_{r}.pt") for r in range(args.world)]
     steps = slowest_rank_steps([r["step_s"] for r in ranks])
     return statistics.median(steps[1:]), ranks[0]["losses"]
