@@ -24,9 +24,10 @@ median) comes from this machine, measured before the runs:
   a constant: the ops are timed under the same load (3 companion processes run the same timer over the same
   ops meanwhile), and the gloo links are measured with all 4 processes running. The step predicted from
   the ops timed alone is printed too, with the slowdown of compute the load caused.
-By default Loom's run is that same plan (planned on the calibrated cluster: what runs is what was priced);
---plan-cluster dgx-a100 plans the run as before this prediction existed (the materialized communication
-depends on the cluster's links), and says when its programs differ from the predicted plan's.
+Loom's run is the program the prediction prices: `loom plan --cluster CPU.json --layout-cluster P`, the
+collectives chosen as on --plan-cluster P (default dgx-a100: DDP's bucketed all-reduce, the program every
+earlier measurement ran) and the step predicted on this machine; --plan-cluster calibrated chooses them
+with this machine's fitted links (about 1 ms a hop on gloo: pairs of all-reduces and exchanges instead).
 Nothing here changes the plan or the generated code: this measures. (The runtime defers Adam(W) steps and runs
 them as one multi-tensor call at the next other instruction: the "optimizer" row counts the deferral and the
 copies of inputs the program does not donate (the first step's only, docs/codegen.md "In-place optimizer
@@ -71,16 +72,6 @@ def trace(args, path):
     ids = torch.randint(0, args.vocab, (args.batch, args.seq))
     model = transformers.GPT2LMHeadModel(gpt2_config(args))
     loom.save_graph(loom.trace(model, {"input_ids": ids, "labels": ids}), path)
-
-
-def plan(args, graph, out):
-    """Loom's run planned on --plan-cluster (a preset or cluster file): its --emit directory and command."""
-    command = [args.loom, "plan", "--graph", str(graph), "--policy", "dp", "--gpus", str(args.world), "--cluster",
-               args.plan_cluster, "--out", str(out / "plan"), "--emit", str(out / "emit")]
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise SystemExit(f"bench_ddp: `{' '.join(command)}` failed:\n{result.stderr}")
-    return out / "emit", " ".join(command)
 
 
 def plan_adamw(emit):
@@ -246,13 +237,6 @@ def side_by_side(loom_run, peer_run, peer, args, target=None, predicted_s=None):
             "loom_mean_rank_step_s": mean_step}
 
 
-def same_programs(a, b):
-    """Whether two --emit directories hold the same rank programs and manifest, byte for byte."""
-    names = sorted(p.name for p in a.iterdir() if p.suffix in (".py", ".json"))
-    return names == sorted(p.name for p in b.iterdir() if p.suffix in (".py", ".json")) and \
-        all((a / n).read_bytes() == (b / n).read_bytes() for n in names)
-
-
 def predict(args, graph, out):
     """Calibrates this machine (links, ops under the ranks' load and alone) and plans the graph on it with
     the simulator: prints what it measured and predicts; returns (the `loom plan` command of the prediction,
@@ -272,10 +256,13 @@ def predict(args, graph, out):
           f"--device-name {predicted_step.device_name(world)}` with 1 torch thread, under the ranks' load "
           f"({world - 1} companion processes timing the same ops) into {loaded.name}, and alone into {alone.name}")
     emit = out / "emit_predicted"
-    command = predicted_step.plan_command(args.loom, graph, world, cluster_file, loaded, out / "plan_predicted", emit)
+    layout = None if args.plan_cluster == "calibrated" else args.plan_cluster
+    command = predicted_step.plan_command(args.loom, graph, world, cluster_file, loaded, out / "plan_predicted", emit,
+                                          layout)
     under_load = predicted_step.summary(predicted_step.simulate(command))
     by_alone = predicted_step.summary(predicted_step.simulate(
-        predicted_step.plan_command(args.loom, graph, world, cluster_file, alone, out / "plan_ops_alone")))
+        predicted_step.plan_command(args.loom, graph, world, cluster_file, alone, out / "plan_ops_alone",
+                                    layout_cluster=layout)))
     slowdown = under_load["compute_s"] / by_alone["compute_s"]
     print(f"predicted: `{' '.join(command)}`")
 
@@ -300,17 +287,10 @@ def bench(args):
     trace(args, graph)
     print(f"GPT-2: {args.layers} layers, width {args.width}, {args.heads} heads, vocabulary {args.vocab}, "
           f"sequence {args.seq}, global batch {args.batch}, float32; {args.world} gloo processes, 1 thread each")
-    prediction_command, predicted_emit, calibration = predict(args, graph, out)
-    if args.plan_cluster == "calibrated":
-        emit, command, same = predicted_emit, " ".join(prediction_command), True
-    else:
-        emit, command = plan(args, graph, out)
-        same = same_programs(emit, predicted_emit)
+    prediction_command, emit, calibration = predict(args, graph, out)
+    command = " ".join(prediction_command)
     args.adamw = plan_adamw(emit)
-    print(f"planned: {command}")
-    if not same:
-        print(f"  note: the programs planned on {args.plan_cluster} differ from those planned on this machine's "
-              f"calibrated cluster: the predicted step below is of the latter")
+    print(f"planned and run: {command}")
     print(f"AdamW {args.adamw} (the plan's) on both sides")
     print(f"{args.steps} AdamW steps per run; step time = slowest rank, median of steps 2..{args.steps}\n")
     measured = side_by_side(lambda: run_loom(emit, args, out / "loom_results"), lambda: run_ddp(args, out / "ddp_results"),
@@ -322,7 +302,7 @@ def bench(args):
             "model": {"layers": args.layers, "width": args.width, "heads": args.heads, "vocab": args.vocab,
                       "seq": args.seq, "global_batch": args.batch, "dtype": "f32"},
             "world": args.world, "steps": args.steps, "plan_command": command, "plan_cluster": args.plan_cluster,
-            "predicted_is_the_run_program": same, "calibration": calibration, "measured": measured,
+            "calibration": calibration, "measured": measured,
             "predicted_over_measured_loom": calibration["predicted"]["step_time_s"] / measured["median_loom_s"]}
 
 
@@ -339,9 +319,10 @@ def main(argv=None):
     parser.add_argument("--vocab", type=int, default=1024)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--batch", type=int, default=16, help="global batch (split evenly over the processes)")
-    parser.add_argument("--plan-cluster", default="calibrated",
-                        help="the cluster Loom's run is planned on: calibrated (this machine, the predicted plan) "
-                             "or a preset / cluster file (then the prediction is of another plan where they differ)")
+    parser.add_argument("--plan-cluster", default="dgx-a100",
+                        help="the cluster whose links choose the run's collectives (--layout-cluster): a preset or "
+                             "cluster file, or calibrated (this machine's fitted links); the step is predicted on "
+                             "this machine either way, for the program that runs")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON document on stdout "
                         "(the text goes to stderr)")
     args = parser.parse_args(argv)

@@ -90,9 +90,13 @@ def profile_ops(loom, graph, world, db, companions):
     return int(out.split("measured", 1)[1].split()[0])
 
 
-def plan_command(loom, graph, world, cluster_file, db, out, emit=None):
+def plan_command(loom, graph, world, cluster_file, db, out, emit=None, layout_cluster=None):
+    """`loom plan` on the calibrated cluster with the ops' database; `layout_cluster`: the cluster whose links
+    choose the collectives (--layout-cluster), so the program planned for that machine is the one priced."""
     command = [loom, "plan", "--graph", str(graph), "--policy", "dp", "--gpus", str(world), "--cluster",
                str(cluster_file), "--profile", str(db), "--out", str(out), "--json"]
+    if layout_cluster:
+        command += ["--layout-cluster", str(layout_cluster)]
     return command + (["--emit", str(emit)] if emit else [])
 
 

@@ -92,6 +92,11 @@ Expected<std::unique_ptr<Job>> load_job(const JobOptions& options) {
   Job& j = *job;
   j.options = options;
   LOOM_ASSIGN_OR_RETURN(j.cluster, with_context(cluster::make_cluster(options.cluster), "cluster"));
+  j.layout_cluster = j.cluster;
+  if (!options.layout_cluster.empty()) {
+    LOOM_ASSIGN_OR_RETURN(j.layout_cluster,
+                          with_context(cluster::make_cluster(options.layout_cluster), "option --layout-cluster"));
+  }
   if (!options.profile.empty()) {
     LOOM_ASSIGN_OR_RETURN(j.profile, cost::ProfileDb::load(options.profile));
   }
@@ -100,6 +105,10 @@ Expected<std::unique_ptr<Job>> load_job(const JobOptions& options) {
   LOOM_ASSIGN_OR_RETURN(ir::Graph forward, load_forward(options, j.catalog));
   const std::int64_t global_batch = batch_of(forward);
   LOOM_ASSIGN_OR_RETURN(j.request, resolve_request(options, j.cluster, global_batch));
+  if (j.layout_cluster.device_count() < j.request.gpus)
+    return fail(fmt::format("--layout-cluster '{}' has {} GPUs, the job needs {}", j.layout_cluster.name,
+                            j.layout_cluster.device_count(), j.request.gpus),
+                "give a layout cluster with at least the job's GPUs");
   j.workload = workload_of(forward);
   j.description = describe(options.policy, j.request.config);
   if (!is_baseline(options.policy)) {
@@ -125,6 +134,7 @@ Expected<std::unique_ptr<Job>> load_job(const JobOptions& options, ir::Graph tra
   j.options.graph_text.clear();
   j.options.fold = Fold::off;
   LOOM_ASSIGN_OR_RETURN(j.cluster, with_context(cluster::make_cluster(options.cluster), "cluster"));
+  j.layout_cluster = j.cluster;
   LOOM_ASSIGN_OR_RETURN(j.request, resolve_request(j.options, j.cluster, batch_of(training_graph)));
   j.workload = workload_of(training_graph);
   j.description = describe(options.policy, j.request.config);

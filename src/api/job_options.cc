@@ -134,6 +134,10 @@ const std::vector<OptionField>& table() {
        "GPUs the plan uses (default: every GPU of the cluster)", LOOM_WHOLE(gpus, 1, kMaxDegree)},
       {"profile", "--profile", {}, G::cluster, K::text, "Profile database overriding the roofline (see `loom profile`)",
        LOOM_TEXT(profile)},
+      {"layout_cluster", "--layout-cluster", {}, G::cluster, K::text,
+       "Price the layout search (which collectives move each tensor) on this cluster instead of --cluster: the "
+       "communication planned for one machine, predicted on another",
+       LOOM_TEXT(layout_cluster)},
       {"policy", "--policy", {}, G::parallel, K::text,
        "Policy: dp, tp, dp-tp, pp, megatron, zero; or a baseline's grid search: megatron-best, deepspeed-best",
        LOOM_TEXT(policy)},

@@ -104,11 +104,11 @@ Expected<void> materialize(Job& job) {
   LOOM_RETURN_IF_ERROR(expect_stage(job, Stage::planned, "materialize"));
   const StageClock clock;
   exec::MaterializeOptions options;
-  options.cluster = job.cluster;
+  options.cluster = job.layout_cluster;
   options.use_layout_search = job.options.layout_search;
   // A shrunk model's tensors are tiny: price moves by bandwidth alone, so they move as the full-size
   // ones would (latency would make every move a p2p send).
-  if (job.options.shrink) options.cost_model = exec::bandwidth_only_cost(job.cluster);
+  if (job.options.shrink) options.cost_model = exec::bandwidth_only_cost(job.layout_cluster);
   LOOM_ASSIGN_OR_RETURN(exec::Materialized materialized,
                         with_context(exec::materialize(job.plan, job.slice_devices, options), "materializing the plan"));
   exec::ExecPlan& made = job.folded ? job.slice : job.exec;

@@ -62,6 +62,7 @@ struct Job {
   ResolvedRequest request;   // resolved once (resolve_request.h)
   std::string description;   // "megatron: dp 2 x tp 4 x pp 1, 4 micro-batches"
   cluster::Cluster cluster;
+  cluster::Cluster layout_cluster;  // prices the layout search: options.layout_cluster, else `cluster`
   ops::CustomCatalog catalog{ops::builtin_ops()};  // the built-in ops and the graph's own (loom.register_op)
   std::optional<cost::ProfileDb> profile;
   sim::Workload workload;    // the whole step's samples and tokens

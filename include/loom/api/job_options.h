@@ -44,6 +44,9 @@ struct JobOptions {
   std::string cluster = "dgx-a100";  // a preset (`loom clusters`) or a YAML / JSON cluster file
   int gpus = 0;                      // GPUs the plan uses; 0: every GPU of the cluster
   std::string profile;               // a profile database overriding the roofline (cost/profile_db.h)
+  // The cluster whose links price the layout search (which collectives move each tensor); "": `cluster`.
+  // Another one plans the communication for that machine and predicts it on `cluster`.
+  std::string layout_cluster;
 
   // The policy and its degrees (Megatron-LM's semantics, resolve_request.h).
   std::string policy = "megatron";
