@@ -31,6 +31,18 @@ std::string remedies(ir::TensorRole role, const policy::ParallelConfig& c) {
   return "more --tp / --pp";
 }
 
+std::string_view plural(ir::TensorRole role) {
+  switch (role) {
+    case ir::TensorRole::input: return "inputs";
+    case ir::TensorRole::parameter: return "parameters";
+    case ir::TensorRole::activation: return "activations";
+    case ir::TensorRole::gradient: return "gradients";
+    case ir::TensorRole::optimizer_state: return "optimizer states";
+    case ir::TensorRole::buffer: return "buffers";
+  }
+  return "?";
+}
+
 }  // namespace
 
 std::string memory_advice(const Job& job) {
@@ -41,7 +53,7 @@ std::string memory_advice(const Job& job) {
   for (std::size_t r = 1; r < cost::kRoleCount; ++r)
     if (d.at_peak.bytes[r] > d.at_peak.bytes[largest]) largest = r;
   const auto role = static_cast<ir::TensorRole>(largest);
-  return fmt::format("{}s are the largest class at device {}'s peak ({} of {}); to cut them: {}", ir::name(role),
+  return fmt::format("{} are the largest class at device {}'s peak ({} of {}); to cut them: {}", plural(role),
                      d.device, cost::format_bytes(static_cast<double>(d.at_peak.bytes[largest])),
                      cost::format_bytes(static_cast<double>(d.peak_bytes)), remedies(role, job.request.config));
 }

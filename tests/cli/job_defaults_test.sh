@@ -50,7 +50,7 @@ then pass=$((pass+1)); else fail "compare-json-rows"; fi
 
 # Out of memory: exit 3 and the options that cut the largest memory class.
 expect oom 3 "$LOOM" plan --model gpt3-13b --cluster rtx3090 --policy dp --gpus 2 --global-batch 2 --seq 512 \
-  --layers 8 --out "$tmp/oom" && contains oom-hint "hint: optimizer_states are the largest class" &&
+  --layers 8 --out "$tmp/oom" && contains oom-hint "hint: optimizer states are the largest class" &&
   contains oom-fix "--zero 1"
 
 finish
