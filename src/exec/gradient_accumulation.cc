@@ -49,23 +49,37 @@ void GradientAccumulator::produced(const plan::SubOp& s, std::span<const BufferI
     const plan::SubTensor& out = s.outputs[j];
     if (out.value.is_whole()) continue;
     const auto it = slots_.find(Key{out.tensor.value, s.device, plan::normalized(out).box});
-    if (it == slots_.end()) continue;
-    Slot& slot = it->second;
-    slot.stack.push_back({0, slot.arrived++, outputs[j]});
-    // Add the two sums of the top level while they have a partner: blocks 2i and 2i + 1 make block i.
-    while (slot.stack.size() >= 2 && slot.stack[slot.stack.size() - 2].level == slot.stack.back().level) {
-      const Level b = slot.stack.back();
-      slot.stack.pop_back();
-      const Level a = slot.stack.back();
-      slot.stack.pop_back();
-      const int level = a.level + 1;
-      const std::int64_t block = a.block / 2;
-      plan::SubTensor label = plan::normalized(out);
-      label.value = plan::ValuePart{block * slot.sets + slot.rank, slot.sets * (slot.parts >> level)};
-      const BufferId sum = builder_.combine(s.device, {a.buffer, b.buffer}, label);
-      sum_of_[a.buffer.value] = sum_of_[b.buffer.value] = sum;
-      slot.stack.push_back({level, block, sum});
-    }
+    if (it != slots_.end()) add(it->second, s.device, plan::normalized(out), outputs[j]);
+  }
+}
+
+void GradientAccumulator::skip(ir::TensorId tensor) {
+  std::erase_if(slots_, [&](const auto& slot) { return std::get<0>(slot.first) == tensor.value; });
+}
+
+void GradientAccumulator::add_part(BufferId part, std::int64_t count) {
+  const plan::SubTensor& piece = builder_.piece(part);
+  const int device = builder_.device(part);
+  const auto [it, fresh] = partitions_.try_emplace(Key{piece.tensor.value, device, piece.box},
+                                                   Slot{.rank = 0, .sets = 1, .parts = count});
+  if (power_of_two(count)) add(it->second, device, piece, part);
+  else it->second.stack.push_back({0, it->second.arrived++, part});
+}
+
+void GradientAccumulator::add(Slot& slot, int device, plan::SubTensor label, BufferId part) {
+  slot.stack.push_back({0, slot.arrived++, part});
+  // Add the two sums of the top level while they have a partner: blocks 2i and 2i + 1 make block i.
+  while (slot.stack.size() >= 2 && slot.stack[slot.stack.size() - 2].level == slot.stack.back().level) {
+    const Level b = slot.stack.back();
+    slot.stack.pop_back();
+    const Level a = slot.stack.back();
+    slot.stack.pop_back();
+    const int level = a.level + 1;
+    const std::int64_t block = a.block / 2;
+    label.value = plan::ValuePart{block * slot.sets + slot.rank, slot.sets * (slot.parts >> level)};
+    const BufferId sum = builder_.combine(device, {a.buffer, b.buffer}, label);
+    sum_of_[a.buffer.value] = sum_of_[b.buffer.value] = sum;
+    slot.stack.push_back({level, block, sum});
   }
 }
 

@@ -25,6 +25,14 @@ class GradientAccumulator {
   // After `s` is emitted with `outputs`: adds its partial sums into the running sums of their device.
   void produced(const plan::SubOp& s, std::span<const BufferId> outputs);
 
+  // Leaves the partial sums of `tensor` to the caller (a gradient reduced into its partition per
+  // micro-batch: resident_tensors.h).
+  void skip(ir::TensorId tensor);
+  // Adds `part`, the next of the `count` value parts of a piece that arrive in order (part J of count at
+  // the J-th call), into the running sums of its device and box: pairwise when count is a power of two,
+  // else all at once when read.
+  void add_part(BufferId part, std::int64_t count);
+
   // `sources` with every partial sum already added up replaced by the sum holding it (once each).
   std::vector<BufferId> current(std::span<const BufferId> sources) const;
 
@@ -43,8 +51,12 @@ class GradientAccumulator {
   };
   using Key = std::tuple<std::uint32_t, int, std::vector<plan::IndexRange>>;  // (tensor, device, box)
 
+  // Pushes `part` (level 0) onto the slot's stack and adds the sums of equal levels; `label`: the box.
+  void add(Slot& slot, int device, plan::SubTensor label, BufferId part);
+
   ProgramBuilder& builder_;
-  std::map<Key, Slot> slots_;
+  std::map<Key, Slot> slots_;       // sub-op outputs
+  std::map<Key, Slot> partitions_;  // add_part's pieces
   std::map<std::uint32_t, BufferId> sum_of_;  // a partial sum -> the sum it was added into
 };
 

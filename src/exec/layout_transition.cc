@@ -8,10 +8,26 @@ namespace {
 
 using Holding = std::map<int, BufferId>;  // device -> the buffer it holds of the moving tensor
 
+// `part` as a part of `frame` (the inverse of plan::nested); nullopt when it does not lie inside it.
+std::optional<plan::ValuePart> within(plan::ValuePart frame, plan::ValuePart part) {
+  if (part.count % frame.count != 0) return std::nullopt;
+  const std::int64_t per = part.count / frame.count;
+  if (part.index / per != frame.index) return std::nullopt;
+  return plan::ValuePart{part.index % per, per};
+}
+
 struct StepContext {
   ProgramBuilder& builder;
   ir::TensorId tensor;
   std::span<const plan::IndexRange> region;
+  plan::ValuePart frame;  // the value part of the tensor that moves (whole, or e.g. one micro-batch's sum)
+
+  // The piece the device at `position` of `layout` holds: its box, and its value part of the frame.
+  plan::SubTensor piece(const comm::Layout& layout, std::size_t position) const {
+    plan::SubTensor piece = piece_at(layout, position, tensor, region);
+    piece.value = plan::nested(frame, piece.value);
+    return piece;
+  }
 };
 
 Expected<BufferId> held(const Holding& holding, int device) {
@@ -34,7 +50,7 @@ Expected<Holding> lower_collective(const StepContext& ctx, const comm::PlannedSt
       LOOM_ASSIGN_OR_RETURN(BufferId in, held(holding, member));
       if (!position.contains(member)) return failf("collective member {} is not in the layout after the step", member);
       inputs.push_back(in);
-      outputs.push_back(piece_at(after, position.at(member), ctx.tensor, ctx.region));
+      outputs.push_back(ctx.piece(after, position.at(member)));
     }
     const std::vector<BufferId> out =
         ctx.builder.collective(planned.step.primitive, group, inputs, outputs, ctx.tensor, planned.step.rule);
@@ -60,7 +76,7 @@ Expected<Holding> lower_p2p(const StepContext& ctx, const comm::PlannedStep& pla
     const comm::GridCoord c = before.coord_of(p);
     OldChunk& chunk = chunks[comm::GridCoord(c.begin() + 2, c.end())];
     if (chunk.groups.empty()) {
-      chunk.piece = piece_at(before, p, ctx.tensor, ctx.region);
+      chunk.piece = ctx.piece(before, p);
       chunk.groups.assign(static_cast<std::size_t>(before.r), std::vector<int>(static_cast<std::size_t>(before.v)));
     }
     chunk.groups[static_cast<std::size_t>(c[comm::kAxisR])][static_cast<std::size_t>(c[comm::kAxisV])] = before.devices[p];
@@ -78,7 +94,7 @@ Expected<Holding> lower_p2p(const StepContext& ctx, const comm::PlannedStep& pla
   for (std::size_t p = 0; p < after.devices.size(); ++p) {
     const int device = after.devices[p];
     const comm::GridCoord c = after.coord_of(p);
-    const plan::SubTensor target = piece_at(after, p, ctx.tensor, ctx.region);
+    const plan::SubTensor target = ctx.piece(after, p);
     const std::size_t before_count = moves.size();
     for (const auto& [coord, chunk] : chunks) {
       const auto common = plan::box_intersection(chunk.piece, target);
@@ -125,7 +141,7 @@ Expected<Holding> lower_p2p(const StepContext& ctx, const comm::PlannedStep& pla
       if (r.tag < 0) parts.push_back(r.buffer);
     for (const ProgramBuilder::PendingReceive& r : pending[p])
       if (r.tag >= 0) parts.push_back(ctx.builder.receive(r));
-    next[after.devices[p]] = ctx.builder.combine(after.devices[p], std::move(parts), piece_at(after, p, ctx.tensor, ctx.region));
+    next[after.devices[p]] = ctx.builder.combine(after.devices[p], std::move(parts), ctx.piece(after, p));
   }
   return next;
 }
@@ -145,7 +161,7 @@ Expected<Holding> lower_step(const StepContext& ctx, const comm::PlannedStep& pl
       for (std::size_t p = 0; p < after.devices.size(); ++p) {
         const int device = after.devices[p];
         LOOM_ASSIGN_OR_RETURN(BufferId source, held(holding, device));
-        const plan::SubTensor target = piece_at(after, p, ctx.tensor, ctx.region);
+        const plan::SubTensor target = ctx.piece(after, p);
         next[device] = planned.step.primitive == comm::Primitive::local_chunk ? ctx.builder.slice(source, target.box)
                                                                                : ctx.builder.scale(source, target.value);
       }
@@ -161,14 +177,27 @@ Expected<Holding> lower_step(const StepContext& ctx, const comm::PlannedStep& pl
 Expected<std::optional<std::vector<BufferId>>> layout_transition(ProgramBuilder& builder, const SearchContext& search,
                                                                  std::span<const BufferId> producers,
                                                                  std::span<const PlacedPiece> needs) {
-  std::vector<PlacedPiece> produced;
-  for (BufferId b : producers) produced.push_back({builder.device(b), builder.piece(b)});
+  // The layouts are of the frame, the value part every need holds: the producers' parts of it.
+  const plan::ValuePart frame = needs.front().piece.value;
+  std::vector<PlacedPiece> produced, wanted;
+  for (BufferId b : producers) {
+    PlacedPiece p{builder.device(b), builder.piece(b)};
+    const std::optional<plan::ValuePart> part = within(frame, p.piece.value);
+    if (!part) return std::nullopt;
+    p.piece.value = *part;
+    produced.push_back(std::move(p));
+  }
+  for (const PlacedPiece& need : needs) {
+    if (need.piece.value != frame) return std::nullopt;
+    wanted.push_back({need.device, need.piece});
+    wanted.back().piece.value = plan::ValuePart::whole();
+  }
   std::vector<PlacedPiece> all = produced;
-  all.insert(all.end(), needs.begin(), needs.end());
+  all.insert(all.end(), wanted.begin(), wanted.end());
   const auto region = bounding_box(all);
   if (!region) return std::nullopt;
   const auto from = layout_of(produced, *region);
-  const auto to = layout_of(needs, *region);
+  const auto to = layout_of(wanted, *region);
   if (!from || !to || to->v != 1) return std::nullopt;
 
   const ir::TensorId tensor = needs.front().piece.tensor;
@@ -183,7 +212,7 @@ Expected<std::optional<std::vector<BufferId>>> layout_transition(ProgramBuilder&
   const comm::TransitionPlan& plan = known->second;
   Holding holding;
   for (BufferId b : producers) holding[builder.device(b)] = b;
-  const StepContext ctx{builder, tensor, *region};
+  const StepContext ctx{builder, tensor, *region, frame};
   comm::Layout before = comm::canonical(*from);
   for (const comm::PlannedStep& planned : plan.steps) {
     Expected<Holding> next = lower_step(ctx, planned, before, holding);

@@ -25,9 +25,11 @@ struct SearchContext {
   std::map<std::tuple<std::vector<std::int64_t>, ir::DType, comm::Layout, comm::Layout>, comm::TransitionPlan>& memo;
 };
 
-// `producers` (buffers on distinct devices) to `needs` (whole-valued pieces on distinct devices), both
-// over `region`. Returns the buffers holding the needs, in order; nullopt when either side is not an
-// RVD layout over the region, so the caller falls back.
+// `producers` (buffers on distinct devices) to `needs` (pieces on distinct devices), both over `region`.
+// The needs hold one value part, the frame (whole, or e.g. the sum of one micro-batch's partial sums),
+// and the producers parts of it: the frame moves as if it were the tensor. Returns the buffers holding
+// the needs, in order; nullopt when either side is not an RVD layout of the frame over the region, so
+// the caller falls back.
 Expected<std::optional<std::vector<BufferId>>> layout_transition(ProgramBuilder& builder, const SearchContext& search,
                                                                  std::span<const BufferId> producers,
                                                                  std::span<const PlacedPiece> needs);

@@ -42,7 +42,10 @@ class Materializer {
       if (s.live)
         for (std::size_t k = 0; k < s.outputs.size(); ++k) {
           producers_[s.outputs[k].tensor.index()].emplace_back(s.id, k);
-          if (!s.outputs[k].value.is_whole()) produced_on_.try_emplace(NeedKey{s.device, normalized(s.outputs[k])}, s.id, k);
+          if (!s.outputs[k].value.is_whole()) {
+            produced_on_.try_emplace(NeedKey{s.device, normalized(s.outputs[k])}, s.id, k);
+            parts_on_[{s.device, s.outputs[k].tensor.value}].emplace_back(s.id, k);
+          }
         }
   }
 
@@ -99,9 +102,10 @@ class Materializer {
 
   // A value part of a produced tensor: any decomposition will do, as long as one consumer op reads one
   // decomposition (exec_plan.h). When every value part the op reads of the tensor lies ready on its own
-  // device (e.g. a replicated op's backward reading the partial sums of a split one), it reads those in
-  // place, moving nothing; otherwise each is fetched as the whole times its fraction. Decided once per
-  // (op, tensor) and cached per op, so no op mixes the two.
+  // device (e.g. a replicated op's backward reading the partial sums of a split one, or a tied weight's
+  // gradient accumulation split over tp reading its box of a partial sum that a tp-replicated head
+  // wrote), it reads those in place or sliced, moving nothing; otherwise each is fetched as the whole
+  // times its fraction. Decided once per (op, tensor) and cached per op, so no op mixes the two.
   Expected<BufferId> need_value_part(const SubOp& consumer, const SubTensor& piece) {
     auto [cache, fresh] = part_cache_.try_emplace({consumer.op.value, piece.tensor.value});
     if (fresh) cache->second.in_place = all_parts_in_place(consumer.op, piece.tensor);
@@ -112,8 +116,8 @@ class Materializer {
     if (auto it = cache->second.buffers.find(view); it != cache->second.buffers.end()) return it->second;
     BufferId b;
     if (cache->second.in_place) {
-      const auto [sub_op, k] = produced_on_.find(view)->second;
-      b = outputs_[sub_op.index()].at(k);
+      const auto [sub_op, k] = *produced_here(consumer.device, piece);
+      b = builder_.slice(outputs_[sub_op.index()].at(k), normalized(piece).box);
     } else {
       b = detail::fetch(builder_, consumer.device, normalized(piece), written_[piece.tensor.index()], "fallback");
     }
@@ -126,11 +130,22 @@ class Materializer {
     for (SubOpId part : plan_.parts[op.index()]) {
       const SubOp& s = plan_.sub_op(part);
       for (std::size_t i = 0; i < s.inputs.size(); ++i)
-        if (s.inputs[i].tensor == tensor && !layout.shape_only(i) &&
-            !produced_on_.contains(NeedView{s.device, &s.inputs[i]}))
+        if (s.inputs[i].tensor == tensor && !layout.shape_only(i) && !produced_here(s.device, s.inputs[i]))
           return false;
     }
     return true;
+  }
+
+  // A producer output on `device` of `piece`'s value part whose box contains `piece`'s; nullopt when none.
+  std::optional<detail::OutputRef> produced_here(int device, const SubTensor& piece) const {
+    if (auto it = produced_on_.find(NeedView{device, &piece}); it != produced_on_.end()) return it->second;
+    const auto parts = parts_on_.find({device, piece.tensor.value});
+    if (parts == parts_on_.end()) return std::nullopt;
+    for (const auto& [sub_op, k] : parts->second) {
+      const SubTensor& out = plan_.sub_op(sub_op).outputs[k];
+      if (out.value == piece.value && plan::contains(out, piece)) return detail::OutputRef{sub_op, k};
+    }
+    return std::nullopt;
   }
 
   // Moves the whole group holding `key` with the layout search, once, if its producers have all run.
@@ -174,6 +189,7 @@ class Materializer {
   // Value parts: where each is produced (device and label -> its first producer), and per (consumer op,
   // tensor) whether they are read in place and the buffers given out.
   NeedMap<std::pair<SubOpId, std::size_t>> produced_on_;
+  std::map<std::pair<int, std::uint32_t>, std::vector<detail::OutputRef>> parts_on_;  // by (device, tensor)
   struct PartCache {
     bool in_place = false;
     NeedMap<BufferId> buffers;

@@ -42,8 +42,7 @@ Expected<std::vector<BufferId>> move_pieces(ProgramBuilder& builder, const Searc
   std::vector<std::size_t> open;  // needs not held in place
   for (std::size_t n = 0; n < needs.size(); ++n) {
     for (BufferId b : sources)
-      if (builder.device(b) == needs[n].device && builder.piece(b).value.is_whole() &&
-          plan::same_piece(builder.piece(b), needs[n].piece, false))
+      if (builder.device(b) == needs[n].device && plan::same_piece(builder.piece(b), needs[n].piece, true))
         result[n] = b;
     if (!result[n].valid()) open.push_back(n);
   }

@@ -1,5 +1,7 @@
 #include "resident_tensors.h"
 
+#include <set>
+
 #include "loom/plan/recompute.h"
 #include "move_pieces.h"
 #include "step_closing.h"
@@ -28,10 +30,57 @@ ResidentTensors::ResidentTensors(const plan::Plan& plan, ProgramBuilder& builder
     std::map<int, std::uint32_t> seen;  // by device
     for (plan::SubOpId id : parts) use_[id.index()] = seen[plan.sub_op(id).device]++;
   }
+  find_groups();
   // The step starts with every persistent piece in place: what a device holds between steps.
   for (const ir::FullTensor& t : graph.tensors)
     if (plan::persists(graph, t.id))
       for (std::size_t i = 0; i < pieces_[t.id.index()].size(); ++i) loaded(t.id.index(), i);
+}
+
+void ResidentTensors::find_groups() {
+  groups_.resize(pieces_.size());
+  std::vector<std::vector<ProducedPart>> produced(pieces_.size());  // by tensor
+  for (const plan::SubOp& s : plan_.sub_ops)
+    if (s.live)
+      for (const SubTensor& out : s.outputs) produced[out.tensor.index()].push_back({s.device, out.value});
+  for (std::size_t t = 0; t < pieces_.size(); ++t) {
+    const ir::TensorId tensor{static_cast<std::uint32_t>(t)};
+    if (pieces_[t].empty() || plan::persists(*plan_.graph, tensor)) continue;
+    std::set<int> holders;
+    for (const plan::ResidentPiece& r : pieces_[t]) holders.insert(r.device);
+    Groups& g = groups_[t];
+    g.groups = gradient_groups(produced[t], holders);
+    if (g.groups.count == 1) continue;
+    g.remaining.assign(static_cast<std::size_t>(g.groups.count), 0);
+    for (const ProducedPart& p : produced[t]) ++g.remaining[static_cast<std::size_t>(g.groups.of(p.value))];
+    g.reduced.resize(pieces_[t].size());
+    accumulator_.skip(tensor);
+  }
+}
+
+Expected<void> ResidentTensors::reduce_group(std::size_t tensor, std::int64_t group) {
+  Groups& g = groups_[tensor];
+  const plan::ValuePart frame{group, g.groups.count};
+  std::vector<BufferId> sources;
+  for (BufferId b : written_[tensor])
+    if (g.groups.of(builder_.piece(b).value) == group) sources.push_back(b);
+  std::vector<PlacedPiece> needs;
+  for (const plan::ResidentPiece& r : pieces_[tensor]) {
+    needs.push_back({r.device, r.piece});
+    needs.back().piece.value = frame;
+  }
+  LOOM_ASSIGN_OR_RETURN(const std::vector<BufferId> moved,
+                        move_pieces(builder_, search_, sources, needs, use_layout_search_));
+  for (std::size_t i = 0; i < moved.size(); ++i) {
+    accumulator_.add_part(moved[i], g.groups.count);
+    g.reduced[i].push_back(moved[i]);
+  }
+  return {};
+}
+
+BufferId ResidentTensors::group_sum(std::size_t tensor, std::size_t index) {
+  const plan::ResidentPiece& r = pieces_[tensor][index];
+  return builder_.combine(r.device, accumulator_.current(groups_[tensor].reduced[index]), r.piece);
 }
 
 BufferId ResidentTensors::loaded(std::size_t tensor, std::size_t index) {
@@ -122,8 +171,16 @@ Expected<void> ResidentTensors::produced(const plan::SubOp& s) {
   accumulator_.produced(s, outputs);
   for (const SubTensor& out : s.outputs) {
     const std::size_t t = out.tensor.index();
+    Groups& g = groups_[t];
+    const bool grouped = g.groups.count > 1;
+    if (grouped) {  // a group of its partial sums complete: reduce it into the resident pieces now
+      const std::int64_t group = g.groups.of(out.value);
+      if (--g.remaining[static_cast<std::size_t>(group)] == 0) LOOM_RETURN_IF_ERROR(reduce_group(t, group));
+    }
     if (--remaining_[t] != 0) continue;
-    if (held_[t] != 0) {  // a final gradient with resident pieces: reduce it into them now
+    if (held_[t] != 0 && grouped) {
+      for (std::size_t i = 0; i < pieces_[t].size(); ++i) buffers_[t][i] = group_sum(t, i);
+    } else if (held_[t] != 0) {  // a final gradient with resident pieces: reduce it into them now
       std::vector<PlacedPiece> needs;
       for (const plan::ResidentPiece& r : pieces_[t]) needs.push_back({r.device, r.piece});
       LOOM_ASSIGN_OR_RETURN(buffers_[t], move_pieces(builder_, search_, current(written_[t]), needs, use_layout_search_));

@@ -6,8 +6,12 @@
 // again for the backward: once per use, so that no gathered copy waits between uses (a device's k-th
 // part of an op, its k-th micro-batch, gets gathering k; a recomputation gathers again rather than
 // keeping the forward's copy until the backward). A final gradient with resident pieces is reduced
-// into them as soon as its last producer has run, and its readers slice those. When the optimizer
-// steps have written a persistent tensor's updated version, the step is closed (step_closing.h).
+// into them as soon as its last producer has run, and its readers slice those; when its partial sums
+// come in groups (gradient_groups.h: the micro-batches), group by group as each is complete, the groups'
+// sums added up on the pieces (pairwise, gradient_accumulation.h), so no device keeps a micro-batch's
+// whole partial gradient until the step (DeepSpeed's ZeRO-2 and -3 with gradient accumulation). When the
+// optimizer steps have written a persistent tensor's updated version, the step is closed
+// (step_closing.h).
 #pragma once
 
 #include <map>
@@ -15,6 +19,7 @@
 #include <vector>
 
 #include "gradient_accumulation.h"
+#include "gradient_groups.h"
 #include "layout_transition.h"
 #include "loom/plan/residence.h"
 #include "need_groups.h"
@@ -53,6 +58,12 @@ class ResidentTensors {
   // rerun) read outside their device's resident pieces.
   Expected<void> gather_for(const GatherKey& key);
   Expected<std::vector<BufferId>> sources(ir::TensorId tensor);
+  // Finds the groups of each final gradient with resident pieces (gradient_groups.h).
+  void find_groups();
+  // Reduces group `group` of `tensor`'s partial sums into its resident pieces and adds them to their sums.
+  Expected<void> reduce_group(std::size_t tensor, std::int64_t group);
+  // The whole resident piece `index` of a grouped tensor: its groups' sums added up.
+  BufferId group_sum(std::size_t tensor, std::size_t index);
 
   const plan::Plan& plan_;
   ProgramBuilder& builder_;
@@ -64,6 +75,13 @@ class ResidentTensors {
   std::vector<std::vector<BufferId>> buffers_;            // by tensor, aligned with pieces_: loaded or reduced
   std::vector<char> held_;                                // by tensor
   std::vector<std::size_t> remaining_;                    // by tensor: producer outputs not yet emitted
+  // A final gradient with resident pieces reduced in groups (gradient_groups.h).
+  struct Groups {
+    GradientGroups groups;                       // count 1: reduced once, when complete
+    std::vector<std::size_t> remaining;          // by group: producer outputs not yet emitted
+    std::vector<std::vector<BufferId>> reduced;  // by resident piece: each group's sum there
+  };
+  std::vector<Groups> groups_;  // by tensor
   NeedMap<BufferId> derived_;                             // slices and scales of resident pieces
   std::vector<std::uint32_t> use_;                        // by sub-op: earlier parts of its op on its device
   std::map<GatherKey, NeedMap<BufferId>> gathered_;

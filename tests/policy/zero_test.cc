@@ -2,11 +2,13 @@
 // numbers: every stage trains exactly as one device and closes its step; data parallelism moves
 // 2(n-1)/n Psi bytes per device per step for the gradients (ring convention, Psi the gradient bytes), and
 // ZeRO-1/2 as much; ZeRO-3 holds 16 Psi / n of model state with mixed-precision AdamW; the stages save
-// model state in order; micro-batches' gradients are summed once per step.
+// model state in order; micro-batches' gradients are summed once per step (ZeRO-2 and 3: reduced per
+// micro-batch into the partition, zero_micro_batches_test.cc).
 #include "loom/policy/zero.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "testing/policy_plans.h"
@@ -276,21 +278,50 @@ TEST(ZeroExact, InsideMegatronsDataParallelRanks) {
   expect_exact_and_closed("llama3-8b", "megatron", {.dp = 2, .tp = 2, .zero = 3});
 }
 
-TEST(GradientAccumulation, MicroBatchesAreSummedOnceAStep) {
+// The parameters whose final gradient is written as value parts of `parts` (micro-batches x dp), and
+// their bytes.
+std::pair<int, std::int64_t> written_per_micro_batch(const plan::Plan& plan, int parts) {
+  const ir::Graph& graph = *plan.graph;
+  int count = 0;
+  std::int64_t bytes = 0;
+  for (const ir::FullTensor& t : graph.tensors) {
+    if (!plan::persists(graph, t.id) || t.role != ir::TensorRole::parameter) continue;
+    const ir::TensorId gradient = plan::final_gradient(graph, t.id);
+    const bool split = std::ranges::any_of(plan.sub_ops, [&](const plan::SubOp& s) {
+      return s.live && std::ranges::any_of(s.outputs, [&](const plan::SubTensor& out) {
+               return out.tensor == gradient && out.value.count == parts;
+             });
+    });
+    count += split ? 1 : 0;
+    bytes += split ? t.bytes() : 0;
+  }
+  return {count, bytes};
+}
+
+// Data parallelism and ZeRO-1 sum the micro-batches' partial gradients on each device and reduce once a
+// step; ZeRO-2 (and 3) reduce-scatter each micro-batch's into the partition, as DeepSpeed does, so that no
+// device holds a whole gradient (zero_micro_batches_test.cc).
+TEST(GradientAccumulation, MicroBatchesAreSummedOnceAStepUnlessPartitioned) {
   const ir::Graph& graph = shrunk_training_graph("gpt3-125m", ir::DType::f32);
   const std::int64_t gradient_bytes = psi(graph);
   int parameters = 0;
   for (const ir::FullTensor& t : graph.tensors)
     parameters += plan::persists(graph, t.id) && t.role == ir::TensorRole::parameter ? 1 : 0;
-  for (int stage : {0, 2}) {
+  for (int stage : {0, 1, 2}) {
     SCOPED_TRACE(stage);
     const ParallelConfig config{.dp = 2, .micro_batches = 2, .zero = stage};
     const auto p = policy_plan(graph, stage == 0 ? "dp" : "zero", config);
-    // One reduction per parameter and step, of the same bytes as with one micro-batch.
+    // Per parameter one reduction a step (of the bytes of one micro-batch), or under ZeRO-2 one a
+    // micro-batch for each gradient the micro-batches write in parts (all but the position table's,
+    // read once a step outside the micro-batches).
     const std::string reduction(stage == 0 ? "all-reduce" : "reduce-scatter");
-    EXPECT_EQ(p->materialize_stats.collectives.at(reduction), parameters);
+    const auto [split, split_bytes] = written_per_micro_batch(p->plan, config.micro_batches * config.dp);
+    EXPECT_GT(split, parameters / 2);
+    const int extra = stage == 2 ? config.micro_batches - 1 : 0;
+    EXPECT_EQ(p->materialize_stats.collectives.at(reduction), parameters + extra * split);
     const auto traffic = scaled_traffic(p->exec, 0, 2);
-    EXPECT_EQ(traffic.at(ir::TensorRole::gradient), (stage == 0 ? 2 : 1) * gradient_bytes);
+    EXPECT_EQ(traffic.at(ir::TensorRole::gradient),
+              stage == 0 ? 2 * gradient_bytes : gradient_bytes + extra * split_bytes);
     expect_exact_and_closed("gpt3-125m", stage == 0 ? "dp" : "zero", config);
   }
   // One device, two micro-batches: the partial sums are added locally, nothing moves.

@@ -4,7 +4,8 @@
 // or collectives over other devices' pieces), and the step ends with the updated version
 // ("<x>.updated") in the same pieces on the same devices (step closing), so the ExecPlan can loop.
 // A parameter's final gradient may be given a residence too: it is then reduced into its resident
-// pieces as soon as the backward pass completes it, and its unreduced partial sums are freed.
+// pieces as soon as the backward pass completes it, and its unreduced partial sums are freed; with
+// micro-batches, each micro-batch's partial sums as soon as they are complete, added up on the pieces.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,7 @@ enum class Residence : std::uint8_t {
   // What the device's optimizer steps touch: of a parameter or optimizer state, the pieces they write of
   // its updated version; of a gradient, the pieces they read. ZeRO's partitioning (Rajbhandari et al.
   // 2020): a parameter held so is gathered for each op reading more of it (stage 3), a gradient
-  // reduce-scattered as soon as it is complete (stage 2).
+  // reduce-scattered as soon as it is complete (stage 2), micro-batch by micro-batch.
   optimizer_shards,
 };
 

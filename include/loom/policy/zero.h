@@ -6,7 +6,10 @@
 //            stage 1 keeps its full gradient partition; the updated parameters are all-gathered at the
 //            step's end (step closing: parameters stay resident whole on every rank).
 //   stage 2  also the gradients: each final gradient resides in its optimizer shards, so it is
-//            reduce-scattered as soon as the backward pass completes it and the full buffer is freed.
+//            reduce-scattered as soon as the backward pass completes it and the full buffer is freed;
+//            with micro-batches, each micro-batch's partial gradient as soon as every dp rank has
+//            written it, summed on the shards (DeepSpeed's gradient accumulation: no rank ever holds a
+//            whole gradient across micro-batches).
 //   stage 3  also the parameters: they reside in their optimizer shards, so every op reading a parameter
 //            gets it all-gathered for it (forward and backward separately) and frees it after; the step
 //            ends with each rank's shard, nothing to gather.
