@@ -217,7 +217,25 @@ def read_timing(out):
     return torch.load(pathlib.Path(out) / "timing.pt")
 
 
+class _PortTaken(LaunchError):
+    """Rank 0's store could not listen on the port picked for it: another process took it meanwhile."""
+
+
 def _spawn(directory, world, seed, device, timeout, out_dir, steps, timed=False, values=None, save=None):
+    # The port is free when picked but only bound when rank 0 starts its store; a process starting beside
+    # (another launch, a test) may take it first. Then the whole launch runs again on a new port.
+    for attempt in range(3):
+        try:
+            return _spawn_once(directory, world, seed, device, timeout, out_dir, steps, timed, values, save)
+        except _PortTaken:
+            if attempt == 2:
+                raise
+            for stale in pathlib.Path(out_dir).glob("rank_*.error"):
+                stale.unlink()
+    raise AssertionError("unreachable")
+
+
+def _spawn_once(directory, world, seed, device, timeout, out_dir, steps, timed=False, values=None, save=None):
     import torch.multiprocessing as mp
 
     # A fork server that imported torch once forks every rank of every launch: no per-rank import of
@@ -236,7 +254,9 @@ def _spawn(directory, world, seed, device, timeout, out_dir, steps, timed=False,
         while any(p.is_alive() for p in processes):
             for rank, p in enumerate(processes):
                 if p.exitcode not in (None, 0):
-                    raise LaunchError(f"rank {rank} failed: {_cause(out_dir, rank, p.exitcode)}")
+                    cause = _cause(out_dir, rank, p.exitcode)
+                    error = _PortTaken if "EADDRINUSE" in cause else LaunchError
+                    raise error(f"rank {rank} failed: {cause}")
             if time.monotonic() > deadline:
                 stuck = [r for r, p in enumerate(processes) if p.is_alive()]
                 raise LaunchError(f"ranks {stuck} did not finish within {timeout:g} s (a hang: see docs/codegen.md)")
