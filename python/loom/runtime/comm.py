@@ -3,6 +3,8 @@
 Each call names every member's input and output piece (the generated code writes them out), so a member
 can place the others' data without asking. One process group per distinct group of ranks, created by
 every rank in the manifest's order at start (torch.distributed needs all ranks to create each group).
+Point to point as exec_plan.h defines it: a send is an isend (waited at the step's end), a recv an irecv
+returned in flight (Incoming), waited by its first reader (Runtime) or at the step's end.
 gloo in torch 2.13 has every collective used here; where a build lacks one (reduce_scatter and
 all_to_all on older gloo), the fallback builds it from all_reduce or all_gather and says so once.
 The same code runs NCCL with tensors on cuda.
@@ -29,6 +31,7 @@ class Communicator:
             if key not in self.groups:
                 self.groups[key] = dist.new_group(list(key))
         self.pending = []  # sends in flight, waited at the step's end
+        self.incoming = set()  # receives in flight that no reader waited for yet (finish waits them)
         self.fallbacks = set()
 
     def _group(self, ranks):
@@ -140,14 +143,39 @@ class Communicator:
         self.pending.append((dist.isend(x.contiguous(), dst=peer, tag=tag), x))
 
     def recv(self, peer, tag, shape, dtype):
+        """Posts the receive (an irecv into a fresh buffer) and returns it in flight: the rank goes on, and
+        arrived() waits for the data where an instruction first reads it. Posted in program order, so NCCL,
+        which matches point to point by order per pair (not by tag), pairs them as gloo's tags do."""
         out = torch.empty(shape, dtype=dtype, device=self.device)
-        dist.recv(out, src=peer, tag=tag)
-        return out
+        incoming = Incoming(dist.irecv(out, src=peer, tag=tag), out)
+        self.incoming.add(incoming)
+        return incoming
+
+    def arrived(self, incoming):
+        """The received tensor, once the data is there: gloo blocks the rank until it arrives; NCCL makes the
+        current stream wait for the receive (the host goes on, the reader's kernels run after the data)."""
+        if incoming.work is not None:
+            incoming.work.wait()
+            incoming.work = None
+            self.incoming.discard(incoming)
+        return incoming.buffer
 
     def finish(self):
         for work, _ in self.pending:
             work.wait()
         self.pending.clear()
+        for incoming in list(self.incoming):  # received, but read by no instruction
+            self.arrived(incoming)
+
+
+class Incoming:
+    """A receive in flight: its work (None once waited) and the buffer the data arrives in. The generated
+    program holds it where the ExecPlan's recv names a buffer; the Runtime hands readers its tensor."""
+
+    __slots__ = ("work", "buffer")
+
+    def __init__(self, work, buffer):
+        self.work, self.buffer = work, buffer
 
 
 class _Bucket:

@@ -92,7 +92,8 @@ def _compute_kind(spec):
 def _instrument(rt, manifest):
     """Wraps rt's instruction methods to sum wall seconds per kind ("all_reduce", "compute forward", ...;
     "load", "keep", "slice", "scale", "combine" are the locals). A collective's time includes waiting for
-    the slowest member; a compute also counts under "<kind>: <op type>". Returns the {kind: [seconds, calls]}
+    the slowest member, a reader's the wait for a receive in flight it reads first (a recv only posts it);
+    a compute also counts under "<kind>: <op type>". Returns the {kind: [seconds, calls]}
     dict it fills."""
     kinds = {}
     sub_op_kind = {int(i): _compute_kind(spec) for i, spec in manifest["sub_ops"].items()}

@@ -1,9 +1,14 @@
 """The object a generated rank program calls (`def step(rt)`, docs/codegen.md): one method per kind of
-ExecPlan instruction, over this rank's tensors."""
+ExecPlan instruction, over this rank's tensors.
+
+A recv returns the receive in flight (comm.Incoming), as exec_plan.h defines it ("the data of a recv is
+ready for its readers when it arrives"): every method that reads a buffer waits for it there, the first
+reader in fact (later readers find it arrived), and finish() waits any that no instruction read."""
 
 import torch
 
 from . import geometry
+from .comm import Incoming
 from .compute import SubOp, flush_adam
 from .initial import DTYPES, initial_value
 
@@ -36,6 +41,7 @@ class Runtime:
         self.kept = []  # (tensor name, piece, value): the step's results
         self._adam = []  # deferred Adam(W) steps (compute.flush_adam), run before any other instruction
         self._own = set()  # ids of this step's loads that are the previous step's results: the runtime's to write
+        self._receiving = False  # a recv was posted this step: a compute's inputs may be receives in flight
 
     def next_step(self):
         """Begins the next step from this step's results; returns this step's kept triples."""
@@ -114,6 +120,8 @@ class Runtime:
         if op is None:
             op = self._sub_ops[sub_op] = SubOp(self.manifest["sub_ops"][str(sub_op)], self.device)
         op.set_step(self.step_index + 1)
+        if self._receiving:  # a program without recvs pays nothing on this hot path
+            inputs = tuple(map(self._arrived, inputs))
         writable = frozenset(i for i in donate if id(inputs[i]) in self._own and inputs[i].is_contiguous()) \
             if donate else _NOTHING  # most instructions donate nothing: no set built on the hot path
         if op.batchable:  # deferred: its outputs are filled before the next other instruction reads them
@@ -133,21 +141,21 @@ class Runtime:
         """A result of the step, kept where it is (on the device: the next step loads it from there; results
         and checkpoints move what they take to the CPU, on_cpu)."""
         self._flush()
-        self.kept.append((name, piece, value.detach()))
+        self.kept.append((name, piece, self._arrived(value).detach()))
 
     # --- local data movement ------------------------------------------------------------------------
 
     def slice(self, x, in_piece, out_piece):
         self._flush()
-        return geometry.slice_piece(x, in_piece, out_piece)
+        return geometry.slice_piece(self._arrived(x), in_piece, out_piece)
 
     def scale(self, x, in_piece, out_piece):
         self._flush()
-        return geometry.scale_piece(x, in_piece, out_piece)
+        return geometry.scale_piece(self._arrived(x), in_piece, out_piece)
 
     def combine(self, inputs, out_piece):
         self._flush()
-        return geometry.combine(inputs, out_piece)
+        return geometry.combine([(self._arrived(x), piece) for x, piece in inputs], out_piece)
 
     # --- communication --------------------------------------------------------------------------------
 
@@ -158,34 +166,44 @@ class Runtime:
         return self.comm
 
     def all_reduce(self, x, group, tag, ins, outs):
-        return self._comm("all-reduce").all_reduce(x, list(group), tag, ins, outs)
+        return self._comm("all-reduce").all_reduce(self._arrived(x), list(group), tag, ins, outs)
 
     def reduce_scatter(self, x, group, tag, ins, outs):
-        return self._comm("reduce-scatter").reduce_scatter(x, list(group), tag, ins, outs)
+        return self._comm("reduce-scatter").reduce_scatter(self._arrived(x), list(group), tag, ins, outs)
 
     def all_gather(self, x, group, tag, ins, outs):
-        return self._comm("all-gather").all_gather(x, list(group), tag, ins, outs)
+        return self._comm("all-gather").all_gather(self._arrived(x), list(group), tag, ins, outs)
 
     def all_to_all(self, x, group, tag, ins, outs):
-        return self._comm("all-to-all").all_to_all(x, list(group), tag, ins, outs)
+        return self._comm("all-to-all").all_to_all(self._arrived(x), list(group), tag, ins, outs)
 
     def send(self, x, peer, tag):
-        self._comm("send").send(x, peer, tag)
+        self._comm("send").send(self._arrived(x), peer, tag)
 
     def recv(self, peer, tag, piece, dtype):
-        return self._comm("recv").recv(peer, tag, geometry.local_shape(piece[0]), DTYPES[dtype])
+        """The receive, posted now and returned in flight: the rank goes on to the next instruction."""
+        incoming = self._comm("recv").recv(peer, tag, geometry.local_shape(piece[0]), DTYPES[dtype])
+        self._receiving = True
+        return incoming
 
     def all_reduce_start(self, xs, group, bucket=0):
         """A gradient bucket (docs/codegen.md): the sums of xs over group, issued now, read by wait()."""
-        return self._comm("gradient bucket").all_reduce_start(xs, list(group))
+        return self._comm("gradient bucket").all_reduce_start([self._arrived(x) for x in xs], list(group))
 
     def wait(self, handle):
         return self._comm("gradient bucket").wait(handle)
 
+    def _arrived(self, x):
+        """x itself, or the tensor of a receive in flight once its data is there (comm.arrived: gloo waits
+        here; NCCL makes the current stream wait, so the reader's kernels follow the data)."""
+        return self.comm.arrived(x) if type(x) is Incoming else x
+
     def finish(self):
+        """The step's end: the deferred optimizer steps, the sends and the receives still in flight."""
         self._flush()
         if self.comm is not None:
             self.comm.finish()
+        self._receiving = False
 
 
 _NOTHING = frozenset()
