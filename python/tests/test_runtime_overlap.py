@@ -111,8 +111,37 @@ def _gather_worker(rank, world, port, out):
 
 
 def test_gather_start_places_what_blocking_all_gathers_place(tmp_path):
-    """ZeRO-3's prefetched parameters (docs/codegen.md): one flat, asynchronous all-gather
+    """ZeRO-3's prefetched parameters (docs/codegen.md, "Parameter prefetch"): one flat, asynchronous all-gather
     of several tensors' uneven shards places each tensor whole, as a blocking all-gather of each does."""
     for result in _run_ranks(_gather_worker, 2, tmp_path):
         for got, blocking, whole in zip(result["gathered"], result["blocking"], result["wholes"]):
             assert torch.equal(got, whole) and torch.equal(blocking, whole)
+
+
+def _statements(lines):
+    return [(i, line) for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_zero3_program_prefetches_parameters_one_ahead(tmp_path, run_loom):
+    """ZeRO-3's parameter all-gathers are started one reader ahead (DeepSpeed's prefetch) and waited for right
+    before the statement that reads them; none is left blocking."""
+    directory = emit_shrunk(run_loom, tmp_path, "gpt3-125m",
+                            ["--policy", "zero", "--zero", "3", "--dp", "2", "--gpus", "2", "--microbatches", "2"])
+    for rank in range(2):
+        statements = _statements((directory / f"rank_{rank}.py").read_text().splitlines())
+        assert not [line for _, line in statements if "= rt.all_gather(" in line]
+        starts = {line.split(" = ")[0].strip(): k for k, (_, line) in enumerate(statements) if "= rt.all_gather_start(" in line}
+        waits = []  # (statement index, handle, outputs), in order
+        for k, (_, line) in enumerate(statements):
+            if "= rt.wait(gather_" in line:
+                waits.append((k, re.search(r"rt\.wait\((\w+)\)", line).group(1),
+                              [v.strip() for v in line.split(" = ")[0].split(",") if v.strip()]))
+        assert len(starts) == len(waits) > 10
+        for n, (k, handle, outputs) in enumerate(waits):
+            assert starts[handle] < k
+            # Right before the first statement reading the gathered parameters (the next gather's start aside).
+            reader = next(line for _, line in statements[k + 1:] if "= rt.all_gather_start(" not in line)
+            assert any(re.search(rf"\b{v}\b", reader.split(" = ", 1)[-1]) for v in outputs), (reader, outputs)
+            if n > 0:  # started right where the previous gather is waited for, before its reader
+                previous = waits[n - 1][0]
+                assert statements[previous + 1][1].lstrip().startswith(handle + " = rt.all_gather_start("), handle
