@@ -45,17 +45,22 @@ def _bucket_worker(rank, world, port, out):
     dist.destroy_process_group()
 
 
-def test_bucket_sums_what_separate_all_reduces_sum(tmp_path):
-    world = 2
+def _run_ranks(worker, world, out):
+    """Runs worker(rank, world, port, out) on `world` gloo processes; every one must exit cleanly."""
     context = mp.get_context("forkserver")
     port = _free_port()
-    processes = [context.Process(target=_bucket_worker, args=(r, world, port, tmp_path)) for r in range(world)]
+    processes = [context.Process(target=worker, args=(r, world, port, out)) for r in range(world)]
     for p in processes:
         p.start()
     for p in processes:
         p.join(120)
     assert [p.exitcode for p in processes] == [0] * world
-    results = [torch.load(tmp_path / f"{r}.pt") for r in range(world)]
+    return [torch.load(out / f"{r}.pt") for r in range(world)]
+
+
+def test_bucket_sums_what_separate_all_reduces_sum(tmp_path):
+    world = 2
+    results = _run_ranks(_bucket_worker, world, tmp_path)
     want = [sum(r["inputs"][k] for r in results) for k in range(len(results[0]["inputs"]))]
     for r in results:
         for got, separate, expected, x in zip(r["bucketed"], r["separate"], want, r["inputs"]):
@@ -79,3 +84,64 @@ def test_data_parallel_program_reduces_gradients_in_overlapped_buckets(tmp_path,
             last_input = lines[i].split("rt.all_reduce_start((")[1].split(")")[0].split(", ")[-1].rstrip(",")
             writer = next(line for line in reversed(lines[:i]) if not line.lstrip().startswith("#"))
             assert last_input in writer.split(" = ")[0], (writer, last_input)
+
+
+def _gather_worker(rank, world, port, out):
+    import torch.distributed as dist
+
+    from loom.runtime.comm import Communicator
+
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "localhost", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60))
+    group = [1, 0]  # listed in piece order, not rank order: member k holds piece k
+    comm = Communicator(rank, world, [group], torch.device("cpu"))
+    whole_a, whole_b = torch.arange(20.0).reshape(5, 4), torch.arange(8.0) * 10
+    # Uneven shards, so the members' flat buffers differ in length: a's rows [0:3] / [3:5], b's halves.
+    rows_a, halves_b = [(0, 3, 1), (3, 5, 1)], [(0, 4, 1), (4, 8, 1)]
+    ins = [[((rows_a[k], (0, 4, 1)), (0, 1)) for k in range(2)], [((halves_b[k],), (0, 1)) for k in range(2)]]
+    outs = [[(((0, 5, 1), (0, 4, 1)), (0, 1))] * 2, [(((0, 8, 1),), (0, 1))] * 2]
+    k = group.index(rank)
+    xs = (whole_a[slice(*rows_a[k][:2])].clone(), whole_b[slice(*halves_b[k][:2])].clone())
+    handle = comm.all_gather_start(xs, group, 7, ins, outs)
+    blocking = [comm.all_gather(x, group, 8, piece_ins, piece_outs) for x, piece_ins, piece_outs in zip(xs, ins, outs)]
+    gathered = comm.wait(handle)
+    torch.save({"gathered": list(gathered), "blocking": blocking, "wholes": [whole_a, whole_b]}, out / f"{rank}.pt")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def test_gather_start_places_what_blocking_all_gathers_place(tmp_path):
+    """ZeRO-3's prefetched parameters (docs/codegen.md, "Parameter prefetch"): one flat, asynchronous all-gather
+    of several tensors' uneven shards places each tensor whole, as a blocking all-gather of each does."""
+    for result in _run_ranks(_gather_worker, 2, tmp_path):
+        for got, blocking, whole in zip(result["gathered"], result["blocking"], result["wholes"]):
+            assert torch.equal(got, whole) and torch.equal(blocking, whole)
+
+
+def _statements(lines):
+    return [(i, line) for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_zero3_program_prefetches_parameters_one_ahead(tmp_path, run_loom):
+    """ZeRO-3's parameter all-gathers are started one reader ahead (DeepSpeed's prefetch) and waited for right
+    before the statement that reads them; none is left blocking."""
+    directory = emit_shrunk(run_loom, tmp_path, "gpt3-125m",
+                            ["--policy", "zero", "--zero", "3", "--dp", "2", "--gpus", "2", "--microbatches", "2"])
+    for rank in range(2):
+        statements = _statements((directory / f"rank_{rank}.py").read_text().splitlines())
+        assert not [line for _, line in statements if "= rt.all_gather(" in line]
+        starts = {line.split(" = ")[0].strip(): k for k, (_, line) in enumerate(statements) if "= rt.all_gather_start(" in line}
+        waits = []  # (statement index, handle, outputs), in order
+        for k, (_, line) in enumerate(statements):
+            if "= rt.wait(gather_" in line:
+                waits.append((k, re.search(r"rt\.wait\((\w+)\)", line).group(1),
+                              [v.strip() for v in line.split(" = ")[0].split(",") if v.strip()]))
+        assert len(starts) == len(waits) > 10
+        for n, (k, handle, outputs) in enumerate(waits):
+            assert starts[handle] < k
+            # Right before the first statement reading the gathered parameters (the next gather's start aside).
+            reader = next(line for _, line in statements[k + 1:] if "= rt.all_gather_start(" not in line)
+            assert any(re.search(rf"\b{v}\b", reader.split(" = ", 1)[-1]) for v in outputs), (reader, outputs)
+            if n > 0:  # started right where the previous gather is waited for, before its reader
+                previous = waits[n - 1][0]
+                assert statements[previous + 1][1].lstrip().startswith(handle + " = rt.all_gather_start("), handle

@@ -175,6 +175,10 @@ const std::vector<OptionField>& table() {
        "Gradient buckets of the data-parallel all-reduce, MiB, as DDP's bucket_cap_mb (first bucket 1 MiB); 0: every "
        "gradient reduced on its own, blocking",
        LOOM_REAL(bucket_cap_mb, 0, 1 << 20)},
+      {"prefetch_depth", "--prefetch-depth", {}, G::passes, K::whole,
+       "ZeRO-3 parameter all-gathers started ahead of the one being read, as DeepSpeed's stage-3 prefetcher (1: "
+       "the next module's while the current one computes); 0: every gather blocking where it is read",
+       LOOM_WHOLE(prefetch_depth, 0, 1 << 20)},
       {"fold", "--fold", {}, G::fold, K::text,
        "Plan one micro-batch of one replica and repeat it (megatron without ZeRO): auto (large jobs), on, off",
        LOOM_NAMED(fold, parse_fold)},

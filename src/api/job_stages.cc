@@ -61,6 +61,7 @@ exec::ExecPassOptions pass_options(const JobOptions& o) {
   exec::ExecPassOptions options;
   options.bucket_bytes = static_cast<std::int64_t>(o.bucket_cap_mb * (1 << 20));
   options.first_bucket_bytes = std::min(options.first_bucket_bytes, options.bucket_bytes);
+  options.prefetch_depth = o.prefetch_depth;
   return options;
 }
 

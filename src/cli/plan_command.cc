@@ -18,7 +18,8 @@ namespace loom::cli {
 namespace {
 
 constexpr auto kJobGroups = {api::OptionGroup::model, api::OptionGroup::sizes, api::OptionGroup::optimizer,
-                             api::OptionGroup::cluster, api::OptionGroup::parallel, api::OptionGroup::fold};
+                             api::OptionGroup::cluster, api::OptionGroup::parallel, api::OptionGroup::fold,
+                             api::OptionGroup::passes};
 
 struct PlanArgs {
   JobFlags job;

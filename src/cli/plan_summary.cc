@@ -44,8 +44,10 @@ std::string plan_summary(const api::Job& r) {
                      collectives.empty() ? "no collectives" : fmt::format("{}", fmt::join(collectives, ", ")),
                      r.materialize_stats.sends);
   if (r.passes != exec::ExecPassStats{})
-    out += fmt::format("passes     {} exchanges made all-reduces; {} gradient all-reduces in {} asynchronous buckets\n",
-                       r.passes.exchanges, r.passes.bucketed_reductions, r.passes.buckets);
+    out += fmt::format("passes     {} exchanges made all-reduces; {} gradient all-reduces in {} asynchronous buckets; "
+                       "{} parameter all-gathers prefetched in {} starts\n",
+                       r.passes.exchanges, r.passes.bucketed_reductions, r.passes.buckets, r.passes.prefetched_gathers,
+                       r.passes.prefetches);
   if (r.folded)
     out += fmt::format("folded     the plan is one micro-batch of one replica on {} devices (tp x pp), repeated over {} "
                        "micro-batches and mirrored over dp {}; --fold off plans every sub-op\n",

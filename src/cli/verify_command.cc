@@ -76,8 +76,10 @@ int run_verify(const VerifyArgs& args) {
   fmt::print("exec       {} instructions in {} device class{}; collectives: {}; {} sends; {} autograd pairs\n",
              instructions, exec.representatives.size(), exec.representatives.size() == 1 ? "" : "es",
              collectives.empty() ? "none" : join(collectives, ", "), m.sends, m.autograd_pairs);
-  fmt::print("passes     {} exchanges made all-reduces; {} gradient all-reduces in {} buckets\n", job.passes.exchanges,
-             job.passes.bucketed_reductions, job.passes.buckets);
+  fmt::print("passes     {} exchanges made all-reduces; {} gradient all-reduces in {} buckets; {} parameter all-gathers "
+             "prefetched in {} starts\n",
+             job.passes.exchanges, job.passes.bucketed_reductions, job.passes.buckets, job.passes.prefetched_gathers,
+             job.passes.prefetches);
   fmt::print("error vs one device (float64):\n  {:<12} {:>12} {:>12}  {}\n", "class", "max abs", "max rel", "worst tensor");
   print_error_row("activations", cmp->activation);
   print_error_row("gradients", cmp->gradient);
@@ -103,7 +105,7 @@ void add_verify_command(CLI::App& app) {
       "verify", "Prove a policy's plan trains exactly as one device: materialize, run on simulated devices, compare");
   add_job_flags(cmd, &args->job,
                 {api::OptionGroup::model, api::OptionGroup::sizes, api::OptionGroup::optimizer, api::OptionGroup::cluster,
-                 api::OptionGroup::parallel},
+                 api::OptionGroup::parallel, api::OptionGroup::passes},
                 {"shrink", "cluster", "profile"});
   cmd->add_flag("--full", args->full, "Keep the preset's full size (slow: float64 on this CPU)");
   cmd->add_flag("--fallback-only", args->fallback_only, "Move data with sends only (no layout search)");

@@ -11,6 +11,7 @@
 #include "buffer_names.h"
 #include "donated_inputs.h"
 #include "loom/core/strings.h"
+#include "loom/exec/instruction_buffers.h"
 #include "loom/plan/residence.h"
 #include "manifest.h"
 
@@ -22,36 +23,45 @@ using detail::python_string;
 using nlohmann::json;
 
 // What every member of one collective reads and writes, in group order: each member's call names all
-// of them, so the runtime can place the others' pieces without asking.
+// of them, so the runtime can place the others' pieces without asking. A start has one per buffer.
 struct CollectiveMembers {
   std::vector<plan::SubTensor> inputs, outputs;
 };
 
-Expected<std::map<std::int64_t, CollectiveMembers>> collective_members(const exec::ExecPlan& exec) {
-  std::map<std::int64_t, std::vector<std::pair<int, const exec::Collective*>>> by_tag;
+Expected<std::map<std::int64_t, std::vector<CollectiveMembers>>> collective_members(const exec::ExecPlan& exec) {
+  std::map<std::int64_t, std::vector<std::pair<int, exec::CollectiveCall>>> by_tag;
   for (int d = 0; d < exec.num_devices; ++d)
     for (const exec::Instruction& instruction : exec.programs[static_cast<std::size_t>(d)])
-      if (const auto* c = std::get_if<exec::Collective>(&instruction)) by_tag[c->tag].emplace_back(d, c);
-  std::map<std::int64_t, CollectiveMembers> members;
+      if (const auto c = exec::collective_call(instruction)) by_tag[c->tag].emplace_back(d, *c);
+  std::map<std::int64_t, std::vector<CollectiveMembers>> members;
   for (auto& [tag, calls] : by_tag) {
-    const std::vector<int>& group = calls.front().second->group;
+    const std::span<const int> group = calls.front().second.group;
     if (calls.size() != group.size())
       return failf("collective tag {} has {} members but a group of {}", tag, calls.size(), group.size());
-    CollectiveMembers& m = members[tag];
+    std::vector<CollectiveMembers>& m = members[tag];
+    m.resize(calls.front().second.inputs.size());
     for (int device : group) {
       const auto it = std::ranges::find_if(calls, [&](const auto& call) { return call.first == device; });
       if (it == calls.end()) return failf("collective tag {}: device {} of its group never joins it", tag, device);
-      m.inputs.push_back(exec.buffer(it->second->input).piece);
-      m.outputs.push_back(exec.buffer(it->second->output).piece);
+      if (it->second.inputs.size() != m.size())
+        return failf("collective tag {}: device {} moves {} buffers, another {}", tag, device, it->second.inputs.size(), m.size());
+      for (std::size_t i = 0; i < m.size(); ++i) {
+        m[i].inputs.push_back(exec.buffer(it->second.inputs[i]).piece);
+        m[i].outputs.push_back(exec.buffer(it->second.outputs[i]).piece);
+      }
     }
   }
   return members;
 }
 
+std::string tuple_of(const std::vector<std::string>& items) {
+  return "(" + join(items, ", ") + (items.size() == 1 ? ",)" : ")");
+}
+
 std::string pieces_literal(const std::vector<plan::SubTensor>& pieces) {
   std::vector<std::string> items;
   for (const plan::SubTensor& p : pieces) items.push_back(piece_literal(p));
-  return "(" + join(items, ", ") + (items.size() == 1 ? ",)" : ")");
+  return tuple_of(items);
 }
 
 std::string tuple_literal(const std::vector<int>& values) {
@@ -72,7 +82,7 @@ std::string_view method_of(comm::Primitive kind) {
 class ModuleWriter {
  public:
   ModuleWriter(const exec::ExecPlan& exec, int rank, const std::vector<std::string>& names,
-               const std::map<std::int64_t, CollectiveMembers>& members, const std::vector<ir::TensorId>& updated)
+               const std::map<std::int64_t, std::vector<CollectiveMembers>>& members, const std::vector<ir::TensorId>& updated)
       : exec_(exec), graph_(*exec.plan->graph), rank_(rank), names_(names), members_(members), updated_(updated),
         donated_(detail::donated_optimizer_inputs(exec, rank)) {}
 
@@ -99,9 +109,12 @@ class ModuleWriter {
   const std::string& var(exec::BufferId b) const { return names_[b.index()]; }
   const plan::SubTensor& piece(exec::BufferId b) const { return exec_.buffer(b).piece; }
   const std::string& tensor_name(exec::BufferId b) const { return graph_.tensor(piece(b).tensor).name; }
-  std::string bucket_handle(std::int64_t tag) const { return fmt::format("bucket_{}", tag); }
+  std::string handle(const exec::CollectiveStart& in) const {
+    return fmt::format("{}_{}", in.kind == comm::Primitive::all_gather ? "gather" : "bucket", in.tag);
+  }
 
-  // A bucket (exec/passes.h): issued once its last gradient is final, waited before its sums are read.
+  // A start (exec/passes.h): a gradient bucket, issued once its last gradient is final and waited before
+  // its sums are read; or prefetched parameters, issued ahead of their reader and waited right before it.
   Expected<void> emit(const exec::CollectiveStart& in) {
     std::int64_t bytes = 0;
     std::vector<std::string> inputs, tensors;
@@ -110,11 +123,24 @@ class ModuleWriter {
       tensors.push_back(tensor_name(b));
       bytes += exec_.buffer(b).bytes;
     }
-    comment(fmt::format("{} start #{} over ranks {} ({} B, {} tensors: {}): runs while the step goes on, as DDP's "
-                        "bucketed reduction", comm::name(in.kind), in.tag, tuple_literal(in.group), bytes, in.inputs.size(),
-                        join(tensors, ", ")));
-    line(fmt::format("{} = rt.{}_start(({}{}), group={}, bucket={})", bucket_handle(in.tag), method_of(in.kind),
-                     join(inputs, ", "), inputs.size() == 1 ? "," : "", tuple_literal(in.group), in.tag));
+    const bool gather = in.kind == comm::Primitive::all_gather;
+    comment(fmt::format("{} start #{} over ranks {} ({} B, {} tensors: {}): runs while the step goes on, as {}",
+                        comm::name(in.kind), in.tag, tuple_literal(in.group), bytes, in.inputs.size(), join(tensors, ", "),
+                        gather ? "DeepSpeed's parameter prefetch" : "DDP's bucketed reduction"));
+    if (gather) {
+      const auto it = members_.find(in.tag);
+      if (it == members_.end()) return failf("start #{} has no members", in.tag);
+      std::vector<std::string> ins, outs;
+      for (const CollectiveMembers& m : it->second) {
+        ins.push_back(pieces_literal(m.inputs));
+        outs.push_back(pieces_literal(m.outputs));
+      }
+      line(fmt::format("{} = rt.all_gather_start({}, group={}, tag={}, ins={}, outs={})", handle(in), tuple_of(inputs),
+                       tuple_literal(in.group), in.tag, tuple_of(ins), tuple_of(outs)));
+    } else {
+      line(fmt::format("{} = rt.{}_start({}, group={}, bucket={})", handle(in), method_of(in.kind), tuple_of(inputs),
+                       tuple_literal(in.group), in.tag));
+    }
     started_.emplace(in.tag, &in);
     return {};
   }
@@ -124,8 +150,8 @@ class ModuleWriter {
     if (it == started_.end()) return failf("rank {} waits for #{}, which it never started", rank_, in.tag);
     std::vector<std::string> outputs;
     for (exec::BufferId b : it->second->outputs) outputs.push_back(var(b));
-    comment(fmt::format("the sums of #{}", in.tag));
-    line(fmt::format("{}{} = rt.wait({})", join(outputs, ", "), outputs.size() == 1 ? "," : "", bucket_handle(in.tag)));
+    comment(fmt::format("the {} of #{}", it->second->kind == comm::Primitive::all_gather ? "gathered tensors" : "sums", in.tag));
+    line(fmt::format("{}{} = rt.wait({})", join(outputs, ", "), outputs.size() == 1 ? "," : "", handle(*it->second)));
     return {};
   }
 
@@ -165,8 +191,9 @@ class ModuleWriter {
     std::string why = info != nullptr && !info->rule.empty() ? info->rule : std::string(comm::name(in.kind));
     if (info != nullptr && info->paired >= 0) why += fmt::format(" (autograd pair: tag {})", info->paired);
     comment(fmt::format("{} of '{}' over ranks {}: {}", comm::name(in.kind), tensor_name(in.input), tuple_literal(in.group), why));
+    const CollectiveMembers& m = it->second.front();
     line(fmt::format("{} = rt.{}({}, group={}, tag={}, ins={}, outs={})", var(in.output), method_of(in.kind), var(in.input),
-                     tuple_literal(in.group), in.tag, pieces_literal(it->second.inputs), pieces_literal(it->second.outputs)));
+                     tuple_literal(in.group), in.tag, pieces_literal(m.inputs), pieces_literal(m.outputs)));
     return {};
   }
 
@@ -235,7 +262,7 @@ class ModuleWriter {
   const ir::Graph& graph_;
   int rank_;
   const std::vector<std::string>& names_;
-  const std::map<std::int64_t, CollectiveMembers>& members_;
+  const std::map<std::int64_t, std::vector<CollectiveMembers>>& members_;
   const std::vector<ir::TensorId>& updated_;
   std::map<std::int64_t, const exec::CollectiveStart*> started_;  // by tag: this rank's starts so far
   const std::map<std::size_t, std::vector<int>> donated_;  // instruction index -> optimizer inputs that die there

@@ -50,6 +50,9 @@ struct CollectiveSite {
   std::uint32_t global = 0;
 };
 
+// Every index of `inner` lies in `outer` (boxes of one tensor, one range per dimension).
+bool box_contains(const std::vector<plan::IndexRange>& outer, const std::vector<plan::IndexRange>& inner);
+
 // Everything check.h lists under "Structure"; on success, the links the progress pass needs.
 Expected<Links> check_structure(const ExecPlan& exec);
 

@@ -80,15 +80,19 @@ Expected<void> check_group(const ExecPlan& exec, const Links& links, std::uint32
   return {};
 }
 
-// Starts of one tag: the same number of buffers, and per position i, every member's input and output
-// of one tensor and one box (each member's part of one bucketed tensor).
+// Starts of one tag: the same number of buffers, and per position i, every member's buffers of one
+// tensor: an all-reduce's inputs and outputs all of one box (each member's part of one bucketed
+// tensor), an all-gather's outputs of one box holding both members' inputs (each member's shard).
 bool same_bucket(const ExecPlan& exec, const CollectiveCall& a, const CollectiveCall& b) {
   if (a.inputs.size() != b.inputs.size() || a.outputs.size() != b.outputs.size()) return false;
+  const bool gather = a.kind == comm::Primitive::all_gather;
   for (std::size_t i = 0; i < a.inputs.size(); ++i) {
-    const plan::SubTensor& in = exec.buffer(a.inputs[i]).piece;
-    for (BufferId other : {b.inputs[i], a.outputs[i], b.outputs[i]}) {
-      const plan::SubTensor& p = exec.buffer(other).piece;
-      if (p.tensor != in.tensor || !same_box(p.box, in.box)) return false;
+    const plan::SubTensor& out = exec.buffer(a.outputs[i]).piece;
+    const plan::SubTensor& theirs = exec.buffer(b.outputs[i]).piece;
+    if (theirs.tensor != out.tensor || !same_box(theirs.box, out.box)) return false;
+    for (BufferId in : {a.inputs[i], b.inputs[i]}) {
+      const plan::SubTensor& p = exec.buffer(in).piece;
+      if (p.tensor != out.tensor || !(gather ? box_contains(out.box, p.box) : same_box(p.box, out.box))) return false;
     }
   }
   return true;

@@ -18,13 +18,6 @@ constexpr const char* kWriters = "a load, compute, collective, start, recv or lo
 // pending: written by a start whose wait has not come yet (readable after it).
 enum class State : std::uint8_t { unwritten, written, pending, freed };
 
-bool box_contains(const std::vector<plan::IndexRange>& outer, const std::vector<plan::IndexRange>& inner) {
-  if (outer.size() != inner.size()) return false;
-  for (std::size_t d = 0; d < outer.size(); ++d)
-    if (!plan::contains(outer[d], inner[d])) return false;
-  return true;
-}
-
 class StructureCheck {
  public:
   explicit StructureCheck(const ExecPlan& exec) : exec_(exec) {}
@@ -259,15 +252,15 @@ class StructureCheck {
   }
 
   Expected<void> check(const CollectiveStart& c) {
-    if (c.kind != comm::Primitive::all_reduce)
+    if (!has_asynchronous_form(c.kind))
       return error(fmt::format("starts a {}, which has no asynchronous form", comm::name(c.kind)),
-                   "start an all-reduce, or run the collective blocking");
+                   "start an all-reduce or an all-gather, or run the collective blocking");
     if (std::find(c.group.begin(), c.group.end(), device_) == c.group.end())
       return error(fmt::format("is not run by a member of its group: device {} is not in it", device_),
                    "a collective runs on exactly the devices of its group");
     if (c.inputs.empty() || c.inputs.size() != c.outputs.size())
       return error(fmt::format("starts {} inputs into {} outputs", c.inputs.size(), c.outputs.size()),
-                   "a start sums at least one buffer, one output per input");
+                   "a start moves at least one buffer, one output per input");
     for (BufferId in : c.inputs) LOOM_RETURN_IF_ERROR(read(in));
     for (BufferId out : c.outputs) {
       LOOM_RETURN_IF_ERROR(write(out));
@@ -331,6 +324,13 @@ class StructureCheck {
 };
 
 }  // namespace
+
+bool box_contains(const std::vector<plan::IndexRange>& outer, const std::vector<plan::IndexRange>& inner) {
+  if (outer.size() != inner.size()) return false;
+  for (std::size_t d = 0; d < outer.size(); ++d)
+    if (!plan::contains(outer[d], inner[d])) return false;
+  return true;
+}
 
 Expected<Links> check_structure(const ExecPlan& exec) { return StructureCheck(exec).run(); }
 

@@ -11,4 +11,8 @@ std::string_view name(LocalKind kind) {
   return "?";
 }
 
+bool has_asynchronous_form(comm::Primitive kind) {
+  return kind == comm::Primitive::all_reduce || kind == comm::Primitive::all_gather;
+}
+
 }  // namespace loom::exec

@@ -146,17 +146,19 @@ Expected<Progress> Machine::execute(int d, const exec::Collective& c) {
 }
 
 // Reads this member's inputs now (it may free them before the others start); the last member to start
-// sums them into every member's outputs, which its wait then lets it read.
+// sums (all-reduce) or places (all-gather) them into every member's outputs, which its wait then lets
+// it read.
 Expected<Progress> Machine::execute(int d, const exec::CollectiveStart& start) {
-  if (start.kind != comm::Primitive::all_reduce) return failf("a {} has no asynchronous form", comm::name(start.kind));
+  if (!exec::has_asynchronous_form(start.kind)) return failf("a {} has no asynchronous form", comm::name(start.kind));
   if (std::find(start.group.begin(), start.group.end(), d) == start.group.end()) return failf("device {} is not in its group", d);
   if (start.inputs.size() != start.outputs.size())
     return failf("{} inputs for {} outputs", start.inputs.size(), start.outputs.size());
   Started& s = started_[start.tag];
   if (s.first == nullptr) s.first = &start;
-  if (s.first->group != start.group || s.first->inputs.size() != start.inputs.size())
-    return failf("members disagree on start #{}: over [{}] with {} buffers here, over [{}] with {} on another", start.tag,
-                 fmt::join(start.group, ", "), start.inputs.size(), fmt::join(s.first->group, ", "), s.first->inputs.size());
+  if (s.first->kind != start.kind || s.first->group != start.group || s.first->inputs.size() != start.inputs.size())
+    return failf("members disagree on start #{}: {} over [{}] with {} buffers here, {} over [{}] with {} on another",
+                 start.tag, comm::name(start.kind), fmt::join(start.group, ", "), start.inputs.size(),
+                 comm::name(s.first->kind), fmt::join(s.first->group, ", "), s.first->inputs.size());
   if (s.members.contains(d)) return failf("device {} starts #{} twice", d, start.tag);
   std::vector<PlanPiece>& mine = s.inputs[d];
   for (BufferId in : start.inputs) {
@@ -176,7 +178,8 @@ Expected<Progress> Machine::execute(int d, const exec::CollectiveStart& start) {
                          graph_.tensor(output->piece.tensor).name);
           parts.push_back(pieces[i]);
         }
-        Expected<NdArray> value = sum_collective(output->piece, parts);
+        Expected<NdArray> value = start.kind == comm::Primitive::all_gather ? gather_collective(output->piece, parts)
+                                                                            : sum_collective(output->piece, parts);
         if (!value) return std::unexpected(with_context(value.error(), fmt::format("device {}, {}", member, buffer_name(id))));
         LOOM_RETURN_IF_ERROR(with_context(write(member, id, std::move(*value)), fmt::format("device {}", member)));
       }

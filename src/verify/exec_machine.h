@@ -82,8 +82,8 @@ class Machine {
   std::vector<std::size_t> pc_;  // by device: the next instruction
   std::vector<int> computed_;    // by SubOpId: times computed
   std::map<std::tuple<int, int, std::int64_t>, std::deque<Message>> mailbox_;  // (sender, receiver, tag)
-  // An asynchronous collective: what each member that has started it read (its inputs then); summed
-  // into every member's outputs when the last member starts it.
+  // An asynchronous collective: what each member that has started it read (its inputs then); summed or
+  // placed into every member's outputs when the last member starts it.
   struct Started {
     const exec::CollectiveStart* first = nullptr;  // the first member's start, which the others must agree with
     std::map<int, std::vector<PlanPiece>> inputs;   // by member

@@ -1,7 +1,8 @@
 // The program that trains is the ExecPlan that was checked, verified and simulated (DESIGN.md, "Data
 // flow"): the collectives the generated rank programs call, read back from their text, are exactly the
 // ExecPlan's Collective, CollectiveStart and CollectiveWait instructions, one to one, in order, with
-// their kinds, groups and tags, on every rank of plans of several policies.
+// their kinds, groups and tags, on every rank of plans of several policies (gradient buckets and
+// ZeRO-3's prefetched parameter gathers among them).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -51,6 +52,7 @@ std::size_t names(const std::string& list) {
 std::vector<Call> calls_in(const std::string& module) {
   static const std::regex blocking(R"(^    \w+ = rt\.(all_reduce|reduce_scatter|all_gather|all_to_all)\(\w+, group=\(([^)]*)\), tag=(-?\d+), )");
   static const std::regex start(R"(^    (\w+) = rt\.all_reduce_start\(\(([^)]*)\), group=\(([^)]*)\), bucket=(\d+)\)$)");
+  static const std::regex gather(R"(^    (\w+) = rt\.all_gather_start\(\(([^)]*)\), group=\(([^)]*)\), tag=(\d+), ins=)");
   static const std::regex wait(R"(^    (.*) = rt\.wait\((\w+)\)$)");
   std::vector<Call> out;
   std::map<std::string, Call> handles;  // a start's handle -> the start
@@ -58,8 +60,9 @@ std::vector<Call> calls_in(const std::string& module) {
     std::smatch m;
     if (std::regex_search(line, m, blocking)) {
       out.push_back({m[1], ints(m[2]), std::stoll(m[3]), 1});
-    } else if (std::regex_match(line, m, start)) {
-      Call c{"all_reduce_start", ints(m[3]), std::stoll(m[4]), names(m[2])};
+    } else if (std::regex_match(line, m, start) || std::regex_search(line, m, gather)) {
+      Call c{line.find("rt.all_gather_start(") != std::string::npos ? "all_gather_start" : "all_reduce_start", ints(m[3]),
+             std::stoll(m[4]), names(m[2])};
       handles[m[1]] = c;
       out.push_back(c);
     } else if (std::regex_match(line, m, wait)) {
@@ -99,35 +102,45 @@ std::vector<Call> calls_of(const exec::ExecPlan& exec, int r) {
   return out;
 }
 
-void expect_one_to_one(const exec::ExecPlan& exec, bool expect_starts) {
+// Which asynchronous kinds a plan's passes start: gradient buckets (all-reduce), prefetched parameter
+// gathers (all-gather).
+struct Starts {
+  bool buckets = false, gathers = false;
+};
+
+void expect_one_to_one(const exec::ExecPlan& exec, Starts expect) {
   Expected<RankPrograms> emitted = emit_rank_programs(exec, "correspondence");
   ASSERT_TRUE(emitted) << emitted.error().to_string();
-  std::size_t starts = 0;
+  std::size_t buckets = 0, gathers = 0;
   for (int r = 0; r < exec.num_devices; ++r) {
     SCOPED_TRACE(::testing::Message() << "rank " << r);
     const std::vector<Call> printed = calls_in(emitted->modules[static_cast<std::size_t>(r)]);
     const std::vector<Call> planned = calls_of(exec, r);
     ASSERT_EQ(printed.size(), planned.size());
     for (std::size_t k = 0; k < planned.size(); ++k) EXPECT_EQ(printed[k], planned[k]) << "call " << k;
-    starts += static_cast<std::size_t>(std::ranges::count(planned, std::string("all_reduce_start"), &Call::kind));
+    buckets += static_cast<std::size_t>(std::ranges::count(planned, std::string("all_reduce_start"), &Call::kind));
+    gathers += static_cast<std::size_t>(std::ranges::count(planned, std::string("all_gather_start"), &Call::kind));
   }
-  EXPECT_EQ(starts > 0, expect_starts);
+  EXPECT_EQ(buckets > 0, expect.buckets);
+  EXPECT_EQ(gathers > 0, expect.gathers);
 }
 
 TEST(CollectiveCorrespondence, GeneratedCallsAreTheExecPlansInstructions) {
   struct Case {
     std::string model, policy;
     policy::ParallelConfig config;
-    bool starts;  // the passes bucket gradients into starts
+    Starts starts;  // the passes bucket gradients, prefetch parameters
   };
   const std::vector<Case> cases = {
-      {"gpt3-125m", "dp", {.dp = 2}, true},
-      {"gpt3-125m", "dp-tp", {.dp = 2, .tp = 2}, true},
-      {"gpt3-125m", "megatron", {.dp = 2, .pp = 2, .micro_batches = 2}, true},  // 1F1B
-      {"gpt3-125m", "megatron", {.tp = 2, .pp = 2, .micro_batches = 4}, false},
-      {"gpt3-125m", "zero", {.dp = 2, .zero = 1}, false},
-      {"gpt3-125m", "zero", {.dp = 2, .zero = 3}, false},
-      {"llama3-8b", "megatron", {.dp = 2, .tp = 2, .sequence_parallel = true}, true},
+      {"gpt3-125m", "dp", {.dp = 2}, {true, false}},
+      {"gpt3-125m", "dp-tp", {.dp = 2, .tp = 2}, {true, false}},
+      {"gpt3-125m", "megatron", {.dp = 2, .pp = 2, .micro_batches = 2}, {true, false}},  // 1F1B
+      {"gpt3-125m", "megatron", {.tp = 2, .pp = 2, .micro_batches = 4}, {false, false}},
+      {"gpt3-125m", "zero", {.dp = 2, .zero = 1}, {false, false}},
+      {"gpt3-125m", "zero", {.dp = 2, .zero = 3}, {false, true}},
+      {"gpt3-125m", "zero", {.dp = 2, .micro_batches = 2, .zero = 3}, {false, true}},
+      {"llama3-8b", "megatron", {.dp = 2, .tp = 2, .micro_batches = 2, .zero = 3}, {false, true}},
+      {"llama3-8b", "megatron", {.dp = 2, .tp = 2, .sequence_parallel = true}, {true, false}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.model + " " + c.policy);
@@ -145,7 +158,7 @@ TEST(CollectiveCorrespondence, ExchangesTurnedAllReducesToo) {
   EXPECT_GT(stats.exchanges, 0);
   EXPECT_GT(stats.buckets, 0);
   ASSERT_TRUE(exec::check_exec_plan(p->exec));
-  expect_one_to_one(p->exec, true);
+  expect_one_to_one(p->exec, {true, false});
 }
 
 }  // namespace

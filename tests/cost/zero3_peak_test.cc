@@ -2,7 +2,8 @@
 // a device holds its 1/dp shard of the weights plus the gathered copies of about one layer at a time,
 // gathered for each use and freed after it (Rajbhandari et al. 2020, §5.3; DeepSpeed prefetches one
 // layer ahead). Micro-batches gather again in each of their forwards and backwards, and a recomputed
-// forward gathers again rather than keeping the forward's copies until the backward.
+// forward gathers again rather than keeping the forward's copies until the backward. Prefetched gathers
+// (exec/passes.h) hold their copies from their start: prefetching costs memory, and the model shows it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "testing/policy_plans.h"
 #include "loom/cost/memory_model.h"
 #include "loom/exec/instruction_buffers.h"
+#include "loom/exec/passes.h"
 #include "loom/plan/residence.h"
 
 namespace loom::cost {
@@ -140,6 +142,33 @@ TEST(Zero3Peak, GathersOncePerUse) {
   EXPECT_EQ(parameter_gathers(two->exec), 2 * gathers);
   EXPECT_GT(parameter_gathers(rerun->exec), gathers);
   EXPECT_LT(parameter_gathers(rerun->exec), 2 * gathers);  // the backward alone reads weight gradients' inputs
+}
+
+// The gathers started ahead of their readers hold their copies longer: the peak parameter bytes grow with
+// the prefetch depth (and memory_usage's peak with them), and one start ahead still stays below the shard
+// plus two gathered layers.
+TEST(Zero3Peak, PrefetchedGathersHoldTheirCopiesFromTheirStart) {
+  const ir::Graph& graph = llama();
+  const policy::ParallelConfig config{.dp = 2, .micro_batches = 2, .zero = 3};
+  const std::int64_t two_layers = 2 * layer_parameter_bytes(graph);
+  std::vector<std::int64_t> peaks, totals;
+  for (int depth : {0, 1, 2, 4}) {
+    SCOPED_TRACE(depth);
+    const auto p = exec::testing::policy_plan(graph, "zero", config);
+    const exec::ExecPassStats stats = exec::run_exec_passes(p->exec, {.prefetch_depth = depth});
+    EXPECT_EQ(stats.prefetches > 0, depth > 0);
+    const MemoryReport report = memory_usage(p->exec);
+    peaks.push_back(peak_parameters(p->exec)[0]);
+    totals.push_back(report.devices[0].peak_bytes);
+    if (depth == 1) {
+      EXPECT_LE(peaks.back(), report.devices[0].model_state.parameter_bytes + two_layers);
+    }
+  }
+  for (std::size_t k = 1; k < peaks.size(); ++k) {
+    EXPECT_GT(peaks[k], peaks[k - 1]) << "depth index " << k;
+    EXPECT_GE(totals[k], totals[k - 1]) << "depth index " << k;
+  }
+  EXPECT_GT(totals.back(), totals.front());
 }
 
 }  // namespace

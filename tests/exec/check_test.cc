@@ -14,6 +14,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing::data_parallel;
 using testing::Fixture;
+using testing::gathered;
 using testing::kFc;
 using testing::pipeline;
 
@@ -74,11 +75,14 @@ void PrintTo(const Broken& broken, std::ostream* os) { *os << broken.name; }  //
 std::unique_ptr<Fixture> dp2() { return data_parallel(2); }
 std::unique_ptr<Fixture> dp2_async() { return data_parallel(2, /*async=*/true); }
 std::unique_ptr<Fixture> pp1() { return pipeline(1); }
+std::unique_ptr<Fixture> gathered2_async() { return gathered(2, /*async=*/true); }
 
 // In data_parallel(n), every device runs fc at 2, loss at 4 and the all-reduce at 6.
 constexpr std::size_t kFcAt = 2, kLossAt = 4, kAllReduceAt = 6;
 // In data_parallel(n, async), every device starts the loss's all-reduce at 5 and waits for it at 7.
 constexpr std::size_t kStartAt = 5, kWaitAt = 7;
+// In gathered(n, async), every device starts the all-gather of w's shards at 2 and waits for it at 4.
+constexpr std::size_t kGatherStartAt = 2;
 // In locals(), device 0 runs the slices at 9 and 10, the scale at 11 and the combine at 12.
 constexpr std::size_t kSliceAt = 9, kScaleAt = 11, kCombineAt = 12;
 
@@ -184,9 +188,20 @@ std::vector<Broken> broken_plans() {
        {"blocking and asynchronous members disagree"}},
       {"StartOfAKindWithoutAnAsynchronousForm", dp2_async,
        [](Fixture& f) {
-         for (int d : {0, 1}) instruction<CollectiveStart>(f, d, kStartAt).kind = comm::Primitive::all_gather;
+         for (int d : {0, 1}) instruction<CollectiveStart>(f, d, kStartAt).kind = comm::Primitive::reduce_scatter;
        },
-       {"starts a all-gather, which has no asynchronous form"}},
+       {"starts a reduce-scatter, which has no asynchronous form"}},
+      {"GatherStartOfAnotherTensor", gathered2_async,
+       [](Fixture& f) { instruction<CollectiveStart>(f, 1, kGatherStartAt).inputs = {std::get<Load>(program(f, 1)[0]).output}; },
+       {"device 1, instruction 2 (all-gather start #0 of 'w'", "buckets disagree: device 0, instruction 2"}},
+      {"AllReduceStartOfShards", gathered2_async,  // an all-reduce's members hold one box; shards are not
+       [](Fixture& f) {
+         for (int d : {0, 1}) instruction<CollectiveStart>(f, d, kGatherStartAt).kind = comm::Primitive::all_reduce;
+       },
+       {"buckets disagree"}},
+      {"GatherStartOutputReadBeforeItsWait", gathered2_async,
+       [](Fixture& f) { std::swap(program(f, 0)[kGatherStartAt + 2], program(f, 0)[kGatherStartAt + 3]); },  // fc before the wait
+       {"device 0, instruction 4 (compute fc[0/2]", "which the start at instruction 2 writes, before its wait"}},
       {"SliceOfItself", locals,
        [](Fixture& f) { instruction<Local>(f, 0, kSliceAt).inputs = {instruction<Local>(f, 0, kSliceAt).output}; },
        {"before it is written"}},
@@ -248,6 +263,16 @@ TEST(CheckExecPlan, StartsAndWaitsPass) {
     auto f = data_parallel(n, /*async=*/true);
     EXPECT_TRUE(check_exec_plan(f->exec)) << failure(f->exec);
   }
+}
+
+// All-gathers of shards, blocking or started and waited for: every member's output holds the whole
+// weight, each input its own rows of it.
+TEST(CheckExecPlan, GatherStartsOfShardsPass) {
+  for (int n : {1, 2, 4})
+    for (bool async : {false, true}) {
+      auto f = gathered(n, async);
+      EXPECT_TRUE(check_exec_plan(f->exec)) << n << (async ? " async: " : ": ") << failure(f->exec);
+    }
 }
 
 // data_parallel(2, async) with device 0 sending w to device 1, which receives it before its start:

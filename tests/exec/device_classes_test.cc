@@ -52,6 +52,17 @@ TEST(DeviceClasses, AnyDifferenceInKindsOrShapesSplitsAClass) {
   }
 }
 
+// ZeRO-3 shards gathered by a start: equal shards, one class; a start of another kind, or holding
+// another shard's shape, is another class.
+TEST(DeviceClasses, GatherStartsOfEqualShardsShareOneClass) {
+  auto f = testing::gathered(4, /*async=*/true);
+  EXPECT_EQ(device_classes(f->exec).representatives, (std::vector<int>{0}));
+  std::get<CollectiveStart>(f->exec.programs[1][2]).kind = comm::Primitive::all_reduce;
+  const BufferId shard = std::get<Load>(f->exec.programs[3][1]).output;
+  f->exec.buffers[shard.index()].piece.box[0] = {6, 7, 1};
+  EXPECT_EQ(device_classes(f->exec).class_of, (std::vector<int>{0, 1, 0, 2}));
+}
+
 TEST(DeviceClasses, DeviceIdsTagsAndBufferIdsAreNames) {
   // Two separate data-parallel pairs in one plan, with their own groups and tags: still one class.
   auto f = data_parallel(4);

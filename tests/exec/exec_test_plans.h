@@ -10,6 +10,14 @@
 // for at the end. Device k:
 //   0 load x[k]   1 load w   2 compute fc[k]   3 free x[k]   4 compute loss[k]   5 start #0 of the loss parts
 //   6 compute ones[k]   7 wait #0   8 free fc[k]
+// gathered(n): data_parallel's split with w sharded as ZeRO-3 does (device k holds rows [8k/n, 8(k+1)/n)),
+// gathered whole before fc reads it. Device k:
+//   0 load x[k]   1 load w's shard k   2 compute ones[k]   3 all-gather #0 of the shards into w
+//   4 compute fc[k]   5 free x[k]   6 free w   7 compute loss[k]
+// gathered(n, /*async=*/true): the gather started as soon as the shard is loaded and waited for right
+// before fc, as prefetch_gathers places it. Device k:
+//   0 load x[k]   1 load w's shard k   2 start #0 (all-gather)   3 compute ones[k]   4 wait #0
+//   5 compute fc[k]   6 free x[k]   7 free w   8 compute loss[k]
 // pipeline(r): the same split r ways; fc on stage 0 (devices 0..r-1), loss and ones on stage 1 (devices
 // r..2r-1), fc's output sent from device k to r + k, the loss all-reduced over stage 1. Stage 0's device k:
 //   0 load x[k]   1 load w   2 compute fc[k]   3 send fc[k] -> r+k #k   4 free x[k]   5 free fc[k]
@@ -127,6 +135,31 @@ inline std::unique_ptr<Fixture> data_parallel(int n, bool async = false) {
   }
   if (!async) f->all_reduce_loss(group, loss, 0);
   for (int k = 0; k < n; ++k) f->emit(k, Free{fc[static_cast<std::size_t>(k)]});
+  return f;
+}
+
+inline std::unique_ptr<Fixture> gathered(int n, bool async = false) {
+  auto f = std::make_unique<Fixture>();
+  split_plan(*f, n, [](std::size_t, int k) { return k; });
+  f->exec.num_devices = n;
+  f->exec.collectives.push_back({ir::TensorId(1), "D->R all-gather"});
+  f->exec.programs.resize(static_cast<std::size_t>(n));
+  std::vector<int> group(static_cast<std::size_t>(n));
+  std::iota(group.begin(), group.end(), 0);
+  for (int k = 0; k < n; ++k) {
+    const BufferId x = f->load(k, f->part(kFc, k).inputs[0]);
+    plan::SubTensor rows = f->part(kFc, k).inputs[1];
+    rows.box[0] = {8 * k / n, 8 * (k + 1) / n, 1};
+    const BufferId shard = f->load(k, rows);
+    const BufferId w = f->buffer(k, f->part(kFc, k).inputs[1]);
+    if (async) f->emit(k, CollectiveStart{comm::Primitive::all_gather, group, 0, {shard}, {w}});
+    f->compute(k, kOnes, k, {kNoBuffer});
+    f->emit(k, async ? Instruction(CollectiveWait{0}) : Instruction(Collective{comm::Primitive::all_gather, group, 0, shard, w}));
+    const BufferId fc = f->compute(k, kFc, k, {x, w});
+    f->emit(k, Free{x});
+    f->emit(k, Free{w});
+    f->compute(k, kLoss, k, {fc});
+  }
   return f;
 }
 

@@ -1,5 +1,6 @@
 // The exec passes (exec/passes.h) on policies' plans: gradient all-reduces bucketed into starts and
-// waits that every member issues alike, exchanges of value parts made all-reduces; the plans still check.
+// waits that every member issues alike, exchanges of value parts made all-reduces, ZeRO-3's parameter
+// all-gathers prefetched ahead of their readers; the plans still check.
 #include "loom/exec/passes.h"
 
 #include <gtest/gtest.h>
@@ -7,9 +8,10 @@
 #include <algorithm>
 #include <set>
 
+#include "exec_test_plans.h"
 #include "loom/exec/check.h"
+#include "loom/exec/exec_text.h"
 #include "loom/exec/instruction_buffers.h"
-#include "loom/exec/check.h"
 #include "testing/policy_plans.h"
 
 namespace loom::exec {
@@ -204,6 +206,192 @@ TEST(ExchangeToAllReduce, ExchangesBecomeAllReducesOfTheirParts) {
         EXPECT_EQ(exec.buffer(c->input).piece.value.count, 2);
       }
   EXPECT_EQ(exchange_to_all_reduce(exec), 0);
+}
+
+// --- prefetch_gathers ---------------------------------------------------------------------------------
+
+bool is_parameter_gather(const ExecPlan& exec, const Instruction& in) {
+  const auto* c = std::get_if<Collective>(&in);
+  return c != nullptr && c->kind == comm::Primitive::all_gather &&
+         exec.plan->graph->tensor(exec.buffer(c->output).piece.tensor).role == ir::TensorRole::parameter;
+}
+
+std::size_t parameter_gathers(const ExecPlan& exec, int d) {
+  return static_cast<std::size_t>(
+      std::ranges::count_if(exec.programs[static_cast<std::size_t>(d)], [&](const Instruction& in) { return is_parameter_gather(exec, in); }));
+}
+
+std::vector<std::string> texts(const ExecPlan& exec) {
+  std::vector<std::string> out;
+  for (int d = 0; d < exec.num_devices; ++d) out.push_back(exec_to_text(exec, d));
+  return out;
+}
+
+// On the hand-built ZeRO-3 step, the gather starts right after its shard is loaded (the program's first,
+// nothing to wait for) and is waited for right before fc reads the weight: gathered(n, async) exactly.
+TEST(PrefetchGathers, TheFirstGatherStartsOnceItsShardIsLoaded) {
+  for (int n : {2, 4}) {
+    SCOPED_TRACE(n);
+    auto blocking = testing::gathered(n);
+    ASSERT_TRUE(check_exec_plan(blocking->exec));
+    const ExecPassStats stats = prefetch_gathers(blocking->exec);
+    EXPECT_EQ(stats.prefetches, 1);
+    EXPECT_EQ(stats.prefetched_gathers, 1);
+    ASSERT_TRUE(check_exec_plan(blocking->exec)) << check_exec_plan(blocking->exec).error().to_string();
+    ASSERT_EQ(blocking->exec.collectives.size(), 2u);
+    EXPECT_EQ(blocking->exec.collectives[1].rule, "prefetch: all-gather of 1 parameters (256 B)");
+    for (auto& program : blocking->exec.programs)  // the async fixture's tag
+      for (Instruction& in : program) {
+        if (auto* start = std::get_if<CollectiveStart>(&in)) start->tag = 0;
+        if (auto* wait = std::get_if<CollectiveWait>(&in)) wait->tag = 0;
+      }
+    EXPECT_EQ(texts(blocking->exec), texts(testing::gathered(n, /*async=*/true)->exec));
+  }
+}
+
+// Per device: the starts of parameter gathers (kind all-gather) with their position, and where each is
+// waited for.
+struct Prefetch {
+  std::size_t start = 0, wait = 0;
+  const CollectiveStart* in = nullptr;
+};
+std::vector<Prefetch> prefetches_of(const ExecPlan& exec, int d) {
+  std::vector<Prefetch> out;
+  const auto& program = exec.programs[static_cast<std::size_t>(d)];
+  for (std::size_t i = 0; i < program.size(); ++i)
+    if (const auto* s = std::get_if<CollectiveStart>(&program[i]); s != nullptr && s->kind == comm::Primitive::all_gather) {
+      std::size_t w = i + 1;
+      while (w < program.size() && !(std::holds_alternative<CollectiveWait>(program[w]) && std::get<CollectiveWait>(program[w]).tag == s->tag)) ++w;
+      out.push_back({i, w, s});
+    }
+  return out;
+}
+
+// The next instruction at or after `i` that is not a wait or a start: what the program runs there.
+std::size_t next_work(const std::vector<Instruction>& program, std::size_t i) {
+  while (i < program.size() && (std::holds_alternative<CollectiveWait>(program[i]) || std::holds_alternative<CollectiveStart>(program[i]))) ++i;
+  return i;
+}
+
+// Every ZeRO-3 parameter gather (forward and backward re-gathers, every micro-batch) becomes part of a
+// start; every member issues the same starts in the same order; each is waited for right before the
+// first instruction reading its gathered parameters; and in reader order, start k is issued right where
+// start k - depth is waited for (the earlier ones: where their shards are loaded), so exactly
+// min(k + 1, depth) are in flight when it is issued.
+TEST(PrefetchGathers, ZeroThreeGathersStartDepthAheadOfTheirReaders) {
+  struct Case {
+    std::string model, policy;
+    policy::ParallelConfig config;
+    int depth;
+  };
+  const std::vector<Case> cases = {
+      {"gpt3-125m", "zero", {.dp = 2, .zero = 3}, 1},
+      {"gpt3-125m", "zero", {.dp = 2, .micro_batches = 2, .zero = 3}, 1},
+      {"llama3-8b", "zero", {.dp = 4, .zero = 3}, 2},
+      {"llama3-8b", "megatron", {.dp = 2, .tp = 2, .micro_batches = 2, .zero = 3}, 3},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.model << " " << c.policy << " depth " << c.depth);
+    auto p = policy_plan(shrunk_training_graph(c.model, ir::DType::f32), c.policy, c.config);
+    ExecPlan& exec = p->exec;
+    const std::size_t gathers = parameter_gathers(exec, 0);
+    ASSERT_GT(gathers, 0u);
+    const ExecPassStats stats = run_exec_passes(exec, {.prefetch_depth = c.depth});
+    ASSERT_TRUE(check_exec_plan(exec)) << check_exec_plan(exec).error().to_string();
+    EXPECT_GT(stats.prefetches, 0);
+    const auto on_zero = prefetches_of(exec, 0);
+    for (int d = 0; d < exec.num_devices; ++d) {
+      SCOPED_TRACE(d);
+      EXPECT_EQ(parameter_gathers(exec, d), 0u);
+      const auto& program = exec.programs[static_cast<std::size_t>(d)];
+      const auto mine = prefetches_of(exec, d);
+      std::size_t held = 0;
+      for (std::size_t k = 0; k < mine.size(); ++k) {
+        const Prefetch& s = mine[k];
+        held += s.in->outputs.size();
+        ASSERT_LT(s.wait, program.size());
+        // Nothing reads the gathered parameters before the wait; the work right after it does.
+        for (std::size_t i = s.start + 1; i < s.wait; ++i) EXPECT_FALSE(touches(program[i], s.in->outputs)) << i;
+        const std::size_t reader = next_work(program, s.wait);
+        ASSERT_LT(reader, program.size());
+        EXPECT_TRUE(touches(program[reader], s.in->outputs)) << "wait at " << s.wait;
+        // Starts in reader order, so k - depth's wait is where k starts (or k is among the first).
+        if (k > 0) {
+          EXPECT_LT(mine[k - 1].wait, s.wait);
+        }
+        std::size_t in_flight = 0;
+        for (std::size_t j = 0; j <= k; ++j) in_flight += mine[j].wait > s.start;
+        EXPECT_EQ(in_flight, std::min<std::size_t>(k + 1, static_cast<std::size_t>(c.depth))) << "start " << k;
+        if (k >= static_cast<std::size_t>(c.depth)) {
+          EXPECT_EQ(next_work(program, s.start), next_work(program, mine[k - c.depth].wait)) << "start " << k;
+        }
+      }
+      EXPECT_EQ(held, gathers);
+      // Members of one group issue the same starts in one order (here every device is in the dp group).
+      if (c.config.tp == 1) {
+        ASSERT_EQ(mine.size(), on_zero.size());
+        for (std::size_t k = 0; k < mine.size(); ++k) {
+          EXPECT_EQ(mine[k].in->tag, on_zero[k].in->tag);
+          EXPECT_EQ(mine[k].in->group, on_zero[k].in->group);
+        }
+      }
+    }
+  }
+}
+
+// Depth 0 turns prefetching off: the programs are left exactly as they were.
+TEST(PrefetchGathers, DepthZeroLeavesThePlanAsIs) {
+  auto p = policy_plan(shrunk_training_graph("gpt3-125m", ir::DType::f32), "zero", {.dp = 2, .zero = 3});
+  const std::vector<std::string> before = texts(p->exec);
+  EXPECT_EQ(prefetch_gathers(p->exec, {.prefetch_depth = 0}), ExecPassStats{});
+  EXPECT_EQ(texts(p->exec), before);
+  EXPECT_EQ(run_exec_passes(p->exec, {.prefetch_depth = 0}), ExecPassStats{});
+  EXPECT_EQ(texts(p->exec), before);
+}
+
+// Without ZeRO-3 there is no parameter gather ahead of a reader: ZeRO-1's gathers of the updated shards
+// at the step's end are read by nothing in the step, and a dp plan gathers nothing.
+TEST(PrefetchGathers, NothingToPrefetchWithoutZeroThree) {
+  for (int zero : {0, 1}) {
+    auto p = policy_plan(shrunk_training_graph("gpt3-125m", ir::DType::f32), zero == 0 ? "dp" : "zero", {.dp = 2, .zero = zero});
+    const ExecPassStats stats = prefetch_gathers(p->exec);
+    EXPECT_EQ(stats.prefetches, 0) << "zero " << zero;
+  }
+}
+
+// Members must agree: where device 1 reads a gathered bias before the weight gathered for the same
+// compute, it would start the two apart while device 0 starts them together, so their group would issue
+// its collectives in different orders; every gather of the group stays blocking.
+TEST(PrefetchGathers, GroupsWhoseMembersDisagreeStayBlocking) {
+  auto p = policy_plan(shrunk_training_graph("gpt3-125m", ir::DType::f32), "zero", {.dp = 2, .zero = 3});
+  ExecPlan& exec = p->exec;
+  auto& program = exec.programs[1];
+  // The first compute reading two gathered parameters: the first layer norm (weight and bias).
+  std::size_t at = 0;
+  std::vector<BufferId> gathered;
+  for (std::size_t i = 0; i < program.size() && at == 0; ++i) {
+    if (const auto* c = std::get_if<Collective>(&program[i]); c != nullptr && is_parameter_gather(exec, program[i])) gathered.push_back(c->output);
+    if (const auto* c = std::get_if<Compute>(&program[i])) {
+      std::vector<BufferId> read;
+      for (BufferId b : c->inputs)
+        if (std::ranges::count(gathered, b) > 0) read.push_back(b);
+      if (read.size() == 2) {
+        at = i;
+        gathered = read;
+      }
+    }
+  }
+  ASSERT_GT(at, 0u);
+  const BufferId copy = exec.add_buffer(1, exec.buffer(gathered[1]).piece, exec.buffer(gathered[1]).bytes);
+  program.insert(program.begin() + static_cast<std::ptrdiff_t>(at), {Local{LocalKind::slice, {gathered[1]}, copy}, Free{copy}});
+  ASSERT_TRUE(check_exec_plan(exec)) << check_exec_plan(exec).error().to_string();
+  const std::size_t gathers = parameter_gathers(exec, 0);
+  EXPECT_EQ(prefetch_gathers(exec), ExecPassStats{});
+  ASSERT_TRUE(check_exec_plan(exec));
+  for (int d = 0; d < 2; ++d) {
+    EXPECT_EQ(parameter_gathers(exec, d), gathers);
+    EXPECT_TRUE(prefetches_of(exec, d).empty());
+  }
 }
 
 }  // namespace

@@ -83,6 +83,43 @@ TEST(Simulate, StartHiddenBehindCompute) {
   EXPECT_NEAR(blocking->step_time, 4 * kMs, 1e-12);
 }
 
+// gathered(2): ones [0,1], the blocking all-gather of w's shards [1,6], fc [6,7], loss [7,8]. Started as
+// soon as the shards are loaded (gathered(2, async), what prefetch_gathers makes of it) it runs [0,5]
+// under ones, and fc waits for it: step 7. Both are priced alike: the all-gather of the same shard bytes
+// into the same output, over the same group.
+TEST(Simulate, GatherStartPricedAsTheBlockingGather) {
+  struct Priced {
+    comm::Primitive kind;
+    std::vector<int> group;
+    std::int64_t bytes, output_bytes;
+    bool operator==(const Priced&) const = default;
+  };
+  std::vector<Priced> priced;
+  const auto durations = [&](const exec::ExecPlan& exec) {
+    Durations d = fixed(1 * kMs, 5 * kMs);
+    d.collective = [&](const exec::Collective& c, std::int64_t bytes) {
+      priced.push_back({c.kind, c.group, bytes, c.output.valid() ? exec.buffer(c.output).bytes : -1});
+      return 5 * kMs;
+    };
+    return d;
+  };
+  auto blocking = exec::testing::gathered(2);
+  auto result = simulate(blocking->exec, durations(blocking->exec));
+  ASSERT_TRUE(result) << result.error().to_string();
+  EXPECT_NEAR(result->step_time, 8 * kMs, 1e-12);
+  auto started = exec::testing::gathered(2, /*async=*/true);
+  auto overlapped = simulate(started->exec, durations(started->exec));
+  ASSERT_TRUE(overlapped) << overlapped.error().to_string();
+  EXPECT_NEAR(overlapped->step_time, 7 * kMs, 1e-12);
+  for (const DeviceTime& t : overlapped->devices) {
+    EXPECT_NEAR(t.communication, 5 * kMs, 1e-12);
+    EXPECT_NEAR(t.exposed_communication, 4 * kMs, 1e-12);
+  }
+  ASSERT_EQ(priced.size(), 2u);  // once a collective (one duration for all members)
+  EXPECT_EQ(priced[0], priced[1]);
+  EXPECT_EQ(priced[0], (Priced{comm::Primitive::all_gather, {0, 1}, 4 * 8 * 4, 8 * 8 * 4}));
+}
+
 // A late member delays the collective for all: device 1's computes take twice as long, so the started
 // all-reduce runs at 4 (its loss) and device 0 waits for it idle; blocking, it runs after device 1's
 // ones, at 6.

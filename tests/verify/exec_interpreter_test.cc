@@ -46,6 +46,7 @@ enum class GradientPath {
   scale,                      // all-reduce, scale to "k of 2" (whole / 2), all-reduce again
   combine_fallback,           // combines into thirds (no part tiles a third: the whole rule), then whole
   start_wait,                 // an asynchronous all-reduce: started, its part freed at once, then waited for
+  gather_start,               // reduce-scatter, then the rows gathered by an asynchronous all-gather
 };
 
 // Builds the ExecPlan of data_parallel_plan() in its completed global order, recording which buffer holds
@@ -180,6 +181,17 @@ class Builder {
         }
         return;
       }
+      case GradientPath::gather_start: {
+        collective(comm::Primitive::reduce_scatter, parts_of(whole, 2), {rows(whole, 0), rows(whole, 1)});
+        const std::int64_t t = tag();
+        for (int k = 0; k < kDevices; ++k) {
+          const BufferId mine = held(k, rows(whole, k));
+          emit(k, exec::CollectiveStart{comm::Primitive::all_gather, {0, 1}, t, {mine}, {buffer(k, whole)}});
+          emit(k, exec::Free{mine});
+          emit(k, exec::CollectiveWait{t});
+        }
+        return;
+      }
       case GradientPath::combine_fallback: {
         const BufferId to1 = move(0, 1, part(whole, 0, 2)), to0 = move(1, 0, part(whole, 1, 2));
         const BufferId own0 = held(0, part(whole, 0, 2)), own1 = held(1, part(whole, 1, 2));
@@ -261,6 +273,12 @@ TEST(ExecInterpreter, StartAndWaitEqualSingleDevice) {
   expect_equal_to_single_device(exec);
 }
 
+TEST(ExecInterpreter, GatherStartEqualsSingleDevice) {
+  const exec::ExecPlan exec = Builder(GradientPath::gather_start).build();
+  EXPECT_EQ(count(exec, [](const Instruction& i) { return std::holds_alternative<exec::CollectiveStart>(i); }), 8u);
+  expect_equal_to_single_device(exec);
+}
+
 TEST(ExecInterpreter, CombineFallsBackToTheWholeTimesTheOutputFraction) {
   expect_equal_to_single_device(Builder(GradientPath::combine_fallback).build());
 }
@@ -338,6 +356,16 @@ TEST(ExecInterpreter, AWaitForAStartSomeMemberNeverRunsDeadlocks) {
   auto& program = unstarted.programs[1];
   program.erase(std::ranges::find_if(program, [](const Instruction& i) { return std::holds_alternative<exec::CollectiveStart>(i); }));
   expect_error(unstarted, {"(wait #0): waits for #0, which device 1 has not started"});
+}
+
+// A gather start must place every member's rows: device 1 contributing device 0's rows (a replica, which
+// counts once) leaves the second half of the weight's gradient held by no member.
+TEST(ExecInterpreter, GatherStartOfOverlappingRowsIsAnError) {
+  exec::ExecPlan exec = Builder(GradientPath::gather_start).build();
+  const auto& start = first<exec::CollectiveStart>(exec, 1, [](const exec::CollectiveStart&) { return true; });
+  exec.buffers[start.inputs[0].index()].piece.box[0] =
+      exec.buffer(first<exec::CollectiveStart>(exec, 0, [](const exec::CollectiveStart&) { return true; }).inputs[0]).piece.box[0];
+  expect_error(exec, {"all-gather start #1", "element [8, 0] is held by 0 distinct input pieces"});
 }
 
 TEST(ExecInterpreter, RecvOfTheWrongPieceIsAnError) {

@@ -63,6 +63,7 @@ struct JobOptions {
   Fold fold = Fold::automatic;
   bool layout_search = true;           // materialize with the RVD layout search (false: p2p fallback only)
   double bucket_cap_mb = 25;           // gradient buckets (exec/passes.h), MiB as DDP's bucket_cap_mb; 0: none
+  int prefetch_depth = 1;              // ZeRO-3 parameter gathers in flight ahead (exec/passes.h); 0: none
   bool exec_passes = true;             // false: the ExecPlan as materialized (tests of the passes)
 };
 

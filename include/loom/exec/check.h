@@ -13,10 +13,11 @@
 //  - collective: a collective kind, this device in its group, the group's devices distinct and in range;
 //    every member runs exactly one instruction with the tag, all agreeing on kind and group, and no
 //    other device uses the tag;
-//  - start: as a collective (all members starts, none blocking), of kind all-reduce, with as many
-//    outputs as inputs (at least one), all members agreeing on the number of buffers and, position by
-//    position, on the tensor and box of every input and output; exactly one wait of its tag on the same
-//    device, after it; its outputs are neither read nor freed before that wait;
+//  - start: as a collective (all members starts, none blocking), of kind all-reduce or all-gather, with
+//    as many outputs as inputs (at least one), all members agreeing on the number of buffers and,
+//    position by position, on the tensor of every input and output and the box of every output, each
+//    input's box that box (all-reduce) or inside it (all-gather); exactly one wait of its tag on the
+//    same device, after it; its outputs are neither read nor freed before that wait;
 //  - wait: after this device's start of its tag, once;
 //  - send / recv: matched one to one by (sender, receiver, tag), with equal pieces and bytes;
 //  - local: slice reads one buffer whose box contains the output's, same value part; scale reads one

@@ -18,12 +18,15 @@
 //               it holds the device's compute stream from its program position until it ends, as
 //               torch's synchronous collectives do (on gloo the host thread runs it; on NCCL the current
 //               stream waits for the NCCL stream), so nothing after it in the program runs meanwhile.
-//   start       one member's part of an asynchronous collective over several buffers at once (a
-//               bucket: the runtime flattens them into one call), matched across members by `tag`.
-//               Kind all-reduce: per i, outputs[i] = the sum over members of their inputs[i] (all
-//               members' inputs[i] of one box, as for the blocking all-reduce). It reads its inputs
-//               where it stands and writes (allocates) its outputs there, but they may be read only
-//               after this device's wait of the same tag; compute runs on between the two.
+//   start       one member's part of an asynchronous collective over several buffers at once (the
+//               runtime flattens them into one call), matched across members by `tag`. Kind all-reduce
+//               (a gradient bucket): per i, outputs[i] = the sum over members of their inputs[i] (all
+//               members' inputs[i] of one box, as for the blocking all-reduce). Kind all-gather (a
+//               prefetched parameter): per i, outputs[i] = the members' inputs[i] placed by their boxes
+//               (all members' outputs[i] of one box containing every inputs[i], as for the blocking
+//               all-gather). It reads its inputs where it stands and writes (allocates) its outputs
+//               there, so they are live from the start on, but they may be read only after this
+//               device's wait of the same tag; compute runs on between the two.
 //   wait        the device's compute stream waits until its start of `tag` has completed, which needs
 //               every member of the group to have started it.
 //   send/recv   point-to-point: the recv's buffer gets the data of the matching send (same pair of
@@ -81,10 +84,10 @@ struct Collective {
 // An asynchronous collective's start and its wait (the semantics above). Tags are shared with
 // Collective, Send and Recv: a start's tag names no other instruction but its wait.
 struct CollectiveStart {
-  comm::Primitive kind = comm::Primitive::all_reduce;  // all-reduce (the one asynchronous kind so far)
+  comm::Primitive kind = comm::Primitive::all_reduce;  // all-reduce or all-gather (the asynchronous kinds)
   std::vector<int> group;                              // every member's device, in piece order
   std::int64_t tag = 0;                                // equal on all members, and on each member's wait
-  std::vector<BufferId> inputs;                        // this member's part of each bucketed tensor
+  std::vector<BufferId> inputs;                        // this member's part of each tensor it moves
   std::vector<BufferId> outputs;                       // aligned with inputs
 };
 struct CollectiveWait {
@@ -147,5 +150,8 @@ struct ExecPlan {
 };
 
 std::string_view name(LocalKind kind);  // "slice", "scale", "combine"
+
+// The kinds a CollectiveStart may have: all-reduce and all-gather.
+bool has_asynchronous_form(comm::Primitive kind);
 
 }  // namespace loom::exec

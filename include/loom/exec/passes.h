@@ -18,6 +18,18 @@
 //      the start. Decided for all devices at once: every member of a group must issue its collectives
 //      (buckets, and those left blocking) in one order, as gloo and NCCL match them by order; a group
 //      where that fails keeps its reductions blocking.
+//  prefetch_gathers  ZeRO-3's parameter all-gathers (a parameter's shards gathered into the piece its
+//      readers take: the whole parameter, or its tensor-parallel slice; in the forward and again in the
+//      backward) become asynchronous, as DeepSpeed's stage-3 prefetcher fetches the next modules'
+//      parameters while the current one computes. Per device, the gathers whose output is first read by
+//      one instruction (over one group, of one dtype) form one CollectiveStart of kind all-gather; in the
+//      order of their readers, start k is placed as early as its inputs allow but not before the reader
+//      of start k - prefetch_depth (nor after the blocking gathers it replaces), and its wait right
+//      before its reader. So at most prefetch_depth starts are in flight ahead of the parameters being
+//      read, and memory stays bounded: a start's outputs are live from the start (exec_plan.h), which
+//      the memory model counts. Decided for all devices at once, as bucket_gradients: a gather is
+//      prefetched only where every member of its group prefetches it, and a group whose members would
+//      issue their collectives in different orders keeps them blocking.
 //
 // A folded step (exec/fold.h) has programs only for class representatives: there bucket_gradients
 // buckets the reductions over data-parallel replicas (groups of images of one slice device, which run
@@ -40,6 +52,10 @@ struct ExecPassOptions {
   // The first bucket of each group (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES, 1 MiB): the first
   // gradients of the backward start reducing early.
   std::int64_t first_bucket_bytes = std::int64_t{1} << 20;
+  // prefetch_gathers' depth: how many starts of parameter all-gathers may be in flight ahead of the one
+  // being read. 1, DeepSpeed-like: the next module's parameters gather while the current one computes.
+  // 0 disables prefetching: every parameter all-gather stays blocking.
+  int prefetch_depth = 1;
 };
 
 // What the passes changed, for reports and tests.
@@ -47,18 +63,22 @@ struct ExecPassStats {
   int exchanges = 0;            // exchanges made all-reduces (each counted once, not per member)
   int buckets = 0;              // buckets started (each counted once)
   int bucketed_reductions = 0;  // gradient all-reduces they replace (each counted once)
+  int prefetches = 0;           // starts of parameter all-gathers (each counted once)
+  int prefetched_gathers = 0;   // blocking parameter all-gathers they replace (each counted once)
 
   bool operator==(const ExecPassStats&) const = default;
 };
 
 // The passes, in the order above, on a plan where every device has its program (check_exec_plan's).
 ExecPassStats run_exec_passes(ExecPlan& exec, const ExecPassOptions& options = {});
-// The passes of an unfolded step: bucket_gradients over data-parallel replicas.
+// The passes of an unfolded step: bucket_gradients over data-parallel replicas (a folded step has no
+// ZeRO-3 gathers to prefetch: ZeRO plans are not folded).
 ExecPassStats run_exec_passes(FoldedStep& folded, const ExecPassOptions& options = {});
 
 // The passes one by one; each returns what it counts of ExecPassStats.
 int exchange_to_all_reduce(ExecPlan& exec);
 ExecPassStats bucket_gradients(ExecPlan& exec, const ExecPassOptions& options = {});
 ExecPassStats bucket_gradients(FoldedStep& folded, const ExecPassOptions& options = {});
+ExecPassStats prefetch_gathers(ExecPlan& exec, const ExecPassOptions& options = {});
 
 }  // namespace loom::exec

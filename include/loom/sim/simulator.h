@@ -7,10 +7,11 @@
 //                  collective and start where the program has it, holds at a blocking collective until
 //                  the collective ends, and at a wait until its start ends (exec_plan.h);
 //   communication  collectives, sends and recvs, in program order;
-//   starts         the starts, in program order, beside the communication stream: as DDP's reducer and
-//                  Megatron's gradient reduction run on their own communicator's stream, a bucket does
-//                  not hold back the pipeline's transfers or the tensor-parallel collectives (their
-//                  events are the communication stream's; its busy time is the union).
+//   starts         the starts, in program order, beside the communication stream: as DDP's reducer,
+//                  Megatron's gradient reduction and DeepSpeed's parameter prefetch run on their own
+//                  communicator's stream, a bucket or a prefetched gather does not hold back the
+//                  pipeline's transfers or the tensor-parallel collectives (their events are the
+//                  communication stream's; its busy time is the union).
 // An instruction starts when its stream is free and every buffer it reads is ready (written by an
 // earlier instruction, on either stream). Loads are resident data: their buffers are ready at time 0 and
 // they occupy no stream; frees take no time. A collective or start starts when every member has reached

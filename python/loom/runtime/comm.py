@@ -45,7 +45,7 @@ class Communicator:
             self.fallbacks.add(what)
             warnings.warn(f"loom.runtime: {what} unavailable on this backend ({error}); using its fallback")
 
-    # --- gradient buckets (docs/codegen.md, "Gradient buckets") ---------------------------------------
+    # --- asynchronous collectives (docs/codegen.md, "Gradient buckets", "Parameter prefetch") -------------
 
     def all_reduce_start(self, xs, group):
         """Sums each tensor of xs over group as one flat all-reduce (DDP's bucket: the tensors concatenated in
@@ -54,14 +54,24 @@ class Communicator:
         work = dist.all_reduce(flat, group=self._group(group), async_op=True)
         return _Bucket(work, flat, [tuple(x.shape) for x in xs])
 
-    def wait(self, bucket):
-        bucket.work.wait()
-        out, start = [], 0
-        for shape in bucket.shapes:
-            n = torch.Size(shape).numel()
-            out.append(bucket.flat[start:start + n].view(shape))
-            start += n
-        return tuple(out)
+    def all_gather_start(self, xs, group, tag, ins, outs):
+        """Gathers each tensor of xs over group as one flat all-gather (DeepSpeed's prefetch: every member's
+        pieces concatenated in order, padded to the longest member's), issued asynchronously; ins[i] and
+        outs[i] name every member's piece of tensor i, and wait() returns each output placed from them."""
+        me = list(group).index(self.rank)
+        order = sorted(range(len(group)), key=lambda k: group[k])  # rank order, as all_gather lists them
+        pieces = [[tensor_ins[k] for tensor_ins in ins] for k in order]
+        sizes = [[int(torch.Size(geometry.local_shape(box)).numel()) for box, _ in member] for member in pieces]
+        flat = torch.zeros(max(1, max(sum(s) for s in sizes)), dtype=xs[0].dtype, device=xs[0].device)
+        mine = torch.cat([x.reshape(-1) for x in xs])
+        flat[:mine.numel()] = mine
+        gathered = [torch.empty_like(flat) for _ in group]
+        work = dist.all_gather(gathered, flat, group=self._group(group), async_op=True)
+        return _Gathered(work, gathered, pieces, sizes, [tensor_outs[me][0] for tensor_outs in outs], tag)
+
+    def wait(self, handle):
+        handle.work.wait()
+        return handle.result()
 
     # --- gathering every member's input -----------------------------------------------------------
 
@@ -185,6 +195,35 @@ class _Bucket:
 
     def __init__(self, work, flat, shapes):
         self.work, self.flat, self.shapes = work, flat, shapes
+
+    def result(self):
+        out, start = [], 0
+        for shape in self.shapes:
+            n = torch.Size(shape).numel()
+            out.append(self.flat[start:start + n].view(shape))
+            start += n
+        return tuple(out)
+
+
+class _Gathered:
+    """An issued all-gather start: its work, every member's flat buffer (rank order), each member's pieces and
+    their sizes within it, and this member's output boxes."""
+
+    __slots__ = ("work", "gathered", "pieces", "sizes", "out_boxes", "tag")
+
+    def __init__(self, work, gathered, pieces, sizes, out_boxes, tag):
+        self.work, self.gathered, self.pieces, self.sizes, self.out_boxes, self.tag = \
+            work, gathered, pieces, sizes, out_boxes, tag
+
+    def result(self):
+        inputs = [[] for _ in self.out_boxes]  # by tensor: every member's (values, piece)
+        for flat, member, sizes in zip(self.gathered, self.pieces, self.sizes):
+            start = 0
+            for i, (piece, n) in enumerate(zip(member, sizes)):
+                inputs[i].append((flat[start:start + n].reshape(geometry.local_shape(piece[0])), piece))
+                start += n
+        return tuple(geometry.gather_pieces(pieces, box, f"all-gather start #{self.tag}")
+                     for pieces, box in zip(inputs, self.out_boxes))
 
 
 def _rank_order(group, ins, outs):

@@ -115,7 +115,7 @@ def _instrument(rt, manifest):
         return call
 
     for name in ("load", "compute", "keep", "slice", "scale", "combine", "all_reduce", "all_reduce_start", "wait",
-                 "reduce_scatter", "all_gather", "all_to_all", "send", "recv", "finish"):
+                 "reduce_scatter", "all_gather", "all_gather_start", "all_to_all", "send", "recv", "finish"):
         setattr(rt, name, timed(name, getattr(rt, name)))
     return kinds
 

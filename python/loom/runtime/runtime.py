@@ -190,8 +190,12 @@ class Runtime:
         """A gradient bucket (docs/codegen.md): the sums of xs over group, issued now, read by wait()."""
         return self._comm("gradient bucket").all_reduce_start([self._arrived(x) for x in xs], list(group))
 
+    def all_gather_start(self, xs, group, tag, ins, outs):
+        """Prefetched parameters (docs/codegen.md): each of xs gathered over group, issued now, read by wait()."""
+        return self._comm("parameter prefetch").all_gather_start(xs, list(group), tag, ins, outs)
+
     def wait(self, handle):
-        return self._comm("gradient bucket").wait(handle)
+        return self._comm("wait").wait(handle)
 
     def _arrived(self, x):
         """x itself, or the tensor of a receive in flight once its data is there (comm.arrived: gloo waits

@@ -161,16 +161,14 @@ class Bucketer {
 
   // Drops the buckets of groups whose members would issue their collectives in different orders.
   void keep_ordered() {
-    std::vector<std::vector<Issue>> issues = detail::issued_collectives(exec_);
     std::unordered_set<std::int64_t> bucketed;
-    for (const auto& buckets : buckets_)
-      for (const Bucket& b : buckets)
+    std::vector<std::vector<Issue>> started(buckets_.size());
+    for (std::size_t d = 0; d < buckets_.size(); ++d)
+      for (const Bucket& b : buckets_[d]) {
         for (const Reduction* r : b.members) bucketed.insert(r->tag);
-    for (std::size_t d = 0; d < issues.size(); ++d) {
-      std::erase_if(issues[d], [&](const Issue& issue) { return bucketed.contains(issue.tag); });
-      for (const Bucket& b : buckets_[d]) issues[d].push_back(Issue{b.start, b.order, b.name, b.members.front()->group});
-    }
-    const std::set<std::vector<int>> disordered = detail::groups_out_of_order(std::move(issues));
+        started[d].push_back(Issue{b.start, b.order, b.name, b.members.front()->group});
+      }
+    const std::set<std::vector<int>> disordered = detail::groups_out_of_order_after(exec_, bucketed, std::move(started));
     for (auto& buckets : buckets_)
       std::erase_if(buckets, [&](const Bucket& b) { return disordered.contains(b.members.front()->group); });
   }
@@ -212,13 +210,7 @@ class Bucketer {
  private:
   // A reduction is bucketed only where every member of its group buckets it (the same tag); until stable.
   void keep_agreed() {
-    std::unordered_map<std::int64_t, std::size_t> valid_members;
-    for (const auto& reductions : reductions_)
-      for (const Reduction& r : reductions)
-        if (r.valid) ++valid_members[r.tag];
-    for (auto& reductions : reductions_)
-      for (Reduction& r : reductions)
-        if (r.valid && valid_members[r.tag] != r.group.size()) r.valid = false;
+    detail::keep_agreed_by_all_members(reductions_);
     // Members agree on the boxes: every member's input and output of the tag hold one box.
     std::unordered_map<std::int64_t, const plan::SubTensor*> box;
     for (auto& reductions : reductions_)

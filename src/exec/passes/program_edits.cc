@@ -1,6 +1,7 @@
 #include "program_edits.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 
 #include "loom/exec/instruction_buffers.h"
@@ -130,6 +131,16 @@ std::vector<std::vector<Issue>> issued_collectives(const ExecPlan& exec) {
       }
   }
   return by_device;
+}
+
+std::set<std::vector<int>> groups_out_of_order_after(const ExecPlan& exec, const std::unordered_set<std::int64_t>& replaced,
+                                                     std::vector<std::vector<Issue>> started) {
+  std::vector<std::vector<Issue>> issues = issued_collectives(exec);
+  for (std::size_t d = 0; d < issues.size(); ++d) {
+    std::erase_if(issues[d], [&](const Issue& issue) { return replaced.contains(issue.tag); });
+    if (d < started.size()) std::ranges::move(started[d], std::back_inserter(issues[d]));
+  }
+  return groups_out_of_order(std::move(issues));
 }
 
 }  // namespace loom::exec::detail

@@ -56,4 +56,22 @@ std::set<std::vector<int>> groups_out_of_order(std::vector<std::vector<Issue>> b
 // Every device's collectives (blocking or started) as issued where the program has them.
 std::vector<std::vector<Issue>> issued_collectives(const ExecPlan& exec);
 
+// The groups out of order (as groups_out_of_order) once every device's collectives of the `replaced`
+// tags give way to its `started` ones (by device; a start's tag is a name its members share).
+std::set<std::vector<int>> groups_out_of_order_after(const ExecPlan& exec, const std::unordered_set<std::int64_t>& replaced,
+                                                     std::vector<std::vector<Issue>> started);
+
+// A pass rewrites a collective only where every member of its group does: marks invalid each candidate
+// (by device; with `tag`, `group` and `valid`) whose tag not every member of its group holds valid.
+template <class Candidate>
+void keep_agreed_by_all_members(std::vector<std::vector<Candidate>>& by_device) {
+  std::unordered_map<std::int64_t, std::size_t> valid_members;
+  for (const auto& candidates : by_device)
+    for (const Candidate& c : candidates)
+      if (c.valid) ++valid_members[c.tag];
+  for (auto& candidates : by_device)
+    for (Candidate& c : candidates)
+      if (c.valid && valid_members[c.tag] != c.group.size()) c.valid = false;
+}
+
 }  // namespace loom::exec::detail

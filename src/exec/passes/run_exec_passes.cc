@@ -8,6 +8,9 @@ ExecPassStats run_exec_passes(ExecPlan& exec, const ExecPassOptions& options) {
   const ExecPassStats buckets = bucket_gradients(exec, options);
   stats.buckets = buckets.buckets;
   stats.bucketed_reductions = buckets.bucketed_reductions;
+  const ExecPassStats prefetched = prefetch_gathers(exec, options);
+  stats.prefetches = prefetched.prefetches;
+  stats.prefetched_gathers = prefetched.prefetched_gathers;
   return stats;
 }
 
