@@ -22,15 +22,25 @@ std::string count_text(double x) {
   return fmt::format("{:.1f}", x);
 }
 
+// The weights' dtype: the option a preset was built with, a traced graph's own (its first parameter's).
+ir::DType weight_dtype(const api::Job& r) {
+  if (!api::plans_a_graph(r.options)) return r.request.model_options.dtype;
+  for (const ir::FullTensor& t : r.graph.tensors)
+    if (t.role == ir::TensorRole::parameter) return t.dtype;
+  return r.request.model_options.dtype;
+}
+
 }  // namespace
 
 std::string plan_summary(const api::Job& r) {
   const sim::StepMetrics& m = r.metrics;
   std::string out;
-  out += fmt::format("model      {}: {} parameters, {} ops, batch {} ({}, {})\n", r.options.model,
+  const std::string& model = !r.options.model.empty() ? r.options.model
+                              : !r.options.graph_file.empty() ? r.options.graph_file : r.graph.name;
+  out += fmt::format("model      {}: {} parameters, {} ops, batch {} ({}, {})\n", model,
                      count_text(static_cast<double>(r.stats.parameter_count)), r.graph.ops.size(),
                      r.graph.inputs.empty() ? 0 : r.graph.tensor(r.graph.inputs.front()).shape[0],
-                     ir::name(r.request.model_options.dtype), ir::name(r.request.optimizer.kind));
+                     ir::name(weight_dtype(r)), ir::name(r.request.optimizer.kind));
   out += fmt::format("cluster    {}: {} x {} {}\n", r.cluster.name, r.cluster.nodes, r.cluster.gpus_per_node,
                      r.cluster.gpu.name);
   const exec::ExecPlan& step = r.folded ? r.step.step : r.exec;
