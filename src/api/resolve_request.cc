@@ -95,6 +95,12 @@ models::ModelOptions model_options_of(const JobOptions& o) {
                               .vocab_multiple = o.vocab_multiple};
 }
 
+void size_to_degrees(JobOptions& o, bool gpus_given) {
+  if (!gpus_given)
+    o.gpus = (o.dp > 0 || o.tp > 0 || o.pp > 0) ? std::max(o.dp, 1) * std::max(o.tp, 1) * std::max(o.pp, 1) : 2;
+  o.cluster = o.gpus <= 8 ? std::string("dgx-a100") : fmt::format("dgx-a100x{}", (o.gpus + 7) / 8);
+}
+
 JobOptions with_config(JobOptions o, const policy::ParallelConfig& c) {
   o.gpus = policy::device_count(c);
   o.dp = c.dp;

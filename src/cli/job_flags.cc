@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include <fmt/format.h>
-
 #include "loom/core/strings.h"
 
 namespace loom::cli {
@@ -57,12 +55,6 @@ Expected<api::JobOptions> job_options(const JobFlags& flags) {
 bool given(const JobFlags& flags, std::string_view keyword) {
   return std::ranges::any_of(flags.registered,
                              [&](const JobFlags::Registered& r) { return r.field->keyword == keyword && r.option->count() > 0; });
-}
-
-void size_to_degrees(api::JobOptions& o, bool gpus_given) {
-  if (!gpus_given)
-    o.gpus = (o.dp > 0 || o.tp > 0 || o.pp > 0) ? std::max(o.dp, 1) * std::max(o.tp, 1) * std::max(o.pp, 1) : 2;
-  o.cluster = o.gpus <= 8 ? std::string("dgx-a100") : fmt::format("dgx-a100x{}", (o.gpus + 7) / 8);
 }
 
 }  // namespace loom::cli

@@ -36,10 +36,4 @@ Expected<api::JobOptions> job_options(const JobFlags& flags);
 // Whether the flag of field `keyword` was given.
 bool given(const JobFlags& flags, std::string_view keyword);
 
-// For the commands that run a plan on simulated devices or time its ops (`verify`, `profile`) rather than
-// fill a cluster: the GPUs are --gpus/--devices when given, else those the degrees name (dp x tp x pp, each
-// 1 when not given), else 2; the cluster is the DGX-A100 nodes they need (its links price the layout
-// search). `plan` and `compare` resolve the GPUs from the cluster instead (api/resolve_request.h).
-void size_to_degrees(api::JobOptions& options, bool gpus_given);
-
 }  // namespace loom::cli

@@ -32,6 +32,12 @@ ir::DType weight_dtype(const api::Job& r) {
 
 }  // namespace
 
+std::string passes_line(const exec::ExecPassStats& p) {
+  return fmt::format("passes     {} exchanges made all-reduces; {} gradient all-reduces in {} asynchronous buckets; "
+                     "{} parameter all-gathers prefetched in {} starts\n",
+                     p.exchanges, p.bucketed_reductions, p.buckets, p.prefetched_gathers, p.prefetches);
+}
+
 std::string plan_summary(const api::Job& r) {
   const sim::StepMetrics& m = r.metrics;
   std::string out;
@@ -53,11 +59,7 @@ std::string plan_summary(const api::Job& r) {
                      r.plan.live_sub_ops().size(), instructions, step.representatives.size(),
                      collectives.empty() ? "no collectives" : fmt::format("{}", fmt::join(collectives, ", ")),
                      r.materialize_stats.sends);
-  if (r.passes != exec::ExecPassStats{})
-    out += fmt::format("passes     {} exchanges made all-reduces; {} gradient all-reduces in {} asynchronous buckets; "
-                       "{} parameter all-gathers prefetched in {} starts\n",
-                       r.passes.exchanges, r.passes.bucketed_reductions, r.passes.buckets, r.passes.prefetched_gathers,
-                       r.passes.prefetches);
+  if (r.passes != exec::ExecPassStats{}) out += passes_line(r.passes);
   if (r.folded)
     out += fmt::format("folded     the plan is one micro-batch of one replica on {} devices (tp x pp), repeated over {} "
                        "micro-batches and mirrored over dp {}; --fold off plans every sub-op\n",

@@ -16,6 +16,9 @@ namespace loom::cli {
 // a line each; an OOM plan gets its per-device memory breakdown.
 std::string plan_summary(const api::Job& job);
 
+// "passes     ..." : what the exec passes changed (exec/passes.h), a line of `plan` and `verify`.
+std::string passes_line(const exec::ExecPassStats& passes);
+
 // One row per plan, ranked by step time (plans that do not fit last), with throughput, MFU, peak memory.
 std::string ranked_table(const std::vector<const api::Job*>& jobs);
 

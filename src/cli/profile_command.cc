@@ -18,6 +18,7 @@
 #include "loom/cost/roofline_check.h"
 #include "job_flags.h"
 #include "loom/api/job.h"
+#include "loom/api/resolve_request.h"
 #include "loom/ops/registry.h"
 #include "profile_timer.h"
 
@@ -49,7 +50,7 @@ Expected<std::string> read_text(const std::string& path, std::string_view what) 
 // The training graph of the preset, planned under the policy (the job's first two stages).
 Expected<std::unique_ptr<api::Job>> build_plan(const ProfileArgs& args, api::JobOptions options) {
   options.fold = api::Fold::off;
-  size_to_degrees(options, given(args.job, "gpus"));
+  api::size_to_degrees(options, given(args.job, "gpus"));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<api::Job> job, api::load_job(options));
   LOOM_RETURN_IF_ERROR(api::apply_policy(*job));
   return job;

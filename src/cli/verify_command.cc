@@ -11,6 +11,7 @@
 #include "loom/api/verify_job.h"
 #include "loom/core/strings.h"
 #include "loom/policy/zero.h"
+#include "plan_summary.h"
 
 namespace loom::cli {
 namespace {
@@ -36,13 +37,50 @@ void print_error_row(std::string_view label, const verify::ErrorStat& e) {
   fmt::print("  {:<12} {:>12.3e} {:>12.3e}  {}\n", label, e.max_abs, e.max_rel, e.worst.empty() ? "-" : e.worst);
 }
 
+// What was proven: the job, its plan and ExecPlan, the exec passes, and the errors against one device.
+void print_report(const VerifyArgs& args, const api::Job& job, const api::VerifyReport& proof) {
+  const api::JobOptions& options = job.options;
+  const policy::ParallelConfig& config = job.request.config;
+  const exec::ExecPlan& exec = job.exec;
+  const exec::MaterializeStats& m = job.materialize_stats;
+  std::vector<std::string> collectives;
+  for (const auto& [name, count] : m.collectives) collectives.push_back(fmt::format("{} {}", name, count));
+  std::size_t instructions = 0;
+  for (const auto& program : exec.programs) instructions += program.size();
+  fmt::print("model      {} ({}): {} ops, {} parameters\n", options.model.empty() ? options.graph_file : options.model,
+             args.full ? "full size" : "shrunk", job.graph.ops.size(), job.stats.parameter_count);
+  fmt::print("policy     {}: dp {} x tp {} x pp {}, {} micro-batch{}{} on {} devices\n", options.policy, config.dp,
+             config.tp, config.pp, config.micro_batches, config.micro_batches == 1 ? "" : "es",
+             config.pp == 1             ? ""
+             : config.virtual_stages > 1 ? fmt::format(" (interleaved 1f1b, {} chunks per device)", config.virtual_stages)
+                                         : fmt::format(" ({})", config.schedule == plan::ScheduleKind::gpipe ? "gpipe" : "1f1b"),
+             job.request.gpus);
+  if (config.sequence_parallel) fmt::print("           sequence parallel over the tp ranks\n");
+  if (config.zero > 0) fmt::print("           ZeRO stage {} over the dp ranks\n", config.zero);
+  for (const std::string& note : policy::zero_notes(job.plan, config)) fmt::print("note       ZeRO: {}\n", note);
+  fmt::print("plan       {} sub-ops\n", job.plan.live_sub_ops().size());
+  fmt::print("exec       {} instructions in {} device class{}; collectives: {}; {} sends; {} autograd pairs\n",
+             instructions, exec.representatives.size(), exec.representatives.size() == 1 ? "" : "es",
+             collectives.empty() ? "none" : join(collectives, ", "), m.sends, m.autograd_pairs);
+  fmt::print("{}", passes_line(job.passes));
+  fmt::print("error vs one device (float64):\n  {:<12} {:>12} {:>12}  {}\n", "class", "max abs", "max rel", "worst tensor");
+  print_error_row("activations", proof.comparison.activation);
+  print_error_row("gradients", proof.comparison.gradient);
+  print_error_row("updated", proof.comparison.updated);
+  print_error_row("loss", proof.comparison.loss);
+  print_error_row("closed", proof.closed.error);
+  fmt::print("closed     {} loaded pieces of parameters and optimizer states end the step where the next one loads "
+             "them\n",
+             proof.closed.pieces);
+}
+
 int run_verify(const VerifyArgs& args) {
   Expected<api::JobOptions> options = job_options(args.job);
   if (!options) return report(options.error(), kUsageError);
   options->shrink = !args.full;
   options->layout_search = !args.fallback_only;
   options->fold = api::Fold::off;
-  size_to_degrees(*options, given(args.job, "gpus"));
+  api::size_to_degrees(*options, given(args.job, "gpus"));
   Expected<std::unique_ptr<api::Job>> loaded = api::load_job(*options);
   if (!loaded) return report(loaded.error());
   api::Job& job = **loaded;
@@ -50,45 +88,7 @@ int run_verify(const VerifyArgs& args) {
   if (Expected<void> made = api::materialize(job); !made) return report(made.error());
   Expected<api::VerifyReport> proof = api::verify_job(job, args.seed);
   if (!proof) return report(proof.error());
-  const policy::ParallelConfig* config = &job.request.config;
-  const int devices = job.request.gpus;
-  const exec::ExecPlan& exec = job.exec;
-  const verify::RunComparison* cmp = &proof->comparison;
-  const verify::ClosedStep* closed = &proof->closed;
-
-  const exec::MaterializeStats& m = job.materialize_stats;
-  std::vector<std::string> collectives;
-  for (const auto& [name, count] : m.collectives) collectives.push_back(fmt::format("{} {}", name, count));
-  std::size_t instructions = 0;
-  for (const auto& program : exec.programs) instructions += program.size();
-  fmt::print("model      {} ({}): {} ops, {} parameters\n", options->model.empty() ? options->graph_file : options->model,
-             args.full ? "full size" : "shrunk", job.graph.ops.size(), job.stats.parameter_count);
-  fmt::print("policy     {}: dp {} x tp {} x pp {}, {} micro-batch{}{} on {} devices\n", options->policy, config->dp,
-             config->tp, config->pp, config->micro_batches, config->micro_batches == 1 ? "" : "es",
-             config->pp == 1             ? ""
-             : config->virtual_stages > 1 ? fmt::format(" (interleaved 1f1b, {} chunks per device)", config->virtual_stages)
-                                          : fmt::format(" ({})", config->schedule == plan::ScheduleKind::gpipe ? "gpipe" : "1f1b"),
-             devices);
-  if (config->sequence_parallel) fmt::print("           sequence parallel over the tp ranks\n");
-  if (config->zero > 0) fmt::print("           ZeRO stage {} over the dp ranks\n", config->zero);
-  for (const std::string& note : policy::zero_notes(job.plan, *config)) fmt::print("note       ZeRO: {}\n", note);
-  fmt::print("plan       {} sub-ops\n", job.plan.live_sub_ops().size());
-  fmt::print("exec       {} instructions in {} device class{}; collectives: {}; {} sends; {} autograd pairs\n",
-             instructions, exec.representatives.size(), exec.representatives.size() == 1 ? "" : "es",
-             collectives.empty() ? "none" : join(collectives, ", "), m.sends, m.autograd_pairs);
-  fmt::print("passes     {} exchanges made all-reduces; {} gradient all-reduces in {} buckets; {} parameter all-gathers "
-             "prefetched in {} starts\n",
-             job.passes.exchanges, job.passes.bucketed_reductions, job.passes.buckets, job.passes.prefetched_gathers,
-             job.passes.prefetches);
-  fmt::print("error vs one device (float64):\n  {:<12} {:>12} {:>12}  {}\n", "class", "max abs", "max rel", "worst tensor");
-  print_error_row("activations", cmp->activation);
-  print_error_row("gradients", cmp->gradient);
-  print_error_row("updated", cmp->updated);
-  print_error_row("loss", cmp->loss);
-  print_error_row("closed", closed->error);
-  fmt::print("closed     {} loaded pieces of parameters and optimizer states end the step where the next one loads "
-             "them\n",
-             closed->pieces);
+  print_report(args, job, *proof);
   const double worst = proof->worst();
   const bool pass = worst <= args.tolerance;
   fmt::print("result     {} (max rel {:.3e} {} {:.0e})\n", pass ? "PASS" : "FAIL", worst, pass ? "<=" : ">",

@@ -11,8 +11,6 @@
 #include <string_view>
 #include <utility>
 
-#include <fmt/format.h>
-
 #include "loom/api/job.h"
 #include "loom/exec/check.h"
 #include "loom/exec/materialize.h"
@@ -55,9 +53,9 @@ inline std::unique_ptr<PolicyPlan> policy_plan(const ir::Graph& graph, std::stri
   options.shrink = true;
   options.exec_passes = exec_passes;
   options.layout_search = layout_search;
-  const int devices = policy::device_count(config);
-  options.cluster = devices <= 8 ? std::string("dgx-a100") : fmt::format("dgx-a100x{}", (devices + 7) / 8);
-  auto job = api::load_job(api::with_config(options, config), graph);
+  options = api::with_config(options, config);
+  api::size_to_degrees(options, /*gpus_given=*/true);  // the DGX-A100 nodes the devices need
+  auto job = api::load_job(options, graph);
   EXPECT_TRUE(job) << job.error().to_string();
   if (!job) return std::make_unique<PolicyPlan>();
   auto applied = api::apply_policy(**job);

@@ -39,6 +39,12 @@ Expected<void> check_options(const JobOptions& options);
 // A preset's build options: the sizes as given (0: the preset's), which depend on nothing else.
 models::ModelOptions model_options_of(const JobOptions& options);
 
+// For the commands that run a plan on simulated devices or time its ops (`verify`, `profile`) rather than
+// fill a cluster: the GPUs are --gpus/--devices when given, else those the degrees name (dp x tp x pp, each
+// 1 when not given), else 2; the cluster is the DGX-A100 nodes they need (its links price the layout
+// search). `plan`, `compare` and the bindings take the cluster's GPUs instead (resolve_request).
+void size_to_degrees(JobOptions& options, bool gpus_given);
+
 // `options` with every degree, the micro-batches, the schedule, ZeRO and recomputation of `config` given
 // explicitly and the GPU count their product: the options that resolve to `config` (searches, tests).
 JobOptions with_config(JobOptions options, const policy::ParallelConfig& config);

@@ -191,14 +191,8 @@ class Bucketer {
           ++stats.buckets;
           stats.bucketed_reductions += static_cast<int>(b.members.size());
         }
-        CollectiveStart start{comm::Primitive::all_reduce, b.members.front()->group, it->second, {}, {}};
-        for (const Reduction* r : b.members) {
-          start.inputs.push_back(r->input);
-          start.outputs.push_back(r->output);
-          edit.remove(r->place);
-          refreed.insert(r->input.value);  // the start reads it: freed right after, unless read later
-        }
-        edit.insert_after(b.start, std::move(start));
+        edit.insert_after(b.start, detail::start_replacing(comm::Primitive::all_reduce, it->second, b.members, edit));
+        for (const Reduction* r : b.members) refreed.insert(r->input.value);  // freed after the start reads it
         if (b.wait < program.size()) edit.insert_before(b.wait, CollectiveWait{it->second});
         else edit.insert_after(program.size() - 1, CollectiveWait{it->second});
       }

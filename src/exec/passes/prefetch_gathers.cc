@@ -185,13 +185,7 @@ class Prefetcher {
       }
       for (std::size_t k = 0; k < units_[d].size(); ++k) {
         const Unit& u = units_[d][k];
-        CollectiveStart start{comm::Primitive::all_gather, u.members.front()->group, tags[k], {}, {}};
-        for (const Gather* g : u.members) {
-          start.inputs.push_back(g->input);
-          start.outputs.push_back(g->output);
-          edit.remove(g->place);
-        }
-        edit.insert_before(u.start, std::move(start));
+        edit.insert_before(u.start, detail::start_replacing(comm::Primitive::all_gather, tags[k], u.members, edit));
       }
       if (!edit.empty()) std::move(edit).apply(program, {}, {});
     }

@@ -74,4 +74,18 @@ void keep_agreed_by_all_members(std::vector<std::vector<Candidate>>& by_device) 
       if (c.valid && valid_members[c.tag] != c.group.size()) c.valid = false;
 }
 
+// The start of an asynchronous collective replacing the blocking ones of `members` (each with its input,
+// output, group and `place`, the position of the instruction it replaces, which `edit` removes).
+template <class Member>
+CollectiveStart start_replacing(comm::Primitive kind, std::int64_t tag, const std::vector<const Member*>& members,
+                                ProgramEdit& edit) {
+  CollectiveStart start{kind, members.front()->group, tag, {}, {}};
+  for (const Member* m : members) {
+    start.inputs.push_back(m->input);
+    start.outputs.push_back(m->output);
+    edit.remove(m->place);
+  }
+  return start;
+}
+
 }  // namespace loom::exec::detail
