@@ -7,7 +7,8 @@ Point to point as exec_plan.h defines it: a send is an isend (waited at the step
 returned in flight (Incoming), waited by its first reader (Runtime) or at the step's end.
 gloo in torch 2.13 has every collective used here; where a build lacks one (reduce_scatter and
 all_to_all on older gloo), the fallback builds it from all_reduce or all_gather and says so once.
-The same code runs NCCL with tensors on cuda.
+The same code runs NCCL with tensors on cuda. Inputs may be strided views (a transpose's output: compute.py);
+what goes on the wire is made dense here, at the communication boundary.
 """
 
 import warnings
@@ -78,10 +79,11 @@ class Communicator:
     def _all_inputs(self, x, group, ins):
         """Every member's input tensor, in rank order (padded flat all_gather when shapes differ)."""
         pg = self._group(group)
+        x = x.contiguous()  # gloo sends and receives dense buffers (an input may be a view: compute.py)
         shapes = [geometry.local_shape(box) for box, _ in ins]
         if all(s == shapes[0] for s in shapes):
             out = [torch.empty_like(x) for _ in group]
-            dist.all_gather(out, x.contiguous(), group=pg)
+            dist.all_gather(out, x, group=pg)
             return out
         width = max(max(1, int(torch.Size(s).numel())) for s in shapes)
         flat = torch.zeros(width, dtype=x.dtype, device=x.device)
@@ -97,7 +99,7 @@ class Communicator:
         me = group.index(self.rank)
         boxes = {tuple(map(tuple, box)) for box, _ in ins}
         if len(boxes) == 1:
-            total = x.clone()
+            total = x.clone(memory_format=torch.contiguous_format)  # x may be a view (compute.py)
             dist.all_reduce(total, group=self._group(group))
             return geometry.restrict(total, ins[me][0], outs[me][0])
         inputs = self._all_inputs(x, group, ins)

@@ -116,10 +116,12 @@ class Runtime:
         """Runs sub-op `sub_op` on `inputs`. `donate`: positions of an optimizer step's inputs that no later
         instruction reads (codegen's liveness); those that are the previous step's results (not the caller's
         values: the module's weights on the first step) are updated in place, the others copied first."""
-        op = self._sub_ops.get(sub_op)
-        if op is None:
+        try:
+            op = self._sub_ops[sub_op]
+        except KeyError:
             op = self._sub_ops[sub_op] = SubOp(self.manifest["sub_ops"][str(sub_op)], self.device)
-        op.set_step(self.step_index + 1)
+        if op.stepped:  # Adam's bias correction, dropout's mask
+            op.set_step(self.step_index + 1)
         if self._receiving:  # a program without recvs pays nothing on this hot path
             inputs = tuple(map(self._arrived, inputs))
         writable = frozenset(i for i in donate if id(inputs[i]) in self._own and inputs[i].is_contiguous()) \
@@ -128,8 +130,9 @@ class Runtime:
             outputs, entry = op.start_adam(inputs, writable)
             self._adam.append(entry)
             return outputs
-        self._flush()
-        return op(*inputs, writable=writable)
+        if self._adam:
+            self._flush()
+        return op.run(inputs, writable)
 
     def _flush(self):
         """Runs the deferred optimizer steps (one multi-tensor call per group: compute.flush_adam)."""
