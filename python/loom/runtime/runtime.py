@@ -144,7 +144,11 @@ class Runtime:
         """A result of the step, kept where it is (on the device: the next step loads it from there; results
         and checkpoints move what they take to the CPU, on_cpu)."""
         self._flush()
-        self.kept.append((name, piece, self._arrived(value).detach()))
+        value = self._arrived(value).detach()
+        if self.comm is not None and self.comm.bucket_storages and \
+                value.untyped_storage().data_ptr() in self.comm.bucket_storages:
+            value = value.clone()  # a bucket's sum: its buffer is next step's bucket (comm.all_reduce_start)
+        self.kept.append((name, piece, value))
 
     # --- local data movement ------------------------------------------------------------------------
 
@@ -191,7 +195,7 @@ class Runtime:
 
     def all_reduce_start(self, xs, group, bucket=0):
         """A gradient bucket (docs/codegen.md): the sums of xs over group, issued now, read by wait()."""
-        return self._comm("gradient bucket").all_reduce_start([self._arrived(x) for x in xs], list(group))
+        return self._comm("gradient bucket").all_reduce_start([self._arrived(x) for x in xs], list(group), bucket)
 
     def all_gather_start(self, xs, group, tag, ins, outs):
         """Prefetched parameters (docs/codegen.md): each of xs gathered over group, issued now, read by wait()."""
