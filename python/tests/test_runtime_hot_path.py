@@ -1,15 +1,40 @@
-"""The runtime's per-step economies (compute.py, forms/) keep every value: data movement hands out views of
-its input (no copy) that every reader takes, and the forward path leaves grad mode as it found it."""
+"""The runtime's per-step economies (compute.py, forms/) keep every value: dropout's cached half of the hash
+gives the interpreter's mask at every step, data movement hands out views of its input (no copy) that every
+reader takes, and the forward path leaves grad mode as it found it."""
 
+import numpy as np
 import torch
 
 from loom.runtime.compute import SubOp
+from loom.runtime.forms import activation
+from loom.runtime.initial import mix_array, mix_int
 
 
 def spec(shape, offset=None, full=None, step=None, dtype="f32"):
     shape = list(shape)
     return {"shape": shape, "dtype": dtype, "offset": list(offset or [0] * len(shape)),
             "full": list(full or shape), "step": list(step or [1] * len(shape))}
+
+
+def _interpreters_mask(p, seed, step, piece):
+    """The reference formula over the whole tensor, restricted to the piece (offset and step per dimension)."""
+    full = piece["full"]
+    index = np.arange(int(np.prod(full)), dtype=np.uint64)
+    key = mix_int(seed) if step <= 1 else mix_int(mix_int(seed) ^ mix_int(step))
+    u = (mix_array(np.uint64(key) ^ mix_array(index)) >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+    whole = torch.from_numpy(u < p).reshape(full)
+    cut = tuple(slice(o, o + n * s, s) for o, n, s in zip(piece["offset"], piece["shape"], piece["step"]))
+    return whole[cut]
+
+
+def test_dropout_hashes_each_piece_once_and_draws_the_interpreters_mask_at_every_step():
+    activation._MIXED_INDEX.clear()
+    pieces = [spec([3, 4, 5]), spec([3, 2, 5], offset=[0, 1, 0], full=[3, 4, 5], step=[1, 2, 1])]
+    for step in (1, 2, 3, 7):
+        for piece in pieces:
+            got = activation.dropout_mask({"p": 0.3, "seed": 11, "step": step}, piece)
+            assert torch.equal(got, _interpreters_mask(0.3, 11, step, piece)), (step, piece)
+    assert len(activation._MIXED_INDEX) == len(pieces)  # one hash of the global index per piece, for all steps
 
 
 def _forward(op_type, attrs, inputs, outputs):
