@@ -1,6 +1,11 @@
-"""The runtime's per-step economies (compute.py, forms/) keep every value: dropout's cached half of the hash
-gives the interpreter's mask at every step, data movement hands out views of its input (no copy) that every
-reader takes, and the forward path leaves grad mode as it found it."""
+"""The runtime's per-step economies (compute.py, forms/, allocator.py) keep every value: dropout's cached half
+of the hash gives the interpreter's mask at every step, data movement hands out views of its input (no copy)
+that every reader takes, the forward path leaves grad mode as it found it, and the rank processes' allocator
+keeps a step's freed blocks."""
+
+import ctypes
+import subprocess
+import sys
 
 import numpy as np
 import torch
@@ -68,3 +73,32 @@ def test_forward_runs_without_a_graph_and_leaves_grad_mode_as_it_was():
         with torch.set_grad_enabled(enabled):
             (y,) = op(a, torch.full((3,), 2.0))
             assert not y.requires_grad and torch.is_grad_enabled() == enabled
+
+
+_ALLOCATION = """
+import ctypes, torch
+from loom.runtime.allocator import keep_freed_memory
+
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in
+                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Info
+assert keep_freed_memory()
+mapped = libc.mallinfo2().hblkhd
+x = torch.ones(4 << 20)  # 16 MiB: a fresh mapping under glibc's default thresholds
+in_heap = libc.mallinfo2().hblkhd == mapped
+del x
+free_in_heap = libc.mallinfo2().fordblks
+print(in_heap, free_in_heap >= 16 << 20)
+"""
+
+
+def test_rank_processes_keep_freed_blocks_in_the_heap():
+    """keep_freed_memory (the launcher's ranks call it): a 16 MiB tensor comes from the heap, not a mapping of
+    its own, and stays there once freed (not returned to the kernel, which would fault it in again)."""
+    if not hasattr(ctypes.CDLL(None), "mallinfo2"):
+        return  # not glibc 2.33 or newer: nothing to observe
+    done = subprocess.run([sys.executable, "-c", _ALLOCATION], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True", "True"], done.stdout + done.stderr
