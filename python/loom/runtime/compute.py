@@ -125,6 +125,7 @@ class SubOp:
             self._adam = (spec["type"], *adam_hyperparameters(spec["type"], spec["attrs"])) \
                 if spec["type"] in _ADAM else None  # the type and hyperparameters of its batch's key
             self._master = bool(spec["attrs"].get("master_weights", False))
+            self._fn_step = 1  # the step its form was built for
         if forward is None:
             self._path = self._optimizer if optimizer else \
                 self._forward_with_zeros if self._zero_inputs else self._forward
@@ -152,9 +153,8 @@ class SubOp:
             return
         self.step = step
         if self.forward is None and self.spec["type"] in OPTIMIZERS:
-            spec = self.spec
-            self.fn = forms.build_placed(spec["type"], {**spec["attrs"], "step": step}, spec["inputs"], spec["outputs"])
-        elif self.rule is not None:
+            return  # its form is rebuilt where it runs (_optimizer); a batched step never runs it (start_adam)
+        if self.rule is not None:
             self.rule = forms.build_backward(self.forward, self._build_form)
         else:
             self.fn = self._build_form()
@@ -213,6 +213,11 @@ class SubOp:
         the `writable` ones (donated)."""
         inputs = [x if i == 1 or i in writable else x.clone(memory_format=torch.contiguous_format)
                   for i, x in enumerate(self._with_zeros(args))]
+        if self._fn_step != self.step:
+            spec = self.spec
+            self.fn = forms.build_placed(spec["type"], {**spec["attrs"], "step": self.step}, spec["inputs"],
+                                         spec["outputs"])
+            self._fn_step = self.step
         with torch.no_grad():
             return forms.as_tuple(self.fn(*inputs))
 
