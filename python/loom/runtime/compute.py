@@ -93,7 +93,8 @@ class SubOp:
 
     def __init__(self, spec, device, closed_form=True):
         """closed_form=False: a backward part runs autograd over its forward form even where its family has a
-        closed-form rule (the reference python/tests/test_backward_forms.py checks the rules against)."""
+        closed-form rule or a gradient from the output (the reference python/tests/test_backward_forms.py
+        checks them against)."""
         self.spec = spec
         self.device = device
         self.name = spec["name"]
@@ -105,7 +106,8 @@ class SubOp:
         self.rule = None
         self.fn = None
         self._shared = _shared_key(source) if source["type"] in _SHARED else None
-        from_output = bool(forward) and source["type"] in forms.FROM_OUTPUT and not forward["saved_inputs"]
+        from_output = bool(forward) and source["type"] in forms.FROM_OUTPUT and not forward["saved_inputs"] \
+            and closed_form
         if forward and not from_output and closed_form:
             self.rule = forms.build_backward(forward, self._build_form)
         if forward and not forward["saved_inputs"] and forward["saved_outputs"] and not from_output \
@@ -117,7 +119,7 @@ class SubOp:
         shape_only = set(spec.get("shape_only", []))
         self._zero_inputs = [i for i, _ in enumerate(spec["inputs"]) if i in shape_only]
         optimizer = forward is None and spec["type"] in OPTIMIZERS
-        # Steps change its form (Adam's bias correction, dropout's mask): set_step rebuilds it.
+        # Its results depend on the step (Adam's bias correction, dropout's mask): set_step follows it.
         self.stepped = optimizer or source["type"] == "dropout"
         # An Adam(W) step the runtime may defer and batch (flush_adam).
         self.batchable = optimizer and spec["type"] in _ADAM and not self._zero_inputs
