@@ -10,8 +10,12 @@ model runs N AdamW steps under torch.nn.parallel.DistributedDataParallel on 4 gl
 time is the slowest rank's wall time of that step; the first step (process start, sub-op forms, DDP's bucket
 setup) is left out: the median of steps 2..N. The pair runs --repeats times, alternating which goes first;
 the table gives every repeat and the medians, then where Loom's step goes per instruction kind (summed over
-ranks' steps 2..N, median repeat; "backward autograd" there counts every backward sub-op the launcher does
-not know as closed form, those of runtime/backward_forms.py included).
+ranks' steps 2..N, median repeat; "backward closed form" counts the backward sub-ops of the forms' BACKWARD and
+FROM_OUTPUT tables, "backward autograd" those that run torch.autograd over their forward form).
+Both sides run the same GEMMs, ~60 % of a rank's CPU time; the rest is where they differ (docs/codegen.md,
+"Runtime CPU per step"). One difference is the process, not the program: Loom's rank processes keep the memory
+a step frees (loom/runtime/allocator.py), DDP's run with glibc's defaults, which their start-up happens to raise
+(100-1,800 page faults a step per rank where Loom's took 3,000-5,500 before).
 
 The prediction (predicted_step.py; its "model" row under the medians, with its ratio to Loom's measured
 median) comes from this machine, measured before the runs:

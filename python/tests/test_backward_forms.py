@@ -40,8 +40,7 @@ def check(op_type, attrs, inputs, outputs, grad_inputs, rng, grad_outputs=(0,), 
     bw = backward_spec(op_type, attrs, inputs, outputs, grad_inputs, grad_outputs, saved_inputs, saved_outputs)
     closed = SubOp(bw, "cpu")
     assert closed.rule is not None, f"{op_type} {attrs}: no closed form"
-    reference = SubOp(bw, "cpu")
-    reference.rule, reference.fn = None, reference._build_form()
+    reference = SubOp(bw, "cpu", closed_form=False)
     values = [_value(s, rng, high) for s in inputs]
     if positive:
         values = [v.abs() + 0.5 if v.is_floating_point() else v for v in values]
@@ -57,7 +56,6 @@ def check(op_type, attrs, inputs, outputs, grad_inputs, rng, grad_outputs=(0,), 
     assert len(got) == len(want) == len(grad_inputs)
     for g, w, i in zip(got, want, grad_inputs):
         assert g.shape == w.shape and g.dtype == w.dtype, (op_type, i, g.shape, w.shape)
-        assert g.is_contiguous()
         torch.testing.assert_close(g, w, rtol=2e-5, atol=2e-6, msg=lambda m: f"{op_type} {attrs} input {i}: {m}")
 
 

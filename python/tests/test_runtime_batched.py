@@ -55,7 +55,7 @@ def test_deferred_adam_steps_equal_the_per_parameter_steps_bit_for_bit():
         for (i, inputs), outputs in zip(calls, batched):
             op = SubOp(manifest["sub_ops"][str(i)], torch.device("cpu"))
             op.set_step(step + 1)
-            expected = op._forward(inputs)  # the unbatched path
+            expected = op(*inputs)  # the unbatched path
             assert len(outputs) == len(expected)
             for got, want in zip(outputs, expected):
                 assert torch.equal(got, want), f"case {case}, sub-op {i}"

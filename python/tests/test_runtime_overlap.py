@@ -68,6 +68,53 @@ def test_bucket_sums_what_separate_all_reduces_sum(tmp_path):
             assert torch.equal(got, separate) and torch.equal(got, expected)
 
 
+def _reused_bucket_worker(rank, world, port, out):
+    import torch.distributed as dist
+
+    from loom.runtime.comm import Communicator
+    from loom.runtime.runtime import Runtime
+
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "localhost", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60))
+    group = list(range(world))
+    comm = Communicator(rank, world, [group], torch.device("cpu"))
+    manifest = {"tensors": {"g": {"shape": [3, 5], "dtype": "f32", "role": "gradient"}}, "sub_ops": {}}
+    rt = Runtime(manifest, rank, comm=comm)
+    generator = torch.Generator().manual_seed(rank)
+    steps = []
+    for step in range(3):
+        # Two starts of one bucket in a step (as a program of several micro-batches may issue): two buffers.
+        xs = [torch.randint(-50, 50, s, generator=generator).float() for s in [(3, 5), (7,)]]
+        ys = [x * 2 + step for x in xs]
+        first, second = rt.all_reduce_start(xs, group, 3), rt.all_reduce_start(ys, group, 3)
+        sums, doubled = rt.wait(first), rt.wait(second)
+        rt.keep("g", sums[0], (((0, 3, 1), (0, 5, 1)), (0, 1)))  # a bucket's sum kept past the step
+        steps.append({"inputs": xs, "doubled_inputs": ys, "sums": [x.clone() for x in sums],
+                      "doubled": [y.clone() for y in doubled],
+                      "buffers": [first.sums[0].untyped_storage().data_ptr(),
+                                  second.sums[0].untyped_storage().data_ptr()]})
+        rt.finish()
+        steps[-1]["kept"] = rt.next_step()[0][2]
+    torch.save({"steps": steps, "kept_after": [s["kept"].clone() for s in steps]}, out / f"{rank}.pt")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def test_bucket_buffers_are_reused_across_steps_and_kept_sums_survive_them(tmp_path):
+    """A bucket's flat buffer is allocated once and filled again every step (DDP keeps its buckets too); two
+    starts of one bucket in a step fill two buffers; a kept sum is the runtime's own copy, so the next step's
+    bucket does not overwrite it."""
+    results = _run_ranks(_reused_bucket_worker, 2, tmp_path)
+    for r in results:
+        buffers = [s["buffers"] for s in r["steps"]]
+        assert buffers[0][0] != buffers[0][1] and buffers[1] == buffers[0] and buffers[2] == buffers[0]
+        for step, (s, kept) in enumerate(zip(r["steps"], r["kept_after"])):
+            for k in range(2):
+                assert torch.equal(s["sums"][k], sum(o["steps"][step]["inputs"][k] for o in results))
+                assert torch.equal(s["doubled"][k], sum(o["steps"][step]["doubled_inputs"][k] for o in results))
+            assert torch.equal(kept, s["sums"][0]), f"step {step + 1}'s kept sum changed after later steps"
+
+
 def test_data_parallel_program_reduces_gradients_in_overlapped_buckets(tmp_path, run_loom):
     directory = emit_shrunk(run_loom, tmp_path, "gpt3-125m", ["--policy", "dp", "--dp", "2", "--gpus", "2"])
     for rank in range(2):

@@ -7,7 +7,8 @@ Point to point as exec_plan.h defines it: a send is an isend (waited at the step
 returned in flight (Incoming), waited by its first reader (Runtime) or at the step's end.
 gloo in torch 2.13 has every collective used here; where a build lacks one (reduce_scatter and
 all_to_all on older gloo), the fallback builds it from all_reduce or all_gather and says so once.
-The same code runs NCCL with tensors on cuda.
+The same code runs NCCL with tensors on cuda. Inputs may be strided views (a transpose's output: compute.py);
+what goes on the wire is made dense here, at the communication boundary.
 """
 
 import warnings
@@ -33,6 +34,12 @@ class Communicator:
         self.pending = []  # sends in flight, waited at the step's end
         self.incoming = set()  # receives in flight that no reader waited for yet (finish waits them)
         self.fallbacks = set()
+        # Gradient buckets' flat buffers, kept across steps as DDP keeps its own: bucket key -> buffers, the
+        # k-th start of a key in a step filling the k-th. A buffer's sums are read until the step's end.
+        self._bucket_buffers = {}
+        self._bucket_starts = {}  # bucket key -> starts this step (finish resets)
+        self._buckets_in_flight = []  # issued buckets, waited at the step's end if no reader waited
+        self.bucket_storages = set()  # the flat buffers' data pointers (Runtime.keep copies what aliases one)
 
     def _group(self, ranks):
         try:
@@ -47,12 +54,31 @@ class Communicator:
 
     # --- asynchronous collectives (docs/codegen.md, "Gradient buckets", "Parameter prefetch") -------------
 
-    def all_reduce_start(self, xs, group):
+    def all_reduce_start(self, xs, group, bucket=None):
         """Sums each tensor of xs over group as one flat all-reduce (DDP's bucket: the tensors concatenated in
-        order, the sum of the members' flat buffers), issued asynchronously; wait() returns the sums."""
-        flat = torch.cat([x.reshape(-1) for x in xs]) if len(xs) > 1 else xs[0].reshape(-1).clone()
-        work = dist.all_reduce(flat, group=self._group(group), async_op=True)
-        return _Bucket(work, flat, [tuple(x.shape) for x in xs])
+        order, the sum of the members' flat buffers), issued asynchronously; wait() returns the sums, views
+        of the flat buffer. The buffer is the same every step (for the same bucket, group and tensors), so a
+        step neither allocates nor faults it in again; its sums are valid until the step's end (finish)."""
+        key = (bucket, tuple(group), tuple(x.shape for x in xs), tuple(x.dtype for x in xs), xs[0].device)
+        started = self._bucket_starts.get(key, 0)
+        self._bucket_starts[key] = started + 1
+        buffers = self._bucket_buffers.setdefault(key, [])
+        flats = [x.reshape(-1) for x in xs]
+        if started < len(buffers):
+            flat, sums = buffers[started]
+            torch.cat(flats, out=flat)
+        else:
+            flat = torch.cat(flats)  # the first step: the buffer (dtype promoted as cat promotes)
+            sums, start = [], 0
+            for x in xs:
+                sums.append(flat[start:start + x.numel()].view(x.shape))
+                start += x.numel()
+            sums = tuple(sums)
+            buffers.append((flat, sums))
+            self.bucket_storages.add(flat.untyped_storage().data_ptr())
+        handle = _Bucket(dist.all_reduce(flat, group=self._group(group), async_op=True), sums)
+        self._buckets_in_flight.append(handle)
+        return handle
 
     def all_gather_start(self, xs, group, tag, ins, outs):
         """Gathers each tensor of xs over group as one flat all-gather (DeepSpeed's prefetch: every member's
@@ -78,10 +104,11 @@ class Communicator:
     def _all_inputs(self, x, group, ins):
         """Every member's input tensor, in rank order (padded flat all_gather when shapes differ)."""
         pg = self._group(group)
+        x = x.contiguous()  # gloo sends and receives dense buffers (an input may be a view: compute.py)
         shapes = [geometry.local_shape(box) for box, _ in ins]
         if all(s == shapes[0] for s in shapes):
             out = [torch.empty_like(x) for _ in group]
-            dist.all_gather(out, x.contiguous(), group=pg)
+            dist.all_gather(out, x, group=pg)
             return out
         width = max(max(1, int(torch.Size(s).numel())) for s in shapes)
         flat = torch.zeros(width, dtype=x.dtype, device=x.device)
@@ -97,7 +124,7 @@ class Communicator:
         me = group.index(self.rank)
         boxes = {tuple(map(tuple, box)) for box, _ in ins}
         if len(boxes) == 1:
-            total = x.clone()
+            total = x.clone(memory_format=torch.contiguous_format)  # x may be a view (compute.py)
             dist.all_reduce(total, group=self._group(group))
             return geometry.restrict(total, ins[me][0], outs[me][0])
         inputs = self._all_inputs(x, group, ins)
@@ -174,6 +201,10 @@ class Communicator:
         for work, _ in self.pending:
             work.wait()
         self.pending.clear()
+        for handle in self._buckets_in_flight:  # a bucket no reader waited for: its buffer is reused next step
+            handle.work.wait()
+        self._buckets_in_flight.clear()
+        self._bucket_starts.clear()
         for incoming in list(self.incoming):  # received, but read by no instruction
             self.arrived(incoming)
 
@@ -189,20 +220,15 @@ class Incoming:
 
 
 class _Bucket:
-    """An issued bucket: the collective's work, the flat buffer it sums in place, the tensors' shapes."""
+    """An issued bucket: the collective's work and the sums, views of the flat buffer it sums in place."""
 
-    __slots__ = ("work", "flat", "shapes")
+    __slots__ = ("work", "sums")
 
-    def __init__(self, work, flat, shapes):
-        self.work, self.flat, self.shapes = work, flat, shapes
+    def __init__(self, work, sums):
+        self.work, self.sums = work, sums
 
     def result(self):
-        out, start = [], 0
-        for shape in self.shapes:
-            n = torch.Size(shape).numel()
-            out.append(self.flat[start:start + n].view(shape))
-            start += n
-        return tuple(out)
+        return self.sums
 
 
 class _Gathered:

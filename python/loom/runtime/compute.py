@@ -3,7 +3,14 @@ through its family's closed-form rule or gradient from the output where it has o
 over the forward part's form (the engine's backward op reads the saved forward tensors and the output
 gradients, and writes the input gradients its mirror layout names), an optimizer step on copies of its
 inputs (the ExecPlan writes each buffer once); Adam(W) steps also as one batch per program (flush_adam,
-deferred by the Runtime)."""
+deferred by the Runtime).
+
+The hot path: a step runs every sub-op of the program once (hundreds of calls), so each SubOp decides at
+construction which path it takes (`run`: the plain forward, the forward with zero inputs, an optimizer step,
+the closed-form backward, the gradient from the output, autograd) and the call does only that path's work.
+Results are what the form returns, views included (a transpose, a split): no reader needs a contiguous
+buffer but the collectives (comm.py copies at that boundary) and in-place optimizer steps (inputs copied
+unless donated, and donated only when contiguous: runtime.py)."""
 
 import json
 
@@ -14,6 +21,8 @@ from .forms.optimizer import adam_hyperparameters, adam_step
 from .initial import DTYPES
 
 OPTIMIZERS = {"sgd", "adam", "adamw"}
+_NONE_WRITABLE = frozenset()
+_grad_enabled, _set_grad_enabled = torch.is_grad_enabled, torch._C._set_grad_enabled
 
 
 class SubOpError(RuntimeError):
@@ -31,14 +40,18 @@ _SHARED_FORMS = {}
 _SHARED_LIMIT = 256
 
 
-def _shared_form(op_type, attrs, inputs, outputs):
-    key = (op_type, json.dumps(attrs, sort_keys=True), json.dumps(inputs, sort_keys=True),
-           json.dumps(outputs, sort_keys=True))
-    form = _SHARED_FORMS.get(key)
+def _shared_key(source):
+    """What a shared form depends on but the step: the forward part's type, attributes and pieces."""
+    return (source["type"], json.dumps(source["attrs"], sort_keys=True), json.dumps(source["inputs"], sort_keys=True),
+            json.dumps(source["outputs"], sort_keys=True))
+
+
+def _shared_form(key, step, op_type, attrs, inputs, outputs):
+    form = _SHARED_FORMS.get((key, step))
     if form is None:
         if len(_SHARED_FORMS) >= _SHARED_LIMIT:  # earlier steps' masks
             _SHARED_FORMS.clear()
-        form = _SHARED_FORMS[key] = forms.build_placed(op_type, attrs, inputs, outputs)
+        form = _SHARED_FORMS[(key, step)] = forms.build_placed(op_type, attrs, inputs, outputs)
     return form
 
 
@@ -49,11 +62,6 @@ def _shared_form(op_type, attrs, inputs, outputs):
 # hyperparameters, step, dtype and device before any other instruction (`flush_adam`): the kernel is
 # element-wise per tensor, so every value is the one the per-parameter call gives.
 _ADAM = {"adam", "adamw"}
-
-
-def _adam_key(spec, step):
-    """The hyperparameters, the step and the type of an Adam(W) sub-op: a group's key."""
-    return (spec["type"], *adam_hyperparameters(spec["type"], spec["attrs"]), int(step))
 
 
 def flush_adam(pending):
@@ -81,9 +89,12 @@ def flush_adam(pending):
 
 
 class SubOp:
-    """One sub-op's spec from the manifest, its form built once."""
+    """One sub-op's spec from the manifest, its form built once and its path chosen once (`run`)."""
 
-    def __init__(self, spec, device):
+    def __init__(self, spec, device, closed_form=True):
+        """closed_form=False: a backward part runs autograd over its forward form even where its family has a
+        closed-form rule or a gradient from the output (the reference python/tests/test_backward_forms.py
+        checks them against)."""
         self.spec = spec
         self.device = device
         self.name = spec["name"]
@@ -91,26 +102,48 @@ class SubOp:
         self.forward = forward
         self.step = 1
         source = forward or spec
+        self.type = source["type"]
         self.rule = None
         self.fn = None
-        from_output = bool(forward) and source["type"] in forms.FROM_OUTPUT and not forward["saved_inputs"]
-        if forward and not from_output:
+        self._shared = _shared_key(source) if source["type"] in _SHARED else None
+        from_output = bool(forward) and source["type"] in forms.FROM_OUTPUT and not forward["saved_inputs"] \
+            and closed_form
+        if forward and not from_output and closed_form:
             self.rule = forms.build_backward(forward, self._build_form)
         if forward and not forward["saved_inputs"] and forward["saved_outputs"] and not from_output \
-                and self.rule is None:
+                and self.rule is None and closed_form:
             raise SubOpError(f"sub-op '{self.name}': the backward of '{source['type']}' saves only its outputs, and "
                              f"the runtime has no gradient from outputs for it")
         if self.rule is None and not from_output:
             self.fn = self._build_form()
         shape_only = set(spec.get("shape_only", []))
         self._zero_inputs = [i for i, _ in enumerate(spec["inputs"]) if i in shape_only]
+        optimizer = forward is None and spec["type"] in OPTIMIZERS
+        # Its results depend on the step (Adam's bias correction, dropout's mask): set_step follows it.
+        self.stepped = optimizer or source["type"] == "dropout"
+        # An Adam(W) step the runtime may defer and batch (flush_adam).
+        self.batchable = optimizer and spec["type"] in _ADAM and not self._zero_inputs
+        if optimizer:
+            self._adam = (spec["type"], *adam_hyperparameters(spec["type"], spec["attrs"])) \
+                if spec["type"] in _ADAM else None  # the type and hyperparameters of its batch's key
+            self._master = bool(spec["attrs"].get("master_weights", False))
+            self._fn_step = 1  # the step its form was built for
+        if forward is None:
+            self._path = self._optimizer if optimizer else \
+                self._forward_with_zeros if self._zero_inputs else self._forward
+        else:
+            self._grad_dtypes = [DTYPES[forward["outputs"][k]["dtype"]] for k in forward["grad_outputs"]]
+            self._input_dtypes = [DTYPES[forward["inputs"][i]["dtype"]] for i in forward["grad_inputs"]]
+            self._path = self._closed_form if self.rule is not None else \
+                self._from_output if self.fn is None else self._autograd
 
     def _build_form(self):
         source = self.forward or self.spec
         attrs = {**source["attrs"], "step": self.step} if source["type"] == "dropout" else source["attrs"]
         try:
-            if source["type"] in _SHARED:
-                return _shared_form(source["type"], attrs, source["inputs"], source["outputs"])
+            if self._shared is not None:
+                return _shared_form(self._shared, self.step, source["type"], attrs, source["inputs"],
+                                    source["outputs"])
             return forms.build_placed(source["type"], attrs, source["inputs"], source["outputs"])
         except forms.Unsupported as e:
             raise SubOpError(f"sub-op '{self.name}' ({source['type']}): {e}") from None
@@ -118,80 +151,119 @@ class SubOp:
     def set_step(self, step):
         """The training step's number (1 for the first): Adam's bias correction and dropout's mask (forward
         and backward alike) depend on it."""
-        if step == self.step:
+        if step == self.step or not self.stepped:
             return
+        self.step = step
         if self.forward is None and self.spec["type"] in OPTIMIZERS:
-            self.step = step
-            spec = self.spec
-            self.fn = forms.build_placed(spec["type"], {**spec["attrs"], "step": step}, spec["inputs"], spec["outputs"])
-        elif (self.forward or self.spec)["type"] == "dropout":
-            self.step = step
-            if self.rule is not None:
-                self.rule = forms.build_backward(self.forward, self._build_form)
-            else:
-                self.fn = self._build_form()
-
-    @property
-    def batchable(self):
-        """An Adam(W) step the runtime may defer and batch (flush_adam)."""
-        return self.forward is None and self.spec["type"] in _ADAM and not self._zero_inputs
+            return  # its form is rebuilt where it runs (_optimizer); a batched step never runs it (start_adam)
+        if self.rule is not None:
+            self.rule = forms.build_backward(self.forward, self._build_form)
+        else:
+            self.fn = self._build_form()
 
     def start_adam(self, args, writable=frozenset()):
         """A deferred Adam(W) step: its outputs (the parameter and states as the step writes them, filled by
         flush_adam: copies, but the `writable` inputs themselves) and its entry of the batch."""
-        if None in args:
+        if any(x is None for x in args):
             raise SubOpError(f"sub-op '{self.name}': an input of the optimizer step is missing (None)")
         param, grad, *rest = [x if i == 1 or i in writable else x.clone(memory_format=torch.contiguous_format)
-                               for i, x in enumerate(args)]
-        master = bool(self.spec["attrs"].get("master_weights", False))
-        weights = rest[0] if master else param
+                              for i, x in enumerate(args)]
+        weights = rest[0] if self._master else param
         g = grad.to(weights.dtype) if grad.dtype != weights.dtype else grad
-        key = (*_adam_key(self.spec, self.step), weights.dtype, weights.device)
-        return (param, *rest), (self.name, key, (weights, g, rest[-2], rest[-1], param if master else None))
+        key = (*self._adam, self.step, weights.dtype, weights.device)  # a group's key (flush_adam)
+        return (param, *rest), (self.name, key, (weights, g, rest[-2], rest[-1], param if self._master else None))
 
     def __call__(self, *args, writable=frozenset()):
+        return self.run(args, writable)
+
+    def run(self, args, writable=_NONE_WRITABLE):
+        """The sub-op over `args` (a tuple of tensors) along the path chosen at construction; errors name it."""
         try:
-            return self._backward(args) if self.forward else self._forward(args, writable)
+            return self._path(args, writable)
         except SubOpError:
             raise
         except (RuntimeError, ValueError, TypeError, IndexError) as e:
-            raise SubOpError(f"sub-op '{self.name}' ({(self.forward or self.spec)['type']}): {e}") from e
+            raise SubOpError(f"sub-op '{self.name}' ({self.type}): {e}") from e
 
-    def _forward(self, args, writable=frozenset()):
-        spec = self.spec
+    # --- forward paths ------------------------------------------------------------------------------
+
+    def _forward(self, args, writable=_NONE_WRITABLE):
+        """Every input given, nothing written: the form under no_grad (no graph, and the attention form keeps
+        its log-sum-exp for the backward only then)."""
+        if _grad_enabled():
+            _set_grad_enabled(False)
+            try:
+                outputs = self.fn(*args)
+            finally:
+                _set_grad_enabled(True)
+        else:
+            outputs = self.fn(*args)
+        return outputs if type(outputs) is tuple else forms.as_tuple(outputs)
+
+    def _with_zeros(self, args):
+        """The arguments with zeros of their spec for the shape-only inputs (the engine passes None)."""
         inputs = list(args)
         for i in self._zero_inputs:
             inputs[i] = None
-        if None in inputs:
-            inputs = [_zeros(s, self.device) if a is None else a for a, s in zip(inputs, spec["inputs"])]
-        if spec["type"] in OPTIMIZERS:  # updated in place: copies, but of the gradient (input 1), which no step
-            inputs = [x if i == 1 or i in writable else x.clone() for i, x in enumerate(inputs)]  # writes
-        with torch.no_grad():
-            outputs = forms.as_tuple(self.fn(*inputs))
-        return tuple(o.contiguous() for o in outputs)
+        return [_zeros(s, self.device) if a is None else a for a, s in zip(inputs, self.spec["inputs"])]
 
-    def _backward(self, args):
+    def _forward_with_zeros(self, args, writable):
+        return self._forward(self._with_zeros(args), writable)
+
+    def _optimizer(self, args, writable):
+        """Updated in place: copies of the inputs, but of the gradient (input 1, which no step writes) and of
+        the `writable` ones (donated)."""
+        inputs = [x if i == 1 or i in writable else x.clone(memory_format=torch.contiguous_format)
+                  for i, x in enumerate(self._with_zeros(args))]
+        if self._fn_step != self.step:
+            spec = self.spec
+            self.fn = forms.build_placed(spec["type"], {**spec["attrs"], "step": self.step}, spec["inputs"],
+                                         spec["outputs"])
+            self._fn_step = self.step
+        with torch.no_grad():
+            return forms.as_tuple(self.fn(*inputs))
+
+    # --- backward paths -----------------------------------------------------------------------------
+
+    def _split_args(self, args):
+        """(saved inputs or None, saved outputs or None, output gradients) of a backward part's arguments."""
         fw = self.forward
-        n_in, n_out = len(fw["inputs"]), len(fw["outputs"])
         pos = 0
+        inputs = outputs = None
         if fw["saved_inputs"]:
-            inputs, pos = list(args[:n_in]), n_in
-        elif self.rule is not None:
-            inputs = None
-        else:
-            inputs = [_zeros(s, self.device) for s in fw["inputs"]]
-        outputs = None
+            pos = len(fw["inputs"])
+            inputs = list(args[:pos])
         if fw["saved_outputs"]:
+            n_out = len(fw["outputs"])
             outputs, pos = list(args[pos:pos + n_out]), pos + n_out
-        grads = list(args[pos:])
-        if len(grads) != len(fw["grad_outputs"]):
+        grads = args[pos:]
+        if len(grads) != len(self._grad_dtypes):
             raise SubOpError(f"sub-op '{self.name}': {len(grads)} output gradients for grad_outputs {fw['grad_outputs']}")
-        if self.rule is not None:
-            return self._closed_form(inputs if fw["saved_inputs"] else None, outputs, grads)
-        if self.fn is None:
-            rule = forms.FROM_OUTPUT[fw["type"]]
-            y, g = outputs[fw["grad_outputs"][0]], grads[0]
-            return (rule(fw["attrs"], y, g if g.dtype == y.dtype else g.to(y.dtype)).contiguous(),)
+        return inputs, outputs, grads
+
+    def _closed_form(self, args, writable):
+        """The backward part through its closed-form rule: gradients in the forward inputs' dtypes, zeros
+        for an input the rule leaves untouched (no path from the output gradients)."""
+        inputs, outputs, grads = self._split_args(args)
+        grads = [g if g is None or g.dtype == want else g.to(want) for g, want in zip(grads, self._grad_dtypes)]
+        result = self.rule(inputs, outputs, grads)
+        fw = self.forward
+        return tuple(_zeros(fw["inputs"][i], self.device) if r is None else r if r.dtype == want else r.to(want)
+                     for r, i, want in zip(result, fw["grad_inputs"], self._input_dtypes))
+
+    def _from_output(self, args, writable):
+        """A forward that saved only its output: the family's gradient from the output."""
+        fw = self.forward
+        _, outputs, grads = self._split_args(args)
+        y, g = outputs[fw["grad_outputs"][0]], grads[0]
+        return (forms.FROM_OUTPUT[fw["type"]](fw["attrs"], y, g if g.dtype == y.dtype else g.to(y.dtype)),)
+
+    def _autograd(self, args, writable):
+        """torch.autograd over the forward part's form (over zeros for inputs it did not save)."""
+        fw = self.forward
+        inputs, outputs, grads = self._split_args(args)
+        if inputs is None:
+            inputs = [_zeros(s, self.device) for s in fw["inputs"]]
         leaves = []
         for i in fw["grad_inputs"]:
             if not inputs[i].is_floating_point():
@@ -206,18 +278,4 @@ class SubOp:
             return tuple(torch.zeros_like(x) for x in leaves)
         result = torch.autograd.grad([o for o, _ in pairs], leaves, [g.to(o.dtype) for o, g in pairs],
                                      allow_unused=True)
-        return tuple((torch.zeros_like(x) if r is None else r).detach().contiguous() for r, x in zip(result, leaves))
-
-    def _closed_form(self, inputs, outputs, grads):
-        """The backward part through its closed-form rule: gradients in the forward inputs' dtypes, zeros
-        for an input the rule leaves untouched (no path from the output gradients)."""
-        fw = self.forward
-        grads = [g if g is None else g.to(DTYPES[fw["outputs"][k]["dtype"]])
-                 for g, k in zip(grads, fw["grad_outputs"])]
-        result = self.rule(inputs, outputs, grads)
-        out = []
-        for r, i in zip(result, fw["grad_inputs"]):
-            want = DTYPES[fw["inputs"][i]["dtype"]]
-            out.append(_zeros(fw["inputs"][i], self.device) if r is None else
-                       (r if r.dtype == want else r.to(want)).contiguous())
-        return tuple(out)
+        return tuple((torch.zeros_like(x) if r is None else r).detach() for r, x in zip(result, leaves))

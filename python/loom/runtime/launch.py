@@ -23,6 +23,7 @@ import torch
 
 from . import checkpoint, forms
 from . import results as results_mod
+from .allocator import keep_freed_memory
 from .compute import OPTIMIZERS
 from .runtime import Runtime, on_cpu
 
@@ -134,6 +135,7 @@ def _worker(rank, directory, port, seed, device, timeout, out_dir, steps, timed=
     os.environ["MASTER_ADDR"] = "localhost"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
+    keep_freed_memory()  # a step's freed tensors stay for the next step (allocator.py)
     try:
         manifest = load_manifest(directory)
         world = manifest["world_size"]

@@ -116,10 +116,12 @@ class Runtime:
         """Runs sub-op `sub_op` on `inputs`. `donate`: positions of an optimizer step's inputs that no later
         instruction reads (codegen's liveness); those that are the previous step's results (not the caller's
         values: the module's weights on the first step) are updated in place, the others copied first."""
-        op = self._sub_ops.get(sub_op)
-        if op is None:
+        try:
+            op = self._sub_ops[sub_op]
+        except KeyError:
             op = self._sub_ops[sub_op] = SubOp(self.manifest["sub_ops"][str(sub_op)], self.device)
-        op.set_step(self.step_index + 1)
+        if op.stepped:  # Adam's bias correction, dropout's mask
+            op.set_step(self.step_index + 1)
         if self._receiving:  # a program without recvs pays nothing on this hot path
             inputs = tuple(map(self._arrived, inputs))
         writable = frozenset(i for i in donate if id(inputs[i]) in self._own and inputs[i].is_contiguous()) \
@@ -128,8 +130,9 @@ class Runtime:
             outputs, entry = op.start_adam(inputs, writable)
             self._adam.append(entry)
             return outputs
-        self._flush()
-        return op(*inputs, writable=writable)
+        if self._adam:
+            self._flush()
+        return op.run(inputs, writable)
 
     def _flush(self):
         """Runs the deferred optimizer steps (one multi-tensor call per group: compute.flush_adam)."""
@@ -141,7 +144,11 @@ class Runtime:
         """A result of the step, kept where it is (on the device: the next step loads it from there; results
         and checkpoints move what they take to the CPU, on_cpu)."""
         self._flush()
-        self.kept.append((name, piece, self._arrived(value).detach()))
+        value = self._arrived(value).detach()
+        if self.comm is not None and self.comm.bucket_storages and \
+                value.untyped_storage().data_ptr() in self.comm.bucket_storages:
+            value = value.clone()  # a bucket's sum: its buffer is next step's bucket (comm.all_reduce_start)
+        self.kept.append((name, piece, value))
 
     # --- local data movement ------------------------------------------------------------------------
 
@@ -188,7 +195,7 @@ class Runtime:
 
     def all_reduce_start(self, xs, group, bucket=0):
         """A gradient bucket (docs/codegen.md): the sums of xs over group, issued now, read by wait()."""
-        return self._comm("gradient bucket").all_reduce_start([self._arrived(x) for x in xs], list(group))
+        return self._comm("gradient bucket").all_reduce_start([self._arrived(x) for x in xs], list(group), bucket)
 
     def all_gather_start(self, xs, group, tag, ins, outs):
         """Prefetched parameters (docs/codegen.md): each of xs gathered over group, issued now, read by wait()."""

@@ -77,18 +77,35 @@ def _global_flat_index_tensor(spec):
     return flat
 
 
+# mix(global index) of a piece's elements: the half of the mask's hash no step changes, kept per piece (its
+# whole shape, offset and step) so that a step hashes once. Bounded: the pieces a program's dropouts place.
+_MIXED_INDEX = {}
+_MIXED_INDEX_LIMIT = 256
+
+
+def _mixed_global_index(spec):
+    start, step = offset(spec), spec.get("step") or [1] * len(spec["shape"])
+    key = (tuple(spec["shape"]), tuple(start), tuple(step), tuple(spec["full"]))
+    mixed = _MIXED_INDEX.get(key)
+    if mixed is None:
+        if len(_MIXED_INDEX) >= _MIXED_INDEX_LIMIT:
+            _MIXED_INDEX.clear()
+        mixed = _MIXED_INDEX[key] = _mix_tensor(_global_flat_index_tensor(spec))
+    return mixed
+
+
 def dropout_mask(attrs, spec):
     """Which elements of the output piece `spec` dropout zeroes: element i where the top 53 bits of
     mix(key ^ mix(global index of i)), as a fraction of 2^53 (the generator's uniform), fall below p; compared
     as integers (bits < p 2^53 exactly when bits < ceil(p 2^53)). Step 1 keys the mask by the seed attribute
     (as `loom verify`'s interpreter); step k > 1 mixes k in, so every step draws a new mask, the same on every
-    plan (the step count is the runtime's: compute.py)."""
+    plan (the step count is the runtime's: compute.py). mix(global index) is the same every step: hashed once
+    per piece (_mixed_global_index)."""
     p = float(attrs.get("p", 0.1))
     seed = int(attrs.get("seed", 0))
     step = int(attrs.get("step", 1))
     key = mix_int(seed) if step <= 1 else mix_int(mix_int(seed) ^ mix_int(step))
-    z = _global_flat_index_tensor(spec)
-    z = _mix_tensor(_mix_tensor(z) ^ _as_signed(key))
+    z = _mix_tensor(_mixed_global_index(spec) ^ _as_signed(key))
     return _shift_right(z, 11) < math.ceil(p * 2.0 ** 53)
 
 

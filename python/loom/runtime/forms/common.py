@@ -24,12 +24,6 @@ def dim_list(attrs, name):
     return None if value is None else list(value)
 
 
-def contiguous(*xs):
-    """Data movement forms return contiguous tensors: the engine's cost model charges them for the bytes they
-    read and write, which is what a materialized result costs."""
-    return tuple(x.contiguous() for x in xs)
-
-
 def offset(spec):
     """Where a piece starts in its whole tensor (a piece spec's "offset"; zeros when it has none)."""
     return list(spec.get("offset", [0] * len(spec["shape"])))

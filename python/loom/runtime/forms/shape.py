@@ -1,15 +1,17 @@
 """shape (src/ops/shape.cc): reshape and its kin, transpose, permute, expand, split, concat, slice; their
-backward, pure index ops that need no saved tensor. Data movement returns contiguous tensors (common.py)."""
+backward, pure index ops that need no saved tensor. Data movement returns views where torch has one (as torch
+modules do: a transpose or a split costs nothing, its reader reads the strides; reshape copies only what cannot
+be viewed), so a program copies no more than the torch module it was traced from (compute.py)."""
 
 import torch
 
-from .common import contiguous, in_grad_order, sum_to
+from .common import in_grad_order, sum_to
 
 
 def _reshape(attrs, inputs, outputs):
     # The local output shape is what matters: attributes name the whole tensor's shape.
     shape = outputs[0][0]
-    return lambda x: contiguous(x.reshape(shape))
+    return lambda x: (x.reshape(shape),)
 
 
 def _identity(attrs, inputs, outputs):
@@ -17,30 +19,30 @@ def _identity(attrs, inputs, outputs):
 
 
 def _copy(attrs, inputs, outputs):
-    # The input is contiguous already; a dense copy is what the op costs.
-    return lambda x: (x.clone(),)
+    # torch's .contiguous(): a copy only where the input is a strided view.
+    return lambda x: (x.contiguous(),)
 
 
 def _transpose(attrs, inputs, outputs):
     a, b = int(attrs["dim0"]), int(attrs["dim1"])
-    return lambda x: contiguous(x.transpose(a, b))
+    return lambda x: (x.transpose(a, b),)
 
 
 def _permute(attrs, inputs, outputs):
     dims = list(attrs["dims"])
-    return lambda x: contiguous(x.permute(dims))
+    return lambda x: (x.permute(dims),)
 
 
 def _expand(attrs, inputs, outputs):
     shape = outputs[0][0]
-    return lambda x: contiguous(x.expand(shape))
+    return lambda x: (x.expand(shape),)
 
 
 def _split(attrs, inputs, outputs):
     rank = len(inputs[0][0])
     dim = int(attrs.get("dim", 0)) % rank
     sizes = [shape[dim] for shape, _ in outputs]
-    return lambda x: contiguous(*torch.split(x, sizes, dim))
+    return lambda x: tuple(torch.split(x, sizes, dim))
 
 
 def _concat(attrs, inputs, outputs):
@@ -73,14 +75,14 @@ def _slice_index(attrs, x, y):
 
 def _slice(attrs, inputs, outputs):
     index = _slice_index(attrs, {"shape": inputs[0][0]}, {"shape": outputs[0][0]})  # whole tensors
-    return lambda x: contiguous(x[index])
+    return lambda x: (x[index],)
 
 
 def _placed_slice(attrs, inputs, outputs):
     index = _slice_index(attrs, inputs[0], outputs[0])
     if index is None:
         return None  # not a strided range of the input piece: the plain form's error
-    return lambda t: (t[index].contiguous(),)
+    return lambda t: (t[index],)
 
 
 # --- backward (no saved tensor) -----------------------------------------------------------------------
@@ -88,12 +90,12 @@ def _placed_slice(attrs, inputs, outputs):
 
 def _reshape_backward(ctx):
     shape = ctx.in_shape(0)
-    return lambda inputs, outputs, grads: (grads[0].reshape(shape).contiguous(),)
+    return lambda inputs, outputs, grads: (grads[0].reshape(shape),)
 
 
 def _transpose_backward(ctx):
     a, b = int(ctx.attrs["dim0"]), int(ctx.attrs["dim1"])
-    return lambda inputs, outputs, grads: (grads[0].transpose(a, b).contiguous(),)
+    return lambda inputs, outputs, grads: (grads[0].transpose(a, b),)
 
 
 def _permute_backward(ctx):
@@ -101,12 +103,12 @@ def _permute_backward(ctx):
     inverse = [0] * len(dims)
     for position, d in enumerate(dims):
         inverse[d] = position
-    return lambda inputs, outputs, grads: (grads[0].permute(inverse).contiguous(),)
+    return lambda inputs, outputs, grads: (grads[0].permute(inverse),)
 
 
 def _expand_backward(ctx):
     shape = ctx.in_shape(0)
-    return lambda inputs, outputs, grads: (sum_to(grads[0], shape).contiguous(),)
+    return lambda inputs, outputs, grads: (sum_to(grads[0], shape),)
 
 
 def _split_backward(ctx):
@@ -130,7 +132,7 @@ def _concat_backward(ctx):
 
     def run(inputs, outputs, grads):
         pieces = torch.split(grads[0], sizes, dim)
-        return in_grad_order(ctx, {i: p.contiguous() for i, p in enumerate(pieces)})
+        return in_grad_order(ctx, dict(enumerate(pieces)))
 
     return run
 

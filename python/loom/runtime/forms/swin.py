@@ -7,13 +7,13 @@ import torch
 def _window_partition(attrs, inputs, outputs):
     ws = int(attrs["window_size"])
     (b, h, w, c), _ = inputs[0]
-    return lambda x: (x.view(b, h // ws, ws, w // ws, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(-1, ws * ws, c),)
+    return lambda x: (x.reshape(b, h // ws, ws, w // ws, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(-1, ws * ws, c),)
 
 
 def _window_reverse(attrs, inputs, outputs):
     ws = int(attrs["window_size"])
     (b, h, w, c), _ = outputs[0]  # the local map; the attributes give the whole one
-    return lambda x: (x.view(b, h // ws, w // ws, ws, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(b, h, w, c),)
+    return lambda x: (x.reshape(b, h // ws, w // ws, ws, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(b, h, w, c),)
 
 
 def _cyclic_shift(attrs, inputs, outputs):
