@@ -121,6 +121,44 @@ inline void expect_exec_trains_as_one_device(const ir::Graph& graph, std::string
   EXPECT_LT(closed->error.max_rel, 1e-9) << closed->error.worst;
 }
 
+// The most activation bytes any device holds at once (buffers live from their write to their free).
+inline std::int64_t peak_activation_bytes(const exec::ExecPlan& exec) {
+  const ir::Graph& graph = *exec.plan->graph;
+  const auto activation = [&](exec::BufferId b) {
+    const exec::Buffer& buffer = exec.buffer(b);
+    return graph.tensor(buffer.piece.tensor).role == ir::TensorRole::activation ? buffer.bytes : 0;
+  };
+  std::int64_t peak = 0;
+  for (const auto& program : exec.programs) {
+    std::int64_t live = 0;
+    for (const exec::Instruction& instruction : program) {
+      if (const auto* c = std::get_if<exec::Compute>(&instruction))
+        for (exec::BufferId b : c->outputs) live += activation(b);
+      else if (const auto* col = std::get_if<exec::Collective>(&instruction)) live += activation(col->output);
+      else if (const auto* r = std::get_if<exec::Recv>(&instruction)) live += activation(r->buffer);
+      else if (const auto* l = std::get_if<exec::Local>(&instruction)) live += activation(l->output);
+      else if (const auto* f = std::get_if<exec::Free>(&instruction)) live -= activation(f->buffer);
+      peak = std::max(peak, live);
+    }
+  }
+  return peak;
+}
+
+// The error `policy` gives on the shrunk preset (a test failure when it succeeds).
+inline Error apply_error(std::string_view preset, std::string_view policy, const ParallelConfig& config) {
+  auto made = plan::make_plan(shrunk(preset).graph, ops::builtin_ops());
+  EXPECT_TRUE(made);
+  auto applied = apply_policy(*made, policy, config);
+  EXPECT_FALSE(applied) << policy << " on " << preset << " should fail";
+  return applied ? Error{} : applied.error();
+}
+
+// Every word occurs in the error's text.
+inline void expect_mentions(const Error& e, std::initializer_list<std::string_view> words) {
+  const std::string text = e.to_string();
+  for (std::string_view w : words) EXPECT_NE(text.find(w), std::string::npos) << "'" << w << "' not in: " << text;
+}
+
 inline const ir::Op* op_named(const plan::Plan& p, std::string_view name) {
   for (const ir::Op& op : p.graph->ops)
     if (op.name == name) return &op;
