@@ -95,18 +95,23 @@ Expected<void> check_divisible(const plan::Plan& plan, ir::OpId id, const std::s
   return {};
 }
 
-// The dimension each parameter of a cosharded op is sliced along: where the op's identifier sits in it.
-void record_parameter_dims(const plan::Plan& plan, ir::OpId id, const std::string& x, std::vector<int>& dims) {
+// The dimension each parameter a cosharded op reads, and each activation it writes, is split along:
+// where the op's identifier sits in it.
+void record_tensor_dims(const plan::Plan& plan, ir::OpId id, const std::string& x, std::vector<int>& dims) {
   const ir::Graph& graph = *plan.graph;
   const ir::Op& op = graph.op(id);
-  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-    const ir::FullTensor& t = graph.tensor(op.inputs[i]);
-    if (t.role != ir::TensorRole::parameter) continue;
-    for (std::size_t d = 0; d < t.shape.rank(); ++d)
-      if (plan::dim_identifier(plan, plan.parts[id.index()].front(), false, i, d) == x) {
-        dims[op.inputs[i].index()] = static_cast<int>(d);
-        break;
-      }
+  const plan::SubOpId any = plan.parts[id.index()].front();
+  for (const bool output : {false, true}) {
+    const auto& tensors = output ? op.outputs : op.inputs;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const ir::FullTensor& t = graph.tensor(tensors[i]);
+      if (!output && t.role != ir::TensorRole::parameter) continue;
+      for (std::size_t d = 0; d < t.shape.rank(); ++d)
+        if (plan::dim_identifier(plan, any, output, i, d) == x) {
+          dims[tensors[i].index()] = static_cast<int>(d);
+          break;
+        }
+    }
   }
 }
 
@@ -173,9 +178,9 @@ CoshardConfig applied_coshard(const plan::Plan& plan, std::string_view policy, c
 Expected<CoshardPlan> coshard_plan(const plan::Plan& plan, const CoshardConfig& config, int tp,
                                    const ir::OpCatalog& catalog) {
   const ir::Graph& graph = *plan.graph;
-  CoshardPlan result{.parts = std::max(config.parts, 1), .regions = {}, .identifiers = {}, .parameter_dims = {}};
+  CoshardPlan result{.parts = std::max(config.parts, 1), .regions = {}, .identifiers = {}, .tensor_dims = {}};
   result.identifiers.resize(graph.ops.size());
-  result.parameter_dims.assign(graph.tensors.size(), -1);
+  result.tensor_dims.assign(graph.tensors.size(), -1);
   if (config.parts < 0) return fail(fmt::format("coshard {}: the parts per device must be at least 1", config.parts));
   if (result.parts == 1) return result;
   const std::vector<int> layer = layer_ordinals(graph);
@@ -200,7 +205,7 @@ Expected<CoshardPlan> coshard_plan(const plan::Plan& plan, const CoshardConfig& 
       const std::string& x = layout.splits[id.index()]->identifier;
       LOOM_RETURN_IF_ERROR(check_divisible(plan, id, x, tp, result.parts));
       result.identifiers[id.index()] = x;
-      record_parameter_dims(plan, id, x, result.parameter_dims);
+      record_tensor_dims(plan, id, x, result.tensor_dims);
     }
     result.regions.push_back(std::move(region));
   }

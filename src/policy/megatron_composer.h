@@ -92,11 +92,11 @@ class Composer {
   // Each region's chains run one after another (forward in order, backward in reverse), recomputed.
   Expected<void> order_coshard_chains();
   // How a follower owned by `owner` splits on each device after tp: along the dimension the cosharded
-  // ops slice a parameter (`identifier_at` names a dimension of the follower's first output), else one part.
+  // ops split the tensor (`identifier_at` names a dimension of the follower's first output), else one part.
   template <class IdentifierAt>
   LocalSplit coshard_follower(ir::TensorId owner, const IdentifierAt& identifier_at) const {
-    if (!owner.valid() || coshard_.parameter_dims[owner.index()] < 0) return {};
-    const std::optional<std::string> x = identifier_at(coshard_.parameter_dims[owner.index()]);
+    if (!owner.valid() || coshard_.tensor_dims[owner.index()] < 0) return {};
+    const std::optional<std::string> x = identifier_at(coshard_.tensor_dims[owner.index()]);
     if (!x) return {};
     return {.algo = plan::SplitAlgo{*x}, .parts = coshard_.parts};
   }

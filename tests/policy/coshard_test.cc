@@ -147,6 +147,26 @@ TEST(Coshard, MaterializedPlanTrainsExactlyWithOneAllReducePerRegion) {
   }
 }
 
+// A traced HuggingFace GPT-2: its GELU is a chain of ops reading one tensor several times, whose gradient
+// accumulation is split with the chains (else it would join two chains' backwards: a cycle).
+TEST(Coshard, TracedGpt2SplitsGradientAccumulationsWithTheChains) {
+  const ir::Graph& graph = testing::traced_gpt2_training_graph();
+  for (const ParallelConfig& config :
+       {with_coshard({.tp = 2}, 2), with_coshard({.dp = 2, .tp = 2, .micro_batches = 2}, 2), with_coshard({}, 4)}) {
+    SCOPED_TRACE(fmt::format("dp {} tp {} coshard {}", config.dp, config.tp, config.coshard.parts));
+    const auto job = exec::testing::policy_plan(graph, "megatron", config);
+    ASSERT_EQ(job->stage, api::Stage::materialized);
+    const int per_device = config.coshard.parts * config.micro_batches;
+    const auto accumulation = parts_of(job->plan, "transformer.h.0.mlp.c_fc.view_11.grad.accumulate");
+    ASSERT_EQ(accumulation.size(), static_cast<std::size_t>(per_device * config.dp * config.tp));
+    for (int d = 0; d < device_count(config); ++d)
+      EXPECT_EQ(std::ranges::count(testing::devices_of(accumulation), d), per_device);
+    auto report = api::verify_job(*job, 3);
+    ASSERT_TRUE(report) << report.error().to_string();
+    EXPECT_LT(report->worst(), 1e-9) << report->comparison.overall.worst;
+  }
+}
+
 // The activation peak of the simulated plan falls with C (one part's activations live at a time), and
 // the step costs more compute (each part's forward runs twice).
 TEST(Coshard, ActivationPeakFallsWithPartsAndRecomputationCostsCompute) {

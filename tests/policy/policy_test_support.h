@@ -4,14 +4,17 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "testing/policy_plans.h"
 #include "loom/ir/autograd.h"
+#include "loom/ir/graph_json.h"
 #include "loom/models/zoo.h"
 #include "loom/ops/registry.h"
 #include "loom/plan/plan.h"
@@ -157,6 +160,22 @@ inline Error apply_error(std::string_view preset, std::string_view policy, const
 inline void expect_mentions(const Error& e, std::initializer_list<std::string_view> words) {
   const std::string text = e.to_string();
   for (std::string_view w : words) EXPECT_NE(text.find(w), std::string::npos) << "'" << w << "' not in: " << text;
+}
+
+// The traced HuggingFace GPT-2 fixture (tests/policy/traced_gpt2.json: n_layer 2, n_embd 64, n_head 4,
+// vocab 128, batch [4, 16]) as a training graph (AdamW), read once.
+inline const ir::Graph& traced_gpt2_training_graph() {
+  static const ir::Graph graph = [] {
+    std::ifstream in(std::string(LOOM_SOURCE_DIR) + "/tests/policy/traced_gpt2.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    auto forward = ir::graph_from_json(text.str());
+    EXPECT_TRUE(forward) << forward.error().to_string();
+    auto training = forward ? ir::build_training_graph(*forward, ops::builtin_ops(), {}) : Expected<ir::Graph>(ir::Graph{});
+    EXPECT_TRUE(training) << training.error().to_string();
+    return training.value_or(ir::Graph{});
+  }();
+  return graph;
 }
 
 inline const ir::Op* op_named(const plan::Plan& p, std::string_view name) {

@@ -20,9 +20,10 @@
 //     rebuilt just before its chain's backward, from the region's input (the checkpoint);
 //   - the C partial sums a device's row-parallel parts write are added on the device before the one
 //     tp all-reduce (exec materialization's local sums);
-//   - the optimizer steps (and gradient accumulations) of the parameters the parts slice are split the
-//     same C ways on each device, so each gradient box is reduced over dp on its own (one dp collective
-//     per box rather than point-to-point fallbacks).
+//   - the optimizer steps (and gradient accumulations) of the parameters the parts slice, and the gradient
+//     accumulations of the activations they write, are split the same C ways on each device: each
+//     gradient box is reduced over dp on its own (one dp collective per box rather than point-to-point
+//     fallbacks), and each accumulation stays inside its chain.
 #pragma once
 
 #include <optional>
@@ -91,10 +92,12 @@ struct CoshardPlan {
   int parts = 1;  // C (1: off)
   std::vector<CoshardRegion> regions;
   std::vector<std::optional<std::string>> identifiers;  // by OpId: the identifier a cosharded op splits
-  // By TensorId: the dimension the cosharded ops split a parameter along (-1: none). Its optimizer step
-  // and gradient accumulation split the same way on each device, so each of the C gradient boxes a
-  // device writes is reduced over dp (or reduce-scattered by ZeRO) on its own.
-  std::vector<int> parameter_dims;
+  // By TensorId: the dimension the cosharded ops split a tensor along: the parameters they read and the
+  // activations they write (-1: none). The followers a tensor owns split the same way on each device: a
+  // parameter's optimizer step and gradient accumulation, so each of the C gradient boxes a device writes
+  // is reduced over dp (or reduce-scattered by ZeRO) on its own; an activation's gradient accumulation
+  // (a tensor several ops of the region read, e.g. a traced GELU's input), so it stays in its chain.
+  std::vector<int> tensor_dims;
 };
 
 // The regions `config` selects and the identifier each of their ops splits (parts 0 or 1: off, no
