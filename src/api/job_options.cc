@@ -139,7 +139,8 @@ const std::vector<OptionField>& table() {
        "communication planned for one machine, predicted on another",
        LOOM_TEXT(layout_cluster)},
       {"policy", "--policy", {}, G::parallel, K::text,
-       "Policy: dp, tp, dp-tp, pp, megatron, zero; or a baseline's grid search: megatron-best, deepspeed-best",
+       "Policy: dp, tp, dp-tp, pp, megatron, coshard, zero; or a baseline's grid search: megatron-best, "
+       "deepspeed-best",
        LOOM_TEXT(policy)},
       {"dp", "--dp", {}, G::parallel, K::whole, "Data-parallel degree (default: the GPUs over tp x pp)",
        LOOM_WHOLE(dp, 1, kMaxDegree)},
@@ -171,6 +172,28 @@ const std::vector<OptionField>& table() {
        LOOM_WHOLE(zero, 0, 3)},
       {"recompute", "--recompute", {}, G::parallel, K::text, "Activation recomputation: none, selective or full",
        LOOM_NAMED(recompute, policy::parse_recompute)},
+      {"coshard", "--coshard", {}, G::parallel, K::whole,
+       "Coshard (policies megatron, coshard): tensor-parallel regions split into C parts per tp rank, run one after "
+       "another and recomputed (default: off; 4 for the policy coshard)",
+       LOOM_WHOLE(coshard.parts, 1, 1 << 16)},
+      {"coshard_layers", "--coshard-layers", {}, G::parallel, K::text,
+       "Layers to coshard, A:B as a Python slice of the layers numbered from 0 (default: every layer; the first "
+       "quarter for the policy coshard)",
+       [](JobOptions& o, std::string_view t) -> Expected<void> {
+         o.coshard.layers.reset();  // "": the policy's default
+         if (!t.empty()) {
+           LOOM_ASSIGN_OR_RETURN(o.coshard.layers, policy::parse_layer_range(t));
+         }
+         return {};
+       },
+       [](const JobOptions& o) { return o.coshard.layers ? policy::to_string(*o.coshard.layers) : std::string(); }},
+      {"coshard_ops", "--coshard-ops", {}, G::parallel, K::text,
+       "Regions to coshard: attention, mlp or attention,mlp",
+       [](JobOptions& o, std::string_view t) -> Expected<void> {
+         LOOM_ASSIGN_OR_RETURN(o.coshard.ops, policy::parse_coshard_ops(t));
+         return {};
+       },
+       [](const JobOptions& o) { return policy::to_string(o.coshard.ops); }},
       {"bucket_cap_mb", "--bucket-cap-mb", {}, G::passes, K::real,
        "Gradient buckets of the data-parallel all-reduce, MiB, as DDP's bucket_cap_mb (first bucket 1 MiB); 0: every "
        "gradient reduced on its own, blocking",

@@ -75,6 +75,11 @@ std::string describe(const std::string& policy, const policy::ParallelConfig& c)
   if (c.sequence_parallel) text += ", sequence parallel";
   if (c.zero > 0) text += fmt::format(", ZeRO-{}", c.zero);
   if (c.recompute != policy::Recompute::none) text += fmt::format(", {} recompute", policy::name(c.recompute));
+  if (c.coshard.parts > 1 || policy == "coshard")
+    text += fmt::format(", coshard {} on layers {} ({})", c.coshard.parts > 0 ? c.coshard.parts : policy::kDefaultParts,
+                        c.coshard.layers ? policy::to_string(*c.coshard.layers)
+                                         : std::string(policy == "coshard" ? "the first quarter" : "all"),
+                        policy::to_string(c.coshard.ops));
   return text;
 }
 

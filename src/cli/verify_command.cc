@@ -57,6 +57,13 @@ void print_report(const VerifyArgs& args, const api::Job& job, const api::Verify
              job.request.gpus);
   if (config.sequence_parallel) fmt::print("           sequence parallel over the tp ranks\n");
   if (config.zero > 0) fmt::print("           ZeRO stage {} over the dp ranks\n", config.zero);
+  if (const policy::CoshardConfig c = policy::applied_coshard(job.plan, options.policy, config.coshard); c.parts > 1) {
+    const auto regions = policy::coshard_plan(job.plan, c, config.tp);
+    fmt::print("           coshard {} parts per tp rank on layers {} ({}): {} regions, run one after another and "
+               "recomputed\n",
+               c.parts, policy::to_string(c.layers.value_or(policy::LayerRange{})), policy::to_string(c.ops),
+               regions ? std::to_string(regions->regions.size()) : "?");
+  }
   for (const std::string& note : policy::zero_notes(job.plan, config)) fmt::print("note       ZeRO: {}\n", note);
   fmt::print("plan       {} sub-ops\n", job.plan.live_sub_ops().size());
   fmt::print("exec       {} instructions in {} device class{}; collectives: {}; {} sends; {} autograd pairs\n",

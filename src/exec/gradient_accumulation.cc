@@ -11,6 +11,12 @@ bool power_of_two(std::int64_t k) { return k >= 2 && (k & (k - 1)) == 0; }
 
 GradientAccumulator::GradientAccumulator(const plan::Plan& plan, ProgramBuilder& builder) : builder_(builder) {
   const std::vector<char> final = ir::optimizer_gradients(*plan.graph);
+  // Forward partial sums a device writes several of (coshard's row-parallel parts, policy/coshard.h) are
+  // added as they come too, so one running sum lives beside a part's activations rather than all C.
+  std::vector<char> accumulated = final;
+  for (const plan::SubOp& s : plan.sub_ops)
+    if (s.live && plan.op_of(s.id).pass == ir::Pass::forward)
+      for (const plan::SubTensor& out : s.outputs) accumulated[out.tensor.index()] = 1;
   // (tensor, box) -> device -> the value indices its parts hold, and their count.
   std::map<std::pair<std::uint32_t, std::vector<plan::IndexRange>>, std::map<int, std::set<std::int64_t>>> held;
   std::map<std::pair<std::uint32_t, std::vector<plan::IndexRange>>, std::set<std::int64_t>> counts;
@@ -18,7 +24,7 @@ GradientAccumulator::GradientAccumulator(const plan::Plan& plan, ProgramBuilder&
   for (const plan::SubOp& s : plan.sub_ops) {
     if (!s.live) continue;
     for (const plan::SubTensor& out : s.outputs) {
-      if (final[out.tensor.index()] == 0 || out.value.is_whole()) continue;
+      if (accumulated[out.tensor.index()] == 0 || out.value.is_whole()) continue;
       const std::pair key{out.tensor.value, plan::normalized(out).box};
       if (!held[key][s.device].insert(out.value.index).second) repeated.insert(key);
       counts[key].insert(out.value.count);

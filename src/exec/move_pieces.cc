@@ -1,5 +1,6 @@
 #include "move_pieces.h"
 
+#include <algorithm>
 #include <map>
 #include <numeric>
 #include <set>
@@ -20,11 +21,25 @@ bool transition_applies(std::span<const PlacedPiece> produced, std::span<const P
   return layout_of(produced, *region) && to && to->v == 1;
 }
 
+// The sources less repeats of a piece on one device (equal values: the coshard parts of a row-parallel
+// linear, policy/coshard.h, each write its bias's whole gradient), so each device's pieces can be summed
+// and moved as a layout.
+std::vector<BufferId> distinct_on_each_device(const ProgramBuilder& builder, std::span<const BufferId> sources) {
+  std::vector<BufferId> kept;
+  for (BufferId b : sources)
+    if (std::ranges::none_of(kept, [&](BufferId k) {
+          return builder.device(k) == builder.device(b) && plan::same_piece(builder.piece(k), builder.piece(b), true);
+        }))
+      kept.push_back(b);
+  return kept;
+}
+
 }  // namespace
 
 Expected<std::optional<std::vector<BufferId>>> move_group(ProgramBuilder& builder, const SearchContext& search,
-                                                          std::span<const BufferId> sources,
+                                                          std::span<const BufferId> all_sources,
                                                           std::span<const PlacedPiece> needs) {
+  const std::vector<BufferId> sources = distinct_on_each_device(builder, all_sources);
   const auto sums = plan_local_sums(builder, sources);
   if (!sums) return layout_transition(builder, search, sources, needs);
   std::vector<PlacedPiece> summed;

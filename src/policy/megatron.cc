@@ -1,8 +1,11 @@
 // Megatron-LM's dp x tp x pp (policy.h): the configuration and the plan checked, then composed from the
 // primitives and the plan helpers by the Composer (megatron_composer.h).
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "loom/plan/schedule.h"
+#include "loom/policy/coshard.h"
 #include "loom/policy/policy.h"
 #include "loom/policy/recompute_policy.h"
 #include "loom/policy/stages.h"
@@ -31,6 +34,15 @@ Expected<void> check_interleaving(const ParallelConfig& config) {
     return fail(fmt::format("interleaved 1F1B: {} micro-batches are not a multiple of pp {}", config.micro_batches,
                             config.pp),
                 "Megatron's interleaved schedule runs micro-batches in groups of pp; use a multiple of pp");
+  return {};
+}
+
+// Coshard's layers and op classes choose what to split: without parts above 1 they would be ignored.
+Expected<void> check_coshard(const CoshardConfig& coshard) {
+  if (coshard.parts <= 1 && (coshard.layers || coshard.ops != CoshardOps{}))
+    return fail(fmt::format("coshard layers or op classes given, but coshard is off ({} part per device)",
+                            std::max(coshard.parts, 1)),
+                "set the parts per device above 1 (--coshard C), or use the policy 'coshard'");
   return {};
 }
 
@@ -74,7 +86,10 @@ Expected<void> megatron(Plan& plan, const ParallelConfig& config, const ir::OpCa
   LOOM_ASSIGN_OR_RETURN(TensorParallelLayout tensor_parallel,
                         tensor_parallel_layout(plan, config.tp, config.sequence_parallel));
   LOOM_ASSIGN_OR_RETURN(std::vector<int> stages, megatron_stages(plan, config, catalog));
-  LOOM_RETURN_IF_ERROR(detail::Composer(plan, config, std::move(tensor_parallel), std::move(stages)).run());
+  LOOM_RETURN_IF_ERROR(check_coshard(config.coshard));
+  LOOM_ASSIGN_OR_RETURN(CoshardPlan coshard, coshard_plan(plan, config.coshard, config.tp, catalog));
+  LOOM_RETURN_IF_ERROR(
+      detail::Composer(plan, config, std::move(tensor_parallel), std::move(stages), std::move(coshard)).run());
   return apply_recompute(plan, config.recompute, catalog);
 }
 

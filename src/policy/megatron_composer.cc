@@ -60,7 +60,8 @@ Expected<std::vector<SubOpId>> split(Plan& plan, SubOpId piece, const plan::Tran
   return plan::trans(plan, piece, algo, n);
 }
 
-Composer::Composer(Plan& plan, const ParallelConfig& config, TensorParallelLayout tensor_parallel, std::vector<int> stages)
+Composer::Composer(Plan& plan, const ParallelConfig& config, TensorParallelLayout tensor_parallel, std::vector<int> stages,
+                   CoshardPlan coshard)
     : plan_(plan),
       graph_(*plan.graph),
       c_(config),
@@ -72,7 +73,9 @@ Composer::Composer(Plan& plan, const ParallelConfig& config, TensorParallelLayou
       batch_dims_(tensor_batch_dims(plan, batch_)),
       producers_(ir::producers(*plan.graph)),
       blocks_(static_cast<std::size_t>(device_count(config) * config.virtual_stages),
-              std::vector<std::vector<SubOpId>>(static_cast<std::size_t>(config.micro_batches))) {}
+              std::vector<std::vector<SubOpId>>(static_cast<std::size_t>(config.micro_batches))),
+      coshard_(std::move(coshard)),
+      chains_(plan.graph->ops.size()) {}
 
 Expected<void> Composer::run() {
   LOOM_RETURN_IF_ERROR(check_batch());
@@ -81,7 +84,8 @@ Expected<void> Composer::run() {
     if (op.pass == ir::Pass::forward) LOOM_RETURN_IF_ERROR(place_forward(op, pieces[op.id.index()]));
   for (const ir::Op& op : graph_.ops)
     if (op.pass != ir::Pass::forward && !op.is_mirror()) LOOM_RETURN_IF_ERROR(place_follower(op));
-  return schedule();
+  LOOM_RETURN_IF_ERROR(schedule());
+  return order_coshard_chains();
 }
 
 }  // namespace loom::policy::detail

@@ -4,7 +4,8 @@
 //   megatron_forward.cc    forward ops cut into micro-batches, split over dp and tp and placed;
 //   megatron_followers.cc  the ops no forward op carries along (optimizer steps, accumulations), placed
 //                          with the tensor they own;
-//   megatron_schedule.cc   each pipeline's schedule, and gradient accumulations ordered into it.
+//   megatron_schedule.cc   each pipeline's schedule, and gradient accumulations ordered into it;
+//   megatron_coshard.cc    coshard's chains (policy/coshard.h) ordered one after another and recomputed.
 #pragma once
 
 #include <cstddef>
@@ -18,8 +19,10 @@
 #include "loom/core/error.h"
 #include "loom/plan/primitives.h"
 #include "loom/plan/schedule.h"
+#include "loom/policy/coshard.h"
 #include "loom/policy/policy.h"
 #include "loom/policy/tensor_parallel.h"
+#include "loom/policy/zero.h"
 
 namespace loom::policy::detail {
 
@@ -33,7 +36,8 @@ inline plan::ScheduleKind schedule_kind(const ParallelConfig& config) {
 
 class Composer {
  public:
-  Composer(plan::Plan& plan, const ParallelConfig& config, TensorParallelLayout tensor_parallel, std::vector<int> stages);
+  Composer(plan::Plan& plan, const ParallelConfig& config, TensorParallelLayout tensor_parallel, std::vector<int> stages,
+           CoshardPlan coshard = {});
 
   Expected<void> run();
 
@@ -43,6 +47,11 @@ class Composer {
   int stage_of(ir::TensorId t) const { return t.valid() ? tensor_stage_[t.index()] : 0; }
   std::size_t block_slot(int virtual_stage, int r, int j) const {
     return static_cast<std::size_t>((virtual_stage * c_.dp + r) * c_.tp + j);
+  }
+  // Micro-batch k, dp rank r, tp rank j: which tp part of a forward op.
+  std::size_t part_slot(std::size_t k, int r, int j) const {
+    return (k * static_cast<std::size_t>(c_.dp) + static_cast<std::size_t>(r)) * static_cast<std::size_t>(c_.tp) +
+           static_cast<std::size_t>(j);
   }
 
   // megatron_forward.cc
@@ -75,6 +84,23 @@ class Composer {
   Expected<void> schedule();
   Expected<void> order_gradient_accumulations(const BlockStarts& starts);
 
+  // megatron_coshard.cc
+
+  // A tp part of a cosharded op split coshard parts ways more along its region's identifier (recorded
+  // as the op's chain parts); other parts returned as they are.
+  Expected<std::vector<plan::SubOpId>> coshard(const ir::Op& op, plan::SubOpId tp_part, std::size_t slot);
+  // Each region's chains run one after another (forward in order, backward in reverse), recomputed.
+  Expected<void> order_coshard_chains();
+  // How a follower owned by `owner` splits on each device after tp: along the dimension the cosharded
+  // ops split the tensor (`identifier_at` names a dimension of the follower's first output), else one part.
+  template <class IdentifierAt>
+  LocalSplit coshard_follower(ir::TensorId owner, const IdentifierAt& identifier_at) const {
+    if (!owner.valid() || coshard_.tensor_dims[owner.index()] < 0) return {};
+    const std::optional<std::string> x = identifier_at(coshard_.tensor_dims[owner.index()]);
+    if (!x) return {};
+    return {.algo = plan::SplitAlgo{*x}, .parts = coshard_.parts};
+  }
+
   plan::Plan& plan_;
   const ir::Graph& graph_;
   const ParallelConfig& c_;
@@ -87,6 +113,9 @@ class Composer {
   std::vector<ir::OpId> producers_;  // by TensorId: the op writing it
   // [block_slot(virtual stage, dp rank, tp rank)][micro-batch]: forward parts, program order.
   std::vector<std::vector<std::vector<plan::SubOpId>>> blocks_;
+  CoshardPlan coshard_;
+  // By OpId, cosharded ops: [part_slot(micro-batch, dp rank, tp rank)][chain]: its parts.
+  std::vector<std::vector<std::vector<plan::SubOpId>>> chains_;
 };
 
 }  // namespace loom::policy::detail

@@ -39,9 +39,10 @@ Expected<void> Composer::place_follower(const ir::Op& op) {
     return x ? TransAlgo{plan::SplitAlgo{*x}} : TransAlgo{plan::ReplicateAlgo{}};
   };
   const std::string context = fmt::format("placing '{}'", op.name);
+  const LocalSplit local = coshard_follower(owner, identifier_at);
   if (op.pass == ir::Pass::optimizer && c_.zero > 0)
     return with_context(place_zero_step(plan_, whole, tensor_algo(op, tensor), c_,
-                                        [&](int r, int j) { return device(stage, r, j); }),
+                                        [&](int r, int j) { return device(stage, r, j); }, local),
                         context);
   // Partial sums of every micro-batch and dp rank: value parts k x dp + r of micro_batches x dp.
   const std::int64_t sums = c_.micro_batches * c_.dp;
@@ -62,8 +63,12 @@ Expected<void> Composer::place_follower(const ir::Op& op) {
       LOOM_ASSIGN_OR_RETURN(
           std::vector<SubOpId> tp_parts,
           with_context(split(plan_, dp_parts[static_cast<std::size_t>(r)], tensor_split, c_.tp), context));
-      for (int j = 0; j < c_.tp; ++j)
-        LOOM_RETURN_IF_ERROR(plan::assign(plan_, tp_parts[static_cast<std::size_t>(j)], device(stage, r, j)));
+      for (int j = 0; j < c_.tp; ++j) {
+        LOOM_ASSIGN_OR_RETURN(const std::vector<SubOpId> parts,
+                              with_context(split(plan_, tp_parts[static_cast<std::size_t>(j)], local.algo, local.parts),
+                                           context));
+        for (SubOpId part : parts) LOOM_RETURN_IF_ERROR(plan::assign(plan_, part, device(stage, r, j)));
+      }
     }
   }
   return {};

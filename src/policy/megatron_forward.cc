@@ -91,9 +91,12 @@ Expected<void> Composer::place_forward(const ir::Op& op, const std::vector<SubOp
                             with_context(split(plan_, dp_parts[static_cast<std::size_t>(r)], tensor, c_.tp),
                                          fmt::format("tensor parallelism {}", c_.tp)));
       for (int j = 0; j < c_.tp; ++j) {
-        const SubOpId part = tp_parts[static_cast<std::size_t>(j)];
-        LOOM_RETURN_IF_ERROR(plan::assign(plan_, part, device(stage, r, j)));
-        if (batch) blocks_[block_slot(virtual_stage, r, j)][k].push_back(part);
+        LOOM_ASSIGN_OR_RETURN(const std::vector<SubOpId> parts,
+                              coshard(op, tp_parts[static_cast<std::size_t>(j)], part_slot(k, r, j)));
+        for (SubOpId part : parts) {
+          LOOM_RETURN_IF_ERROR(plan::assign(plan_, part, device(stage, r, j)));
+          if (batch) blocks_[block_slot(virtual_stage, r, j)][k].push_back(part);
+        }
       }
     }
   }

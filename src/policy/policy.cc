@@ -8,7 +8,7 @@
 namespace loom::policy {
 namespace {
 
-constexpr std::array<PolicyInfo, 6> kPolicies = {{
+constexpr std::array<PolicyInfo, 7> kPolicies = {{
     {"dp", "dp", "data parallelism: the batch split dp ways, optimizer steps replicated"},
     {"tp", "tp, sequence_parallel", "Megatron tensor parallelism: column/row-parallel pairs, heads and experts split"},
     {"dp-tp", "dp, tp, sequence_parallel", "data parallelism, then tensor parallelism inside each data-parallel part"},
@@ -16,6 +16,9 @@ constexpr std::array<PolicyInfo, 6> kPolicies = {{
      "pipeline stages of balanced FLOPs with a GPipe or 1F1B schedule (interleaved: chunks of whole layers)"},
     {"megatron", "dp, tp, pp, micro_batches, schedule, virtual_stages, sequence_parallel, zero",
      "any dp x tp x pp (Megatron-LM's 3-D parallelism)"},
+    {"coshard", "dp, tp, pp, micro_batches, schedule, virtual_stages, sequence_parallel, zero, coshard",
+     "megatron with coshard (nnScaler): tp regions split C per device, run one after another, recomputed "
+     "(default C 4 on the first quarter of the layers)"},
     {"zero", "dp, micro_batches, zero",
      "ZeRO data parallelism: optimizer states (stage 1), gradients (2) and parameters (3) partitioned over dp"},
 }};
@@ -53,7 +56,7 @@ Expected<ParallelConfig> default_degrees(std::string_view policy, int devices) {
                   "use 4 devices (dp 2 x tp 2), or give the dp and tp degrees");
     config.tp = 2;
     config.dp = devices / 2;
-  } else if (policy == "megatron") {
+  } else if (policy == "megatron" || policy == "coshard") {
     config.tp = std::min(devices, 8);
     while (devices % config.tp != 0) --config.tp;
     config.dp = devices / config.tp;
@@ -95,7 +98,16 @@ Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const Par
   if (config.sequence_parallel && !u.tp)
     return fail(fmt::format("policy '{}' does not use tensor parallelism, which sequence parallelism needs", policy),
                 "use 'tp', 'dp-tp' or 'megatron' with tp > 1");
-  return with_context(megatron(plan, config, catalog), fmt::format("policy '{}'", policy));
+  if ((config.coshard.parts > 1 || config.coshard.layers) && policy != "megatron" && policy != "coshard")
+    return fail(fmt::format("policy '{}' does not use coshard", policy),
+                "'megatron' takes coshard (--coshard C), and 'coshard' is megatron with it on");
+  if (policy != "coshard") return with_context(megatron(plan, config, catalog), fmt::format("policy '{}'", policy));
+  ParallelConfig cosharded = config;
+  cosharded.coshard = applied_coshard(plan, policy, config.coshard);
+  if (cosharded.coshard.parts < 2)
+    return fail(fmt::format("policy 'coshard' with {} part per device is megatron", cosharded.coshard.parts),
+                "give 2 or more parts per device (--coshard C), or use the policy 'megatron'");
+  return with_context(megatron(plan, cosharded, catalog), "policy 'coshard'");
 }
 
 }  // namespace loom::policy

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -69,21 +69,31 @@ std::string_view layer_of(std::string_view op_name) {
   return end == std::string_view::npos ? std::string_view{} : op_name.substr(0, end);
 }
 
+std::vector<int> layer_ordinals(const ir::Graph& graph) {
+  std::vector<int> ordinal(graph.ops.size(), -1);
+  std::unordered_map<std::string_view, int> layers;
+  for (const ir::Op& op : graph.ops) {
+    const std::string_view layer = layer_of(op.name);
+    if (op.pass != ir::Pass::forward || layer.empty()) continue;
+    ordinal[op.id.index()] = layers.try_emplace(layer, static_cast<int>(layers.size())).first->second;
+  }
+  return ordinal;
+}
+
 Expected<std::vector<int>> layer_stages(const plan::Plan& plan, int stages) {
   if (stages < 1) return fail(fmt::format("pipeline of {} stages: the degree must be at least 1", stages));
   const ir::Graph& graph = *plan.graph;
   // Each forward op's layer ordinal: that of the last layer seen so far (non-decreasing, so a name that
   // comes back later never moves an op to an earlier stage).
-  std::vector<int> ordinal(graph.ops.size(), -1);
-  std::unordered_set<std::string_view> layers;
-  int current = 0;
+  std::vector<int> ordinal = layer_ordinals(graph);
+  int current = 0, count = 0;
   for (const ir::Op& op : graph.ops) {
     if (op.pass != ir::Pass::forward) continue;
-    const std::string_view layer = layer_of(op.name);
-    if (!layer.empty() && layers.insert(layer).second) current = static_cast<int>(layers.size()) - 1;
-    ordinal[op.id.index()] = current;
+    int& o = ordinal[op.id.index()];
+    count = std::max(count, o + 1);
+    current = std::max(current, o);
+    o = current;
   }
-  const auto count = static_cast<int>(layers.size());
   if (count == 0)
     return fail(fmt::format("'{}' has no numbered layers (op names like 'layers.3.attn') to cut into {} stages",
                             graph.name, stages),

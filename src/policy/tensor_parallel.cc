@@ -343,4 +343,6 @@ Expected<TensorParallelLayout> tensor_parallel_layout(const plan::Plan& plan, in
   return Analysis(plan, tp).run(sequence_parallel);
 }
 
+Expected<TensorParallelLayout> tensor_parallel_regions(const plan::Plan& plan) { return Analysis(plan, 1).run(false); }
+
 }  // namespace loom::policy

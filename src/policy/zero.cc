@@ -30,7 +30,7 @@ Expected<std::vector<SubOpId>> split(Plan& plan, SubOpId piece, const plan::Tran
 }  // namespace
 
 Expected<void> place_zero_step(Plan& plan, SubOpId step, const plan::TransAlgo& tensor, const ParallelConfig& config,
-                               const std::function<int(int, int)>& device) {
+                               const std::function<int(int, int)>& device, const LocalSplit& local) {
   if (config.zero < 1 || config.zero > 3)
     return fail(fmt::format("ZeRO stage {} does not exist", config.zero), "use stage 1, 2 or 3 (0 turns ZeRO off)");
   const ir::Op& op = plan.op_of(step);
@@ -38,12 +38,16 @@ Expected<void> place_zero_step(Plan& plan, SubOpId step, const plan::TransAlgo& 
     return fail(fmt::format("ZeRO: '{}' is not an optimizer step", op.name));
   LOOM_ASSIGN_OR_RETURN(const std::vector<SubOpId> tp_parts, split(plan, step, tensor, config.tp));
   for (int j = 0; j < config.tp; ++j) {
-    const SubOpId tp_part = tp_parts[static_cast<std::size_t>(j)];
-    const std::optional<std::string> x = config.dp > 1 ? shard_identifier(plan, tp_part, config.dp) : std::nullopt;
-    const plan::TransAlgo data = x ? plan::TransAlgo{plan::SplitAlgo{*x}} : plan::TransAlgo{plan::ReplicateAlgo{}};
-    LOOM_ASSIGN_OR_RETURN(const std::vector<SubOpId> dp_parts, split(plan, tp_part, data, config.dp));
-    for (int r = 0; r < config.dp; ++r)
-      LOOM_RETURN_IF_ERROR(plan::assign(plan, dp_parts[static_cast<std::size_t>(r)], device(r, j)));
+    LOOM_ASSIGN_OR_RETURN(const std::vector<SubOpId> local_parts,
+                          split(plan, tp_parts[static_cast<std::size_t>(j)], local.algo, local.parts));
+    for (const SubOpId local_part : local_parts) {
+      const std::optional<std::string> x =
+          config.dp > 1 ? shard_identifier(plan, local_part, config.dp) : std::nullopt;
+      const plan::TransAlgo data = x ? plan::TransAlgo{plan::SplitAlgo{*x}} : plan::TransAlgo{plan::ReplicateAlgo{}};
+      LOOM_ASSIGN_OR_RETURN(const std::vector<SubOpId> dp_parts, split(plan, local_part, data, config.dp));
+      for (int r = 0; r < config.dp; ++r)
+        LOOM_RETURN_IF_ERROR(plan::assign(plan, dp_parts[static_cast<std::size_t>(r)], device(r, j)));
+    }
   }
   if (config.zero >= 2) LOOM_RETURN_IF_ERROR(plan::set_residence(plan, op.inputs[1], plan::Residence::optimizer_shards));
   if (config.zero >= 3) LOOM_RETURN_IF_ERROR(plan::set_residence(plan, op.inputs[0], plan::Residence::optimizer_shards));

@@ -11,7 +11,9 @@ namespace {
 
 using plan::IndexRange;
 using plan::ValuePart;
+using testing::apply_error;
 using testing::devices_of;
+using testing::expect_mentions;
 using testing::op_named;
 using testing::parts_of;
 using testing::planned;
@@ -235,23 +237,12 @@ TEST(DeviceNumbering, TensorInnermostThenDataThenPipeline) {
 
 // ---- bad input -----------------------------------------------------------------------------------
 
-Error apply_error(std::string_view preset, std::string_view policy, const ParallelConfig& config) {
-  auto made = plan::make_plan(shrunk(preset).graph, ops::builtin_ops());
-  EXPECT_TRUE(made);
-  auto applied = apply_policy(*made, policy, config);
-  EXPECT_FALSE(applied) << policy << " on " << preset << " should fail";
-  return applied ? Error{} : applied.error();
-}
-
-void expect_mentions(const Error& e, std::initializer_list<std::string_view> words) {
-  const std::string text = e.to_string();
-  for (std::string_view w : words) EXPECT_NE(text.find(w), std::string::npos) << "'" << w << "' not in: " << text;
-}
 
 TEST(PolicyErrors, UnknownPolicyListsTheKnownOnes) {
-  expect_mentions(apply_error("gpt3-125m", "zero3", {}), {"unknown policy 'zero3'", "dp, tp, dp-tp, pp, megatron, zero"});
-  EXPECT_EQ(known_policy_names(), "dp, tp, dp-tp, pp, megatron, zero");
-  EXPECT_EQ(known_policies().size(), 6u);
+  expect_mentions(apply_error("gpt3-125m", "zero3", {}),
+                  {"unknown policy 'zero3'", "dp, tp, dp-tp, pp, megatron, coshard, zero"});
+  EXPECT_EQ(known_policy_names(), "dp, tp, dp-tp, pp, megatron, coshard, zero");
+  EXPECT_EQ(known_policies().size(), 7u);
 }
 
 TEST(PolicyErrors, DegreesThatDoNotDivideNameTheOpAndTheDimension) {

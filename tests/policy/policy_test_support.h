@@ -4,14 +4,17 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "testing/policy_plans.h"
 #include "loom/ir/autograd.h"
+#include "loom/ir/graph_json.h"
 #include "loom/models/zoo.h"
 #include "loom/ops/registry.h"
 #include "loom/plan/plan.h"
@@ -119,6 +122,60 @@ inline void expect_exec_trains_as_one_device(const ir::Graph& graph, std::string
   auto closed = verify::check_closed_step(p->exec, *run, *reference);
   ASSERT_TRUE(closed) << closed.error().to_string();
   EXPECT_LT(closed->error.max_rel, 1e-9) << closed->error.worst;
+}
+
+// The most activation bytes any device holds at once (buffers live from their write to their free).
+inline std::int64_t peak_activation_bytes(const exec::ExecPlan& exec) {
+  const ir::Graph& graph = *exec.plan->graph;
+  const auto activation = [&](exec::BufferId b) {
+    const exec::Buffer& buffer = exec.buffer(b);
+    return graph.tensor(buffer.piece.tensor).role == ir::TensorRole::activation ? buffer.bytes : 0;
+  };
+  std::int64_t peak = 0;
+  for (const auto& program : exec.programs) {
+    std::int64_t live = 0;
+    for (const exec::Instruction& instruction : program) {
+      if (const auto* c = std::get_if<exec::Compute>(&instruction))
+        for (exec::BufferId b : c->outputs) live += activation(b);
+      else if (const auto* col = std::get_if<exec::Collective>(&instruction)) live += activation(col->output);
+      else if (const auto* r = std::get_if<exec::Recv>(&instruction)) live += activation(r->buffer);
+      else if (const auto* l = std::get_if<exec::Local>(&instruction)) live += activation(l->output);
+      else if (const auto* f = std::get_if<exec::Free>(&instruction)) live -= activation(f->buffer);
+      peak = std::max(peak, live);
+    }
+  }
+  return peak;
+}
+
+// The error `policy` gives on the shrunk preset (a test failure when it succeeds).
+inline Error apply_error(std::string_view preset, std::string_view policy, const ParallelConfig& config) {
+  auto made = plan::make_plan(shrunk(preset).graph, ops::builtin_ops());
+  EXPECT_TRUE(made);
+  auto applied = apply_policy(*made, policy, config);
+  EXPECT_FALSE(applied) << policy << " on " << preset << " should fail";
+  return applied ? Error{} : applied.error();
+}
+
+// Every word occurs in the error's text.
+inline void expect_mentions(const Error& e, std::initializer_list<std::string_view> words) {
+  const std::string text = e.to_string();
+  for (std::string_view w : words) EXPECT_NE(text.find(w), std::string::npos) << "'" << w << "' not in: " << text;
+}
+
+// The traced HuggingFace GPT-2 fixture (tests/policy/traced_gpt2.json: n_layer 2, n_embd 64, n_head 4,
+// vocab 128, batch [4, 16]) as a training graph (AdamW), read once.
+inline const ir::Graph& traced_gpt2_training_graph() {
+  static const ir::Graph graph = [] {
+    std::ifstream in(std::string(LOOM_SOURCE_DIR) + "/tests/policy/traced_gpt2.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    auto forward = ir::graph_from_json(text.str());
+    EXPECT_TRUE(forward) << forward.error().to_string();
+    auto training = forward ? ir::build_training_graph(*forward, ops::builtin_ops(), {}) : Expected<ir::Graph>(ir::Graph{});
+    EXPECT_TRUE(training) << training.error().to_string();
+    return training.value_or(ir::Graph{});
+  }();
+  return graph;
 }
 
 inline const ir::Op* op_named(const plan::Plan& p, std::string_view name) {

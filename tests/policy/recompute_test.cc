@@ -22,29 +22,6 @@ struct Outcome {
   std::int64_t peak_activation = 0;  // activation bytes at each device's peak, the largest
 };
 
-// The most activation bytes any device holds at once (buffers live from their write to their free).
-std::int64_t peak_activation_bytes(const exec::ExecPlan& exec) {
-  const ir::Graph& graph = *exec.plan->graph;
-  const auto activation = [&](exec::BufferId b) {
-    const exec::Buffer& buffer = exec.buffer(b);
-    return graph.tensor(buffer.piece.tensor).role == ir::TensorRole::activation ? buffer.bytes : 0;
-  };
-  std::int64_t peak = 0;
-  for (const auto& program : exec.programs) {
-    std::int64_t live = 0;
-    for (const exec::Instruction& instruction : program) {
-      if (const auto* c = std::get_if<exec::Compute>(&instruction))
-        for (exec::BufferId b : c->outputs) live += activation(b);
-      else if (const auto* col = std::get_if<exec::Collective>(&instruction)) live += activation(col->output);
-      else if (const auto* r = std::get_if<exec::Recv>(&instruction)) live += activation(r->buffer);
-      else if (const auto* l = std::get_if<exec::Local>(&instruction)) live += activation(l->output);
-      else if (const auto* f = std::get_if<exec::Free>(&instruction)) live -= activation(f->buffer);
-      peak = std::max(peak, live);
-    }
-  }
-  return peak;
-}
-
 Outcome run(std::string_view preset, std::string_view policy, const ParallelConfig& config, Recompute recompute) {
   SCOPED_TRACE(std::string(preset) + " / " + std::string(policy) + " / " + std::string(name(recompute)));
   const testing::Model& model = shrunk(preset);
@@ -70,7 +47,7 @@ Outcome run(std::string_view preset, std::string_view policy, const ParallelConf
       EXPECT_LT(stat.max_rel, 1e-9) << role << ": " << stat.worst << " rel " << stat.max_rel;
     }
   }
-  return {.recomputed = m->stats.recomputed, .peak_activation = peak_activation_bytes(m->exec)};
+  return {.recomputed = m->stats.recomputed, .peak_activation = testing::peak_activation_bytes(m->exec)};
 }
 
 TEST(Recompute, FullAndSelectiveTrainExactlyAndSaveActivationMemory) {

@@ -7,14 +7,11 @@
 // gradients of the column-parallel attention and mlp.c_fc).
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 
 #include "testing/policy_plans.h"
 #include "layer_all_reduces.h"
-#include "loom/ir/graph_json.h"
 #include "loom/policy/tensor_parallel.h"
 #include "policy_test_support.h"
 
@@ -23,20 +20,8 @@ namespace {
 
 using exec::testing::policy_plan;
 using testing::all_reduces_per_layer;
+using testing::traced_gpt2_training_graph;
 
-const ir::Graph& traced_gpt2_training_graph() {
-  static const ir::Graph graph = [] {
-    std::ifstream in(std::string(LOOM_SOURCE_DIR) + "/tests/policy/traced_gpt2.json");
-    std::stringstream text;
-    text << in.rdbuf();
-    auto forward = ir::graph_from_json(text.str());
-    EXPECT_TRUE(forward) << forward.error().to_string();
-    auto training = forward ? ir::build_training_graph(*forward, ops::builtin_ops(), {}) : Expected<ir::Graph>(ir::Graph{});
-    EXPECT_TRUE(training) << training.error().to_string();
-    return training.value_or(ir::Graph{});
-  }();
-  return graph;
-}
 
 // "transformer.h.1" for the tensors of layer 1 (gradients are named after their tensor), else "".
 std::string layer_of(const std::string& tensor) {

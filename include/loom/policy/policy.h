@@ -6,7 +6,10 @@
 //   tp        tensor parallelism (Shoeybi et al. 2019): column- / row-parallel pairs, heads split;
 //   dp-tp     both, the batch split first and tensor parallelism inside each data-parallel part;
 //   pp        pipeline parallelism: pp stages of balanced FLOPs, micro-batches, GPipe or 1F1B;
-//   megatron  any dp x tp x pp, with ZeRO over its dp ranks when `zero` is set;
+//   megatron  any dp x tp x pp, with ZeRO over its dp ranks when `zero` is set, and coshard when
+//             `coshard` is (policy/coshard.h);
+//   coshard   megatron with coshard on, by default nnScaler's Swin plan (4 parts on the first quarter
+//             of the layers, attention and MLP);
 //   zero      data parallelism with ZeRO stage 1, 2 or 3 (policy/zero.h): optimizer states, then
 //             gradients, then parameters partitioned over the dp ranks.
 // Devices are numbered as Megatron does: tp innermost, then dp, then pp.
@@ -20,6 +23,7 @@
 #include "loom/core/error.h"
 #include "loom/plan/plan.h"
 #include "loom/plan/schedule.h"
+#include "loom/policy/coshard.h"
 #include "loom/policy/recompute_policy.h"
 
 namespace loom::policy {
@@ -42,6 +46,9 @@ struct ParallelConfig {
   int zero = 0;
   // Activation recomputation (policy/recompute_policy.h): none, selective or full.
   Recompute recompute = Recompute::none;
+  // Coshard (policy/coshard.h; policies 'megatron' and 'coshard'): the chosen tensor-parallel regions
+  // split C x tp ways, C parts run one after another on each tp rank and recomputed.
+  CoshardConfig coshard;
 };
 
 // dp * tp * pp.
@@ -82,8 +89,11 @@ Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const Par
 // accumulations and the loss-gradient seed follow the tensor they belong to, an accumulation of a
 // parameter's partial sums split by value over the micro-batches and dp ranks (summed in place, then
 // reduced once). With pp > 1 each (dp rank, tp rank) pipeline gets the schedule's order edges.
+// With coshard (parts above 1), each tp part of a chosen region's ops is split coshard.parts ways more
+// along the same identifier on the same device, the parts' chains ordered and recomputed (coshard.h).
 // Errors name the op and the dimension: a batch not divisible by dp x micro_batches, heads (or another
-// split dimension) not divisible by tp, fewer balanced stages than pp, or a plan already transformed.
+// split dimension) not divisible by tp (or tp x coshard parts), fewer balanced stages than pp, or a plan
+// already transformed; and what coshard_plan reports.
 Expected<void> megatron(plan::Plan& plan, const ParallelConfig& config,
                         const ir::OpCatalog& catalog = ops::builtin_ops());
 

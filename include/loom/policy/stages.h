@@ -25,6 +25,10 @@ Expected<std::vector<int>> pipeline_stages(const plan::Plan& plan, int stages,
 // numbered layers (embeddings, final norms, heads, losses).
 std::string_view layer_of(std::string_view op_name);
 
+// By OpId: the ordinal of a forward op's layer, layers numbered in order of their first op (distinct
+// layer_of names among the forward ops); -1 for ops outside numbered layers and for the other passes.
+std::vector<int> layer_ordinals(const ir::Graph& graph);
+
 // By OpId: stages of whole layers, as pipeline_stages returns them. The L layers (distinct layer_of
 // names among the forward ops, in order of first appearance) go L / stages to a stage; an op outside the
 // layers joins the stage of the last layer before it (the first stage when none), so embeddings open the

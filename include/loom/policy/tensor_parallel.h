@@ -70,4 +70,8 @@ struct TensorParallelLayout {
 // tp > 1 or in a model where no op carries the sequence.
 Expected<TensorParallelLayout> tensor_parallel_layout(const plan::Plan& plan, int tp, bool sequence_parallel = false);
 
+// The regions alone, as at a degree that divides every split dimension (no sequence parallelism): where
+// coshard (policy/coshard.h) finds the regions it splits, tp = 1 included.
+Expected<TensorParallelLayout> tensor_parallel_regions(const plan::Plan& plan);
+
 }  // namespace loom::policy

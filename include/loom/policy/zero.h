@@ -26,13 +26,22 @@
 
 namespace loom::policy {
 
+// A split of a part on its own device: `parts` ways by `algo` (1: none).
+struct LocalSplit {
+  plan::TransAlgo algo = plan::ReplicateAlgo{};
+  int parts = 1;
+};
+
 // Places one optimizer step (a fresh, unsplit sub-op) for ZeRO stage `config.zero` (1 to 3): split over
 // tp by `tensor` (the parameter's tensor-parallel split, or a replication), then each tp part dp ways along
 // the first dimension of its shard that dp divides (replicated over dp when none does: zero_notes names
 // those), part (r, j) placed on device(r, j); sets the residences of its gradient (stage >= 2) and its
 // parameter (stage 3). Errors: a stage outside 1..3, and what trans or assign report.
+// `local`: a further split of each tp part on its device before the dp split (coshard's parameter slices,
+// policy/coshard.h), so each slice is sharded over dp on its own.
 Expected<void> place_zero_step(plan::Plan& plan, plan::SubOpId step, const plan::TransAlgo& tensor,
-                               const ParallelConfig& config, const std::function<int(int dp_rank, int tp_rank)>& device);
+                               const ParallelConfig& config, const std::function<int(int dp_rank, int tp_rank)>& device,
+                               const LocalSplit& local = {});
 
 // One line per optimizer step that ZeRO left replicated over dp, in program order, e.g.
 // "'ln_f.bias' [6]: no dimension divisible by dp 4; its optimizer states stay replicated". Empty when
