@@ -18,7 +18,7 @@ namespace {
 std::string_view schedule_name(const policy::ParallelConfig& c) {
   if (c.pp == 1) return "";
   if (c.virtual_stages > 1) return "interleaved 1f1b";
-  return c.schedule == plan::ScheduleKind::gpipe ? "gpipe" : "1f1b";
+  return plan::name(c.schedule);
 }
 
 // The slice's degrees: one replica, one micro-batch.
