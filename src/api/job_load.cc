@@ -66,9 +66,12 @@ Expected<bool> decide_fold(const Job& job, const ir::Graph& forward) {
   if (foldable && (c.dp > 1 || c.micro_batches > 1) && estimate > kFoldAboveSubOps) return true;
   if (estimate > kExplicitSubOpLimit)
     return fail(fmt::format("the explicit plan would hold about {} sub-ops (ops x dp x tp x micro-batches), over Loom's "
-                            "limit of {} (minutes and many GB to plan), and policy {}{} cannot be folded",
-                            estimate, kExplicitSubOpLimit, o.policy, zero_text(c.zero)),
-                "fold it (--policy megatron without --zero), or plan fewer dp ranks or micro-batches");
+                            "limit of {} (minutes and many GB to plan), and policy {}{}{} cannot be folded",
+                            estimate, kExplicitSubOpLimit, o.policy, zero_text(c.zero),
+                            plan::splits_backward(c.schedule) ? fmt::format(" with schedule {}", plan::name(c.schedule))
+                                                              : std::string()),
+                "fold it (--policy megatron without --zero or a zero-bubble --schedule), or plan fewer dp ranks or "
+                "micro-batches");
   return false;
 }
 
