@@ -20,10 +20,18 @@ char part_letter(BlockPart part) { return part == BlockPart::forward ? 'F' : par
 
 std::string to_string(const Block& block) { return fmt::format("{}{}", part_letter(block.part), block.micro_batch); }
 
-bool splits_backward(ScheduleKind kind) { return kind == ScheduleKind::zb_h1 || kind == ScheduleKind::zb_h2; }
+bool splits_backward(ScheduleKind kind) {
+  return kind == ScheduleKind::zb_h1 || kind == ScheduleKind::zb_h2 || kind == ScheduleKind::zb_v;
+}
+
+int pipeline_device(ScheduleKind kind, int stage, int devices) {
+  if (kind == ScheduleKind::zb_v && stage >= devices) return 2 * devices - 1 - stage;
+  return stage % devices;
+}
 
 namespace {
-constexpr std::array<std::string_view, 5> kScheduleNames = {"gpipe", "1f1b", "interleaved 1f1b", "zb-h1", "zb-h2"};
+constexpr std::array<std::string_view, 6> kScheduleNames = {"gpipe",  "1f1b",  "interleaved 1f1b",
+                                                            "zb-h1", "zb-h2", "zb-v"};
 }  // namespace
 
 std::string_view name(ScheduleKind kind) { return kScheduleNames[static_cast<std::size_t>(kind)]; }
@@ -33,7 +41,7 @@ Expected<ScheduleKind> parse_schedule_kind(std::string_view text) {
     if (kScheduleNames[i] == text && static_cast<ScheduleKind>(i) != ScheduleKind::interleaved_one_f_one_b)
       return static_cast<ScheduleKind>(i);
   return fail(fmt::format("unknown schedule '{}'", text),
-              "use gpipe, 1f1b, zb-h1 or zb-h2 (--interleave V for interleaved 1F1B)");
+              "use gpipe, 1f1b, zb-h1, zb-h2 or zb-v (--interleave V for interleaved 1F1B)");
 }
 
 namespace {
@@ -66,6 +74,12 @@ Expected<std::vector<std::vector<Block>>> schedule_blocks(Schedule schedule, int
     return fail(fmt::format("schedule: {} devices, {} micro-batches and {} chunks per device; each must be at least 1",
                             num_devices, num_micro_batches, schedule.chunks));
   const bool interleaved = schedule.kind == ScheduleKind::interleaved_one_f_one_b;
+  if (schedule.kind == ScheduleKind::zb_v) {
+    if (schedule.chunks != 2)
+      return fail(fmt::format("schedule zb-v: {} model chunks per device; the V has 2", schedule.chunks),
+                  "give 2 chunks per device (stages 2 x devices)");
+    return zb_v_blocks(num_devices, num_micro_batches);
+  }
   if (!interleaved && schedule.chunks != 1)
     return fail(fmt::format("schedule: {} model chunks per device need the interleaved 1F1B schedule", schedule.chunks),
                 "use ScheduleKind::interleaved_one_f_one_b, or one chunk per device");
@@ -122,7 +136,8 @@ namespace {
 // Checks the stage lists: each stage on one device (kUnassigned if its sub-ops are not placed yet), the
 // `chunks` stages of one pipeline device on the same device, different pipeline devices apart.
 Expected<void> check_stage_devices(const Plan& plan, const std::vector<std::vector<std::vector<SubOpId>>>& stages,
-                                   int chunks) {
+                                   Schedule schedule) {
+  const int chunks = schedule.chunks;
   if (stages.empty() || stages.front().empty()) return fail("apply_schedule: no stages or no micro-batches");
   if (chunks < 1 || stages.size() % static_cast<std::size_t>(chunks) != 0)
     return fail(fmt::format("apply_schedule: {} stages do not divide into {} chunks per device", stages.size(), chunks),
@@ -151,7 +166,8 @@ Expected<void> check_stage_devices(const Plan& plan, const std::vector<std::vect
       }
     }
     if (device == kUnassigned) continue;
-    const std::size_t rank = s % pipeline_devices;
+    const auto rank = static_cast<std::size_t>(
+        pipeline_device(schedule.kind, static_cast<int>(s), static_cast<int>(pipeline_devices)));
     int& expected = device_of_rank[rank];
     if (expected != kUnassigned && expected != device)
       return fail(fmt::format("apply_schedule: stage {} is on device {}, but the other chunks of pipeline device {} are "
@@ -171,7 +187,7 @@ Expected<void> check_stage_devices(const Plan& plan, const std::vector<std::vect
 
 Expected<std::vector<std::vector<Block>>> apply_schedule(Plan& plan, Schedule schedule,
                                                          const std::vector<std::vector<std::vector<SubOpId>>>& stages) {
-  LOOM_RETURN_IF_ERROR(check_stage_devices(plan, stages, schedule.chunks));
+  LOOM_RETURN_IF_ERROR(check_stage_devices(plan, stages, schedule));
   const int num_devices = static_cast<int>(stages.size()) / schedule.chunks;
   const int num_micro = static_cast<int>(stages.front().size());
   LOOM_ASSIGN_OR_RETURN(std::vector<std::vector<Block>> blocks,

@@ -77,4 +77,52 @@ std::vector<std::vector<Block>> zb_h2_blocks(int p, int m) {
   return weights_filling_gaps(p, m, [p](int s) { return 2 * (p - s) - 1; }, 2 * p - 1);
 }
 
+// ZB-V by a unit-cost simulation over the V (schedule.h): per step, each free device runs a ready B of
+// chunk 0 or chunk 1, else a ready F of chunk 1 or chunk 0 while it holds fewer than 2p chunk
+// activations, else its oldest W.
+std::vector<std::vector<Block>> zb_v_blocks(int p, int m) {
+  constexpr int kNever = std::numeric_limits<int>::max();
+  const auto us = [](int i) { return static_cast<std::size_t>(i); };
+  const int stages = 2 * p;
+  std::vector<std::vector<Block>> result(us(p));
+  std::vector<std::vector<int>> end_f(us(stages), std::vector<int>(us(m), kNever)), end_b = end_f;
+  std::vector<int> next_f(us(stages), 0), next_b(us(stages), 0), held(us(p), 0);
+  std::vector<std::deque<Block>> owed(us(p));
+  std::size_t left = 3 * us(stages) * us(m);
+  for (int t = 0; left > 0 && t <= 6 * stages * (m + stages); ++t) {  // bounded: the greedy never deadlocks
+    for (int d = 0; d < p; ++d) {
+      const int chunk0 = d, chunk1 = stages - 1 - d;
+      const auto backward_ready = [&](int s) {
+        const int k = next_b[us(s)];
+        return k < m && end_f[us(s)][us(k)] <= t && (s == stages - 1 || end_b[us(s + 1)][us(k)] <= t);
+      };
+      const auto forward_ready = [&](int s) {
+        const int k = next_f[us(s)];
+        return k < m && held[us(d)] < stages && (s == 0 || end_f[us(s - 1)][us(k)] <= t);
+      };
+      Block b;
+      if (backward_ready(chunk0) || backward_ready(chunk1)) {
+        const int s = backward_ready(chunk0) ? chunk0 : chunk1;
+        b = {s, next_b[us(s)]++, BlockPart::backward};
+        end_b[us(s)][us(b.micro_batch)] = t + 1;
+        owed[us(d)].push_back({s, b.micro_batch, BlockPart::weight});
+      } else if (forward_ready(chunk1) || forward_ready(chunk0)) {
+        const int s = forward_ready(chunk1) ? chunk1 : chunk0;
+        b = {s, next_f[us(s)]++, BlockPart::forward};
+        end_f[us(s)][us(b.micro_batch)] = t + 1;
+        ++held[us(d)];
+      } else if (!owed[us(d)].empty()) {
+        b = owed[us(d)].front();
+        owed[us(d)].pop_front();
+        --held[us(d)];
+      } else {
+        continue;
+      }
+      result[us(d)].push_back(b);
+      --left;
+    }
+  }
+  return result;
+}
+
 }  // namespace loom::plan

@@ -10,7 +10,8 @@
 //
 // Stages are numbered in program order. Without interleaving, stage s runs on pipeline device s. With
 // Megatron's interleaved 1F1B (Narayanan et al. 2021, §2.2), p devices hold v model chunks each: stage
-// c * p + s is chunk c of device s, so a micro-batch passes every device v times.
+// c * p + s is chunk c of device s, so a micro-batch passes every device v times. ZB-V puts its 2 chunks in
+// a V instead (pipeline_device).
 #pragma once
 
 #include <span>
@@ -42,10 +43,18 @@ enum class ScheduleKind : std::uint8_t {
   // ZB-H2: 2 (p - s) - 1 warm-up forwards and up to 2p - 1 micro-batches held, W's placed as in ZB-H1: no
   // bubble inside any device's span (first block to last) once m >= 2p, at a peak of 2p - 1.
   zb_h2,
+  // ZB-V (Qi et al. 2024, "Pipeline Parallelism with Controllable Memory"): 2 chunks per device in a V,
+  // chunk 0 of device s being stage s and chunk 1 stage 2p - 1 - s, so a micro-batch's forward goes down
+  // the devices and back up, and its backward the reverse. At each step a device runs a ready B (chunk 0
+  // first), else a ready F (chunk 1 first) while it holds fewer than 2p chunk activations (1F1B's peak),
+  // else its oldest W (a unit-cost simulation, like ZB-H1's).
+  zb_v,
 };
 // Whether the schedule orders W parts apart from B parts (its job splits the backward ops).
 bool splits_backward(ScheduleKind kind);
-// "gpipe", "1f1b", "interleaved 1f1b", "zb-h1", "zb-h2"; parse_schedule_kind reads those a job names
+// The pipeline device of `stage` out of `devices`: stage mod devices, or the V of zb_v.
+int pipeline_device(ScheduleKind kind, int stage, int devices);
+// "gpipe", "1f1b", "interleaved 1f1b", "zb-h1", "zb-h2", "zb-v"; parse_schedule_kind reads those a job names
 // (interleaving is asked for by chunks, not by name).
 std::string_view name(ScheduleKind kind);
 Expected<ScheduleKind> parse_schedule_kind(std::string_view text);
@@ -74,7 +83,7 @@ char part_letter(BlockPart part);           // 'F' / 'B' / 'W'
 Expected<std::vector<std::vector<Block>>> schedule_blocks(Schedule schedule, int num_devices, int num_micro_batches);
 
 // stages[s][m]: the forward sub-ops of stage s for micro-batch m, in program order (e.g.
-// MicroBatches::micro_batch); stage s runs on pipeline device s mod (stages / chunks). Adds the
+// MicroBatches::micro_batch); stage s runs on pipeline_device(kind, s, stages / chunks). Adds the
 // template's order edges and returns the template, per device. Errors: an empty or ragged stage list, a
 // stage count the chunks do not divide, a sub-op that is not a live forward part, a stage spread over
 // several devices, two stages of different pipeline devices on one device, the chunks of one pipeline
