@@ -52,6 +52,10 @@ PLANS = {
     "pp2-gpipe": ["--policy", "megatron", "--pp", "2", "--microbatches", "2", "--schedule", "gpipe", "--gpus", "2"],
     "pp2-1f1b": ["--policy", "megatron", "--pp", "2", "--microbatches", "4", "--schedule", "1f1b", "--gpus", "2"],
     "pp2-interleaved": ["--policy", "megatron", "--pp", "2", "--interleave", "2", "--microbatches", "4", "--gpus", "2"],
+    # Zero-bubble: each backward split into its input part B and weight part W, the W's ordered apart.
+    "pp2-zbh1": ["--policy", "megatron", "--pp", "2", "--microbatches", "4", "--schedule", "zb-h1", "--gpus", "2"],
+    "pp2-zbh2": ["--policy", "megatron", "--pp", "2", "--microbatches", "4", "--schedule", "zb-h2", "--gpus", "2"],
+    "pp2-zbv": ["--policy", "megatron", "--pp", "2", "--microbatches", "4", "--schedule", "zb-v", "--gpus", "2"],
     "tp2-sp": ["--policy", "megatron", "--tp", "2", "--sp", "--gpus", "2"],
     "zero1": ["--policy", "zero", "--dp", "2", "--zero", "1", "--gpus", "2"],
     "zero3": ["--policy", "zero", "--dp", "2", "--zero", "3", "--gpus", "2"],
@@ -75,6 +79,7 @@ CASES = [
     ("llama", "single", "sgd"), ("llama", "dp2xtp2", "adamw"), ("llama", "pp2-interleaved", "sgd"),
     ("llama", "tp2-sp", "adamw"), ("llama", "tp2-recompute-selective", "sgd"), ("llama", "zero3", "adamw"),
     ("t5", "single", "sgd"), ("t5", "dp2xtp2", "adamw"), ("t5", "pp2-1f1b", "sgd"),
+    ("gpt2", "pp2-zbh1", "adamw"), ("llama", "pp2-zbh2", "sgd"), ("llama", "pp2-zbv", "adamw"),
 ]
 
 

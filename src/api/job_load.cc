@@ -48,15 +48,17 @@ Expected<bool> decide_fold(const Job& job, const ir::Graph& forward) {
   const policy::ParallelConfig& c = job.request.config;
   // Folding rebuilds the model at micro-batch size, which only a preset can do: a graph file's sizes
   // are fixed where it was traced.
-  const bool foldable = o.policy == "megatron" && c.zero == 0 && !plans_a_graph(o);
+  // The fold replays forward and backward segments; a zero-bubble schedule's W blocks have none yet.
+  const bool foldable = o.policy == "megatron" && c.zero == 0 && !plans_a_graph(o) && !plan::splits_backward(c.schedule);
   if (o.fold == Fold::off) return false;
   if (o.fold == Fold::on) {
     if (!foldable)
       return fail(plans_a_graph(o)
                       ? std::string("folding rebuilds a model preset at micro-batch size; a graph file cannot be folded")
-                      : fmt::format("folding plans the megatron policy without ZeRO, not policy {}{}", o.policy,
-                                    zero_text(c.zero)),
-                  "use --policy megatron without --zero on a --model preset, or --fold off");
+                      : fmt::format("folding plans the megatron policy without ZeRO or a zero-bubble schedule, not "
+                                    "policy {}{} with schedule {}",
+                                    o.policy, zero_text(c.zero), plan::name(c.schedule)),
+                  "use --policy megatron without --zero or a zero-bubble schedule on a --model preset, or --fold off");
     return true;
   }
   // The training graph has about three ops per forward op (forward, backward, accumulations).
@@ -64,10 +66,20 @@ Expected<bool> decide_fold(const Job& job, const ir::Graph& forward) {
   if (foldable && (c.dp > 1 || c.micro_batches > 1) && estimate > kFoldAboveSubOps) return true;
   if (estimate > kExplicitSubOpLimit)
     return fail(fmt::format("the explicit plan would hold about {} sub-ops (ops x dp x tp x micro-batches), over Loom's "
-                            "limit of {} (minutes and many GB to plan), and policy {}{} cannot be folded",
-                            estimate, kExplicitSubOpLimit, o.policy, zero_text(c.zero)),
-                "fold it (--policy megatron without --zero), or plan fewer dp ranks or micro-batches");
+                            "limit of {} (minutes and many GB to plan), and policy {}{}{} cannot be folded",
+                            estimate, kExplicitSubOpLimit, o.policy, zero_text(c.zero),
+                            plan::splits_backward(c.schedule) ? fmt::format(" with schedule {}", plan::name(c.schedule))
+                                                              : std::string()),
+                "fold it (--policy megatron without --zero or a zero-bubble --schedule), or plan fewer dp ranks or "
+                "micro-batches");
   return false;
+}
+
+// A zero-bubble schedule orders the backward's weight parts apart: the graph's backward ops are split.
+Expected<void> split_for_schedule(Job& job) {
+  if (!plan::splits_backward(job.request.config.schedule)) return {};
+  LOOM_ASSIGN_OR_RETURN(job.graph, ir::split_weight_gradients(job.graph));
+  return {};
 }
 
 // The model at micro-batch size: the global batch over dp x micro-batches.
@@ -118,6 +130,7 @@ Expected<std::unique_ptr<Job>> load_job(const JobOptions& options) {
     LOOM_ASSIGN_OR_RETURN(forward, micro_batch_model(j, global_batch));
   }
   LOOM_ASSIGN_OR_RETURN(j.graph, ir::build_training_graph(forward, j.catalog, j.request.optimizer));
+  LOOM_RETURN_IF_ERROR(split_for_schedule(j));
   LOOM_ASSIGN_OR_RETURN(j.stats, ir::compute_stats(j.graph, j.catalog));
   j.seconds.build = clock.seconds();
   j.stage = Stage::loaded;
@@ -139,6 +152,7 @@ Expected<std::unique_ptr<Job>> load_job(const JobOptions& options, ir::Graph tra
   j.workload = workload_of(training_graph);
   j.description = describe(options.policy, j.request.config);
   j.graph = std::move(training_graph);
+  LOOM_RETURN_IF_ERROR(split_for_schedule(j));
   LOOM_ASSIGN_OR_RETURN(j.stats, ir::compute_stats(j.graph, j.catalog));
   j.seconds.build = clock.seconds();
   j.stage = Stage::loaded;

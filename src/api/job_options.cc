@@ -42,13 +42,9 @@ Expected<bool> parse_flag(std::string_view text) {
   return fail(fmt::format("'{}' is not true or false", text));
 }
 
-Expected<plan::ScheduleKind> parse_schedule(std::string_view text) {
-  if (text == "1f1b") return plan::ScheduleKind::one_f_one_b;
-  if (text == "gpipe") return plan::ScheduleKind::gpipe;
-  return fail(fmt::format("unknown schedule '{}'", text), "use 1f1b or gpipe (--interleave V for interleaved 1F1B)");
-}
+Expected<plan::ScheduleKind> parse_schedule(std::string_view text) { return plan::parse_schedule_kind(text); }
 
-std::string_view schedule_text(plan::ScheduleKind kind) { return kind == plan::ScheduleKind::gpipe ? "gpipe" : "1f1b"; }
+std::string_view schedule_text(plan::ScheduleKind kind) { return plan::name(kind); }
 
 Expected<Fold> parse_fold(std::string_view text) {
   if (text == "auto") return Fold::automatic;
@@ -153,7 +149,7 @@ const std::vector<OptionField>& table() {
       {"micro_batch_size", "--micro-batch-size", {}, G::parallel, K::whole,
        "Samples per micro-batch on each dp rank, as Megatron-LM's: micro-batches = global batch / (dp x this)",
        LOOM_WHOLE(micro_batch_size, 1, kMaxCount)},
-      {"schedule", "--schedule", {}, G::parallel, K::text, "Pipeline schedule: gpipe or 1f1b",
+      {"schedule", "--schedule", {}, G::parallel, K::text, "Pipeline schedule: gpipe, 1f1b, zb-h1, zb-h2 or zb-v (zero-bubble: backward split into B and W; zb-v: 2 chunks per device in a V)",
        [](JobOptions& o, std::string_view t) -> Expected<void> {
          LOOM_ASSIGN_OR_RETURN(o.schedule, parse_schedule(t));
          return {};

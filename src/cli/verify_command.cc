@@ -52,8 +52,9 @@ void print_report(const VerifyArgs& args, const api::Job& job, const api::Verify
   fmt::print("policy     {}: dp {} x tp {} x pp {}, {} micro-batch{}{} on {} devices\n", options.policy, config.dp,
              config.tp, config.pp, config.micro_batches, config.micro_batches == 1 ? "" : "es",
              config.pp == 1             ? ""
-             : config.virtual_stages > 1 ? fmt::format(" (interleaved 1f1b, {} chunks per device)", config.virtual_stages)
-                                         : fmt::format(" ({})", config.schedule == plan::ScheduleKind::gpipe ? "gpipe" : "1f1b"),
+             : config.virtual_stages > 1 && config.schedule != plan::ScheduleKind::zb_v
+                 ? fmt::format(" (interleaved 1f1b, {} chunks per device)", config.virtual_stages)
+                                         : fmt::format(" ({})", plan::name(config.schedule)),
              job.request.gpus);
   if (config.sequence_parallel) fmt::print("           sequence parallel over the tp ranks\n");
   if (config.zero > 0) fmt::print("           ZeRO stage {} over the dp ranks\n", config.zero);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 
+#include "loom/ir/autograd.h"
 #include "loom/ir/graph_stats.h"
 
 namespace loom::cost {
@@ -91,7 +92,7 @@ double ComputeModel::flops_of(const plan::SubOp& sub_op) const {
   if (op.is_mirror()) {
     if (!sub_op.mirror.valid()) return op_flops_[sub_op.op.index()] * whole_fraction(sub_op);
     forward = &plan_->sub_op(sub_op.mirror);
-    factor = def->backward.flops_factor;
+    factor = def->backward.flops_factor * ir::flops_share(ir::grad_part(op));
   }
   const ir::Op& forward_op = graph.op(forward->op);
   std::vector<ir::Shape> shapes;

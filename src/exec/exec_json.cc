@@ -62,7 +62,7 @@ std::string fold_json(const FoldShape& fold) {
     out += s ? ",\n   [" : "\n   [";
     for (std::size_t b = 0; b < fold.sequences[s].size(); ++b) {
       const plan::Block& block = fold.sequences[s][b];
-      out += fmt::format(R"({}"{}{}.{}")", b ? ", " : "", block.pass == ir::Pass::forward ? 'F' : 'B', block.stage,
+      out += fmt::format(R"({}"{}{}.{}")", b ? ", " : "", plan::part_letter(block.part), block.stage,
                          block.micro_batch);
     }
     out += "]";

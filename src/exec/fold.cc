@@ -102,7 +102,7 @@ class Unfolder {
     std::map<int, int> instances;  // by segment: instances emitted so far
     const int rank = d / shape_.tp;
     for (const plan::Block& block : shape_.sequences[static_cast<std::size_t>(rank)]) {
-      const int segment = block_segment(block.stage / shape_.pp, block.pass == ir::Pass::backward);
+      const int segment = block_segment(block.stage / shape_.pp, block.part != plan::BlockPart::forward);
       for (std::size_t i = 0; i < program.size(); ++i)
         if (seg[i] == segment) emit(target, program[i], block.micro_batch, segment);
       const bool last = ++instances[segment] == shape_.micro_batches;

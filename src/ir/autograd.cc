@@ -10,7 +10,20 @@ namespace loom::ir {
 
 namespace {
 constexpr std::array<std::string_view, 3> kOptimizerNames = {"sgd", "adam", "adamw"};
+constexpr std::array<std::string_view, 3> kGradPartNames = {"whole", "input", "weight"};
 }  // namespace
+
+std::string_view name(GradPart part) { return kGradPartNames[static_cast<std::size_t>(part)]; }
+
+GradPart grad_part(const Op& backward_op) {
+  const auto it = backward_op.attrs.find("grad_part");
+  if (it == backward_op.attrs.end()) return GradPart::whole;
+  const auto* text = std::get_if<std::string>(&it->second);
+  if (text == nullptr) return GradPart::whole;
+  for (std::size_t i = 1; i < kGradPartNames.size(); ++i)
+    if (kGradPartNames[i] == *text) return static_cast<GradPart>(i);
+  return GradPart::whole;
+}
 
 std::string_view name(OptimizerKind kind) { return kOptimizerNames[static_cast<std::size_t>(kind)]; }
 
@@ -51,6 +64,10 @@ Expected<MirrorLayout> mirror_layout(const Op& backward_op) {
   LOOM_ASSIGN_OR_RETURN(layout.grad_inputs, with_context(positions(backward_op, "grad_inputs"), context));
   LOOM_ASSIGN_OR_RETURN(layout.saved_inputs, with_context(get_bool(backward_op.attrs, "saved_inputs"), context));
   LOOM_ASSIGN_OR_RETURN(layout.saved_outputs, with_context(get_bool(backward_op.attrs, "saved_outputs"), context));
+  LOOM_ASSIGN_OR_RETURN(const std::string part, with_context(get_string_or(backward_op.attrs, "grad_part", "whole"), context));
+  if (part != "input" && part != "weight" && part != "whole")
+    return fail(fmt::format("backward op '{}': 'grad_part' is '{}'", backward_op.name, part), "use input or weight");
+  layout.part = part == "input" ? GradPart::input : part == "weight" ? GradPart::weight : GradPart::whole;
   if (layout.grad_inputs.size() != backward_op.outputs.size())
     return fail(fmt::format("backward op '{}' writes {} gradients but 'grad_inputs' lists {}", backward_op.name,
                             backward_op.outputs.size(), layout.grad_inputs.size()));

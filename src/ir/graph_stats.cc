@@ -4,6 +4,7 @@
 #include <map>
 
 #include "loom/core/checked_math.h"
+#include "loom/ir/autograd.h"
 
 namespace loom::ir {
 
@@ -14,7 +15,7 @@ Expected<std::vector<double>> op_flops(const Graph& graph, const OpCatalog& cata
     if (def == nullptr)
       return fail(fmt::format("op '{}' has unknown type '{}'", op.name, op.type), "`loom ops` lists the known types");
     if (op.is_mirror()) {
-      flops[op.id.index()] = def->backward.flops_factor * flops[op.mirror_of.index()];
+      flops[op.id.index()] = def->backward.flops_factor * flops_share(grad_part(op)) * flops[op.mirror_of.index()];
       continue;
     }
     std::vector<Shape> shapes;

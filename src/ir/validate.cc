@@ -184,12 +184,17 @@ Expected<void> check_mirror(const Graph& graph, const Op& op) {
                               forward.inputs.size()));
     const TensorId target = forward.inputs[static_cast<std::size_t>(i)];
     LOOM_RETURN_IF_ERROR(check_gradient(op.outputs[k], target, fmt::format("output {}", k)));
+    const bool parameter = graph.tensor(target).role == TensorRole::parameter;
+    if ((layout.part == GradPart::weight && !parameter) || (layout.part == GradPart::input && parameter))
+      return fail(fmt::format("{} is the {} part, but output {} is the gradient of {} '{}'", label, name(layout.part), k,
+                              parameter ? "parameter" : "non-parameter", graph.tensor(target).name),
+                  "the weight part computes the parameters' gradients, the input part the others");
   }
   return {};
 }
 
 Expected<void> check_ops(const Graph& graph, const OpCatalog& catalog) {
-  std::vector<OpId> mirrored_by(graph.ops.size());
+  std::vector<std::vector<OpId>> mirrored_by(graph.ops.size());
   for (const Op& op : graph.ops) {
     const OpDef* def = catalog.find(op.type);
     if (def == nullptr)
@@ -201,11 +206,17 @@ Expected<void> check_ops(const Graph& graph, const OpCatalog& catalog) {
     if (op.pass != Pass::backward)
       return fail(fmt::format("{} is a {} op but mirrors op #{}; only backward ops mirror", op_label(op), name(op.pass),
                               op.mirror_of.value));
-    if (OpId other = mirrored_by[op.mirror_of.index()]; other.valid())
-      return fail(fmt::format("op '{}' is mirrored by both '{}' and '{}'; a forward op has one backward op",
-                              graph.op(op.mirror_of).name, graph.op(other).name, op.name));
-    mirrored_by[op.mirror_of.index()] = op.id;
     LOOM_RETURN_IF_ERROR(check_mirror(graph, op));
+    // A forward op has one backward op, or one input part and one weight part (split_weight_gradients).
+    const GradPart part = grad_part(op);
+    auto& by = mirrored_by[op.mirror_of.index()];
+    const auto clash = [&](OpId other) { return other.valid() && (part == GradPart::whole || grad_part(graph.op(other)) == GradPart::whole || grad_part(graph.op(other)) == part); };
+    for (OpId other : by)
+      if (clash(other))
+        return fail(fmt::format("op '{}' is mirrored by both '{}' and '{}'; a forward op has one backward op, or one "
+                                "input part and one weight part",
+                                graph.op(op.mirror_of).name, graph.op(other).name, op.name));
+    by.push_back(op.id);
   }
   return {};
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "loom/core/strings.h"
+#include "loom/ir/autograd.h"
 
 namespace loom::plan {
 namespace {
@@ -79,7 +80,8 @@ Expected<Plan> make_plan(const ir::Graph& graph, const ir::OpCatalog& catalog) {
       // Forward ops come first in program order, so their single part already exists.
       const SubOpId forward_part = plan.parts[op.mirror_of.index()].front();
       sub.mirror = forward_part;
-      plan.sub_op(forward_part).mirror = sub.id;
+      (ir::grad_part(op) == ir::GradPart::weight ? plan.sub_op(forward_part).weight_mirror
+                                                 : plan.sub_op(forward_part).mirror) = sub.id;
     }
     plan.parts[op.id.index()].push_back(sub.id);
     plan.sub_ops.push_back(std::move(sub));

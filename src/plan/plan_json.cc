@@ -73,12 +73,13 @@ class Reader {
     std::vector<int> backward_of(subs.size(), -1);
     for (std::size_t i = 0; i < subs.size(); ++i) {
       LOOM_ASSIGN_OR_RETURN(SubOp sub, sub_op(subs[i], i));
-      const int backward = subs[i].value("backward", -1);
-      if (backward >= 0) {
+      for (const char* key : {"backward", "weight_backward"}) {
+        const int backward = subs[i].value(key, -1);
+        if (backward < 0) continue;
         if (static_cast<std::size_t>(backward) >= subs.size() || static_cast<std::size_t>(backward) == i)
-          return fail(fmt::format("{}: sub-op {} names backward part {}, which is not another sub-op", source_, i, backward));
+          return fail(fmt::format("{}: sub-op {} names {} part {}, which is not another sub-op", source_, i, key, backward));
         backward_of[static_cast<std::size_t>(backward)] = static_cast<int>(i);
-        sub.mirror = SubOpId(static_cast<std::uint32_t>(backward));
+        (key == std::string_view("backward") ? sub.mirror : sub.weight_mirror) = SubOpId(static_cast<std::uint32_t>(backward));
       }
       plan.parts[sub.op.index()].push_back(sub.id);
       plan.sub_ops.push_back(std::move(sub));
@@ -194,6 +195,8 @@ std::string plan_to_json(const Plan& plan) {
                        quoted_json(plan.graph->op(sub.op).name), quoted_json(sub.name), sub.device);
     if (sub.mirror.valid() && !plan.graph->op(sub.op).is_mirror() && plan.sub_op(sub.mirror).live)
       out += fmt::format(R"(, "backward": {})", renumbered[sub.mirror.index()]);
+    if (sub.weight_mirror.valid() && plan.sub_op(sub.weight_mirror).live)
+      out += fmt::format(R"(, "weight_backward": {})", renumbered[sub.weight_mirror.index()]);
     if (is_recomputed(plan, sub.id)) out += R"(, "recompute": true)";
     out += R"(, "inputs": )";
     append_pieces(out, plan, sub.inputs);

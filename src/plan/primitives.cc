@@ -53,7 +53,7 @@ Expected<SplitShape> describe(const Plan& plan, const SubOp& original, const Tra
       return fail(fmt::format("trans: op '{}' ({}) is not linear in all its inputs, so it cannot be split by value",
                               original.name, plan.graph->op(original.op).type),
                   "split an identifier or replicate it");
-    if (original.mirror.valid())
+    if (original.mirror.valid() || original.weight_mirror.valid())
       return fail(fmt::format("trans: op '{}' has a backward part; a value split would give every part the whole gradient",
                               original.name),
                   "split an identifier or replicate it");
@@ -127,6 +127,7 @@ SubOp new_part(Plan& plan, const SubOp& original, int n, int k) {
   part.id = SubOpId(static_cast<std::uint32_t>(plan.sub_ops.size()));
   part.name = fmt::format("{}[{}/{}]", original.name, k, n);
   part.mirror = {};
+  part.weight_mirror = {};
   part.live = true;
   return part;
 }
@@ -226,36 +227,42 @@ Expected<std::vector<SubOpId>> trans(Plan& plan, SubOpId id, const TransAlgo& al
   if (n < 1) return fail(fmt::format("trans: cannot split sub-op '{}' into {} parts", original.name, n));
   LOOM_ASSIGN_OR_RETURN(SplitShape split, describe(plan, original, algo, n));
 
-  std::vector<SubOp> forward_parts, backward_parts;
-  const bool has_backward = original.mirror.valid() && plan.sub_op(original.mirror).live;
-  const SubOp backward = has_backward ? plan.sub_op(original.mirror) : SubOp{};
+  // The backward parts that follow the forward op: its backward (or input part B), then its weight part W.
+  struct Follower {
+    SubOp whole;
+    bool weight = false;
+    std::vector<SubOpId> parts;
+  };
+  std::vector<Follower> followers;
+  for (const auto& [id_of, weight] : {std::pair{original.mirror, false}, std::pair{original.weight_mirror, true}})
+    if (id_of.valid() && plan.sub_op(id_of).live) followers.push_back({plan.sub_op(id_of), weight, {}});
   std::vector<bool> divided_outputs(original.outputs.size(), false);
   for (std::size_t j = 0; j < divided_outputs.size(); ++j)
     divided_outputs[j] = split.value_split || (split.reduce && split.output_dims[j] < 0);
   LOOM_RETURN_IF_ERROR(refuse_dividing_replicas(plan, original, divided_outputs));
-  if (has_backward) {
-    LOOM_ASSIGN_OR_RETURN(ir::MirrorLayout layout, ir::mirror_layout(plan.graph->op(backward.op)));
-    std::vector<bool> divided_grads(backward.outputs.size(), false);
+  for (const Follower& f : followers) {
+    LOOM_ASSIGN_OR_RETURN(ir::MirrorLayout layout, ir::mirror_layout(plan.graph->op(f.whole.op)));
+    std::vector<bool> divided_grads(f.whole.outputs.size(), false);
     for (std::size_t q = 0; q < layout.grad_inputs.size(); ++q)
       divided_grads[q] = gradient_divided(split, static_cast<std::size_t>(layout.grad_inputs[q]));
-    LOOM_RETURN_IF_ERROR(refuse_dividing_replicas(plan, backward, divided_grads));
+    LOOM_RETURN_IF_ERROR(refuse_dividing_replicas(plan, f.whole, divided_grads));
   }
+  std::vector<SubOpId> ids;
   for (int k = 0; k < n; ++k) {
-    forward_parts.push_back(forward_part(plan, original, split, n, k));
-    plan.sub_ops.push_back(forward_parts.back());
-    if (!has_backward) continue;
-    LOOM_ASSIGN_OR_RETURN(SubOp b, backward_part(plan, backward, forward_parts.back(), split, n, k));
-    b.mirror = forward_parts.back().id;
-    plan.sub_op(forward_parts.back().id).mirror = b.id;
-    plan.sub_ops.push_back(b);
-    backward_parts.push_back(std::move(b));
+    const SubOp forward = forward_part(plan, original, split, n, k);
+    plan.sub_ops.push_back(forward);
+    ids.push_back(forward.id);
+    for (Follower& f : followers) {
+      LOOM_ASSIGN_OR_RETURN(SubOp b, backward_part(plan, f.whole, forward, split, n, k));
+      b.mirror = forward.id;
+      (f.weight ? plan.sub_op(forward.id).weight_mirror : plan.sub_op(forward.id).mirror) = b.id;
+      f.parts.push_back(b.id);
+      plan.sub_ops.push_back(std::move(b));
+    }
   }
-  std::vector<SubOpId> ids, backward_ids;
-  for (const SubOp& p : forward_parts) ids.push_back(p.id);
-  for (const SubOp& p : backward_parts) backward_ids.push_back(p.id);
   if (is_recomputed(plan, original.id)) LOOM_RETURN_IF_ERROR(recompute(plan, ids));
   replace_parts(plan, original, ids);
-  if (has_backward) replace_parts(plan, backward, backward_ids);
+  for (const Follower& f : followers) replace_parts(plan, f.whole, f.parts);
   return ids;
 }
 
@@ -266,6 +273,7 @@ Expected<void> assign(Plan& plan, SubOpId id, int device) {
   if (device < 0) return fail(fmt::format("assign: device {} for sub-op '{}' is negative", device, s->name));
   plan.sub_op(id).device = device;
   if (s->mirror.valid()) plan.sub_op(s->mirror).device = device;
+  if (s->weight_mirror.valid()) plan.sub_op(s->weight_mirror).device = device;
   return {};
 }
 

@@ -1,11 +1,13 @@
 #include "loom/plan/schedule.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 
 #include <fmt/format.h>
 
 #include "loom/plan/primitives.h"
+#include "schedule_templates.h"
 
 namespace loom::plan {
 
@@ -14,8 +16,32 @@ Expected<void> stage(Plan& plan, std::span<const SubOpId> sub_ops, int device) {
   return {};
 }
 
-std::string to_string(const Block& block) {
-  return fmt::format("{}{}", block.pass == ir::Pass::forward ? 'F' : 'B', block.micro_batch);
+char part_letter(BlockPart part) { return part == BlockPart::forward ? 'F' : part == BlockPart::backward ? 'B' : 'W'; }
+
+std::string to_string(const Block& block) { return fmt::format("{}{}", part_letter(block.part), block.micro_batch); }
+
+bool splits_backward(ScheduleKind kind) {
+  return kind == ScheduleKind::zb_h1 || kind == ScheduleKind::zb_h2 || kind == ScheduleKind::zb_v;
+}
+
+int pipeline_device(ScheduleKind kind, int stage, int devices) {
+  if (kind == ScheduleKind::zb_v && stage >= devices) return 2 * devices - 1 - stage;
+  return stage % devices;
+}
+
+namespace {
+constexpr std::array<std::string_view, 6> kScheduleNames = {"gpipe",  "1f1b",  "interleaved 1f1b",
+                                                            "zb-h1", "zb-h2", "zb-v"};
+}  // namespace
+
+std::string_view name(ScheduleKind kind) { return kScheduleNames[static_cast<std::size_t>(kind)]; }
+
+Expected<ScheduleKind> parse_schedule_kind(std::string_view text) {
+  for (std::size_t i = 0; i < kScheduleNames.size(); ++i)
+    if (kScheduleNames[i] == text && static_cast<ScheduleKind>(i) != ScheduleKind::interleaved_one_f_one_b)
+      return static_cast<ScheduleKind>(i);
+  return fail(fmt::format("unknown schedule '{}'", text),
+              "use gpipe, 1f1b, zb-h1, zb-h2 or zb-v (--interleave V for interleaved 1F1B)");
 }
 
 namespace {
@@ -25,19 +51,19 @@ std::vector<Block> interleaved_sequence(int s, int p, int v, int m) {
   const int total = v * m;
   // The k-th forward (backward) of the device: micro-batches go in groups of p through chunk 0, then
   // the same group through chunk 1, and so on; backwards take the chunks in reverse.
-  const auto block = [&](int k, ir::Pass pass) {
+  const auto block = [&](int k, BlockPart part) {
     int chunk = (k % (p * v)) / p;
-    if (pass == ir::Pass::backward) chunk = v - 1 - chunk;
-    return Block{.stage = chunk * p + s, .micro_batch = (k / (p * v)) * p + k % p, .pass = pass};
+    if (part == BlockPart::backward) chunk = v - 1 - chunk;
+    return Block{.stage = chunk * p + s, .micro_batch = (k / (p * v)) * p + k % p, .part = part};
   };
   const int warm_up = std::min(2 * (p - s - 1) + (v - 1) * p, total);
   std::vector<Block> seq;
-  for (int k = 0; k < warm_up; ++k) seq.push_back(block(k, ir::Pass::forward));
+  for (int k = 0; k < warm_up; ++k) seq.push_back(block(k, BlockPart::forward));
   for (int k = 0; k + warm_up < total; ++k) {
-    seq.push_back(block(k + warm_up, ir::Pass::forward));
-    seq.push_back(block(k, ir::Pass::backward));
+    seq.push_back(block(k + warm_up, BlockPart::forward));
+    seq.push_back(block(k, BlockPart::backward));
   }
-  for (int k = std::max(total - warm_up, 0); k < total; ++k) seq.push_back(block(k, ir::Pass::backward));
+  for (int k = std::max(total - warm_up, 0); k < total; ++k) seq.push_back(block(k, BlockPart::backward));
   return seq;
 }
 
@@ -48,6 +74,12 @@ Expected<std::vector<std::vector<Block>>> schedule_blocks(Schedule schedule, int
     return fail(fmt::format("schedule: {} devices, {} micro-batches and {} chunks per device; each must be at least 1",
                             num_devices, num_micro_batches, schedule.chunks));
   const bool interleaved = schedule.kind == ScheduleKind::interleaved_one_f_one_b;
+  if (schedule.kind == ScheduleKind::zb_v) {
+    if (schedule.chunks != 2)
+      return fail(fmt::format("schedule zb-v: {} model chunks per device; the V has 2", schedule.chunks),
+                  "give 2 chunks per device (stages 2 x devices)");
+    return zb_v_blocks(num_devices, num_micro_batches);
+  }
   if (!interleaved && schedule.chunks != 1)
     return fail(fmt::format("schedule: {} model chunks per device need the interleaved 1F1B schedule", schedule.chunks),
                 "use ScheduleKind::interleaved_one_f_one_b, or one chunk per device");
@@ -55,21 +87,23 @@ Expected<std::vector<std::vector<Block>>> schedule_blocks(Schedule schedule, int
     return fail(fmt::format("interleaved 1F1B: {} micro-batches are not a multiple of the {} pipeline devices",
                             num_micro_batches, num_devices),
                 "Megatron's interleaved schedule runs micro-batches in groups of one per device; use a multiple");
+  if (schedule.kind == ScheduleKind::zb_h1) return zb_h1_blocks(num_devices, num_micro_batches);
+  if (schedule.kind == ScheduleKind::zb_h2) return zb_h2_blocks(num_devices, num_micro_batches);
   std::vector<std::vector<Block>> result(static_cast<std::size_t>(num_devices));
   for (int s = 0; s < num_devices; ++s) {
     auto& seq = result[static_cast<std::size_t>(s)];
     if (interleaved && num_micro_batches == 1) {
       // One micro-batch (a folded slice, exec/fold.h) passes the chunks in order, then back.
-      for (int c = 0; c < schedule.chunks; ++c) seq.push_back({c * num_devices + s, 0, ir::Pass::forward});
-      for (int c = schedule.chunks; c-- > 0;) seq.push_back({c * num_devices + s, 0, ir::Pass::backward});
+      for (int c = 0; c < schedule.chunks; ++c) seq.push_back({c * num_devices + s, 0, BlockPart::forward});
+      for (int c = schedule.chunks; c-- > 0;) seq.push_back({c * num_devices + s, 0, BlockPart::backward});
       continue;
     }
     if (interleaved) {
       seq = interleaved_sequence(s, num_devices, schedule.chunks, num_micro_batches);
       continue;
     }
-    const auto fwd = [&](int m) { seq.push_back({s, m, ir::Pass::forward}); };
-    const auto bwd = [&](int m) { seq.push_back({s, m, ir::Pass::backward}); };
+    const auto fwd = [&](int m) { seq.push_back({s, m, BlockPart::forward}); };
+    const auto bwd = [&](int m) { seq.push_back({s, m, BlockPart::backward}); };
     if (schedule.kind == ScheduleKind::gpipe) {
       for (int m = 0; m < num_micro_batches; ++m) fwd(m);
       for (int m = 0; m < num_micro_batches; ++m) bwd(m);
@@ -87,11 +121,13 @@ Expected<std::vector<std::vector<Block>>> schedule_blocks(Schedule schedule, int
   return result;
 }
 
-std::vector<SubOpId> block_sub_ops(const Plan& plan, std::span<const SubOpId> forward, ir::Pass pass) {
-  if (pass == ir::Pass::forward) return {forward.begin(), forward.end()};
+std::vector<SubOpId> block_sub_ops(const Plan& plan, std::span<const SubOpId> forward, BlockPart part) {
+  if (part == BlockPart::forward) return {forward.begin(), forward.end()};
   std::vector<SubOpId> result;
-  for (auto it = forward.rbegin(); it != forward.rend(); ++it)
-    if (const SubOpId b = plan.sub_op(*it).mirror; b.valid()) result.push_back(b);
+  for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
+    const SubOp& s = plan.sub_op(*it);
+    if (const SubOpId b = part == BlockPart::weight ? s.weight_mirror : s.mirror; b.valid()) result.push_back(b);
+  }
   return result;
 }
 
@@ -100,7 +136,8 @@ namespace {
 // Checks the stage lists: each stage on one device (kUnassigned if its sub-ops are not placed yet), the
 // `chunks` stages of one pipeline device on the same device, different pipeline devices apart.
 Expected<void> check_stage_devices(const Plan& plan, const std::vector<std::vector<std::vector<SubOpId>>>& stages,
-                                   int chunks) {
+                                   Schedule schedule) {
+  const int chunks = schedule.chunks;
   if (stages.empty() || stages.front().empty()) return fail("apply_schedule: no stages or no micro-batches");
   if (chunks < 1 || stages.size() % static_cast<std::size_t>(chunks) != 0)
     return fail(fmt::format("apply_schedule: {} stages do not divide into {} chunks per device", stages.size(), chunks),
@@ -129,7 +166,8 @@ Expected<void> check_stage_devices(const Plan& plan, const std::vector<std::vect
       }
     }
     if (device == kUnassigned) continue;
-    const std::size_t rank = s % pipeline_devices;
+    const auto rank = static_cast<std::size_t>(
+        pipeline_device(schedule.kind, static_cast<int>(s), static_cast<int>(pipeline_devices)));
     int& expected = device_of_rank[rank];
     if (expected != kUnassigned && expected != device)
       return fail(fmt::format("apply_schedule: stage {} is on device {}, but the other chunks of pipeline device {} are "
@@ -149,7 +187,7 @@ Expected<void> check_stage_devices(const Plan& plan, const std::vector<std::vect
 
 Expected<std::vector<std::vector<Block>>> apply_schedule(Plan& plan, Schedule schedule,
                                                          const std::vector<std::vector<std::vector<SubOpId>>>& stages) {
-  LOOM_RETURN_IF_ERROR(check_stage_devices(plan, stages, schedule.chunks));
+  LOOM_RETURN_IF_ERROR(check_stage_devices(plan, stages, schedule));
   const int num_devices = static_cast<int>(stages.size()) / schedule.chunks;
   const int num_micro = static_cast<int>(stages.front().size());
   LOOM_ASSIGN_OR_RETURN(std::vector<std::vector<Block>> blocks,
@@ -158,11 +196,14 @@ Expected<std::vector<std::vector<Block>>> apply_schedule(Plan& plan, Schedule sc
     std::vector<SubOpId> previous;
     for (const Block& block : seq) {
       const auto& forward = stages[static_cast<std::size_t>(block.stage)][static_cast<std::size_t>(block.micro_batch)];
-      std::vector<SubOpId> current = block_sub_ops(plan, forward, block.pass);
+      std::vector<SubOpId> current = block_sub_ops(plan, forward, block.part);
       if (current.empty()) continue;  // a stage without backward parts has no backward blocks
+      const auto context = [&] { return fmt::format("apply_schedule: stage {} block {}", block.stage, to_string(block)); };
       if (!previous.empty() && previous.back() != current.front())
-        LOOM_RETURN_IF_ERROR(with_context(order(plan, previous.back(), current.front()),
-                                          fmt::format("apply_schedule: stage {} block {}", block.stage, to_string(block))));
+        LOOM_RETURN_IF_ERROR(with_context(order(plan, previous.back(), current.front()), context()));
+      if (block.part == BlockPart::weight)
+        for (std::size_t k = 1; k < current.size(); ++k)
+          LOOM_RETURN_IF_ERROR(with_context(order(plan, current[k - 1], current[k]), context()));
       previous = std::move(current);
     }
   }

@@ -47,9 +47,9 @@ std::vector<int> tensor_stages(const ir::Graph& graph, const std::vector<int>& o
 }
 
 // The pipeline rank of each op from its stage in program order: chunk c of rank s is stage c * pp + s.
-std::vector<int> pipeline_ranks(std::vector<int> stages, int pp) {
+std::vector<int> pipeline_ranks(std::vector<int> stages, const ParallelConfig& config) {
   for (int& s : stages)
-    if (s >= 0) s %= pp;
+    if (s >= 0) s = plan::pipeline_device(schedule_kind(config), s, config.pp);
   return stages;
 }
 
@@ -67,7 +67,7 @@ Composer::Composer(Plan& plan, const ParallelConfig& config, TensorParallelLayou
       c_(config),
       tp_layout_(std::move(tensor_parallel)),
       virtual_stage_(std::move(stages)),
-      stage_(pipeline_ranks(virtual_stage_, config.pp)),
+      stage_(pipeline_ranks(virtual_stage_, config)),
       tensor_stage_(tensor_stages(graph_, stage_)),
       batch_(plan::batch_identifiers(plan)),
       batch_dims_(tensor_batch_dims(plan, batch_)),

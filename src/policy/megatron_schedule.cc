@@ -28,9 +28,9 @@ Expected<void> Composer::schedule() {
         SubOpId previous;
         for (const plan::Block& b : sequences[static_cast<std::size_t>(s)]) {
           const auto& forward = stages[static_cast<std::size_t>(b.stage)][static_cast<std::size_t>(b.micro_batch)];
-          const std::vector<SubOpId> sub_ops = plan::block_sub_ops(plan_, forward, b.pass);
+          const std::vector<SubOpId> sub_ops = plan::block_sub_ops(plan_, forward, b.part);
           if (sub_ops.empty()) continue;
-          if (b.pass == ir::Pass::backward && previous.valid())
+          if (b.part == plan::BlockPart::backward && previous.valid())
             starts[static_cast<std::size_t>(device(s, r, j))][{b.stage, b.micro_batch}] = previous;
           previous = sub_ops.back();
         }

@@ -209,7 +209,8 @@ TEST(ValidateGraph, ForwardOpHasOneBackwardOp) {
   twin.outputs = {g.add_tensor({{}, "w.grad.twin", Shape{4, 3}, DType::f32, TensorRole::gradient, TensorId(1), {}})};
   g.add_op(std::move(twin));
   EXPECT_EQ(error_of(g).message,
-            "op 'fc' is mirrored by both 'fc.backward' and 'fc.backward.twin'; a forward op has one backward op");
+            "op 'fc' is mirrored by both 'fc.backward' and 'fc.backward.twin'; a forward op has one backward op, or one "
+            "input part and one weight part");
 }
 
 TEST(ValidateGraph, GradientsLineUpWithTheMirrorLayout) {

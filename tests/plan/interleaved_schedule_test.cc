@@ -90,7 +90,7 @@ TEST(InterleavedTemplate, Errors) {
 // it needs are done (the forward of the previous stage; the backward of the next stage, or the stage's
 // own forward on the last). Returns the idle fraction, or -1 on a deadlock.
 double block_level_idle_fraction(const std::vector<std::vector<Block>>& blocks, int stages, int chunks) {
-  std::map<std::tuple<int, int, ir::Pass>, double> done;  // (stage, micro-batch, pass) -> end
+  std::map<std::tuple<int, int, BlockPart>, double> done;  // (stage, micro-batch, pass) -> end
   std::vector<std::size_t> next(blocks.size(), 0);
   std::vector<double> free(blocks.size(), 0.0);
   double busy = 0, step = 0;
@@ -99,10 +99,10 @@ double block_level_idle_fraction(const std::vector<std::vector<Block>>& blocks, 
     for (std::size_t d = 0; d < blocks.size(); ++d) {
       if (next[d] == blocks[d].size()) continue;
       const Block& b = blocks[d][next[d]];
-      const bool forward = b.pass == ir::Pass::forward;
-      const auto need = forward ? std::tuple{b.stage - 1, b.micro_batch, ir::Pass::forward}
-                        : b.stage + 1 < stages ? std::tuple{b.stage + 1, b.micro_batch, ir::Pass::backward}
-                                               : std::tuple{b.stage, b.micro_batch, ir::Pass::forward};
+      const bool forward = b.part == BlockPart::forward;
+      const auto need = forward ? std::tuple{b.stage - 1, b.micro_batch, BlockPart::forward}
+                        : b.stage + 1 < stages ? std::tuple{b.stage + 1, b.micro_batch, BlockPart::backward}
+                                               : std::tuple{b.stage, b.micro_batch, BlockPart::forward};
       double start = free[d];
       if (!(forward && b.stage == 0)) {
         const auto it = done.find(need);
@@ -111,7 +111,7 @@ double block_level_idle_fraction(const std::vector<std::vector<Block>>& blocks, 
       }
       const double duration = (forward ? 1.0 : 2.0) / chunks;
       free[d] = start + duration;
-      done[{b.stage, b.micro_batch, b.pass}] = free[d];
+      done[{b.stage, b.micro_batch, b.part}] = free[d];
       busy += duration;
       step = std::max(step, free[d]);
       ++next[d];
@@ -139,12 +139,12 @@ TEST(InterleavedTemplate, EveryBlockOnceNoDeadlockAndMegatronsBubble) {
     ASSERT_EQ(blocks->size(), static_cast<std::size_t>(p));
     for (int d = 0; d < p; ++d) {
       const auto& seq = (*blocks)[static_cast<std::size_t>(d)];
-      std::set<std::tuple<int, int, ir::Pass>> seen;
+      std::set<std::tuple<int, int, BlockPart>> seen;
       std::map<int, int> next_forward;  // by stage
       for (const Block& b : seq) {
         EXPECT_EQ(b.stage % p, d);
-        EXPECT_TRUE(seen.insert({b.stage, b.micro_batch, b.pass}).second) << to_string(b) << " twice";
-        if (b.pass == ir::Pass::forward) {
+        EXPECT_TRUE(seen.insert({b.stage, b.micro_batch, b.part}).second) << to_string(b) << " twice";
+        if (b.part == BlockPart::forward) {
           EXPECT_EQ(b.micro_batch, next_forward[b.stage]++);
         }
       }

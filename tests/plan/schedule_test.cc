@@ -189,7 +189,7 @@ TEST(Schedule, StagesSharingADeviceAreRefused) {
 // Stage 1 running micro-batch 0's backward before its forward contradicts the data: a deadlock, named.
 TEST(Schedule, OrderAgainstTheDataIsADeadlock) {
   TwoStages t = two_stages();
-  const auto backward = block_sub_ops(t.plan, t.stages[1][0], ir::Pass::backward);
+  const auto backward = block_sub_ops(t.plan, t.stages[1][0], BlockPart::backward);
   const auto& forward = t.stages[1][0];
   ASSERT_TRUE(order(t.plan, backward.back(), forward.front()));
   auto valid = validate_plan(t.plan, 2);

@@ -92,7 +92,7 @@ std::vector<std::string> observed_blocks(const Pipeline& p, const std::vector<Su
   for (const auto& seq : p.blocks)
     for (const Block& b : seq) {
       const auto& fwd = p.stages[static_cast<std::size_t>(b.stage)][static_cast<std::size_t>(b.micro_batch)];
-      first_of[plan::block_sub_ops(p.plan, fwd, b.pass).front()] = b;
+      first_of[plan::block_sub_ops(p.plan, fwd, b.part).front()] = b;
     }
   std::vector<std::string> seen;
   for (SubOpId id : program)

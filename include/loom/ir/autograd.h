@@ -49,6 +49,14 @@ Expected<Graph> add_optimizer(const Graph& with_backward, const OpCatalog& catal
 // add_backward then add_optimizer.
 Expected<Graph> build_training_graph(const Graph& forward, const OpCatalog& catalog, const OptimizerOptions& options);
 
+// Which gradients a backward op computes (attr "grad_part", absent for whole): all of them, or, after
+// split_weight_gradients, those of the non-parameter inputs (B) or of the parameters (W).
+enum class GradPart : std::uint8_t { whole, input, weight };
+std::string_view name(GradPart part);  // "whole", "input", "weight"
+// The share of the whole backward's FLOPs a part computes: the split halves it, as the two products of
+// a matrix multiply's backward (dX = dY W^T, dW = X^T dY) cost the same (Qi et al.'s T_B = T_W).
+inline double flops_share(GradPart part) { return part == GradPart::whole ? 1.0 : 0.5; }
+
 // For a backward op: the gradient of each forward output it reads, and the forward input each of
 // its gradient outputs belongs to (decoded from the attrs above).
 struct MirrorLayout {
@@ -56,7 +64,20 @@ struct MirrorLayout {
   std::vector<int> grad_inputs;
   bool saved_inputs = false;
   bool saved_outputs = false;
+  GradPart part = GradPart::whole;
 };
 Expected<MirrorLayout> mirror_layout(const Op& backward_op);
+// The part of a backward op of a validated graph (whole for every op without "grad_part").
+GradPart grad_part(const Op& backward_op);
+
+// Zero-bubble pipelines (Qi et al. 2023): every backward op whose gradients include both parameter
+// gradients and others becomes two backward ops mirroring the same forward op, in program order the
+// input part B ("grad_part": "input", the non-parameter gradients, which the previous stage waits for)
+// then the weight part W ("grad_part": "weight", the parameter gradients, which a schedule may defer).
+// Both read the whole op's inputs (saved tensors and output gradients) and keep its gradient tensors,
+// so the graph's other ops (accumulations, optimizer steps) are unchanged. Ops with one kind of
+// gradient, and parts already split, stay as they are (the pass is idempotent). Runs on a graph with
+// backward ops, before or after the optimizer pass; op ids after the first split shift.
+Expected<Graph> split_weight_gradients(const Graph& graph);
 
 }  // namespace loom::ir

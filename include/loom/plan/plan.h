@@ -28,7 +28,10 @@ struct SubOp {
   std::vector<SubTensor> inputs;   // aligned with the op's inputs
   std::vector<SubTensor> outputs;  // aligned with the op's outputs
   int device = kUnassigned;
-  SubOpId mirror;                  // forward part <-> its backward part
+  SubOpId mirror;                  // forward part <-> its backward part (the input part B when split)
+  // A forward part's weight part W when its backward op is split (ir::split_weight_gradients); a W
+  // part's `mirror` is its forward part, as a backward part's is.
+  SubOpId weight_mirror;
   bool live = true;                // false once transformed into parts
 
   bool operator==(const SubOp&) const = default;
