@@ -56,6 +56,9 @@ PLANS = {
     "pp2-zbh1": ["--policy", "megatron", "--pp", "2", "--microbatches", "4", "--schedule", "zb-h1", "--gpus", "2"],
     "pp2-zbh2": ["--policy", "megatron", "--pp", "2", "--microbatches", "4", "--schedule", "zb-h2", "--gpus", "2"],
     "pp2-zbv": ["--policy", "megatron", "--pp", "2", "--microbatches", "4", "--schedule", "zb-v", "--gpus", "2"],
+    # DualPipeV: ZB-V's placement in the reference's phases (2 micro-batches per pipeline device at least).
+    "pp2-dualpipev": ["--policy", "megatron", "--pp", "2", "--microbatches", "4", "--schedule", "dualpipe-v",
+                      "--gpus", "2"],
     "tp2-sp": ["--policy", "megatron", "--tp", "2", "--sp", "--gpus", "2"],
     "zero1": ["--policy", "zero", "--dp", "2", "--zero", "1", "--gpus", "2"],
     "zero3": ["--policy", "zero", "--dp", "2", "--zero", "3", "--gpus", "2"],
@@ -80,6 +83,7 @@ CASES = [
     ("llama", "tp2-sp", "adamw"), ("llama", "tp2-recompute-selective", "sgd"), ("llama", "zero3", "adamw"),
     ("t5", "single", "sgd"), ("t5", "dp2xtp2", "adamw"), ("t5", "pp2-1f1b", "sgd"),
     ("gpt2", "pp2-zbh1", "adamw"), ("llama", "pp2-zbh2", "sgd"), ("llama", "pp2-zbv", "adamw"),
+    ("llama", "pp2-dualpipev", "sgd"),
 ]
 
 

@@ -149,7 +149,7 @@ const std::vector<OptionField>& table() {
       {"micro_batch_size", "--micro-batch-size", {}, G::parallel, K::whole,
        "Samples per micro-batch on each dp rank, as Megatron-LM's: micro-batches = global batch / (dp x this)",
        LOOM_WHOLE(micro_batch_size, 1, kMaxCount)},
-      {"schedule", "--schedule", {}, G::parallel, K::text, "Pipeline schedule: gpipe, 1f1b, zb-h1, zb-h2 or zb-v (zero-bubble: backward split into B and W; zb-v: 2 chunks per device in a V)",
+      {"schedule", "--schedule", {}, G::parallel, K::text, "Pipeline schedule: gpipe, 1f1b, zb-h1, zb-h2, zb-v or dualpipe-v (zero-bubble: backward split into B and W; zb-v and dualpipe-v: 2 chunks per device in a V)",
        [](JobOptions& o, std::string_view t) -> Expected<void> {
          LOOM_ASSIGN_OR_RETURN(o.schedule, parse_schedule(t));
          return {};

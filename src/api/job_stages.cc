@@ -17,7 +17,7 @@ namespace {
 
 std::string_view schedule_name(const policy::ParallelConfig& c) {
   if (c.pp == 1) return "";
-  if (c.virtual_stages > 1 && c.schedule != plan::ScheduleKind::zb_v) return "interleaved 1f1b";
+  if (c.virtual_stages > 1 && !plan::v_shaped(c.schedule)) return "interleaved 1f1b";
   return plan::name(c.schedule);
 }
 
@@ -31,7 +31,7 @@ policy::ParallelConfig slice_config(policy::ParallelConfig config) {
 // How the slice unfolds into the job's step: the schedule template of the full micro-batch count.
 Expected<exec::FoldShape> fold_shape(const policy::ParallelConfig& c, std::vector<int> op_stage) {
   const plan::Schedule schedule{
-      .kind = c.virtual_stages > 1 && c.schedule != plan::ScheduleKind::zb_v ? plan::ScheduleKind::interleaved_one_f_one_b
+      .kind = c.virtual_stages > 1 && !plan::v_shaped(c.schedule) ? plan::ScheduleKind::interleaved_one_f_one_b
                                                                             : c.schedule,
       .chunks = c.virtual_stages};
   exec::FoldShape shape{.dp = c.dp, .tp = c.tp, .pp = c.pp, .chunks = c.virtual_stages, .micro_batches = c.micro_batches,

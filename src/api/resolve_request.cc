@@ -132,8 +132,8 @@ Expected<ResolvedRequest> resolve_request(const JobOptions& o, const cluster::Cl
   LOOM_ASSIGN_OR_RETURN(r.config, resolve_degrees(o, r.gpus));
   LOOM_ASSIGN_OR_RETURN(r.config.micro_batches, resolve_micro_batches(o, r.config, global_batch));
   r.config.schedule = o.schedule;
-  // ZB-V's V is 2 chunks per device.
-  r.config.virtual_stages = o.schedule == plan::ScheduleKind::zb_v && o.interleave == 1 ? 2 : o.interleave;
+  // The V of ZB-V and DualPipeV is 2 chunks per device.
+  r.config.virtual_stages = plan::v_shaped(o.schedule) && o.interleave == 1 ? 2 : o.interleave;
   r.config.sequence_parallel = o.sequence_parallel;
   r.config.zero = o.zero;
   r.config.recompute = o.recompute;

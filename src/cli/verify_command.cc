@@ -52,7 +52,7 @@ void print_report(const VerifyArgs& args, const api::Job& job, const api::Verify
   fmt::print("policy     {}: dp {} x tp {} x pp {}, {} micro-batch{}{} on {} devices\n", options.policy, config.dp,
              config.tp, config.pp, config.micro_batches, config.micro_batches == 1 ? "" : "es",
              config.pp == 1             ? ""
-             : config.virtual_stages > 1 && config.schedule != plan::ScheduleKind::zb_v
+             : config.virtual_stages > 1 && !plan::v_shaped(config.schedule)
                  ? fmt::format(" (interleaved 1f1b, {} chunks per device)", config.virtual_stages)
                                          : fmt::format(" ({})", plan::name(config.schedule)),
              job.request.gpus);

@@ -21,17 +21,19 @@ char part_letter(BlockPart part) { return part == BlockPart::forward ? 'F' : par
 std::string to_string(const Block& block) { return fmt::format("{}{}", part_letter(block.part), block.micro_batch); }
 
 bool splits_backward(ScheduleKind kind) {
-  return kind == ScheduleKind::zb_h1 || kind == ScheduleKind::zb_h2 || kind == ScheduleKind::zb_v;
+  return kind == ScheduleKind::zb_h1 || kind == ScheduleKind::zb_h2 || v_shaped(kind);
 }
 
+bool v_shaped(ScheduleKind kind) { return kind == ScheduleKind::zb_v || kind == ScheduleKind::dualpipe_v; }
+
 int pipeline_device(ScheduleKind kind, int stage, int devices) {
-  if (kind == ScheduleKind::zb_v && stage >= devices) return 2 * devices - 1 - stage;
+  if (v_shaped(kind) && stage >= devices) return 2 * devices - 1 - stage;
   return stage % devices;
 }
 
 namespace {
-constexpr std::array<std::string_view, 6> kScheduleNames = {"gpipe",  "1f1b",  "interleaved 1f1b",
-                                                            "zb-h1", "zb-h2", "zb-v"};
+constexpr std::array<std::string_view, 7> kScheduleNames = {"gpipe", "1f1b", "interleaved 1f1b", "zb-h1",
+                                                            "zb-h2", "zb-v", "dualpipe-v"};
 }  // namespace
 
 std::string_view name(ScheduleKind kind) { return kScheduleNames[static_cast<std::size_t>(kind)]; }
@@ -41,7 +43,7 @@ Expected<ScheduleKind> parse_schedule_kind(std::string_view text) {
     if (kScheduleNames[i] == text && static_cast<ScheduleKind>(i) != ScheduleKind::interleaved_one_f_one_b)
       return static_cast<ScheduleKind>(i);
   return fail(fmt::format("unknown schedule '{}'", text),
-              "use gpipe, 1f1b, zb-h1, zb-h2 or zb-v (--interleave V for interleaved 1F1B)");
+              "use gpipe, 1f1b, zb-h1, zb-h2, zb-v or dualpipe-v (--interleave V for interleaved 1F1B)");
 }
 
 namespace {
@@ -74,11 +76,18 @@ Expected<std::vector<std::vector<Block>>> schedule_blocks(Schedule schedule, int
     return fail(fmt::format("schedule: {} devices, {} micro-batches and {} chunks per device; each must be at least 1",
                             num_devices, num_micro_batches, schedule.chunks));
   const bool interleaved = schedule.kind == ScheduleKind::interleaved_one_f_one_b;
-  if (schedule.kind == ScheduleKind::zb_v) {
+  if (v_shaped(schedule.kind)) {
     if (schedule.chunks != 2)
-      return fail(fmt::format("schedule zb-v: {} model chunks per device; the V has 2", schedule.chunks),
+      return fail(
+          fmt::format("schedule {}: {} model chunks per device; the V has 2", name(schedule.kind), schedule.chunks),
                   "give 2 chunks per device (stages 2 x devices)");
-    return zb_v_blocks(num_devices, num_micro_batches);
+    if (schedule.kind == ScheduleKind::zb_v) return zb_v_blocks(num_devices, num_micro_batches);
+    if (num_micro_batches < 2 * num_devices)
+      return fail(fmt::format("schedule dualpipe-v: {} micro-batches for {} pipeline devices; DualPipeV needs at least "
+                              "2 per device ({})",
+                              num_micro_batches, num_devices, 2 * num_devices),
+                  "raise --microbatches to 2 x pp or more, or use zb-v");
+    return dualpipe_v_blocks(num_devices, num_micro_batches);
   }
   if (!interleaved && schedule.chunks != 1)
     return fail(fmt::format("schedule: {} model chunks per device need the interleaved 1F1B schedule", schedule.chunks),

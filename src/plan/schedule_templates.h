@@ -11,5 +11,6 @@ namespace loom::plan {
 std::vector<std::vector<Block>> zb_h1_blocks(int p, int m);
 std::vector<std::vector<Block>> zb_h2_blocks(int p, int m);
 std::vector<std::vector<Block>> zb_v_blocks(int p, int m);  // stages 2p, in a V
+std::vector<std::vector<Block>> dualpipe_v_blocks(int p, int m);  // stages 2p, in a V; m >= 2p
 
 }  // namespace loom::plan

@@ -25,11 +25,12 @@ Expected<void> check_interleaving(const ParallelConfig& config) {
   if (config.virtual_stages > 1 && config.pp == 1)
     return fail(fmt::format("{} model chunks per device need a pipeline, but pp is 1", config.virtual_stages),
                 "set pp > 1, or leave virtual_stages at 1");
-  if (config.schedule == plan::ScheduleKind::zb_v && config.virtual_stages != 2)
-    return fail(fmt::format("schedule zb-v runs 2 model chunks per device in a V, not {}", config.virtual_stages),
-                "leave --interleave out (zb-v sets 2), or give 2");
+  if (plan::v_shaped(config.schedule) && config.virtual_stages != 2)
+    return fail(fmt::format("schedule {} runs 2 model chunks per device in a V, not {}", plan::name(config.schedule),
+                            config.virtual_stages),
+                fmt::format("leave --interleave out ({} sets 2), or give 2", plan::name(config.schedule)));
   if (config.virtual_stages > 1 && config.schedule != plan::ScheduleKind::one_f_one_b &&
-      config.schedule != plan::ScheduleKind::zb_v)
+      !plan::v_shaped(config.schedule))
     return fail(fmt::format("{} model chunks per device need the interleaved 1F1B schedule, not {}",
                             config.virtual_stages,
                             config.schedule == plan::ScheduleKind::gpipe ? "GPipe" : plan::name(config.schedule)),

@@ -31,7 +31,7 @@ Expected<std::vector<plan::SubOpId>> split(plan::Plan& plan, plan::SubOpId piece
 
 // The schedule template of a pipeline: interleaved 1F1B whenever a device holds several model chunks.
 inline plan::ScheduleKind schedule_kind(const ParallelConfig& config) {
-  if (config.schedule == plan::ScheduleKind::zb_v) return config.schedule;
+  if (plan::v_shaped(config.schedule)) return config.schedule;
   return config.virtual_stages > 1 ? plan::ScheduleKind::interleaved_one_f_one_b : config.schedule;
 }
 

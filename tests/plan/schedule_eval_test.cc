@@ -152,7 +152,7 @@ TEST(EvaluateSchedule, NamesDeadlocksDuplicatesAndMissingBlocks) {
 
 TEST(ScheduleKindNames, RoundTripAndRefuseUnknown) {
   for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::zb_h1, ScheduleKind::zb_h2,
-                            ScheduleKind::zb_v})
+                            ScheduleKind::zb_v, ScheduleKind::dualpipe_v})
     EXPECT_EQ(parse_schedule_kind(name(kind)).value(), kind);
   Expected<ScheduleKind> bad = parse_schedule_kind("zb-h3");
   ASSERT_FALSE(bad);

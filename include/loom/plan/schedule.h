@@ -10,8 +10,8 @@
 //
 // Stages are numbered in program order. Without interleaving, stage s runs on pipeline device s. With
 // Megatron's interleaved 1F1B (Narayanan et al. 2021, §2.2), p devices hold v model chunks each: stage
-// c * p + s is chunk c of device s, so a micro-batch passes every device v times. ZB-V puts its 2 chunks in
-// a V instead (pipeline_device).
+// c * p + s is chunk c of device s, so a micro-batch passes every device v times. ZB-V and DualPipeV put
+// their 2 chunks in a V instead (pipeline_device).
 #pragma once
 
 #include <span>
@@ -49,13 +49,22 @@ enum class ScheduleKind : std::uint8_t {
   // first), else a ready F (chunk 1 first) while it holds fewer than 2p chunk activations (1F1B's peak),
   // else its oldest W (a unit-cost simulation, like ZB-H1's).
   zb_v,
+  // DualPipeV (DeepSeek-V3's DualPipe cut to a V; deepseek-ai/DualPipe, dualpipev.py): ZB-V's placement,
+  // device d running the reference's phases: 2 (p - d - 1) forwards of chunk 0; d + 1 pairs F0 F1;
+  // p - d - 1 times B1 W F1; m - 2p + d + 1 times the pairs F0 B1, F1 B0 (each B with its W); p - d - 1
+  // times B1, F1 B0; d + 1 times B1 B0, the second half deferring their W's; p - d - 1 times W B0
+  // (deferred); the d + 1 W's owed. A pair is two blocks in turn: Loom does not fuse them (the reference
+  // overlaps one's communication with the other's compute). Needs m >= 2p.
+  dualpipe_v,
 };
 // Whether the schedule orders W parts apart from B parts (its job splits the backward ops).
 bool splits_backward(ScheduleKind kind);
-// The pipeline device of `stage` out of `devices`: stage mod devices, or the V of zb_v.
+// Whether the schedule runs 2 chunks per device in a V (zb_v, dualpipe_v).
+bool v_shaped(ScheduleKind kind);
+// The pipeline device of `stage` out of `devices`: stage mod devices, or the V (v_shaped).
 int pipeline_device(ScheduleKind kind, int stage, int devices);
-// "gpipe", "1f1b", "interleaved 1f1b", "zb-h1", "zb-h2", "zb-v"; parse_schedule_kind reads those a job names
-// (interleaving is asked for by chunks, not by name).
+// "gpipe", "1f1b", "interleaved 1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"; parse_schedule_kind reads
+// those a job names (interleaving is asked for by chunks, not by name).
 std::string_view name(ScheduleKind kind);
 Expected<ScheduleKind> parse_schedule_kind(std::string_view text);
 struct Schedule {
@@ -77,7 +86,8 @@ std::string to_string(const Block& block);  // "F2" / "B0" / "W1"
 char part_letter(BlockPart part);           // 'F' / 'B' / 'W'
 
 // The template: per pipeline device, its blocks in execution order. Every stage runs each (micro-batch,
-// pass) once. Errors: fewer than one device, micro-batch or chunk; chunks above 1 without interleaving;
+// pass) once. Errors: fewer than one device, micro-batch or chunk; chunks above 1 without interleaving,
+// or other than 2 for a V; DualPipeV with fewer than 2 micro-batches per device;
 // an interleaved template whose micro-batches (above 1) are not a multiple of the devices. One
 // micro-batch through an interleaved pipeline passes the chunks in order and back.
 Expected<std::vector<std::vector<Block>>> schedule_blocks(Schedule schedule, int num_devices, int num_micro_batches);
