@@ -62,6 +62,7 @@ exec::ExecPassOptions pass_options(const JobOptions& o) {
   options.bucket_bytes = static_cast<std::int64_t>(o.bucket_cap_mb * (1 << 20));
   options.first_bucket_bytes = std::min(options.first_bucket_bytes, options.bucket_bytes);
   options.prefetch_depth = o.prefetch_depth;
+  options.overlap_collectives = o.overlap != policy::Overlap::none;
   return options;
 }
 
@@ -75,6 +76,7 @@ std::string describe(const std::string& policy, const policy::ParallelConfig& c)
   if (c.sequence_parallel) text += ", sequence parallel";
   if (c.zero > 0) text += fmt::format(", ZeRO-{}", c.zero);
   if (c.recompute != policy::Recompute::none) text += fmt::format(", {} recompute", policy::name(c.recompute));
+  if (c.overlap != policy::Overlap::none) text += fmt::format(", {} overlap", policy::name(c.overlap));
   return text;
 }
 

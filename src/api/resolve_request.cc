@@ -113,6 +113,7 @@ JobOptions with_config(JobOptions o, const policy::ParallelConfig& c) {
   o.sequence_parallel = c.sequence_parallel;
   o.zero = c.zero;
   o.recompute = c.recompute;
+  o.overlap = c.overlap;
   return o;
 }
 
@@ -135,6 +136,7 @@ Expected<ResolvedRequest> resolve_request(const JobOptions& o, const cluster::Cl
   r.config.sequence_parallel = o.sequence_parallel;
   r.config.zero = o.zero;
   r.config.recompute = o.recompute;
+  r.config.overlap = o.overlap;
   return r;
 }
 

@@ -95,6 +95,8 @@ Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const Par
   if (config.sequence_parallel && !u.tp)
     return fail(fmt::format("policy '{}' does not use tensor parallelism, which sequence parallelism needs", policy),
                 "use 'tp', 'dp-tp' or 'megatron' with tp > 1");
+  if (config.overlap == Overlap::oases)
+    return with_context(oases_megatron(plan, config, catalog), fmt::format("policy '{}'", policy));
   return with_context(megatron(plan, config, catalog), fmt::format("policy '{}'", policy));
 }
 

@@ -16,6 +16,7 @@
 #include "loom/ir/autograd.h"
 #include "loom/ir/dtype.h"
 #include "loom/plan/schedule.h"
+#include "loom/policy/overlap.h"
 #include "loom/policy/recompute_policy.h"
 
 namespace loom::api {
@@ -60,6 +61,7 @@ struct JobOptions {
   bool sequence_parallel = false;
   int zero = 0;                        // ZeRO stage over the dp ranks (0: off)
   policy::Recompute recompute = policy::Recompute::none;
+  policy::Overlap overlap = policy::Overlap::none;  // Oases' overlapped tensor parallelism (policy/overlap.h)
   Fold fold = Fold::automatic;
   bool layout_search = true;           // materialize with the RVD layout search (false: p2p fallback only)
   double bucket_cap_mb = 25;           // gradient buckets (exec/passes.h), MiB as DDP's bucket_cap_mb; 0: none
