@@ -22,6 +22,9 @@ done
 # started and waited for.
 expect oases-count 0 "$LOOM" verify --model gpt3-125m --policy megatron --tp 2 --overlap oases &&
   contains oases-count-msg "26 activation all-reduces overlapped (start/wait)"
+# Recomputation repeats no all-reduce: values that arrived by communication are checkpoints.
+expect oases-recompute 0 "$LOOM" verify --model gpt3-125m --policy megatron --tp 2 --recompute full --overlap oases &&
+  contains oases-recompute-msg "collectives: all-reduce 26;" && contains oases-recompute-pass "result     PASS"
 expect oases-plan 0 "$LOOM" plan --model gpt3-125m --shrink --tp 2 --gpus 2 --overlap oases --out "$tmp/oases-plan" &&
   contains oases-plan-policy "megatron: dp 1 x tp 2 x pp 1, oases overlap"
 

@@ -498,3 +498,55 @@ TEST(OverlapCollectives, OffUnlessAskedAndOnlyWhereComputeLiesBetween) {
 
 }  // namespace
 }  // namespace loom::exec
+
+namespace loom::exec {
+namespace {
+
+// Oases' cross-pass schedule and fine-grained recomputation (papers/oases.md §IV-A, B; Fig. 4d), as they
+// fall out of the sub-batches' order and recomputation's rules (plan/recompute.h): with full
+// recomputation, a layer's forward is recomputed right before its backward needs it, inside its
+// sub-batch's backward segment, so the all-reduce of one sub-batch's backward (started after the MLP's
+// fc1 backward: the gradient of ln2's output) runs beside the other sub-batch's recomputation and
+// backward; and since values that arrived by communication are checkpoints, recomputation issues no
+// collective: the all-reduces are those of the plan without recomputation.
+TEST(OverlapCollectives, RecomputationRunsBesideTheOtherSubBatchsAllReduce) {
+  const ir::Graph& graph = shrunk_training_graph("gpt3-125m", ir::DType::f32);
+  const auto count_all_reduces = [](const ExecPlan& exec) {
+    std::size_t n = 0;
+    for (const Instruction& in : exec.programs[0])
+      n += std::holds_alternative<Collective>(in) || std::holds_alternative<CollectiveStart>(in);
+    return n;
+  };
+  auto plain = policy_plan(graph, "megatron", {.tp = 2, .overlap = policy::Overlap::oases}, /*exec_passes=*/true);
+  auto p = policy_plan(graph, "megatron", {.tp = 2, .recompute = policy::Recompute::full, .overlap = policy::Overlap::oases},
+                       /*exec_passes=*/true);
+  EXPECT_EQ(count_all_reduces(p->exec), count_all_reduces(plain->exec));
+  for (int d = 0; d < 2; ++d) {
+    SCOPED_TRACE(d);
+    const auto& program = p->exec.programs[static_cast<std::size_t>(d)];
+    std::set<plan::SubOpId> computed;  // forward sub-ops computed so far: a second compute is a recomputation
+    std::map<std::int64_t, std::size_t> started;  // tag -> recomputations since its start
+    std::size_t checked = 0;
+    for (const Instruction& in : program) {
+      if (const auto* c = std::get_if<Compute>(&in); c != nullptr && !p->plan.op_of(c->sub_op).is_mirror() &&
+                                                       p->plan.op_of(c->sub_op).pass == ir::Pass::forward) {
+        if (!computed.insert(c->sub_op).second)
+          for (auto& [tag, recomputed] : started) ++recomputed;
+      }
+      if (const auto* s = std::get_if<CollectiveStart>(&in);
+          s != nullptr && p->plan.graph->tensor(p->exec.buffer(s->outputs[0]).piece.tensor).name.ends_with("ln2.grad"))
+        started.emplace(s->tag, 0);
+      if (const auto* w = std::get_if<CollectiveWait>(&in)) {
+        if (const auto it = started.find(w->tag); it != started.end()) {
+          EXPECT_GT(it->second, 0u) << "no recomputation beside all-reduce #" << w->tag;
+          ++checked;
+          started.erase(it);
+        }
+      }
+    }
+    EXPECT_EQ(checked, 4u);  // 2 layers x 2 sub-batches
+  }
+}
+
+}  // namespace
+}  // namespace loom::exec
