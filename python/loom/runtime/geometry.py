@@ -137,8 +137,10 @@ def combine(inputs, out_piece, tensor_name=""):
     failing that, inputs tiling the output's own part, summed; failing both, inputs of the output's box that
     are k distinct parts of one decomposition of k x the output's count, summed as is."""
     out_box, out_part = out_piece
-    placed = [place(out_box, x, box) for x, (box, _) in inputs]
     parts = [tuple(part) for _, (_, part) in inputs]
+    if all(_same_box(box, out_box) for _, (box, _) in inputs):
+        return _combine_one_element_set(inputs, parts, out_piece, tensor_name)
+    placed = [place(out_box, x, box) for x, (box, _) in inputs]
     device = inputs[0][0].device
     signature = torch.zeros(local_shape(out_box), dtype=torch.long, device=device)
     for i, (_, mask) in enumerate(placed):
@@ -160,6 +162,30 @@ def combine(inputs, out_piece, tensor_name=""):
             total = total + placed[c][0][where]
         out[where] = total * factor if factor != 1.0 else total
     return out
+
+
+def _same_box(a, b):
+    return len(a) == len(b) and all(_indices(x) == _indices(y) for x, y in zip(a, b))  # ranges compare in O(1)
+
+
+def _combine_one_element_set(inputs, parts, out_piece, tensor_name):
+    """combine where every input holds the output's box (a device's partial sums of a weight gradient, one per
+    micro-batch or sub-batch): every element has the same inputs, so the rule picks once for the whole box,
+    without the per-element masks, which cost more than the sums on large tensors."""
+    out_box, out_part = out_piece
+    everyone = list(range(len(inputs)))
+    chosen, factor = coarsest_tiling(parts, everyone, (0, 1)), 1.0 / out_part[1]
+    if not chosen:
+        chosen, factor = coarsest_tiling(parts, everyone, tuple(out_part)), 1.0
+    if not chosen:
+        if _parts_of_one_decomposition(inputs, out_piece):
+            return sum_pieces(inputs, out_box)
+        raise PieceError(f"combine into '{tensor_name}' {out_piece}: no value parts tile the box with pieces "
+                         f"{[p for _, p in inputs]}")
+    total = inputs[chosen[0]][0].reshape(local_shape(out_box))
+    for c in chosen[1:]:
+        total = total + inputs[c][0].reshape(local_shape(out_box))
+    return total * factor if factor != 1.0 else total.clone()
 
 
 def sum_pieces(inputs, out_box):
