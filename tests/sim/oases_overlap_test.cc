@@ -3,6 +3,9 @@
 // overlapped step hides every all-reduce behind the other sub-batch's segment. Exact numbers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 #include "../exec/exec_test_plans.h"
 #include "loom/exec/passes.h"
 #include "loom/sim/simulator.h"
@@ -98,6 +101,65 @@ TEST(OasesOverlap, SubBatchAllReducesHideBehindTheOtherSubBatch) {
   auto blocking_contended = simulate(blocking->exec, uniform(2));
   ASSERT_TRUE(blocking_contended) << blocking_contended.error().to_string();
   EXPECT_NEAR(blocking_contended->step_time, 10 * kMs, 1e-12);
+}
+
+// Two nodes of Oases' cost model (papers/oases.md §V, Eq. 3): fc (compute d0, then its all-reduce c0) and
+// loss (d1, then c1), each run as two sub-batches in Algorithm 1's order; loss reads fc's sums. Device d:
+//   fc[0] #0(fc[0]) fc[1] #1(fc[1]) loss[0](#0) #2(loss[0]) loss[1](#1) #3(loss[1]) ones[0] ones[1], the
+// loss sums freed at the end; blocking, as materialization places the all-reduces. The ones take no time:
+// they only give #3 compute to start beside, so that every all-reduce is a start. (A blocking all-reduce
+// left among the starts of its group would run on the simulator's other communication stream, beside
+// them, where one communicator would run them in turn.)
+std::unique_ptr<Fixture> two_nodes() {
+  auto f = std::make_unique<Fixture>();
+  exec::testing::split_plan(*f, 4, [](std::size_t, int k) { return k / 2; });
+  f->exec.num_devices = 2;
+  f->exec.programs.resize(2);
+  for (int tag = 0; tag < 4; ++tag) f->exec.collectives.push_back({ir::TensorId(tag < 2 ? 2 : 3), "V->R all-reduce"});
+  const std::vector<int> group{0, 1};
+  const auto all_reduce = [&](int d, exec::BufferId in, std::int64_t tag) {
+    const exec::BufferId sum = f->buffer(d, f->exec.buffer(in).piece);
+    f->emit(d, exec::Collective{comm::Primitive::all_reduce, group, tag, in, sum});
+    return sum;
+  };
+  for (int d = 0; d < 2; ++d) {
+    const exec::BufferId w = f->load(d, f->part(kFc, 2 * d).inputs[1]);
+    std::vector<exec::BufferId> fc_sums, loss_sums;
+    for (int j = 0; j < 2; ++j) {
+      const exec::BufferId x = f->load(d, f->part(kFc, 2 * d + j).inputs[0]);
+      fc_sums.push_back(all_reduce(d, f->compute(d, kFc, 2 * d + j, {x, w}), j));
+    }
+    for (int j = 0; j < 2; ++j)
+      loss_sums.push_back(all_reduce(d, f->compute(d, kLoss, 2 * d + j, {fc_sums[static_cast<std::size_t>(j)]}), 2 + j));
+    for (int j = 0; j < 2; ++j) f->compute(d, kOnes, 2 * d + j, {exec::kNoBuffer});  // free of charge below
+    for (exec::BufferId b : loss_sums) f->emit(d, exec::Free{b});
+  }
+  return f;
+}
+
+// Eq. 3 for k = 1: T = d0 + max(d1, c0) + max(d0, c0) + max(d1, c1) + c1 (the first node's sub-batch 0,
+// then each compute beside the all-reduce it overlaps, then the last all-reduce). The simulator, given the
+// overlapped program, gives exactly that for any costs: the wait of each segment and the in-order start
+// stream are the max terms. 200 random cases.
+TEST(OasesOverlap, OverlappedStepIsOasesCostModel) {
+  std::mt19937 random(14);
+  std::uniform_real_distribution<double> cost(0.1, 3.0);
+  auto f = two_nodes();
+  ASSERT_EQ(exec::overlap_collectives(f->exec), 4);
+  for (int trial = 0; trial < 200; ++trial) {
+    const double d0 = cost(random) * kMs, d1 = cost(random) * kMs, c0 = cost(random) * kMs, c1 = cost(random) * kMs;
+    Durations durations{.compute = [&](const plan::SubOp& s, int) {
+                          return s.op == f->part(kFc, 0).op ? d0 : s.op == f->part(kLoss, 0).op ? d1 : 0.0;
+                        },
+                        .collective = [&](const exec::Collective& c, std::int64_t) { return c.tag < 2 ? c0 : c1; },
+                        .p2p = {},
+                        .local = {},
+                        .contention = 1};
+    auto result = simulate(f->exec, durations);
+    ASSERT_TRUE(result) << result.error().to_string();
+    const double expected = d0 + std::max(d1, c0) + std::max(d0, c0) + std::max(d1, c1) + c1;
+    EXPECT_NEAR(result->step_time, expected, 1e-12) << "d0 " << d0 << " d1 " << d1 << " c0 " << c0 << " c1 " << c1;
+  }
 }
 
 }  // namespace
