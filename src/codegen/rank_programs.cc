@@ -144,8 +144,9 @@ class ModuleWriter {
       line(fmt::format("{} = rt.all_gather_start({}, group={}, tag={}, ins={}, outs={})", handle(in), tuple_of(inputs),
                        tuple_literal(in.group), in.tag, tuple_of(ins), tuple_of(outs)));
     } else {
-      line(fmt::format("{} = rt.{}_start({}, group={}, bucket={})", handle(in), method_of(in.kind), tuple_of(inputs),
-                       tuple_literal(in.group), in.tag));
+      // A bucket's flat buffer is kept for the next step; an activation's sums die with their last reader.
+      line(fmt::format("{} = rt.{}_start({}, group={}, bucket={}{})", handle(in), method_of(in.kind), tuple_of(inputs),
+                       tuple_literal(in.group), in.tag, gradients ? "" : ", reuse=False"));
     }
     started_.emplace(in.tag, &in);
     return {};
