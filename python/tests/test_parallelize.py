@@ -36,11 +36,20 @@ def test_plan_writes_the_files_loom_plan_writes(engine, tmp_path):
     assert (tmp_path / "emit" / "rank_1.py").read_text() == result.emit()["modules"][1]
 
 
+def test_plan_takes_the_overlap(engine):
+    result = engine.plan(model="gpt3-125m", shrink=True, tp=2, gpus=2, overlap="oases")
+    assert result.degrees["overlap"] == "oases" and result.degrees["micro_batches"] == 1
+
+
 def test_engine_errors_raise_plan_error(engine):
     with pytest.raises(engine.PlanError, match="unknown policy|policy 'nope'"):
         engine.plan(model="gpt3-125m", shrink=True, policy="nope")
     with pytest.raises(engine.PlanError, match="recompute"):
         engine.plan(model="gpt3-125m", shrink=True, recompute="sometimes")
+    with pytest.raises(engine.PlanError, match="overlap"):
+        engine.plan(model="gpt3-125m", shrink=True, tp=2, gpus=2, overlap="sometimes")
+    with pytest.raises(engine.PlanError, match="tp is 1"):
+        engine.plan(model="gpt3-125m", shrink=True, dp=2, gpus=2, overlap="oases")
     with pytest.raises(engine.PlanError, match="the graph JSON"):
         engine.plan(graph='{"format": "loom-graph", "version": 1, "tensors": [')
 

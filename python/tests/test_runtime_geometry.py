@@ -102,3 +102,12 @@ def test_place_and_restrict_agree_with_element_by_element_copies():
         for local, index in zip(_elements(tuple((0, n, 1) for n in values.shape)), _elements(dst_box)):
             assert bool(mask[local]) == (index in src_set)
             assert values[local] == (whole[index] if index in src_set else 0)
+
+
+def test_combine_of_inputs_holding_the_output_box_sums_them_into_a_new_tensor():
+    """The path for a device's partial sums of one box (sub-batches', micro-batches' weight gradients): the same
+    values as the general rule, and never the input itself (a later in-place update must not reach it)."""
+    parts = [(W / 4 * (k + 1), (WHOLE, (k, 4))) for k in range(4)]
+    assert torch.allclose(geometry.combine(parts, (WHOLE, (0, 1))), W * 10 / 4)
+    one = geometry.combine([(W, (WHOLE, (0, 1)))], (WHOLE, (0, 1)))
+    assert torch.equal(one, W) and one.data_ptr() != W.data_ptr()

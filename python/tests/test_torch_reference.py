@@ -1,7 +1,7 @@
 """Plans train exactly as torch itself trains the module: transformers GPT-2, LLaMA and T5 from small configs
 (random init, dropout 0, float32) are traced, planned (1 device, dp, tp, dp x tp, GPipe and 1F1B pipelines,
-interleaved 1F1B, sequence parallelism, ZeRO-1, ZeRO-3, ZeRO-2 and -3 with micro-batches, recompute, coshard), and
-trained
+interleaved 1F1B, sequence parallelism, ZeRO-1, ZeRO-3, ZeRO-2 and -3 with micro-batches, recompute, coshard,
+Oases' overlapped sub-batches), and trained
 3 optimizer steps from the module's own weights on the same batches as torch.optim trains a copy of the module. The
 loss of every step and every parameter equal torch's (float32): loss |difference| <= 1e-5 |loss|; per parameter
 max |difference| <= 1e-5 max |torch's value|.
@@ -69,6 +69,8 @@ PLANS = {
     "tp2-recompute-selective": ["--policy", "megatron", "--tp", "2", "--recompute", "selective", "--gpus", "2"],
     # Coshard: each tp rank's heads and FFN width in 2 parts run one after another, recomputed.
     "tp2-coshard2": ["--policy", "megatron", "--tp", "2", "--coshard", "2", "--gpus", "2"],
+    # Oases: 2 sub-batches per device, their tensor-parallel all-reduces asynchronous (start / wait).
+    "tp2-oases": ["--policy", "megatron", "--tp", "2", "--overlap", "oases", "--gpus", "2"],
 }
 # (model, plan, optimizer): every plan kind once at least, both optimizers on every model. Interleaving needs
 # 4 layers: LLaMA (4 layers) takes it. GPT-2's Conv1D views merge (batch seq): sequence parallelism leaves them
@@ -79,8 +81,10 @@ CASES = [
     ("gpt2", "pp2-gpipe", "sgd"), ("gpt2", "pp2-1f1b", "adamw"), ("gpt2", "zero1", "adamw"),
     ("gpt2", "zero3", "sgd"), ("gpt2", "zero2-mb2", "adamw"), ("gpt2", "zero3-mb2", "sgd"),
     ("gpt2", "tp2-recompute-full", "adamw"), ("gpt2", "tp2-sp", "sgd"), ("gpt2", "tp2-coshard2", "adamw"),
+    ("gpt2", "tp2-recompute-full", "adamw"), ("gpt2", "tp2-sp", "sgd"), ("gpt2", "tp2-oases", "adamw"),
     ("llama", "single", "sgd"), ("llama", "dp2xtp2", "adamw"), ("llama", "pp2-interleaved", "sgd"),
     ("llama", "tp2-sp", "adamw"), ("llama", "tp2-recompute-selective", "sgd"), ("llama", "zero3", "adamw"),
+    ("llama", "tp2-oases", "sgd"),
     ("t5", "single", "sgd"), ("t5", "dp2xtp2", "adamw"), ("t5", "pp2-1f1b", "sgd"),
     ("gpt2", "pp2-zbh1", "adamw"), ("llama", "pp2-zbh2", "sgd"), ("llama", "pp2-zbv", "adamw"),
     ("llama", "pp2-dualpipev", "sgd"),

@@ -190,6 +190,10 @@ const std::vector<OptionField>& table() {
          return {};
        },
        [](const JobOptions& o) { return policy::to_string(o.coshard.ops); }},
+      {"overlap", "--overlap", {}, G::parallel, K::text,
+       "Overlap tensor parallelism's collectives with compute: none, or oases (each tensor-parallel block as 2 "
+       "sub-batches, one's all-reduce beside the other's compute; tp > 1, pp 1)",
+       LOOM_NAMED(overlap, policy::parse_overlap)},
       {"bucket_cap_mb", "--bucket-cap-mb", {}, G::passes, K::real,
        "Gradient buckets of the data-parallel all-reduce, MiB, as DDP's bucket_cap_mb (first bucket 1 MiB); 0: every "
        "gradient reduced on its own, blocking",

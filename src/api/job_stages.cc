@@ -63,6 +63,7 @@ exec::ExecPassOptions pass_options(const JobOptions& o) {
   options.bucket_bytes = static_cast<std::int64_t>(o.bucket_cap_mb * (1 << 20));
   options.first_bucket_bytes = std::min(options.first_bucket_bytes, options.bucket_bytes);
   options.prefetch_depth = o.prefetch_depth;
+  options.overlap_collectives = o.overlap != policy::Overlap::none;
   return options;
 }
 
@@ -81,6 +82,7 @@ std::string describe(const std::string& policy, const policy::ParallelConfig& c)
                         c.coshard.layers ? policy::to_string(*c.coshard.layers)
                                          : std::string(policy == "coshard" ? "the first quarter" : "all"),
                         policy::to_string(c.coshard.ops));
+  if (c.overlap != policy::Overlap::none) text += fmt::format(", {} overlap", policy::name(c.overlap));
   return text;
 }
 

@@ -114,6 +114,7 @@ JobOptions with_config(JobOptions o, const policy::ParallelConfig& c) {
   o.zero = c.zero;
   o.recompute = c.recompute;
   o.coshard = c.coshard;
+  o.overlap = c.overlap;
   return o;
 }
 
@@ -138,6 +139,7 @@ Expected<ResolvedRequest> resolve_request(const JobOptions& o, const cluster::Cl
   r.config.zero = o.zero;
   r.config.recompute = o.recompute;
   r.config.coshard = o.coshard;
+  r.config.overlap = o.overlap;
   return r;
 }
 

@@ -33,6 +33,7 @@ py::dict degrees(const api::Job& r) {
   d["sequence_parallel"] = c.sequence_parallel;
   d["zero"] = c.zero;
   d["recompute"] = std::string(policy::name(c.recompute));
+  d["overlap"] = std::string(policy::name(c.overlap));
   return d;
 }
 

@@ -33,9 +33,11 @@ ir::DType weight_dtype(const api::Job& r) {
 }  // namespace
 
 std::string passes_line(const exec::ExecPassStats& p) {
-  return fmt::format("passes     {} exchanges made all-reduces; {} gradient all-reduces in {} asynchronous buckets; "
-                     "{} parameter all-gathers prefetched in {} starts\n",
-                     p.exchanges, p.bucketed_reductions, p.buckets, p.prefetched_gathers, p.prefetches);
+  std::string line = fmt::format("passes     {} exchanges made all-reduces; {} gradient all-reduces in {} asynchronous "
+                                 "buckets; {} parameter all-gathers prefetched in {} starts",
+                                 p.exchanges, p.bucketed_reductions, p.buckets, p.prefetched_gathers, p.prefetches);
+  if (p.overlapped > 0) line += fmt::format("; {} activation all-reduces overlapped (start/wait)", p.overlapped);
+  return line + "\n";
 }
 
 std::string plan_summary(const api::Job& r) {
@@ -143,6 +145,7 @@ nlohmann::ordered_json plan_json(const api::Job& job, const std::optional<api::S
                         {"sequence_parallel", c.sequence_parallel},
                         {"zero", c.zero},
                         {"recompute", std::string(policy::name(c.recompute))},
+                        {"overlap", std::string(policy::name(c.overlap))},
                         {"folded", job.folded}}},
                       {"parameters", job.stats.parameter_count}};
   if (search)

@@ -114,7 +114,8 @@ class ModuleWriter {
   }
 
   // A start (exec/passes.h): a gradient bucket, issued once its last gradient is final and waited before
-  // its sums are read; or prefetched parameters, issued ahead of their reader and waited right before it.
+  // its sums are read; prefetched parameters, issued ahead of their reader and waited right before it; or
+  // an activation's partial sums (Oases), issued after their writer and waited right before their reader.
   Expected<void> emit(const exec::CollectiveStart& in) {
     std::int64_t bytes = 0;
     std::vector<std::string> inputs, tensors;
@@ -124,9 +125,14 @@ class ModuleWriter {
       bytes += exec_.buffer(b).bytes;
     }
     const bool gather = in.kind == comm::Primitive::all_gather;
+    const ir::FullTensor& first = graph_.tensor(piece(in.outputs.front()).tensor);
+    const bool gradients = first.role == ir::TensorRole::gradient && first.owner.valid() &&
+                           graph_.tensor(first.owner).role == ir::TensorRole::parameter;
     comment(fmt::format("{} start #{} over ranks {} ({} B, {} tensors: {}): runs while the step goes on, as {}",
                         comm::name(in.kind), in.tag, tuple_literal(in.group), bytes, in.inputs.size(), join(tensors, ", "),
-                        gather ? "DeepSpeed's parameter prefetch" : "DDP's bucketed reduction"));
+                        gather      ? "DeepSpeed's parameter prefetch"
+                        : gradients ? "DDP's bucketed reduction"
+                                    : "Oases' overlapped tensor-parallel all-reduce"));
     if (gather) {
       const auto it = members_.find(in.tag);
       if (it == members_.end()) return failf("start #{} has no members", in.tag);
@@ -138,8 +144,9 @@ class ModuleWriter {
       line(fmt::format("{} = rt.all_gather_start({}, group={}, tag={}, ins={}, outs={})", handle(in), tuple_of(inputs),
                        tuple_literal(in.group), in.tag, tuple_of(ins), tuple_of(outs)));
     } else {
-      line(fmt::format("{} = rt.{}_start({}, group={}, bucket={})", handle(in), method_of(in.kind), tuple_of(inputs),
-                       tuple_literal(in.group), in.tag));
+      // A bucket's flat buffer is kept for the next step; an activation's sums die with their last reader.
+      line(fmt::format("{} = rt.{}_start({}, group={}, bucket={}{})", handle(in), method_of(in.kind), tuple_of(inputs),
+                       tuple_literal(in.group), in.tag, gradients ? "" : ", reuse=False"));
     }
     started_.emplace(in.tag, &in);
     return {};

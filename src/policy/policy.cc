@@ -101,13 +101,16 @@ Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const Par
   if ((config.coshard.parts > 1 || config.coshard.layers) && policy != "megatron" && policy != "coshard")
     return fail(fmt::format("policy '{}' does not use coshard", policy),
                 "'megatron' takes coshard (--coshard C), and 'coshard' is megatron with it on");
-  if (policy != "coshard") return with_context(megatron(plan, config, catalog), fmt::format("policy '{}'", policy));
-  ParallelConfig cosharded = config;
-  cosharded.coshard = applied_coshard(plan, policy, config.coshard);
-  if (cosharded.coshard.parts < 2)
-    return fail(fmt::format("policy 'coshard' with {} part per device is megatron", cosharded.coshard.parts),
-                "give 2 or more parts per device (--coshard C), or use the policy 'megatron'");
-  return with_context(megatron(plan, cosharded, catalog), "policy 'coshard'");
+  ParallelConfig applied = config;
+  if (policy == "coshard") {
+    applied.coshard = applied_coshard(plan, policy, config.coshard);
+    if (applied.coshard.parts < 2)
+      return fail(fmt::format("policy 'coshard' with {} part per device is megatron", applied.coshard.parts),
+                  "give 2 or more parts per device (--coshard C), or use the policy 'megatron'");
+  }
+  if (applied.overlap == Overlap::oases)
+    return with_context(oases_megatron(plan, applied, catalog), fmt::format("policy '{}'", policy));
+  return with_context(megatron(plan, applied, catalog), fmt::format("policy '{}'", policy));
 }
 
 }  // namespace loom::policy

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "exec_test_plans.h"
@@ -391,6 +392,159 @@ TEST(PrefetchGathers, GroupsWhoseMembersDisagreeStayBlocking) {
   for (int d = 0; d < 2; ++d) {
     EXPECT_EQ(parameter_gathers(exec, d), gathers);
     EXPECT_TRUE(prefetches_of(exec, d).empty());
+  }
+}
+
+}  // namespace
+}  // namespace loom::exec
+
+namespace loom::exec {
+namespace {
+
+bool is_activation_sum(const ExecPlan& exec, BufferId b) {
+  const ir::Graph& graph = *exec.plan->graph;
+  const ir::FullTensor& t = graph.tensor(exec.buffer(b).piece.tensor);
+  return t.role == ir::TensorRole::activation ||
+         (t.role == ir::TensorRole::gradient && graph.tensor(t.owner).role == ir::TensorRole::activation);
+}
+
+std::size_t blocking_activation_all_reduces(const ExecPlan& exec, int d) {
+  std::size_t n = 0;
+  for (const Instruction& in : exec.programs[static_cast<std::size_t>(d)])
+    if (const auto* c = std::get_if<Collective>(&in))
+      n += c->kind == comm::Primitive::all_reduce && is_activation_sum(exec, c->output);
+  return n;
+}
+
+// Oases' sub-batches under tp 2 (and dp 2 x tp 2): every blocking all-reduce of an activation or an
+// activation's gradient, forward and backward, becomes a start right after the compute writing its input
+// and a wait right before the first instruction using its sum, with compute (the other sub-batch's
+// segment) between them; every member of a group starts them in one order; the plan still checks.
+TEST(OverlapCollectives, ActivationAllReducesStartAfterTheirWriterAndWaitBeforeTheirReader) {
+  for (const policy::ParallelConfig& config : {policy::ParallelConfig{.tp = 2, .overlap = policy::Overlap::oases},
+                                               policy::ParallelConfig{.dp = 2, .tp = 2, .overlap = policy::Overlap::oases}}) {
+    SCOPED_TRACE(config.dp);
+    auto p = policy_plan(shrunk_training_graph("gpt3-125m", ir::DType::f32), "megatron", config);
+    const int devices = p->exec.num_devices;
+    std::vector<std::size_t> before;
+    for (int d = 0; d < devices; ++d) before.push_back(blocking_activation_all_reduces(p->exec, d));
+    const ExecPassStats stats = run_exec_passes(p->exec, {.overlap_collectives = true});
+    ASSERT_TRUE(check_exec_plan(p->exec));
+    // Each all-reduce counted once: tp 2 members each, dp replicas have their own.
+    EXPECT_EQ(stats.overlapped, static_cast<int>(before[0]) * config.dp);
+    std::map<std::vector<int>, std::vector<std::int64_t>> order;  // group -> its start tags, as its first member issues them
+    for (int d = 0; d < devices; ++d) {
+      SCOPED_TRACE(d);
+      EXPECT_GT(before[static_cast<std::size_t>(d)], 4u);
+      EXPECT_EQ(blocking_activation_all_reduces(p->exec, d), 0u);
+      const auto& program = p->exec.programs[static_cast<std::size_t>(d)];
+      std::map<std::vector<int>, std::vector<std::int64_t>> mine;
+      std::size_t overlapped = 0;
+      for (const auto& [at, s] : starts_of(p->exec, d)) {
+        if (!is_activation_sum(p->exec, s->outputs[0])) continue;
+        ++overlapped;
+        mine[s->group].push_back(s->tag);
+        ASSERT_EQ(s->inputs.size(), 1u);
+        // Right after its writer: only frees and other starts after the same writer between them.
+        std::size_t writer = at;
+        while (writer > 0 && (std::holds_alternative<Free>(program[writer - 1]) ||
+                              std::holds_alternative<CollectiveStart>(program[writer - 1])))
+          --writer;
+        ASSERT_GT(writer, 0u);
+        bool writes = false;
+        for_each_written(program[writer - 1], [&](BufferId b) { writes |= b == s->inputs[0]; });
+        EXPECT_TRUE(writes && std::holds_alternative<Compute>(program[writer - 1]))
+            << instruction_to_text(p->exec, program[writer - 1]);
+        std::size_t wait = at + 1, computes = 0;
+        while (wait < program.size() && !(std::holds_alternative<CollectiveWait>(program[wait]) &&
+                                          std::get<CollectiveWait>(program[wait]).tag == s->tag)) {
+          EXPECT_FALSE(touches(program[wait], s->outputs));
+          computes += std::holds_alternative<Compute>(program[wait]);
+          ++wait;
+        }
+        EXPECT_GT(computes, 0u);
+        // Right before the first use of its sums: only other waits (of the same reader) between them.
+        std::size_t reader = wait + 1;
+        while (reader < program.size() && std::holds_alternative<CollectiveWait>(program[reader])) ++reader;
+        ASSERT_LT(reader, program.size());
+        EXPECT_TRUE(touches(program[reader], s->outputs)) << instruction_to_text(p->exec, program[reader]);
+      }
+      EXPECT_EQ(overlapped, before[static_cast<std::size_t>(d)]);
+      for (const auto& [group, tags] : mine) {
+        const auto [it, fresh] = order.try_emplace(group, tags);
+        if (!fresh) { EXPECT_EQ(it->second, tags); }
+      }
+    }
+  }
+}
+
+// Off unless asked for; and on plain Megatron (no sub-batches) an all-reduce's sum is read right after it,
+// with no compute between to hide it, but for one: the token embedding's partial sums, beside the
+// position table's lookup.
+TEST(OverlapCollectives, OffUnlessAskedAndOnlyWhereComputeLiesBetween) {
+  auto q = policy_plan(shrunk_training_graph("gpt3-125m", ir::DType::f32), "megatron",
+                       {.tp = 2, .overlap = policy::Overlap::oases});
+  const std::size_t sub_batched = q->exec.programs[0].size();
+  EXPECT_EQ(run_exec_passes(q->exec).overlapped, 0);
+  EXPECT_EQ(q->exec.programs[0].size(), sub_batched);
+  auto p = policy_plan(shrunk_training_graph("gpt3-125m", ir::DType::f32), "megatron", {.tp = 2});
+  const std::size_t length = p->exec.programs[0].size();
+  EXPECT_EQ(overlap_collectives(p->exec), 1);
+  EXPECT_EQ(p->exec.programs[0].size(), length + 1);  // a start and a wait for an all-reduce
+  const auto starts = starts_of(p->exec, 0);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(p->exec.plan->graph->tensor(p->exec.buffer(starts[0].second->outputs[0]).piece.tensor).name, "wte");
+}
+
+}  // namespace
+}  // namespace loom::exec
+
+namespace loom::exec {
+namespace {
+
+// Oases' cross-pass schedule and fine-grained recomputation (papers/oases.md §IV-A, B; Fig. 4d), as they
+// fall out of the sub-batches' order and recomputation's rules (plan/recompute.h): with full
+// recomputation, a layer's forward is recomputed right before its backward needs it, inside its
+// sub-batch's backward segment, so the all-reduce of one sub-batch's backward (started after the MLP's
+// fc1 backward: the gradient of ln2's output) runs beside the other sub-batch's recomputation and
+// backward; and since values that arrived by communication are checkpoints, recomputation issues no
+// collective: the all-reduces are those of the plan without recomputation.
+TEST(OverlapCollectives, RecomputationRunsBesideTheOtherSubBatchsAllReduce) {
+  const ir::Graph& graph = shrunk_training_graph("gpt3-125m", ir::DType::f32);
+  const auto count_all_reduces = [](const ExecPlan& exec) {
+    std::size_t n = 0;
+    for (const Instruction& in : exec.programs[0])
+      n += std::holds_alternative<Collective>(in) || std::holds_alternative<CollectiveStart>(in);
+    return n;
+  };
+  auto plain = policy_plan(graph, "megatron", {.tp = 2, .overlap = policy::Overlap::oases}, /*exec_passes=*/true);
+  auto p = policy_plan(graph, "megatron", {.tp = 2, .recompute = policy::Recompute::full, .overlap = policy::Overlap::oases},
+                       /*exec_passes=*/true);
+  EXPECT_EQ(count_all_reduces(p->exec), count_all_reduces(plain->exec));
+  for (int d = 0; d < 2; ++d) {
+    SCOPED_TRACE(d);
+    const auto& program = p->exec.programs[static_cast<std::size_t>(d)];
+    std::set<plan::SubOpId> computed;  // forward sub-ops computed so far: a second compute is a recomputation
+    std::map<std::int64_t, std::size_t> started;  // tag -> recomputations since its start
+    std::size_t checked = 0;
+    for (const Instruction& in : program) {
+      if (const auto* c = std::get_if<Compute>(&in); c != nullptr && !p->plan.op_of(c->sub_op).is_mirror() &&
+                                                       p->plan.op_of(c->sub_op).pass == ir::Pass::forward) {
+        if (!computed.insert(c->sub_op).second)
+          for (auto& [tag, recomputed] : started) ++recomputed;
+      }
+      if (const auto* s = std::get_if<CollectiveStart>(&in);
+          s != nullptr && p->plan.graph->tensor(p->exec.buffer(s->outputs[0]).piece.tensor).name.ends_with("ln2.grad"))
+        started.emplace(s->tag, 0);
+      if (const auto* w = std::get_if<CollectiveWait>(&in)) {
+        if (const auto it = started.find(w->tag); it != started.end()) {
+          EXPECT_GT(it->second, 0u) << "no recomputation beside all-reduce #" << w->tag;
+          ++checked;
+          started.erase(it);
+        }
+      }
+    }
+    EXPECT_EQ(checked, 4u);  // 2 layers x 2 sub-batches
   }
 }
 

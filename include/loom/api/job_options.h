@@ -17,6 +17,7 @@
 #include "loom/ir/dtype.h"
 #include "loom/plan/schedule.h"
 #include "loom/policy/coshard.h"
+#include "loom/policy/overlap.h"
 #include "loom/policy/recompute_policy.h"
 
 namespace loom::api {
@@ -64,6 +65,7 @@ struct JobOptions {
   // Coshard (policy/coshard.h): parts per device (0: the policy's default), layers (nullopt: the policy's
   // default), op classes (attention and MLP).
   policy::CoshardConfig coshard;
+  policy::Overlap overlap = policy::Overlap::none;  // Oases' overlapped tensor parallelism (policy/overlap.h)
   Fold fold = Fold::automatic;
   bool layout_search = true;           // materialize with the RVD layout search (false: p2p fallback only)
   double bucket_cap_mb = 25;           // gradient buckets (exec/passes.h), MiB as DDP's bucket_cap_mb; 0: none

@@ -30,6 +30,14 @@
 //      the memory model counts. Decided for all devices at once, as bucket_gradients: a gather is
 //      prefetched only where every member of its group prefetches it, and a group whose members would
 //      issue their collectives in different orders keeps them blocking.
+//  overlap_collectives  (when asked for: Oases' overlapped tensor parallelism, policy/overlap.h) the
+//      blocking all-reduces of activations and activation gradients (tensor parallelism's partial sums,
+//      forward and backward) become a CollectiveStart right after the compute writing their input and a
+//      CollectiveWait right before the first instruction reading (or freeing) their output, where some
+//      compute lies between the two: with Oases' sub-batches, the other sub-batch's segment. The start
+//      keeps the all-reduce's tag. Decided for all devices at once, as bucket_gradients: a reduction
+//      overlaps only where every member of its group overlaps it, and a group whose members would issue
+//      their collectives in different orders keeps them blocking.
 //
 // A folded step (exec/fold.h) has programs only for class representatives: there bucket_gradients
 // buckets the reductions over data-parallel replicas (groups of images of one slice device, which run
@@ -56,6 +64,8 @@ struct ExecPassOptions {
   // being read. 1, DeepSpeed-like: the next module's parameters gather while the current one computes.
   // 0 disables prefetching: every parameter all-gather stays blocking.
   int prefetch_depth = 1;
+  // overlap_collectives runs when true (the job sets it with --overlap oases).
+  bool overlap_collectives = false;
 };
 
 // What the passes changed, for reports and tests.
@@ -65,6 +75,7 @@ struct ExecPassStats {
   int bucketed_reductions = 0;  // gradient all-reduces they replace (each counted once)
   int prefetches = 0;           // starts of parameter all-gathers (each counted once)
   int prefetched_gathers = 0;   // blocking parameter all-gathers they replace (each counted once)
+  int overlapped = 0;           // activation all-reduces made start/wait (each counted once)
 
   bool operator==(const ExecPassStats&) const = default;
 };
@@ -80,5 +91,7 @@ int exchange_to_all_reduce(ExecPlan& exec);
 ExecPassStats bucket_gradients(ExecPlan& exec, const ExecPassOptions& options = {});
 ExecPassStats bucket_gradients(FoldedStep& folded, const ExecPassOptions& options = {});
 ExecPassStats prefetch_gathers(ExecPlan& exec, const ExecPassOptions& options = {});
+// The number of all-reduces it made asynchronous.
+int overlap_collectives(ExecPlan& exec);
 
 }  // namespace loom::exec

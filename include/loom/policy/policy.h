@@ -24,6 +24,7 @@
 #include "loom/plan/plan.h"
 #include "loom/plan/schedule.h"
 #include "loom/policy/coshard.h"
+#include "loom/policy/overlap.h"
 #include "loom/policy/recompute_policy.h"
 
 namespace loom::policy {
@@ -49,6 +50,9 @@ struct ParallelConfig {
   // Coshard (policy/coshard.h; policies 'megatron' and 'coshard'): the chosen tensor-parallel regions
   // split C x tp ways, C parts run one after another on each tp rank and recomputed.
   CoshardConfig coshard;
+  // Oases' overlapped tensor parallelism (policy/overlap.h; tp > 1, pp 1): the tensor-parallel blocks
+  // run as 2 sub-batches whose collectives overlap each other's compute.
+  Overlap overlap = Overlap::none;
 };
 
 // dp * tp * pp.
@@ -72,7 +76,7 @@ std::string known_policy_names();  // "dp, tp, dp-tp, pp, megatron, zero"
 
 // Applies the named policy to a fresh plan (plan::make_plan: one unassigned part per op). Errors: an
 // unknown name (listing the known ones), a degree the policy does not use set above 1, degrees below 1,
-// and whatever megatron() reports.
+// and whatever megatron() reports (oases_megatron() when config.overlap is oases).
 // `catalog`: the job's ops (the built-ins, plus a traced graph's custom ops), for FLOPs and op classes.
 Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const ParallelConfig& config,
                             const ir::OpCatalog& catalog = ops::builtin_ops());

@@ -54,11 +54,22 @@ class Communicator:
 
     # --- asynchronous collectives (docs/codegen.md, "Gradient buckets", "Parameter prefetch") -------------
 
-    def all_reduce_start(self, xs, group, bucket=None):
+    def all_reduce_start(self, xs, group, bucket=None, reuse=True):
         """Sums each tensor of xs over group as one flat all-reduce (DDP's bucket: the tensors concatenated in
         order, the sum of the members' flat buffers), issued asynchronously; wait() returns the sums, views
         of the flat buffer. The buffer is the same every step (for the same bucket, group and tensors), so a
-        step neither allocates nor faults it in again; its sums are valid until the step's end (finish)."""
+        step neither allocates nor faults it in again; its sums are valid until the step's end (finish).
+        reuse=False (an activation's partial sums, Oases' overlap: many a step, each read once and freed):
+        a fresh buffer, dropped with its sums, as a blocking all-reduce's output is."""
+        if not reuse:
+            flat = torch.cat([x.reshape(-1) for x in xs])  # a copy: the inputs stay as they are
+            sums, start = [], 0
+            for x in xs:
+                sums.append(flat[start:start + x.numel()].view(x.shape))
+                start += x.numel()
+            # Not kept for finish(): its wait comes before its first reader (exec/passes.h), and keeping the
+            # handle would keep every activation's sums alive until the step's end.
+            return _Bucket(dist.all_reduce(flat, group=self._group(group), async_op=True), tuple(sums))
         key = (bucket, tuple(group), tuple(x.shape for x in xs), tuple(x.dtype for x in xs), xs[0].device)
         started = self._bucket_starts.get(key, 0)
         self._bucket_starts[key] = started + 1

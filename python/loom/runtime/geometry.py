@@ -137,8 +137,20 @@ def combine(inputs, out_piece, tensor_name=""):
     failing that, inputs tiling the output's own part, summed; failing both, inputs of the output's box that
     are k distinct parts of one decomposition of k x the output's count, summed as is."""
     out_box, out_part = out_piece
-    placed = [place(out_box, x, box) for x, (box, _) in inputs]
     parts = [tuple(part) for _, (_, part) in inputs]
+    if all(_same_box(box, out_box) for _, (box, _) in inputs):
+        # Every element has every input (a device's partial sums of one weight gradient, one per micro-batch
+        # or sub-batch): one choice for the whole box, without the per-element masks, which cost more than
+        # the sums on large tensors.
+        choice = _choose(inputs, parts, list(range(len(inputs))), out_piece, tensor_name, "every element")
+        if choice is None:
+            return sum_pieces(inputs, out_box)
+        chosen, factor = choice
+        total = inputs[chosen[0]][0].reshape(local_shape(out_box))
+        for c in chosen[1:]:
+            total = total + inputs[c][0].reshape(local_shape(out_box))
+        return total * factor if factor != 1.0 else total.clone()  # a new tensor, as below
+    placed = [place(out_box, x, box) for x, (box, _) in inputs]
     device = inputs[0][0].device
     signature = torch.zeros(local_shape(out_box), dtype=torch.long, device=device)
     for i, (_, mask) in enumerate(placed):
@@ -146,20 +158,35 @@ def combine(inputs, out_piece, tensor_name=""):
     out = torch.zeros(local_shape(out_box), dtype=inputs[0][0].dtype, device=device)
     for sig in torch.unique(signature).tolist():
         candidates = [i for i in range(len(inputs)) if (sig >> i) & 1]
-        chosen, factor = coarsest_tiling(parts, candidates, (0, 1)), 1.0 / out_part[1]
-        if not chosen:
-            chosen, factor = coarsest_tiling(parts, candidates, tuple(out_part)), 1.0
-        if not chosen:
-            if _parts_of_one_decomposition(inputs, out_piece):
-                return sum_pieces(inputs, out_box)
-            raise PieceError(f"combine into '{tensor_name}' {out_piece}: no value parts tile the element set with "
-                             f"pieces {[p for _, p in inputs]} at signature {sig}")
+        choice = _choose(inputs, parts, candidates, out_piece, tensor_name, f"signature {sig}")
+        if choice is None:
+            return sum_pieces(inputs, out_box)
+        chosen, factor = choice
         where = signature == sig
         total = placed[chosen[0]][0][where]
         for c in chosen[1:]:
             total = total + placed[c][0][where]
         out[where] = total * factor if factor != 1.0 else total
     return out
+
+
+def _choose(inputs, parts, candidates, out_piece, tensor_name, where):
+    """combine's rule over the inputs `candidates` holding an element: (the inputs summed, the factor), or None
+    when the inputs are distinct parts of one decomposition of the output's box (summed as is)."""
+    out_part = out_piece[1]
+    chosen, factor = coarsest_tiling(parts, candidates, (0, 1)), 1.0 / out_part[1]
+    if not chosen:
+        chosen, factor = coarsest_tiling(parts, candidates, tuple(out_part)), 1.0
+    if chosen:
+        return chosen, factor
+    if _parts_of_one_decomposition(inputs, out_piece):
+        return None
+    raise PieceError(f"combine into '{tensor_name}' {out_piece}: no value parts tile the element set with "
+                     f"pieces {[p for _, p in inputs]} at {where}")
+
+
+def _same_box(a, b):
+    return len(a) == len(b) and all(_indices(x) == _indices(y) for x, y in zip(a, b))  # ranges compare in O(1)
 
 
 def sum_pieces(inputs, out_box):

@@ -193,9 +193,11 @@ class Runtime:
         self._receiving = True
         return incoming
 
-    def all_reduce_start(self, xs, group, bucket=0):
-        """A gradient bucket (docs/codegen.md): the sums of xs over group, issued now, read by wait()."""
-        return self._comm("gradient bucket").all_reduce_start([self._arrived(x) for x in xs], list(group), bucket)
+    def all_reduce_start(self, xs, group, bucket=0, reuse=True):
+        """A gradient bucket (docs/codegen.md), or with reuse=False an activation's partial sums (Oases'
+        overlap, docs/overlap.md): the sums of xs over group, issued now, read by wait()."""
+        return self._comm("gradient bucket").all_reduce_start([self._arrived(x) for x in xs], list(group), bucket,
+                                                               reuse)
 
     def all_gather_start(self, xs, group, tag, ins, outs):
         """Prefetched parameters (docs/codegen.md): each of xs gathered over group, issued now, read by wait()."""

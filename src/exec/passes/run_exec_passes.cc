@@ -11,6 +11,7 @@ ExecPassStats run_exec_passes(ExecPlan& exec, const ExecPassOptions& options) {
   const ExecPassStats prefetched = prefetch_gathers(exec, options);
   stats.prefetches = prefetched.prefetches;
   stats.prefetched_gathers = prefetched.prefetched_gathers;
+  if (options.overlap_collectives) stats.overlapped = overlap_collectives(exec);
   return stats;
 }
 

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# `--overlap oases` (policy/overlap.h, exec/passes.h overlap_collectives): shrunk GPT-3 and LLaMA-3 with
+# their tensor-parallel blocks as 2 sub-batches and the activation all-reduces asynchronous verify exactly
+# as one device, alone, with dp, micro-batches and recomputation; the plan's summary names the overlap;
+# bad uses are errors that name the cause.
+source "$(dirname "$0")/cli_lib.sh"
+
+for model in gpt3-125m llama3-8b; do
+  name="oases-$model"
+  expect "$name" 0 "$LOOM" verify --model "$model" --policy megatron --tp 2 --overlap oases &&
+    contains "$name-pass" "result     PASS" && contains "$name-policy" "dp 1 x tp 2 x pp 1, 1 micro-batch" &&
+    contains "$name-overlapped" "activation all-reduces overlapped (start/wait)"
+  for extra in "--dp 2 --tp 2" "--tp 2 --microbatches 2" "--tp 2 --recompute full"; do
+    name="oases-$model-${extra// /}"
+    # shellcheck disable=SC2086
+    expect "$name" 0 "$LOOM" verify --model "$model" --policy megatron $extra --overlap oases &&
+      contains "$name-pass" "result     PASS"
+  done
+done
+# GPT on 2 tp ranks: 13 all-reduces of activations and their gradients per sub-batch (the embedding's,
+# 2 forward and 2 backward in each of the 2 layers, the head's input gradient, the loss's 3), every one
+# started and waited for.
+expect oases-count 0 "$LOOM" verify --model gpt3-125m --policy megatron --tp 2 --overlap oases &&
+  contains oases-count-msg "26 activation all-reduces overlapped (start/wait)"
+# Recomputation repeats no all-reduce: values that arrived by communication are checkpoints.
+expect oases-recompute 0 "$LOOM" verify --model gpt3-125m --policy megatron --tp 2 --recompute full --overlap oases &&
+  contains oases-recompute-msg "collectives: all-reduce 26;" && contains oases-recompute-pass "result     PASS"
+expect oases-plan 0 "$LOOM" plan --model gpt3-125m --shrink --tp 2 --gpus 2 --overlap oases --out "$tmp/oases-plan" &&
+  contains oases-plan-policy "megatron: dp 1 x tp 2 x pp 1, oases overlap"
+
+expect oases-tp1 1 "$LOOM" verify --model gpt3-125m --policy megatron --gpus 2 --dp 2 --overlap oases &&
+  contains oases-tp1-msg "overlaps tensor parallelism's collectives, but tp is 1"
+expect oases-pp 1 "$LOOM" verify --model gpt3-125m --policy megatron --tp 2 --pp 2 --overlap oases &&
+  contains oases-pp-msg "does not combine with a pipeline yet (pp 2)"
+expect oases-odd 1 "$LOOM" verify --model gpt3-125m --policy megatron --dp 2 --tp 2 --batch 6 --overlap oases &&
+  contains oases-odd-msg "op 'wte' reads a batch of 3 per device and micro-batch (input 'input_ids': 6 over dp 2 x 1 micro-batches)"
+expect oases-unknown 2 "$LOOM" verify --model gpt3-125m --policy megatron --tp 2 --overlap async &&
+  contains oases-unknown-msg "unknown overlap 'async'"
+finish
