@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <span>
 #include <vector>
 
 #include <fmt/format.h>
@@ -33,6 +35,18 @@ struct NicLoad {
 std::vector<int> ring_order(std::vector<int> group) {
   std::ranges::sort(group);  // devices are node-major, so the ring leaves each node once
   return group;
+}
+
+// NCCL runs a ring as parallel channels, each leaving the node through its own NIC, so a ring's
+// node-crossing hop moves at as many NICs as the node has and the group has members on it to drive them
+// (a member per node: one NIC; 16 members on a DGX-2: its 8). What all groups of a step send across a
+// node together stays bounded by the node's NICs (NicLoad).
+int ring_channels(const Cluster& c, std::span<const int> ring) {
+  std::map<int, int> members_per_node;
+  for (int d : ring) ++members_per_node[c.node_of(d)];
+  int channels = std::max(1, c.nics_per_node);
+  for (const auto& [node, members] : members_per_node) channels = std::min(channels, members);
+  return channels;
 }
 
 double ring_steps(Primitive p, std::size_t n) {
@@ -99,9 +113,12 @@ double AlphaBetaCostModel::step_time(const Step& step) const {
             if (c.node_of(a) != c.node_of(b)) nics.add(c, a, b, piece);
           }
       } else {
+        const int channels = ring_channels(c, ring);
         for (std::size_t i = 0; i < n; ++i) {
           const int a = ring[i], b = ring[(i + 1) % n];
-          use(flow(a, b));
+          LinkTier link = flow(a, b);
+          if (options_.share_nics && c.node_of(a) != c.node_of(b)) link.bandwidth = c.nic_bandwidth * channels;
+          use(link);
           if (c.node_of(a) != c.node_of(b)) nics.add(c, a, b, moved);
         }
       }

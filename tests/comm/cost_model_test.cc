@@ -37,6 +37,33 @@ TEST(AlphaBetaCostModel, GroupAcrossNodesIsBoundByTheNic) {
   EXPECT_DOUBLE_EQ(per_gpu.step_time(step), kLaunch + kAlphaIb + 1e6 / (kNic / 8));
 }
 
+// A ring spanning nodes runs as NCCL's parallel channels, one per NIC the node has and the group has members
+// to drive: 16 members on each of two DGX-2 nodes cross at the node's 8 NICs together (not at one NIC, the
+// step's time then 1/8 of it); DGX-1 nodes have one NIC, so the same ring crosses at one; two members per
+// node drive two of the DGX-2's NICs.
+TEST(AlphaBetaCostModel, RingAcrossNodesCrossesAtEveryNicItsMembersDrive) {
+  const std::int64_t s = 453'000'000;
+  const auto ring = [&](int first, int count) {
+    std::vector<int> members;
+    for (int d = first; d < first + count; ++d) members.push_back(d);
+    return members;
+  };
+  const auto all_reduce = [&](std::vector<int> members) {
+    const auto n = static_cast<std::int64_t>(members.size());
+    return collective(Primitive::all_reduce, {std::move(members)}, s, 2 * (n - 1) * s / n);
+  };
+  const auto dgx2 = cluster::make_cluster("dgx2x2").value(), dgx1 = cluster::make_cluster("dgx1x4").value();
+  ASSERT_EQ(dgx2.nics_per_node, 8);
+  ASSERT_EQ(dgx1.nics_per_node, 1);
+  const double moved = 2.0 * 31 * s / 32;
+  EXPECT_DOUBLE_EQ(AlphaBetaCostModel(dgx2).step_time(all_reduce(ring(0, 32))),
+                   kLaunch + 62 * kAlphaIb + moved / (8 * dgx2.nic_bandwidth));
+  EXPECT_DOUBLE_EQ(AlphaBetaCostModel(dgx1).step_time(all_reduce(ring(0, 32))),
+                   kLaunch + 62 * kAlphaIb + moved / dgx1.nic_bandwidth);
+  EXPECT_DOUBLE_EQ(AlphaBetaCostModel(dgx2).step_time(all_reduce({14, 15, 16, 17})),
+                   kLaunch + 6 * kAlphaIb + (2.0 * 3 * s / 4) / (2 * dgx2.nic_bandwidth));
+}
+
 TEST(AlphaBetaCostModel, P2pSendsShareTheNodeNic) {
   const AlphaBetaCostModel model(v100x8x2());
   Step one{"p2p", Primitive::p2p, {}, 1'000'000, 1'000'000, {{0, 8, 1'000'000}}};

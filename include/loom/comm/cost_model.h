@@ -16,7 +16,9 @@
 // receives; a step takes the busiest device, plus, where it delivers value parts to be added, the sum
 // as a memory-bound kernel (3 x the summed bytes over HBM bandwidth; collectives reduce in their kernel).
 // NIC sharing (CommCostOptions::share_nics, on by default): a node-crossing flow may run at one NIC's
-// full rate, but all flows leaving (or entering) a node in one step share the node's NICs, so a step
+// full rate, a ring's node-crossing hop at as many NICs as it has channels (NCCL's parallel rings: the
+// node's NICs, but no more than the group's members on each node it spans), but all flows leaving (or
+// entering) a node in one step share the node's NICs, so a step
 // also takes at least (bytes crossing a node's boundary) / (node NIC total). Off: every node-crossing
 // link runs at the per-GPU share (node NIC total / GPUs per node) and nothing is shared.
 // Not modelled: intra-node contention (NVSwitch is non-blocking), the compute of reductions inside
