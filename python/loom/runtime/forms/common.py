@@ -42,6 +42,22 @@ def in_grad_order(ctx, by_input):
     return tuple(by_input.get(i) for i in ctx.grad_inputs)
 
 
+def two_operand_rule(ctx, grad_a, grad_b):
+    """The backward rule of an op of two saved operands a, b and one output gradient g: grad_a(a, b, g) and
+    grad_b(a, b, g) give each operand's gradient, computed only for the inputs that want one."""
+
+    def run(inputs, outputs, grads):
+        a, b, g = inputs[0], inputs[1], grads[0]
+        out = {}
+        if 0 in ctx.grad_inputs:
+            out[0] = grad_a(a, b, g)
+        if 1 in ctx.grad_inputs:
+            out[1] = grad_b(a, b, g)
+        return in_grad_order(ctx, out)
+
+    return run
+
+
 def attr_value(value):
     """An attribute as the request wrote it; non-finite floats come as the strings "nan", "inf", "-inf"."""
     if isinstance(value, str) and value in ("nan", "inf", "-inf"):

@@ -3,7 +3,7 @@ the backward of add, sub, mul, scale, pow and tanh, and of the unary ops that sa
 
 import torch
 
-from .common import in_grad_order, sum_to
+from .common import in_grad_order, sum_to, two_operand_rule
 
 _BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}
 _UNARY = {
@@ -68,17 +68,8 @@ def _mul_backward(ctx):
     if not ctx.saved_inputs:
         return None
 
-    def run(inputs, outputs, grads):
-        a, b = inputs[0], inputs[1]
-        g = grads[0]
-        out = {}
-        if 0 in ctx.grad_inputs:
-            out[0] = sum_to(g * b, ctx.in_shape(0))
-        if 1 in ctx.grad_inputs:
-            out[1] = sum_to(g * a, ctx.in_shape(1))
-        return in_grad_order(ctx, out)
-
-    return run
+    return two_operand_rule(ctx, lambda a, b, g: sum_to(g * b, ctx.in_shape(0)),
+                            lambda a, b, g: sum_to(g * a, ctx.in_shape(1)))
 
 
 def _scale_backward(ctx):

@@ -3,7 +3,7 @@
 import torch
 import torch.nn.functional as F
 
-from .common import in_grad_order, sum_to
+from .common import in_grad_order, sum_to, two_operand_rule
 
 
 def _linear(attrs, inputs, outputs):
@@ -47,34 +47,15 @@ def _matmul_backward(ctx):
     if not ctx.saved_inputs or len(a_shape) < 2 or len(b_shape) < 2:
         return None  # vector operands: autograd's unsqueeze bookkeeping is not worth spelling out
 
-    def run(inputs, outputs, grads):
-        a, b = inputs[0], inputs[1]
-        g = grads[0]
-        out = {}
-        if 0 in ctx.grad_inputs:
-            out[0] = sum_to(g.matmul(b.transpose(-1, -2)), a_shape)
-        if 1 in ctx.grad_inputs:
-            out[1] = sum_to(a.transpose(-1, -2).matmul(g), b_shape)
-        return in_grad_order(ctx, out)
-
-    return run
+    return two_operand_rule(ctx, lambda a, b, g: sum_to(g.matmul(b.transpose(-1, -2)), a_shape),
+                            lambda a, b, g: sum_to(a.transpose(-1, -2).matmul(g), b_shape))
 
 
 def _bmm_backward(ctx):
     if not ctx.saved_inputs:
         return None
 
-    def run(inputs, outputs, grads):
-        a, b = inputs[0], inputs[1]
-        g = grads[0]
-        out = {}
-        if 0 in ctx.grad_inputs:
-            out[0] = g.bmm(b.transpose(1, 2))
-        if 1 in ctx.grad_inputs:
-            out[1] = a.transpose(1, 2).bmm(g)
-        return in_grad_order(ctx, out)
-
-    return run
+    return two_operand_rule(ctx, lambda a, b, g: g.bmm(b.transpose(1, 2)), lambda a, b, g: a.transpose(1, 2).bmm(g))
 
 
 def _einsum_backward(ctx):
