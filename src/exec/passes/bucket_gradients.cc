@@ -40,34 +40,19 @@ bool is_parameter_gradient(const ir::Graph& graph, ir::TensorId id) {
 // members' boxes are compared by the caller), in program order.
 std::vector<Reduction> reductions_of(const ExecPlan& exec, const std::vector<Instruction>& program) {
   const ir::Graph& graph = *exec.plan->graph;
-  std::unordered_map<std::uint32_t, std::size_t> writer;
+  const auto whole_parameter_gradient = [&](const Collective& c) {
+    const plan::SubTensor& in = exec.buffer(c.input).piece;
+    const plan::SubTensor& out = exec.buffer(c.output).piece;
+    return is_parameter_gradient(graph, out.tensor) && out.value.is_whole() && plan::same_piece(in, out, false);
+  };
   std::vector<Reduction> found;
-  std::unordered_map<std::uint32_t, std::size_t> output_of;  // output buffer -> its reduction
-  for (std::size_t i = 0; i < program.size(); ++i) {
-    const auto note_use = [&](BufferId b) {
-      if (const auto it = output_of.find(b.value); it != output_of.end()) {
-        found[it->second].first_use = i;
-        output_of.erase(it);
-      }
-    };
-    for_each_read(program[i], note_use);
-    if (const auto* f = std::get_if<Free>(&program[i])) note_use(f->buffer);
-    if (const auto* c = std::get_if<Collective>(&program[i]);
-        c != nullptr && c->kind == comm::Primitive::all_reduce && c->group.size() >= 2) {
-      const plan::SubTensor& in = exec.buffer(c->input).piece;
-      const plan::SubTensor& out = exec.buffer(c->output).piece;
-      const auto ready = writer.find(c->input.value);
-      if (is_parameter_gradient(graph, out.tensor) && out.value.is_whole() && plan::same_piece(in, out, false) &&
-          ready != writer.end()) {
-        Reduction r{.ready = ready->second, .place = i, .first_use = program.size(), .input = c->input,
-                    .output = c->output, .tag = c->tag, .group = c->group, .bytes = exec.buffer(c->output).bytes,
-                    .dtype = graph.tensor(out.tensor).dtype, .valid = true};
-        std::ranges::sort(r.group);
-        output_of.emplace(c->output.value, found.size());
-        found.push_back(std::move(r));
-      }
-    }
-    for_each_written(program[i], [&](BufferId b) { writer[b.value] = i; });
+  for (const detail::BlockingAllReduce& a : detail::blocking_all_reduces(program, whole_parameter_gradient, false)) {
+    const Collective& c = *a.collective;
+    Reduction r{.ready = a.ready, .place = a.place, .first_use = a.first_use, .input = c.input, .output = c.output,
+                .tag = c.tag, .group = c.group, .bytes = exec.buffer(c.output).bytes,
+                .dtype = graph.tensor(exec.buffer(c.output).piece.tensor).dtype, .valid = true};
+    std::ranges::sort(r.group);
+    found.push_back(std::move(r));
   }
   // A gradient finalized by another bucketed reduction has no instruction to start after: left blocking.
   std::unordered_set<std::size_t> places;

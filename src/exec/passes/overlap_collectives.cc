@@ -3,7 +3,6 @@
 // a wait right before their first reader, so the compute between runs beside them (Oases' overlap).
 #include <algorithm>
 #include <map>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "loom/exec/instruction_buffers.h"
@@ -41,29 +40,14 @@ bool is_step_activation(const ir::Graph& graph, ir::TensorId id) {
 // whose output is read after some other compute could run between the two: the ones worth a start.
 std::vector<Reduction> reductions_of(const ExecPlan& exec, const std::vector<Instruction>& program) {
   const ir::Graph& graph = *exec.plan->graph;
-  std::unordered_map<std::uint32_t, std::size_t> writer;      // buffer -> the compute writing it
-  std::unordered_map<std::uint32_t, std::size_t> output_of;   // output not yet used -> its reduction
   std::vector<Reduction> found;
-  for (std::size_t i = 0; i < program.size(); ++i) {
-    const auto use = [&](BufferId b) {
-      if (const auto it = output_of.find(b.value); it != output_of.end()) {
-        found[it->second].first_use = i;
-        output_of.erase(it);
-      }
-    };
-    for_each_read(program[i], use);
-    if (const auto* f = std::get_if<Free>(&program[i])) use(f->buffer);
-    if (const auto* c = std::get_if<Collective>(&program[i]);
-        c != nullptr && c->kind == comm::Primitive::all_reduce && c->group.size() >= 2 &&
-        is_step_activation(graph, exec.buffer(c->output).piece.tensor)) {
-      if (const auto w = writer.find(c->input.value); w != writer.end()) {
-        output_of.emplace(c->output.value, found.size());
-        found.push_back(Reduction{.ready = w->second, .place = i, .first_use = program.size(), .input = c->input,
-                                  .output = c->output, .tag = c->tag, .group = c->group, .order = 0, .valid = true});
-      }
-    }
-    if (std::holds_alternative<Compute>(program[i]))
-      for_each_written(program[i], [&](BufferId b) { writer[b.value] = i; });
+  const auto activation = [&](const Collective& c) {
+    return is_step_activation(graph, exec.buffer(c.output).piece.tensor);
+  };
+  for (const detail::BlockingAllReduce& a : detail::blocking_all_reduces(program, activation, true)) {
+    const Collective& c = *a.collective;
+    found.push_back(Reduction{.ready = a.ready, .place = a.place, .first_use = a.first_use, .input = c.input,
+                              .output = c.output, .tag = c.tag, .group = c.group, .order = 0, .valid = true});
   }
   std::map<std::size_t, int> starts_after;
   for (Reduction& r : found) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "loom/exec/exec_plan.h"
+#include "loom/exec/instruction_buffers.h"
 
 namespace loom::exec::detail {
 
@@ -37,6 +38,20 @@ class ProgramEdit {
 // Removes the buffers no instruction writes any more (those of dropped transfers), renumbering the rest
 // in order, so every buffer keeps exactly one writer.
 void drop_unwritten_buffers(ExecPlan& exec);
+
+// A blocking all-reduce of a program that a pass may make asynchronous: `ready`, the last instruction
+// before it writing its input (of those `compute_writers_only` admits); `place`, the all-reduce; and
+// `first_use`, the first instruction after it reading or freeing its output (the program's size if none).
+struct BlockingAllReduce {
+  std::size_t ready = 0, place = 0, first_use = 0;
+  const Collective* collective = nullptr;
+};
+
+// The program's blocking all-reduces over 2 or more members that `wanted` accepts and whose input an
+// instruction of the program writes (a Compute, with `compute_writers_only`), in program order.
+template <class Wanted>
+std::vector<BlockingAllReduce> blocking_all_reduces(const std::vector<Instruction>& program, Wanted&& wanted,
+                                                    bool compute_writers_only);
 
 // A collective one device issues, at a position of its program as edited: `position` is the index in
 // the unedited program, `after` orders what is issued after that instruction behind what replaces it.
@@ -86,6 +101,34 @@ CollectiveStart start_replacing(comm::Primitive kind, std::int64_t tag, const st
     edit.remove(m->place);
   }
   return start;
+}
+
+template <class Wanted>
+std::vector<BlockingAllReduce> blocking_all_reduces(const std::vector<Instruction>& program, Wanted&& wanted,
+                                                    bool compute_writers_only) {
+  std::unordered_map<std::uint32_t, std::size_t> writer;     // buffer -> the instruction writing it
+  std::unordered_map<std::uint32_t, std::size_t> output_of;  // output not yet used -> its all-reduce
+  std::vector<BlockingAllReduce> found;
+  for (std::size_t i = 0; i < program.size(); ++i) {
+    const auto use = [&](BufferId b) {
+      if (const auto it = output_of.find(b.value); it != output_of.end()) {
+        found[it->second].first_use = i;
+        output_of.erase(it);
+      }
+    };
+    for_each_read(program[i], use);
+    if (const auto* f = std::get_if<Free>(&program[i])) use(f->buffer);
+    if (const auto* c = std::get_if<Collective>(&program[i]);
+        c != nullptr && c->kind == comm::Primitive::all_reduce && c->group.size() >= 2 && wanted(*c)) {
+      if (const auto w = writer.find(c->input.value); w != writer.end()) {
+        output_of.emplace(c->output.value, found.size());
+        found.push_back({.ready = w->second, .place = i, .first_use = program.size(), .collective = c});
+      }
+    }
+    if (!compute_writers_only || std::holds_alternative<Compute>(program[i]))
+      for_each_written(program[i], [&](BufferId b) { writer[b.value] = i; });
+  }
+  return found;
 }
 
 }  // namespace loom::exec::detail
