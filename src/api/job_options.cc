@@ -135,7 +135,7 @@ const std::vector<OptionField>& table() {
        "communication planned for one machine, predicted on another",
        LOOM_TEXT(layout_cluster)},
       {"policy", "--policy", {}, G::parallel, K::text,
-       "Policy: dp, tp, dp-tp, pp, megatron, coshard, zero; or a baseline's grid search: megatron-best, "
+       "Policy: dp, tp, dp-tp, pp, megatron, coshard, interlaced, zero; or a baseline's grid search: megatron-best, "
        "deepspeed-best",
        LOOM_TEXT(policy)},
       {"dp", "--dp", {}, G::parallel, K::whole, "Data-parallel degree (default: the GPUs over tp x pp)",
