@@ -63,23 +63,33 @@ Expected<std::vector<std::vector<InterlacedBlock>>> interlaced_blocks(int stages
       return (s == 0 || done.forward[s - 1][m]) && (!reads[s] || done.embedded[m]);
     return done.forward[s][m] && (s == last ? done.headed[m] : done.backward[s + 1][m]);
   };
-  for (;;) {
-    // Shared blocks at this boundary: H and G as soon as their inputs are done (they free activations and
-    // unblock the last stage's B), E for the F a reader runs next.
-    for (std::size_t m = 0; m < M; ++m)
-      if (!done.headed[m] && done.forward[last][m]) shared(SharedPart::head, m), done.headed[m] = true;
-    for (std::size_t m = 0; m < M; ++m) {
-      bool all = !done.embed_done[m];
-      for (std::size_t s = 0; s < S && all; ++s) all = !reads[s] || done.backward[s][m];
-      if (all) shared(SharedPart::embed_backward, m), done.embed_done[m] = true;
-    }
-    for (std::size_t s = 0; s < S; ++s) {
-      if (!reads[s] || next[s] == pipeline[s].size()) continue;
-      const Block& b = pipeline[s][next[s]];
-      const auto m = static_cast<std::size_t>(b.micro_batch);
-      if (b.part == BlockPart::forward && !done.embedded[m])
-        for (std::size_t e = 0; e <= m; ++e)  // in micro-batch order: every E before it
-          if (!done.embedded[e]) shared(SharedPart::embed_forward, e), done.embedded[e] = true;
+  // Shared blocks run only at every other boundary, in phase with the last stage's steady F(m) B(m) pairs
+  // (its F(m) at step p - 1 + 2m): between two such barriers each device runs at most two stage blocks, in
+  // steady state one F and one B, so on real costs the barrier adds no wait beyond 1F1B's own (a barrier
+  // at every boundary would make each step cost the slowest block, a B, twice per micro-batch).
+  int idle = 0;
+  for (int t = 0;; ++t) {
+    const bool finished = std::ranges::all_of(
+        std::views::iota(std::size_t{0}, S), [&](std::size_t s) { return next[s] == pipeline[s].size(); });
+    if (finished && std::ranges::all_of(done.embed_done, [](bool d) { return d; })) break;
+    const std::size_t before = out.front().size();
+    if (t % 2 == stages % 2 || t == 0 || finished) {
+      // H and G as soon as their inputs are done (they free activations and unblock the last stage's B), E
+      // for the F a reader runs in the two steps to come.
+      for (std::size_t m = 0; m < M; ++m)
+        if (!done.headed[m] && done.forward[last][m]) shared(SharedPart::head, m), done.headed[m] = true;
+      for (std::size_t m = 0; m < M; ++m) {
+        bool all = !done.embed_done[m];
+        for (std::size_t s = 0; s < S && all; ++s) all = !reads[s] || done.backward[s][m];
+        if (all) shared(SharedPart::embed_backward, m), done.embed_done[m] = true;
+      }
+      for (std::size_t s = 0; s < S; ++s)
+        for (std::size_t i = next[s]; reads[s] && i < std::min(next[s] + 2, pipeline[s].size()); ++i) {
+          const Block& b = pipeline[s][i];
+          if (b.part != BlockPart::forward) continue;
+          for (std::size_t e = 0; e <= static_cast<std::size_t>(b.micro_batch); ++e)  // in micro-batch order
+            if (!done.embedded[e]) shared(SharedPart::embed_forward, e), done.embedded[e] = true;
+        }
     }
     // One step: every device whose next stage block is ready runs it; its results count from the next step.
     std::vector<std::pair<std::size_t, Block>> ran;
@@ -91,11 +101,9 @@ Expected<std::vector<std::vector<InterlacedBlock>>> interlaced_blocks(int stages
       }
     for (const auto& [s, b] : ran)
       (b.part == BlockPart::forward ? done.forward : done.backward)[s][static_cast<std::size_t>(b.micro_batch)] = true;
-    const bool finished = std::ranges::all_of(
-        std::views::iota(std::size_t{0}, S), [&](std::size_t s) { return next[s] == pipeline[s].size(); });
-    if (finished && std::ranges::all_of(done.embed_done, [](bool d) { return d; })) break;
-    if (ran.empty() && finished) continue;  // the last G follows at the next boundary
-    if (ran.empty())
+    // Two steps without a block or a barrier's shared block: nothing can become ready.
+    idle = ran.empty() && out.front().size() == before ? idle + 1 : 0;
+    if (idle > 2)
       return fail(fmt::format("interlaced schedule: {} stages x {} micro-batches stalls (no stage block is ready)",
                               stages, micro_batches));
   }

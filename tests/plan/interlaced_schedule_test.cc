@@ -91,9 +91,13 @@ TEST(InterlacedBlocks, T5OnFourStagesInterleavesTheSharedBlocks) {
   ASSERT_EQ(seqs.size(), 4U);
   std::string first;
   for (const InterlacedBlock& b : seqs[0]) first += to_string(b) + " ";
-  // Stage 0 runs E(m) just before its F(m); H(m) follows the last stage's F(m) (run at unit step 3 + 2m,
-  // so H0 and H1 come before stage 0's first backward at step 7); G(m) once stages 0 and 2 are done with m.
-  EXPECT_EQ(first, "E0 F0.0 E1 F0.1 E2 F0.2 E3 F0.3 H0 H1 B0.0 H2 G0 B0.1 H3 G1 B0.2 G2 B0.3 G3 ");
+  // Shared blocks come at every other step boundary, in phase with the last stage's F(m) (unit step 3 + 2m):
+  // stage 0 gets E(m) for the forwards of the next two steps, H(m) once the last stage's F(m) is done, G(m)
+  // once stages 0 and 2 are done with m; in steady state each device runs one F and one B between barriers.
+  EXPECT_EQ(first, "E0 E1 F0.0 F0.1 E2 E3 F0.2 F0.3 H0 H1 B0.0 H2 G0 B0.1 H3 G1 B0.2 G2 B0.3 G3 ");
+  std::string last;
+  for (const InterlacedBlock& b : seqs[3]) last += to_string(b) + " ";
+  EXPECT_EQ(last, "E0 E1 E2 E3 F3.0 H0 B3.0 F3.1 H1 B3.1 F3.2 H2 G0 B3.2 F3.3 H3 G1 B3.3 G2 G3 ");
   for (const auto& seq : seqs) EXPECT_EQ(shared_blocks(seq), shared_blocks(seqs[0]));
   EXPECT_TRUE(replay(seqs, 4, {0, 2}).empty());
 }

@@ -4,11 +4,13 @@
 //   E(m)  the embedding lookups' forward, before the first stage that reads them runs F(m);
 //   H(m)  the head's forward and backward (with the loss), after the last stage's F(m) and before its B(m);
 //   G(m)  the lookups' backward, after every stage that reads them has run B(m).
-// The order is generated, not tabled: a unit-cost lockstep run of 1F1B (schedule_blocks) in which, at each
-// step boundary, every device runs the shared blocks then ready (H and G as soon as their inputs are done,
-// E just before the F that needs it), in the same order on all devices, since each is a collective. The
-// run is a witness that the order has no deadlock; in steady state a shared block is work every device
-// does at the same time, so it adds no bubble (Fig. 6's right side).
+// The order is generated, not tabled: a unit-cost lockstep run of 1F1B (schedule_blocks) in which, at every
+// other step boundary (in phase with the last stage's F), every device runs the shared blocks then ready
+// (H and G as soon as their inputs are done, E before the F that needs it), in the same order on all
+// devices, since each is a collective. The run is a witness that the order has no deadlock. In steady
+// state each device runs one F and one B between two such barriers, and the shared blocks are work every
+// device does at the same time (Fig. 6's right side); a barrier at every boundary would instead make each
+// step as slow as the slowest block (a B) twice per micro-batch.
 #pragma once
 
 #include <span>
