@@ -19,6 +19,13 @@ expect dp2 0 "$LOOM" verify --model t5-3.9b --policy interlaced --dp 2 --pp 2 --
 # The default degrees on 8 devices: pp 4 x tp 2.
 expect plan-defaults 0 "$LOOM" plan --model t5-3.9b --shrink --policy interlaced --layers 4 --microbatches 4 --gpus 8 --out "$tmp/plan" &&
   contains plan-defaults-policy "policy     interlaced: dp 1 x tp 2 x pp 4"
+# --vocab replaces a preset's vocabulary (mT5's for nnScaler's Fig. 8): T5-3.9B's table grows by
+# (250112 - 32128) x 2048 parameters (2 layers: 183.26M -> 629.69M).
+expect vocab 0 "$LOOM" plan --model t5-3.9b --vocab 250112 --layers 2 --policy interlaced --pp 2 --microbatches 2 \
+  --global-batch 2 --seq 64 --gpus 2 --fold off --out "$tmp/vocab" &&
+  contains vocab-params "t5-3.9b: 629.69M parameters"
+expect vocab-graph 1 "$LOOM" plan --graph "$tmp/vocab/plan.json" --vocab 1000 &&
+  contains vocab-graph-msg "--vocab resize a preset"
 
 # Bad inputs.
 expect no-embedding 1 "$LOOM" verify --model resnet-50 --policy interlaced --pp 2 &&
