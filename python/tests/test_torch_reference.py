@@ -71,6 +71,8 @@ PLANS = {
     "tp2-coshard2": ["--policy", "megatron", "--tp", "2", "--coshard", "2", "--gpus", "2"],
     # Oases: 2 sub-batches per device, their tensor-parallel all-reduces asynchronous (start / wait).
     "tp2-oases": ["--policy", "megatron", "--tp", "2", "--overlap", "oases", "--gpus", "2"],
+    # nnScaler's interlaced pipeline: the tied table's lookups and LM head over both stages' devices.
+    "pp2-interlaced": ["--policy", "interlaced", "--pp", "2", "--microbatches", "4", "--gpus", "2"],
 }
 # (model, plan, optimizer): every plan kind once at least, both optimizers on every model. Interleaving needs
 # 4 layers: LLaMA (4 layers) takes it. GPT-2's Conv1D views merge (batch seq): sequence parallelism leaves them
@@ -87,7 +89,7 @@ CASES = [
     ("llama", "tp2-oases", "sgd"),
     ("t5", "single", "sgd"), ("t5", "dp2xtp2", "adamw"), ("t5", "pp2-1f1b", "sgd"),
     ("gpt2", "pp2-zbh1", "adamw"), ("llama", "pp2-zbh2", "sgd"), ("llama", "pp2-zbv", "adamw"),
-    ("llama", "pp2-dualpipev", "sgd"),
+    ("llama", "pp2-dualpipev", "sgd"), ("t5", "pp2-interlaced", "adamw"),
 ]
 
 

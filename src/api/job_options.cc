@@ -108,6 +108,9 @@ const std::vector<OptionField>& table() {
       {"vocab_multiple", "--vocab-multiple", {}, G::sizes, K::whole,
        "Pad the vocabulary to a multiple of this, as Megatron-LM does (1: no padding)",
        LOOM_WHOLE(vocab_multiple, 1, 65536)},
+      {"vocab", "--vocab", {}, G::sizes, K::whole,
+       "Replace a language model's vocabulary with this many tokens (default: the preset's)",
+       LOOM_WHOLE(vocab, 1, kMaxCount)},
       {"dtype", "--dtype", {}, G::sizes, K::text, "Weights and activations: bf16, f16 or f32",
        LOOM_NAMED(dtype, ir::parse_dtype)},
       {"shrink", "--shrink", {}, G::sizes, K::flag, "Shrink the preset to tiny widths, as `loom verify` does",
@@ -135,7 +138,7 @@ const std::vector<OptionField>& table() {
        "communication planned for one machine, predicted on another",
        LOOM_TEXT(layout_cluster)},
       {"policy", "--policy", {}, G::parallel, K::text,
-       "Policy: dp, tp, dp-tp, pp, megatron, coshard, zero; or a baseline's grid search: megatron-best, "
+       "Policy: dp, tp, dp-tp, pp, megatron, coshard, interlaced, zero; or a baseline's grid search: megatron-best, "
        "deepspeed-best",
        LOOM_TEXT(policy)},
       {"dp", "--dp", {}, G::parallel, K::whole, "Data-parallel degree (default: the GPUs over tp x pp)",

@@ -80,8 +80,9 @@ Expected<void> check_options(const JobOptions& o) {
                             "graph_file=)",
                             sources == 0 ? "no model" : "several models"),
                 "`loom models` lists the presets");
-  if (plans_a_graph(o) && (o.global_batch != 0 || o.seq != 0 || o.layers != 0))
-    return fail("--global-batch, --seq and --layers resize a preset; a graph file keeps the sizes it was traced at",
+  if (plans_a_graph(o) && (o.global_batch != 0 || o.seq != 0 || o.layers != 0 || o.vocab != 0))
+    return fail("--global-batch, --seq, --layers and --vocab resize a preset; a graph file keeps the sizes it was traced "
+                "at",
                 "trace the model again with other example inputs");
   return check_policy(o.policy);
 }
@@ -92,7 +93,8 @@ models::ModelOptions model_options_of(const JobOptions& o) {
                               .dtype = o.dtype,
                               .layers = o.layers,
                               .shrink = o.shrink,
-                              .vocab_multiple = o.vocab_multiple};
+                              .vocab_multiple = o.vocab_multiple,
+                              .vocab = o.vocab};
 }
 
 void size_to_degrees(JobOptions& o, bool gpus_given) {

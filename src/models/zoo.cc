@@ -27,14 +27,16 @@ const ModelPreset* find_preset(std::string_view name) {
 }
 
 std::int64_t padded_vocab(std::int64_t vocab, const ModelOptions& options) {
-  if (options.shrink || options.vocab_multiple <= 1) return vocab;
+  if (options.shrink) return vocab;
+  if (options.vocab > 0) vocab = options.vocab;
+  if (options.vocab_multiple <= 1) return vocab;
   return (vocab + options.vocab_multiple - 1) / options.vocab_multiple * options.vocab_multiple;
 }
 
 Expected<ir::Graph> build_model(std::string_view name, const ModelOptions& options) {
   const ModelPreset* preset = find_preset(name);
   if (preset == nullptr) return fail(fmt::format("unknown model preset '{}'", name), "`loom models` lists the presets");
-  if (options.batch < 0 || options.seq < 0 || options.layers < 0)
+  if (options.batch < 0 || options.seq < 0 || options.layers < 0 || options.vocab < 0)
     return fail(fmt::format("model '{}': batch, seq and layers must be positive (0 keeps the preset's default)", name));
   // Bounds that keep a build finite: no real training step is this large, and past them the
   // graph would take minutes and gigabytes to build.

@@ -6,6 +6,7 @@
 
 #include "loom/plan/schedule.h"
 #include "loom/policy/coshard.h"
+#include "loom/policy/interlaced.h"
 #include "loom/policy/policy.h"
 #include "loom/policy/recompute_policy.h"
 #include "loom/policy/stages.h"
@@ -88,14 +89,20 @@ Expected<void> megatron(Plan& plan, const ParallelConfig& config, const ir::OpCa
                             "per op",
                             config.dp, config.tp, config.pp, config.micro_batches, kMaxParts));
   LOOM_RETURN_IF_ERROR(check_interleaving(config));
+  if (config.interlaced) LOOM_RETURN_IF_ERROR(check_interlaced(config));
   LOOM_RETURN_IF_ERROR(check_fresh(plan));
   LOOM_ASSIGN_OR_RETURN(TensorParallelLayout tensor_parallel,
                         tensor_parallel_layout(plan, config.tp, config.sequence_parallel));
   LOOM_ASSIGN_OR_RETURN(std::vector<int> stages, megatron_stages(plan, config, catalog));
   LOOM_RETURN_IF_ERROR(check_coshard(config.coshard));
   LOOM_ASSIGN_OR_RETURN(CoshardPlan coshard, coshard_plan(plan, config.coshard, config.tp, catalog));
-  LOOM_RETURN_IF_ERROR(
-      detail::Composer(plan, config, std::move(tensor_parallel), std::move(stages), std::move(coshard)).run());
+  std::optional<InterlacedLayout> interlaced;
+  if (config.interlaced) {
+    LOOM_ASSIGN_OR_RETURN(interlaced, interlaced_layout(plan, config.tp * config.pp));
+  }
+  LOOM_RETURN_IF_ERROR(detail::Composer(plan, config, std::move(tensor_parallel), std::move(stages), std::move(coshard),
+                                        std::move(interlaced))
+                           .run());
   return apply_recompute(plan, config.recompute, catalog);
 }
 

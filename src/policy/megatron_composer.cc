@@ -61,7 +61,7 @@ Expected<std::vector<SubOpId>> split(Plan& plan, SubOpId piece, const plan::Tran
 }
 
 Composer::Composer(Plan& plan, const ParallelConfig& config, TensorParallelLayout tensor_parallel, std::vector<int> stages,
-                   CoshardPlan coshard)
+                   CoshardPlan coshard, std::optional<InterlacedLayout> interlaced)
     : plan_(plan),
       graph_(*plan.graph),
       c_(config),
@@ -75,7 +75,8 @@ Composer::Composer(Plan& plan, const ParallelConfig& config, TensorParallelLayou
       blocks_(static_cast<std::size_t>(device_count(config) * config.virtual_stages),
               std::vector<std::vector<SubOpId>>(static_cast<std::size_t>(config.micro_batches))),
       coshard_(std::move(coshard)),
-      chains_(plan.graph->ops.size()) {}
+      chains_(plan.graph->ops.size()),
+      interlaced_(std::move(interlaced)) {}
 
 Expected<void> Composer::run() {
   LOOM_RETURN_IF_ERROR(check_batch());

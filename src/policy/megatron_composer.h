@@ -20,6 +20,7 @@
 #include "loom/plan/primitives.h"
 #include "loom/plan/schedule.h"
 #include "loom/policy/coshard.h"
+#include "loom/policy/interlaced.h"
 #include "loom/policy/policy.h"
 #include "loom/policy/tensor_parallel.h"
 #include "loom/policy/zero.h"
@@ -38,7 +39,7 @@ inline plan::ScheduleKind schedule_kind(const ParallelConfig& config) {
 class Composer {
  public:
   Composer(plan::Plan& plan, const ParallelConfig& config, TensorParallelLayout tensor_parallel, std::vector<int> stages,
-           CoshardPlan coshard = {});
+           CoshardPlan coshard = {}, std::optional<InterlacedLayout> interlaced = {});
 
   Expected<void> run();
 
@@ -72,7 +73,7 @@ class Composer {
   // an input is not produced).
   std::int64_t partial_sums_of(const ir::Op& op) const;
   // How a follower splits over tp.
-  plan::TransAlgo tensor_algo(const ir::Op& op, const std::optional<std::string>& tensor) const;
+  plan::TransAlgo tensor_algo(const ir::Op& op, const std::optional<std::string>& tensor, int ways) const;
   // Whether some producer part writes an input of `op` as a value part (a partial sum).
   bool reads_partial_sums(const ir::Op& op) const;
 
@@ -84,6 +85,20 @@ class Composer {
   // schedule template.
   Expected<void> schedule();
   Expected<void> order_gradient_accumulations(const BlockStarts& starts);
+
+  // megatron_interlaced.cc
+
+  SharedRole role(const ir::Op& op) const {
+    return interlaced_ ? interlaced_->roles[op.id.index()] : SharedRole::none;
+  }
+  bool shared(ir::TensorId t) const { return interlaced_ && t.valid() && interlaced_->shared_tensors[t.index()]; }
+  // Shared part i of dp rank r (of pp x tp): device(i / tp, r, i mod tp), so stage s holds parts s tp ...
+  int shared_device(int r, int i) const { return device(i / c_.tp, r, i % c_.tp); }
+  // A shared op (role() not none): each micro-batch piece split over dp, then over all pp x tp devices of
+  // the replica along its vocabulary (or replicated with whole backward), one part per device.
+  Expected<void> place_shared(const ir::Op& op, const std::vector<plan::SubOpId>& pieces);
+  // Every (dp rank, tp rank) pipeline ordered by the interlaced template (plan/interlaced_schedule.h).
+  Expected<void> schedule_interlaced();
 
   // megatron_coshard.cc
 
@@ -117,6 +132,10 @@ class Composer {
   CoshardPlan coshard_;
   // By OpId, cosharded ops: [part_slot(micro-batch, dp rank, tp rank)][chain]: its parts.
   std::vector<std::vector<std::vector<plan::SubOpId>>> chains_;
+  std::optional<InterlacedLayout> interlaced_;
+  // [device][micro-batch]: the forward parts of the shared lookups and of the head (with the loss), in
+  // program order.
+  std::vector<std::vector<std::vector<plan::SubOpId>>> lookup_parts_, head_parts_;
 };
 
 }  // namespace loom::policy::detail

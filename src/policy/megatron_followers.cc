@@ -33,15 +33,19 @@ Expected<void> Composer::place_follower(const ir::Op& op) {
   const bool is_parameter = owner.valid() && graph_.tensor(owner).role == ir::TensorRole::parameter;
   const std::optional<std::string> batch = is_parameter || !owner.valid() ? std::nullopt
                                                                            : identifier_at(batch_dims_[owner.index()]);
-  const std::optional<std::string> tensor = owner.valid() ? identifier_at(tp_layout_.tensor_dims[owner.index()])
-                                                          : std::nullopt;
+  // The shared ops' tensors (policy/interlaced.h) are split over all pp x tp devices of the replica.
+  const bool spread = shared(owner);
+  const int ways = spread ? c_.tp * c_.pp : c_.tp;
+  const std::optional<std::string> tensor =
+      owner.valid() ? identifier_at((spread ? interlaced_->tensor_dims : tp_layout_.tensor_dims)[owner.index()])
+                    : std::nullopt;
   const auto algo = [](const std::optional<std::string>& x) {
     return x ? TransAlgo{plan::SplitAlgo{*x}} : TransAlgo{plan::ReplicateAlgo{}};
   };
   const std::string context = fmt::format("placing '{}'", op.name);
   const LocalSplit local = coshard_follower(owner, identifier_at);
   if (op.pass == ir::Pass::optimizer && c_.zero > 0)
-    return with_context(place_zero_step(plan_, whole, tensor_algo(op, tensor), c_,
+    return with_context(place_zero_step(plan_, whole, tensor_algo(op, tensor, c_.tp), c_,
                                         [&](int r, int j) { return device(stage, r, j); }, local),
                         context);
   // Partial sums of every micro-batch and dp rank: value parts k x dp + r of micro_batches x dp.
@@ -52,7 +56,7 @@ Expected<void> Composer::place_follower(const ir::Op& op) {
   // accumulation split by input, which trans cannot express yet.)
   const bool accumulate = !batch && sums > 1 && plan_.layouts[op.id.index()].linear && partial_sums_of(op) == sums;
   const TransAlgo data = accumulate ? TransAlgo{plan::ValueSplitAlgo{}} : algo(batch);
-  const TransAlgo tensor_split = accumulate ? algo(tensor) : tensor_algo(op, tensor);
+  const TransAlgo tensor_split = accumulate ? algo(tensor) : tensor_algo(op, tensor, ways);
   std::vector<SubOpId> pieces{whole};
   if ((batch || accumulate) && c_.micro_batches > 1) {
     LOOM_ASSIGN_OR_RETURN(pieces, with_context(split(plan_, whole, data, c_.micro_batches), context));
@@ -62,12 +66,13 @@ Expected<void> Composer::place_follower(const ir::Op& op) {
     for (int r = 0; r < c_.dp; ++r) {
       LOOM_ASSIGN_OR_RETURN(
           std::vector<SubOpId> tp_parts,
-          with_context(split(plan_, dp_parts[static_cast<std::size_t>(r)], tensor_split, c_.tp), context));
-      for (int j = 0; j < c_.tp; ++j) {
+          with_context(split(plan_, dp_parts[static_cast<std::size_t>(r)], tensor_split, ways), context));
+      for (int j = 0; j < ways; ++j) {
         LOOM_ASSIGN_OR_RETURN(const std::vector<SubOpId> parts,
                               with_context(split(plan_, tp_parts[static_cast<std::size_t>(j)], local.algo, local.parts),
                                            context));
-        for (SubOpId part : parts) LOOM_RETURN_IF_ERROR(plan::assign(plan_, part, device(stage, r, j)));
+        for (SubOpId part : parts)
+          LOOM_RETURN_IF_ERROR(plan::assign(plan_, part, spread ? shared_device(r, j) : device(stage, r, j)));
       }
     }
   }
@@ -98,9 +103,9 @@ std::int64_t Composer::partial_sums_of(const ir::Op& op) const {
 // accumulation that sums partial sums of column-parallel backwards (LLaMA's q, k, v and gate, up
 // projections) is split by value, so each rank adds its partial sums and one all-reduce follows
 // (Megatron fuses those projections into one GEMM for the same effect); else replicated.
-TransAlgo Composer::tensor_algo(const ir::Op& op, const std::optional<std::string>& tensor) const {
+TransAlgo Composer::tensor_algo(const ir::Op& op, const std::optional<std::string>& tensor, int ways) const {
   if (tensor) return plan::SplitAlgo{*tensor};
-  if (c_.tp > 1 && plan_.layouts[op.id.index()].linear && reads_partial_sums(op)) return plan::ValueSplitAlgo{};
+  if (ways > 1 && plan_.layouts[op.id.index()].linear && reads_partial_sums(op)) return plan::ValueSplitAlgo{};
   return plan::ReplicateAlgo{};
 }
 

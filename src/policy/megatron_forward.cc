@@ -74,6 +74,7 @@ Expected<std::vector<std::vector<SubOpId>>> Composer::micro_batches() {
 }
 
 Expected<void> Composer::place_forward(const ir::Op& op, const std::vector<SubOpId>& pieces) {
+  if (role(op) != SharedRole::none) return place_shared(op, pieces);
   const int stage = stage_[op.id.index()];
   const int virtual_stage = virtual_stage_[op.id.index()];
   const auto& batch = batch_[op.id.index()];

@@ -13,6 +13,7 @@ using plan::SubOpId;
 Expected<void> Composer::schedule() {
   // One stage with micro-batches accumulates gradients: its template (1F1B: F0 B0 F1 B1 ...) keeps one
   // micro-batch's activations alive at a time, as gradient accumulation does.
+  if (interlaced_) return schedule_interlaced();
   if (c_.pp == 1 && c_.micro_batches == 1) return {};
   const plan::Schedule schedule{.kind = schedule_kind(c_), .chunks = c_.virtual_stages};
   BlockStarts starts(static_cast<std::size_t>(device_count(c_)));
@@ -47,7 +48,7 @@ Expected<void> Composer::schedule() {
 Expected<void> Composer::order_gradient_accumulations(const BlockStarts& starts) {
   std::vector<int> producer_stage(graph_.tensors.size(), -1);
   for (const ir::Op& op : graph_.ops)
-    if (op.pass == ir::Pass::forward && batch_[op.id.index()])
+    if (op.pass == ir::Pass::forward && batch_[op.id.index()] && role(op) == SharedRole::none)
       for (ir::TensorId t : op.outputs) producer_stage[t.index()] = virtual_stage_[op.id.index()];
   for (const ir::Op& op : graph_.ops) {
     if (op.pass != ir::Pass::backward || op.is_mirror() || op.outputs.empty()) continue;

@@ -8,7 +8,7 @@
 namespace loom::policy {
 namespace {
 
-constexpr std::array<PolicyInfo, 7> kPolicies = {{
+constexpr std::array<PolicyInfo, 8> kPolicies = {{
     {"dp", "dp", "data parallelism: the batch split dp ways, optimizer steps replicated"},
     {"tp", "tp, sequence_parallel", "Megatron tensor parallelism: column/row-parallel pairs, heads and experts split"},
     {"dp-tp", "dp, tp, sequence_parallel", "data parallelism, then tensor parallelism inside each data-parallel part"},
@@ -19,6 +19,9 @@ constexpr std::array<PolicyInfo, 7> kPolicies = {{
     {"coshard", "dp, tp, pp, micro_batches, schedule, virtual_stages, sequence_parallel, zero, coshard",
      "megatron with coshard (nnScaler): tp regions split C per device, run one after another, recomputed "
      "(default C 4 on the first quarter of the layers)"},
+    {"interlaced", "dp, tp, pp, micro_batches",
+     "nnScaler's interlaced pipeline (T5, mBART): the embedding and tied LM head split over all pp x tp devices, "
+     "interleaved with the 1F1B stages"},
     {"zero", "dp, micro_batches, zero",
      "ZeRO data parallelism: optimizer states (stage 1), gradients (2) and parameters (3) partitioned over dp"},
 }};
@@ -60,6 +63,10 @@ Expected<ParallelConfig> default_degrees(std::string_view policy, int devices) {
     config.tp = std::min(devices, 8);
     while (devices % config.tp != 0) --config.tp;
     config.dp = devices / config.tp;
+  } else if (policy == "interlaced") {
+    config.pp = std::min(devices, 4);
+    while (devices % config.pp != 0) --config.pp;
+    config.tp = devices / config.pp;
   } else config.dp = devices;
   return config;
 }
@@ -108,6 +115,7 @@ Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const Par
       return fail(fmt::format("policy 'coshard' with {} part per device is megatron", applied.coshard.parts),
                   "give 2 or more parts per device (--coshard C), or use the policy 'megatron'");
   }
+  if (policy == "interlaced") applied.interlaced = true;
   if (applied.overlap == Overlap::oases)
     return with_context(oases_megatron(plan, applied, catalog), fmt::format("policy '{}'", policy));
   return with_context(megatron(plan, applied, catalog), fmt::format("policy '{}'", policy));

@@ -74,6 +74,17 @@ TEST(MbartPresets, ClosedFormCountsNearTheNames) {
   }
 }
 
+// ModelOptions::vocab replaces the vocabulary (mT5's 250,112 tokens for nnScaler's Fig. 8) before padding:
+// the shared table and the logits take it; a shrunk model keeps its own; a negative count is refused.
+TEST(T5Options, VocabReplacesThePresetsVocabulary) {
+  const auto rows = [](const ir::Graph& g) { return g.tensor(find_op(g, "lm_head")->outputs[0]).shape.dims.back(); };
+  EXPECT_EQ(rows(build_or_fail("t5-3.9b", {.batch = 1, .seq = 8, .layers = 2})), 32128);
+  EXPECT_EQ(rows(build_or_fail("t5-3.9b", {.batch = 1, .seq = 8, .layers = 2, .vocab = 250112})), 250112);
+  EXPECT_EQ(rows(build_or_fail("t5-3.9b", {.batch = 1, .seq = 8, .layers = 2, .vocab = 1000})), 1024);  // padded
+  EXPECT_EQ(rows(build_or_fail("t5-3.9b", {.shrink = true, .vocab = 1000})), 64);
+  EXPECT_FALSE(models::build_model("t5-3.9b", {.batch = 1, .seq = 8, .vocab = -1}));
+}
+
 TEST(T5Graph, EncoderDecoderWiring) {
   const ir::Graph graph = build_or_fail("t5-3.9b", {.batch = 2, .seq = 64, .layers = 4});
   ASSERT_EQ(graph.inputs.size(), 3u);  // input_ids, decoder_input_ids, labels

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "policy_test_support.h"
 #include "testing/policy_plans.h"
 #include "loom/ir/graph_builder.h"
 #include "loom/policy/stages.h"
@@ -17,20 +18,7 @@
 namespace loom::policy {
 namespace {
 
-// A shrunk preset with `layers` layers (SGD), built once per (preset, layers).
-const ir::Graph& deep(const std::string& preset, int layers) {
-  static std::map<std::pair<std::string, int>, std::unique_ptr<ir::Graph>> cache;
-  auto& slot = cache[{preset, layers}];
-  if (!slot) {
-    auto forward = models::build_model(preset, {.dtype = ir::DType::f32, .layers = layers, .shrink = true});
-    EXPECT_TRUE(forward) << forward.error().to_string();
-    auto training = forward ? ir::build_training_graph(*forward, ops::builtin_ops(), {.kind = ir::OptimizerKind::sgd})
-                            : Expected<ir::Graph>(ir::Graph{});
-    EXPECT_TRUE(training) << training.error().to_string();
-    slot = std::make_unique<ir::Graph>(training.value_or(ir::Graph{}));
-  }
-  return *slot;
-}
+using testing::deep;
 
 // The materialized plan runs on simulated devices as one device runs the graph (rel 1e-9).
 void expect_exec_trains_exactly(const ir::Graph& graph, std::string_view policy, const ParallelConfig& config) {

@@ -240,9 +240,9 @@ TEST(DeviceNumbering, TensorInnermostThenDataThenPipeline) {
 
 TEST(PolicyErrors, UnknownPolicyListsTheKnownOnes) {
   expect_mentions(apply_error("gpt3-125m", "zero3", {}),
-                  {"unknown policy 'zero3'", "dp, tp, dp-tp, pp, megatron, coshard, zero"});
-  EXPECT_EQ(known_policy_names(), "dp, tp, dp-tp, pp, megatron, coshard, zero");
-  EXPECT_EQ(known_policies().size(), 7u);
+                  {"unknown policy 'zero3'", "dp, tp, dp-tp, pp, megatron, coshard, interlaced, zero"});
+  EXPECT_EQ(known_policy_names(), "dp, tp, dp-tp, pp, megatron, coshard, interlaced, zero");
+  EXPECT_EQ(known_policies().size(), 8u);
 }
 
 TEST(PolicyErrors, DegreesThatDoNotDivideNameTheOpAndTheDimension) {

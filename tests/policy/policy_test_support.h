@@ -56,6 +56,21 @@ inline const Model& shrunk(std::string_view preset) {
   return *cache.emplace(std::string(preset), std::move(model)).first->second;
 }
 
+// A shrunk preset with `layers` layers as an SGD training graph, built once per (preset, layers).
+inline const ir::Graph& deep(const std::string& preset, int layers) {
+  static std::map<std::pair<std::string, int>, std::unique_ptr<ir::Graph>> cache;
+  auto& slot = cache[{preset, layers}];
+  if (!slot) {
+    auto forward = models::build_model(preset, {.dtype = ir::DType::f32, .layers = layers, .shrink = true});
+    EXPECT_TRUE(forward) << forward.error().to_string();
+    auto training = forward ? ir::build_training_graph(*forward, ops::builtin_ops(), {.kind = ir::OptimizerKind::sgd})
+                            : Expected<ir::Graph>(ir::Graph{});
+    EXPECT_TRUE(training) << training.error().to_string();
+    slot = std::make_unique<ir::Graph>(training.value_or(ir::Graph{}));
+  }
+  return *slot;
+}
+
 // A fresh plan of the shrunk preset with `policy` applied; fails the test on any error.
 inline plan::Plan planned(std::string_view preset, std::string_view policy, const ParallelConfig& config) {
   const Model& model = shrunk(preset);

@@ -38,6 +38,7 @@ struct JobOptions {
   std::int64_t seq = 0;               // sequence length or image side; 0: the preset's
   std::int64_t layers = 0;            // depth; 0: the preset's
   std::int64_t vocab_multiple = 128;  // vocabulary padded to a multiple of this, as Megatron-LM does
+  std::int64_t vocab = 0;             // tokens of the vocabulary; 0: the preset's
   ir::DType dtype = ir::DType::bf16;  // weights and activations
   bool shrink = false;                // tiny widths with the preset's architecture (verification)
 

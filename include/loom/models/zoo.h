@@ -30,9 +30,14 @@ struct ModelOptions {
   // (--make-vocab-size-divisible-by, default 128): GPT's 50257 becomes 50304, so the head's GEMM is
   // aligned and divides over tensor-parallel ranks. 1 keeps the tokenizer's size. Shrunk models keep theirs.
   std::int64_t vocab_multiple = 128;
+  // Replace the preset's vocabulary (token tables, logits) with this many tokens, before padding; 0 keeps
+  // the preset's. Models without a token vocabulary (vision, AlphaFold2) have none to replace. Shrunk
+  // models keep theirs.
+  std::int64_t vocab = 0;
 };
 
-// `vocab` rounded up to a multiple of options.vocab_multiple (unchanged when shrunk or the multiple is 1).
+// `vocab` (or options.vocab when set) rounded up to a multiple of options.vocab_multiple (unchanged when
+// shrunk; not rounded when the multiple is 1).
 std::int64_t padded_vocab(std::int64_t vocab, const ModelOptions& options);
 
 struct ModelPreset {

@@ -10,6 +10,8 @@
 //             `coshard` is (policy/coshard.h);
 //   coshard   megatron with coshard on, by default nnScaler's Swin plan (4 parts on the first quarter
 //             of the layers, attention and MLP);
+//   interlaced  megatron with the embedding and tied LM head spread over all pp x tp devices of a
+//             replica, their work interleaved with the 1F1B stages (nnScaler's T5 plan, policy/interlaced.h);
 //   zero      data parallelism with ZeRO stage 1, 2 or 3 (policy/zero.h): optimizer states, then
 //             gradients, then parameters partitioned over the dp ranks.
 // Devices are numbered as Megatron does: tp innermost, then dp, then pp.
@@ -53,6 +55,9 @@ struct ParallelConfig {
   // Oases' overlapped tensor parallelism (policy/overlap.h; tp > 1, pp 1): the tensor-parallel blocks
   // run as 2 sub-batches whose collectives overlap each other's compute.
   Overlap overlap = Overlap::none;
+  // nnScaler's interlaced pipeline (policy/interlaced.h; policy 'interlaced'): the embedding table's
+  // lookups and the tied LM head spread over all pp x tp devices of a replica, interleaved with 1F1B.
+  bool interlaced = false;
 };
 
 // dp * tp * pp.
@@ -60,7 +65,8 @@ int device_count(const ParallelConfig& config);
 
 // The degrees a policy takes on `devices` devices when the user gives none: 'tp' and 'pp' put every device
 // on their one degree; 'dp-tp' tp 2 and dp the rest (an even count of at least 4); 'megatron' the largest
-// tp up to 8 that divides the count (one node's NVLink domain) and dp the rest; the others dp. The job's
+// tp up to 8 that divides the count (one node's NVLink domain) and dp the rest; 'interlaced' pp 4 (or
+// the most up to 4 that divides the count) and tp the rest; the others dp. The job's
 // default degrees (api/resolve_request.h, which also resolves the micro-batches).
 Expected<ParallelConfig> default_degrees(std::string_view policy, int devices);
 // (pp_rank * dp + dp_rank) * tp + tp_rank.

@@ -1,0 +1,100 @@
+// The Composer's interlaced pipeline (megatron_composer.h, policy/interlaced.h): the shared ops spread
+// over every device of a replica, and each device's stage blocks interleaved with the shared blocks.
+#include <fmt/format.h>
+
+#include <set>
+
+#include "loom/plan/interlaced_schedule.h"
+#include "megatron_composer.h"
+
+namespace loom::policy::detail {
+
+using plan::SubOpId;
+using plan::TransAlgo;
+
+Expected<void> Composer::place_shared(const ir::Op& op, const std::vector<SubOpId>& pieces) {
+  const int ways = c_.tp * c_.pp;
+  if (lookup_parts_.empty()) {
+    const std::vector<std::vector<SubOpId>> per_device(static_cast<std::size_t>(c_.micro_batches));
+    lookup_parts_.assign(static_cast<std::size_t>(device_count(c_)), per_device);
+    head_parts_ = lookup_parts_;
+  }
+  auto& parts_of = role(op) == SharedRole::embedding ? lookup_parts_ : head_parts_;
+  const auto& batch = batch_[op.id.index()];
+  const TransAlgo data = batch ? TransAlgo{plan::SplitAlgo{*batch}} : TransAlgo{plan::ReplicateAlgo{}};
+  const auto& vocabulary = interlaced_->splits[op.id.index()];
+  const TransAlgo spread = vocabulary ? TransAlgo{*vocabulary}
+                                      : TransAlgo{plan::ReplicateAlgo{.redundant_backward = true}};
+  const std::string context = fmt::format("interlaced: spreading '{}' over pp x tp = {} devices", op.name, ways);
+  for (std::size_t k = 0; k < pieces.size(); ++k) {
+    LOOM_ASSIGN_OR_RETURN(std::vector<SubOpId> dp_parts, with_context(split(plan_, pieces[k], data, c_.dp), context));
+    for (int r = 0; r < c_.dp; ++r) {
+      LOOM_ASSIGN_OR_RETURN(std::vector<SubOpId> shared_parts,
+                            with_context(split(plan_, dp_parts[static_cast<std::size_t>(r)], spread, ways), context));
+      for (int i = 0; i < ways; ++i) {
+        const SubOpId part = shared_parts[static_cast<std::size_t>(i)];
+        LOOM_RETURN_IF_ERROR(plan::assign(plan_, part, shared_device(r, i)));
+        parts_of[static_cast<std::size_t>(shared_device(r, i))][k].push_back(part);
+      }
+    }
+  }
+  return {};
+}
+
+Expected<void> Composer::schedule_interlaced() {
+  // The stages reading the lookups' outputs (T5: the encoder's first and the decoder's first); the head
+  // must read the last stage's output, since its block sits between that stage's F and B.
+  std::set<int> readers;
+  for (const ir::Op& op : graph_.ops) {
+    if (op.pass != ir::Pass::forward) continue;
+    for (ir::TensorId in : op.inputs) {
+      const ir::OpId producer = producers_[in.index()];
+      if (!producer.valid()) continue;
+      const SharedRole from = role(graph_.op(producer));
+      if (from == SharedRole::embedding && role(op) == SharedRole::none) readers.insert(stage_[op.id.index()]);
+      if (from == SharedRole::none && role(op) == SharedRole::head && stage_[producer.index()] != c_.pp - 1)
+        return fail(fmt::format("interlaced: head op '{}' reads '{}' of stage {}, not of the last stage {}", op.name,
+                                graph_.tensor(in).name, stage_[producer.index()], c_.pp - 1),
+                    "the head runs between the last stage's forward and backward; stage the model so the head's "
+                    "input comes from its last layer");
+    }
+  }
+  const std::vector<int> reader_list(readers.begin(), readers.end());
+  LOOM_ASSIGN_OR_RETURN(const std::vector<std::vector<plan::InterlacedBlock>> sequences,
+                        plan::interlaced_blocks(c_.pp, c_.micro_batches, reader_list));
+  BlockStarts starts(static_cast<std::size_t>(device_count(c_)));
+  for (int r = 0; r < c_.dp; ++r)
+    for (int j = 0; j < c_.tp; ++j)
+      for (int s = 0; s < c_.pp; ++s) {
+        const auto d = static_cast<std::size_t>(device(s, r, j));
+        SubOpId previous;
+        for (const plan::InterlacedBlock& ib : sequences[static_cast<std::size_t>(s)]) {
+          const auto m = static_cast<std::size_t>(ib.block.micro_batch);
+          std::vector<SubOpId> current;
+          switch (ib.shared) {
+            case plan::SharedPart::embed_forward: current = lookup_parts_[d][m]; break;
+            case plan::SharedPart::head:
+              current = head_parts_[d][m];
+              for (SubOpId b : plan::block_sub_ops(plan_, head_parts_[d][m], plan::BlockPart::backward))
+                current.push_back(b);
+              break;
+            case plan::SharedPart::embed_backward:
+              current = plan::block_sub_ops(plan_, lookup_parts_[d][m], plan::BlockPart::backward);
+              break;
+            case plan::SharedPart::none:
+              current = plan::block_sub_ops(plan_, blocks_[block_slot(s, r, j)][m], ib.block.part);
+              if (ib.block.part == plan::BlockPart::backward && previous.valid() && !current.empty())
+                starts[d][{s, ib.block.micro_batch}] = previous;
+              break;
+          }
+          if (current.empty()) continue;
+          if (previous.valid() && previous != current.front())
+            LOOM_RETURN_IF_ERROR(with_context(plan::order(plan_, previous, current.front()),
+                                              fmt::format("interlaced: device {} block {}", d, to_string(ib))));
+          previous = current.back();
+        }
+      }
+  return order_gradient_accumulations(starts);
+}
+
+}  // namespace loom::policy::detail

@@ -1,0 +1,126 @@
+// nnScaler's interlaced pipeline (policy/interlaced.h) on shrunk T5 and mBART: the embedding lookups, the
+// tied head and the loss split over all pp x tp devices of a replica (one part per device), the layers on
+// their stage's devices only, and the materialized plan (whose check finds deadlocks) training as one
+// device does; and the errors.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "policy_test_support.h"
+#include "loom/policy/interlaced.h"
+#include "loom/policy/stages.h"
+
+namespace loom::policy {
+namespace {
+
+using exec::testing::policy_plan;
+using testing::apply_error;
+using testing::deep;
+using testing::expect_mentions;
+
+plan::Plan interlaced_plan(const ir::Graph& graph, const ParallelConfig& config) {
+  auto made = plan::make_plan(graph, ops::builtin_ops());
+  EXPECT_TRUE(made) << made.error().to_string();
+  auto applied = apply_policy(*made, "interlaced", config);
+  EXPECT_TRUE(applied) << applied.error().to_string();
+  return std::move(*made);
+}
+
+// By (micro-batch, dp rank) part group: the devices of an op's live parts, each group's in creation order.
+std::vector<int> devices_of_op(const plan::Plan& p, std::string_view name) {
+  std::vector<int> devices;
+  for (const plan::SubOp* s : testing::parts_of(p, name))
+    if (s->live) devices.push_back(s->device);
+  return devices;
+}
+
+TEST(Interlaced, SharedOpsHaveOnePartOnEveryDeviceAndLayersStayOnTheirStage) {
+  // T5 with 2 + 2 layers on pp 2 x tp 2 x dp 2 (8 devices), 2 micro-batches: each lookup, the head and the
+  // loss's vocabulary ops have, per micro-batch and dp rank, one part on each of the replica's 4 devices.
+  const ParallelConfig config{.dp = 2, .tp = 2, .pp = 2, .micro_batches = 2};
+  const plan::Plan p = interlaced_plan(deep("t5-3.9b", 4), config);
+  for (const char* op : {"encoder.embed_tokens", "decoder.embed_tokens", "lm_head", "loss_parts", "loss_shift",
+                         "encoder.embed_tokens.backward", "lm_head.backward"}) {
+    SCOPED_TRACE(op);
+    const std::vector<int> devices = devices_of_op(p, op);
+    ASSERT_EQ(devices.size(), 2U * 2U * 4U);  // micro-batches x dp x (pp x tp)
+    std::map<int, int> count;
+    for (int d : devices) ++count[d];
+    EXPECT_EQ(count.size(), 8U);
+    for (const auto& [d, n] : count) EXPECT_EQ(n, 2) << "device " << d;  // one part per micro-batch
+    // Each group of pp x tp parts (one micro-batch of one dp rank) covers the replica's devices.
+    for (std::size_t g = 0; g < devices.size(); g += 4) {
+      const std::set<int> group(devices.begin() + static_cast<std::ptrdiff_t>(g),
+                                devices.begin() + static_cast<std::ptrdiff_t>(g + 4));
+      const int r = devices[g] / 2 % 2;  // device (stage x dp + r) x tp + j
+      EXPECT_EQ(group, (std::set<int>{2 * r, 2 * r + 1, 4 + 2 * r, 5 + 2 * r})) << "group " << g / 4;
+    }
+  }
+  // The vocabulary ops take a quarter of the 64 rows each; the layers stay on their stage's devices.
+  for (const plan::SubOp* s : testing::parts_of(p, "lm_head"))
+    if (s->live) {
+      EXPECT_EQ(s->outputs.front().local_shape().dims.back(), 64 / 4) << s->name;
+    }
+  for (const auto& [op, stage] : {std::pair{"encoder.layers.0.mlp.fc1", 0}, std::pair{"encoder.layers.1.attn.q", 0},
+                                  std::pair{"decoder.layers.1.mlp.fc2", 1}, std::pair{"decoder.layers.0.cross_attn.q", 1}})
+    for (int d : devices_of_op(p, op)) EXPECT_EQ(d / 4, stage) << op << " on device " << d;
+  // The table's optimizer step is spread with it.
+  const std::vector<int> step = devices_of_op(p, "shared.weight.sgd");
+  EXPECT_EQ(std::set<int>(step.begin(), step.end()).size(), 8U);
+}
+
+TEST(Interlaced, TrainsAsOneDeviceOnT5AndMbart) {
+  // The materialized plan is checked (program order and collectives: a deadlock is an error) and run.
+  for (const auto& [preset, tp, pp] : {std::tuple{"t5-3.9b", 1, 2}, std::tuple{"t5-3.9b", 2, 2},
+                                       std::tuple{"t5-3.9b", 1, 4}, std::tuple{"mbart-4.7b", 2, 2},
+                                       std::tuple{"mbart-4.7b", 1, 4}}) {
+    SCOPED_TRACE(::testing::Message() << preset << " tp " << tp << " pp " << pp);
+    testing::expect_exec_trains_as_one_device(deep(preset, 4), "interlaced",
+                                              {.tp = tp, .pp = pp, .micro_batches = 4});
+  }
+  testing::expect_exec_trains_as_one_device(deep("t5-3.9b", 4), "interlaced", {.dp = 2, .pp = 2, .micro_batches = 2});
+}
+
+TEST(Interlaced, LayoutFindsTheTiedTable) {
+  const plan::Plan fresh = plan::make_plan(deep("t5-3.9b", 2), ops::builtin_ops()).value();
+  const auto layout = interlaced_layout(fresh, 4);
+  ASSERT_TRUE(layout) << layout.error().to_string();
+  EXPECT_EQ(fresh.graph->tensor(layout->table).name, "shared.weight");
+  EXPECT_EQ(layout->tensor_dims[layout->table.index()], 0);
+  int lookups = 0, heads = 0;
+  for (const ir::Op& op : fresh.graph->ops) {
+    const SharedRole role = layout->roles[op.id.index()];
+    lookups += role == SharedRole::embedding;
+    heads += role == SharedRole::head;
+    if (role != SharedRole::none && op.name != "loss") {
+      EXPECT_TRUE(layout->splits[op.id.index()]) << op.name;
+    }
+  }
+  EXPECT_EQ(lookups, 2);  // encoder and decoder; T5's relative-position tables are not the shared table
+  EXPECT_EQ(heads, 4);    // lm_head, loss_shift, loss_parts, loss
+}
+
+TEST(Interlaced, Errors) {
+  expect_mentions(apply_error("swin-1.8b", "interlaced", {.pp = 2, .micro_batches = 2}),
+                  {"no token embedding", "'embedding' op", "'megatron'"});
+  expect_mentions(apply_error("llama3-8b", "interlaced", {.pp = 2, .micro_batches = 2}),
+                  {"no LM head", "embed_tokens.weight", "not tied"});
+  {
+    auto made = plan::make_plan(deep("t5-3.9b", 6), ops::builtin_ops());
+    ASSERT_TRUE(made);
+    const auto three = apply_policy(*made, "interlaced", {.pp = 3, .micro_batches = 3});
+    ASSERT_FALSE(three);
+    expect_mentions(three.error(), {"64 rows of embedding table 'shared.weight'", "pp x tp = 3", "--vocab-multiple"});
+  }
+  expect_mentions(apply_error("t5-3.9b", "interlaced", {.pp = 2, .micro_batches = 2, .virtual_stages = 2}),
+                  {"does not combine with the interleaved 1F1B schedule"});
+  expect_mentions(apply_error("t5-3.9b", "interlaced", {.pp = 2, .micro_batches = 2, .schedule = plan::ScheduleKind::gpipe}),
+                  {"does not combine with the gpipe schedule"});
+  expect_mentions(apply_error("t5-3.9b", "interlaced", {.zero = 1}), {"does not use ZeRO"});
+}
+
+}  // namespace
+}  // namespace loom::policy
