@@ -1,6 +1,7 @@
 #include "loom/policy/stages.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -138,36 +139,34 @@ Expected<std::vector<int>> layer_stages(const plan::Plan& plan, int stages) {
 }
 
 Expected<std::vector<int>> balanced_partition(std::span<const double> costs, int parts) {
-  const int n = static_cast<int>(costs.size());
-  if (parts < 1 || parts > n)
-    return fail(fmt::format("{} items cannot be cut into {} non-empty contiguous groups", n, parts),
+  if (parts < 1 || static_cast<std::size_t>(parts) > costs.size())
+    return fail(fmt::format("{} items cannot be cut into {} non-empty contiguous groups", costs.size(), parts),
                 "give between 1 and as many groups as items");
-  const auto at = [](auto& table, int k, int i) -> auto& { return table[static_cast<std::size_t>(k)][static_cast<std::size_t>(i)]; };
-  std::vector<double> prefix(static_cast<std::size_t>(n) + 1, 0.0);
-  for (int i = 0; i < n; ++i)
-    prefix[static_cast<std::size_t>(i) + 1] = prefix[static_cast<std::size_t>(i)] + std::max(costs[static_cast<std::size_t>(i)], 0.0);
-  const auto sum = [&](int from, int to) { return prefix[static_cast<std::size_t>(to)] - prefix[static_cast<std::size_t>(from)]; };
+  const std::size_t n = costs.size(), p = static_cast<std::size_t>(parts);
+  std::vector<double> prefix(n + 1, 0.0);
+  for (std::size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + std::max(costs[i], 0.0);
+  const auto sum = [&](std::size_t from, std::size_t to) { return prefix[to] - prefix[from]; };
   // best[k][i]: the smallest largest sum of the first i items in k groups.
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  std::vector<std::vector<double>> best(static_cast<std::size_t>(parts) + 1,
-                                        std::vector<double>(static_cast<std::size_t>(n) + 1, kInf));
-  at(best, 0, 0) = 0;
-  for (int k = 1; k <= parts; ++k)
-    for (int i = k; i <= n; ++i)
-      for (int j = k - 1; j < i; ++j) at(best, k, i) = std::min(at(best, k, i), std::max(at(best, k - 1, j), sum(j, i)));
-  const double bound = at(best, parts, n) * (1 + 1e-9);
-  // fits[k][i]: items i.. split into k groups, none above the bound.
-  std::vector<std::vector<char>> fits(static_cast<std::size_t>(parts) + 1, std::vector<char>(static_cast<std::size_t>(n) + 1, 0));
-  at(fits, 0, n) = 1;
-  for (int k = 1; k <= parts; ++k)
-    for (int i = n - k; i >= 0; --i)
-      for (int e = i + 1; e <= n - k + 1 && !at(fits, k, i); ++e) at(fits, k, i) = sum(i, e) <= bound && at(fits, k - 1, e);
-  // Each group as small as the rest still allows: the lexicographically smallest sizes.
+  std::vector<std::vector<double>> best(p + 1, std::vector<double>(n + 1, std::numeric_limits<double>::infinity()));
+  best[0][0] = 0;
+  for (std::size_t k = 1; k <= p; ++k)
+    for (std::size_t i = k; i <= n; ++i)
+      for (std::size_t j = k - 1; j < i; ++j) best[k][i] = std::min(best[k][i], std::max(best[k - 1][j], sum(j, i)));
+  const double bound = best[p][n] * (1 + 1e-9);
+  // fits[k][i]: items i .. n-1 split into k groups, none above the bound.
+  std::vector<std::vector<char>> fits(p + 1, std::vector<char>(n + 1, 0));
+  fits[0][n] = 1;
+  for (std::size_t k = 1; k <= p; ++k)
+    for (std::size_t i = 0; i + k <= n; ++i)
+      for (std::size_t e = i + 1; e + k <= n + 1 && !fits[k][i]; ++e) fits[k][i] = sum(i, e) <= bound && fits[k - 1][e];
+  // Each group as small as the rest still allows: the lexicographically smallest sizes. The optimum's
+  // own partition passes every test, so a group end always exists.
   std::vector<int> sizes;
-  for (int i = 0, k = parts; k > 0; --k) {
-    int e = i + 1;
-    while (!(sum(i, e) <= bound && at(fits, k - 1, e))) ++e;
-    sizes.push_back(e - i);
+  for (std::size_t i = 0, k = p; k > 0; --k) {
+    std::size_t e = i + 1;
+    while (!(sum(i, e) <= bound && fits[k - 1][e])) ++e;
+    assert(e <= n);
+    sizes.push_back(static_cast<int>(e - i));
     i = e;
   }
   return sizes;
@@ -206,7 +205,8 @@ Expected<std::vector<int>> balanced_layer_stages(const plan::Plan& plan, int sta
                 "use fewer stages or a deeper model (set --layers)");
   LOOM_ASSIGN_OR_RETURN(const std::vector<int> sizes, balanced_partition(layer_costs(graph, op_cost), stages));
   std::vector<int> stage_of_layer;
-  for (int s = 0; s < stages; ++s) stage_of_layer.insert(stage_of_layer.end(), static_cast<std::size_t>(sizes[static_cast<std::size_t>(s)]), s);
+  for (std::size_t s = 0; s < sizes.size(); ++s)
+    stage_of_layer.insert(stage_of_layer.end(), static_cast<std::size_t>(sizes[s]), static_cast<int>(s));
   std::vector<int> stage(graph.ops.size(), -1);
   for (const ir::Op& op : graph.ops)
     if (op.pass == ir::Pass::forward)

@@ -213,7 +213,8 @@ TEST(Coshard, PartsInputGradientsAreSummedAsTheyCome) {
   const ir::Graph& graph = exec::testing::shrunk_training_graph("swin-1.8b", ir::DType::f32);
   for (const auto& [tp, parts, most] : {std::tuple{1, 4, 4}, std::tuple{1, 8, 5}, std::tuple{2, 2, 3}}) {
     SCOPED_TRACE(fmt::format("tp {} coshard {}", tp, parts));
-    const auto job = exec::testing::policy_plan(graph, "megatron", with_coshard({.tp = tp}, parts, {}, {.attention = false}));
+    const auto job =
+        exec::testing::policy_plan(graph, "megatron", with_coshard({.tp = tp}, parts, {}, {.attention = false}));
     ASSERT_EQ(job->stage, api::Stage::materialized);
     EXPECT_EQ(most_live(job->exec, "layers.0.blocks.0.norm2.grad"), most);
     auto report = api::verify_job(*job, 2);

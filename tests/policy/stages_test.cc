@@ -145,7 +145,7 @@ TEST(BalancedLayerStages, SwinStagesAreOptimalOverWholeLayers) {
   ASSERT_TRUE(stages) << stages.error().to_string();
   std::vector<double> cost(2, 0.0);
   for (const ir::Op& op : graph.ops)
-    if ((*stages)[op.id.index()] >= 0) cost[static_cast<std::size_t>((*stages)[op.id.index()])] += (*flops)[op.id.index()];
+    if (const int s = (*stages)[op.id.index()]; s >= 0) cost[static_cast<std::size_t>(s)] += (*flops)[op.id.index()];
   double best = std::numeric_limits<double>::infinity();
   double before = 0;
   const double total = std::accumulate(per_layer.begin(), per_layer.end(), 0.0);
