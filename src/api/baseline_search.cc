@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <set>
 #include <string_view>
 
 #include "loom/policy/stages.h"
+#include "loom/policy/tensor_parallel.h"
 
 namespace loom::api {
 namespace {
@@ -29,12 +31,24 @@ int count_layers(const ir::Graph& graph) {
   return static_cast<int>(layers.size());
 }
 
+// Whether Megatron's tp candidates of degree `tp` take sequence parallelism: yes, unless the policy
+// refuses it where it accepts tp alone (a model where no op carries a sequence, such as Swin's images, or
+// a sequence tp does not divide). Decided from the two layouts, not from the refusal's text; where tp
+// alone is refused too, sp stays on and the candidate fails as it would anyway.
+bool takes_sequence_parallel(const plan::Plan& fresh, int tp) {
+  return policy::tensor_parallel_layout(fresh, tp, true).has_value() ||
+         !policy::tensor_parallel_layout(fresh, tp, false).has_value();
+}
+
 // Megatron's space, recomputation left at none (best_baseline adds it where memory demands). Like
 // Megatron-LM, a pipeline holds whole layers: pp (times the chunks) divides the layer count.
-std::vector<BaselineCandidate> megatron_space(int gpus, int gpus_per_node, std::int64_t batch, int layers) {
+// `sequence_parallel(tp)`: whether tp candidates of that degree take sequence parallelism.
+std::vector<BaselineCandidate> megatron_space(int gpus, int gpus_per_node, std::int64_t batch, int layers,
+                                              const std::function<bool(int)>& sequence_parallel) {
   std::vector<BaselineCandidate> out;
   for (int tp : {1, 2, 4, 8}) {
     if (tp > gpus_per_node || gpus % tp != 0) continue;
+    const bool sp = tp > 1 && sequence_parallel(tp);
     for (int pp : divisors(gpus / tp)) {
       if (pp > 1 && layers > 0 && layers % pp != 0) continue;
       const int dp = gpus / (tp * pp);
@@ -46,7 +60,7 @@ std::vector<BaselineCandidate> megatron_space(int gpus, int gpus_per_node, std::
           if (chunks > 1 && (pp == 1 || micro_batches % pp != 0 || (layers > 0 && layers % (pp * chunks) != 0))) continue;
           policy::ParallelConfig c{.dp = dp, .tp = tp, .pp = pp, .micro_batches = micro_batches};
           c.virtual_stages = chunks;
-          c.sequence_parallel = tp > 1;
+          c.sequence_parallel = sp;
           out.push_back({"megatron", c});
         }
       }
@@ -93,10 +107,14 @@ Expected<std::vector<BaselineCandidate>> baseline_candidates(const Job& loaded) 
     return fail(fmt::format("unknown baseline '{}'", baseline), "use megatron-best or deepspeed-best");
   const int gpus = loaded.request.gpus;
   const std::int64_t batch = std::max<std::int64_t>(1, static_cast<std::int64_t>(loaded.workload.samples_per_step));
-  std::vector<BaselineCandidate> out = baseline == "megatron-best"
-                                           ? megatron_space(gpus, loaded.cluster.gpus_per_node, batch,
-                                                            count_layers(loaded.graph))
-                                           : deepspeed_space(gpus, batch);
+  std::vector<BaselineCandidate> out;
+  if (baseline == "megatron-best") {
+    LOOM_ASSIGN_OR_RETURN(const plan::Plan fresh, plan::make_plan(loaded.graph, loaded.catalog));
+    out = megatron_space(gpus, loaded.cluster.gpus_per_node, batch, count_layers(loaded.graph),
+                         [&](int tp) { return takes_sequence_parallel(fresh, tp); });
+  } else {
+    out = deepspeed_space(gpus, batch);
+  }
   if (out.empty())
     return fail(fmt::format("{} has no configuration of {} GPUs for a global batch of {}", baseline, gpus, batch),
                 "choose a global batch divisible by the data-parallel degrees (--global-batch)");

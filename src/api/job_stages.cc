@@ -11,6 +11,7 @@
 #include "loom/policy/policy.h"
 #include "loom/sim/durations.h"
 #include "stage_clock.h"
+#include "loom/api/stage_costs.h"
 
 namespace loom::api {
 namespace {
@@ -91,7 +92,12 @@ Expected<void> apply_policy(Job& job) {
   if (is_baseline(job.options.policy))
     return fail(fmt::format("{} is a search, not a policy", job.options.policy), "plan it with plan_or_search");
   const StageClock clock;
-  const policy::ParallelConfig& config = job.request.config;
+  policy::ParallelConfig config = job.request.config;
+  if (balances_stages(config)) {
+    LOOM_ASSIGN_OR_RETURN(config.op_seconds, with_context(forward_op_seconds(job, config),
+                                                          fmt::format("pricing the layers of policy {} for its "
+                                                                      "pipeline stages", job.options.policy)));
+  }
   LOOM_ASSIGN_OR_RETURN(job.plan, plan::make_plan(job.graph, job.catalog));
   std::vector<int> op_stage;
   if (job.folded) {

@@ -7,15 +7,25 @@ namespace {
 
 bool power_of_two(std::int64_t k) { return k >= 2 && (k & (k - 1)) == 0; }
 
+// The levels of pairwise sums k parts allow: the factors of two in k (k = 2^a x b, b odd: a levels, then
+// b sums of 2^a parts each, summed at once when read). Six parts: three pairs.
+int pair_levels(std::int64_t k) {
+  int levels = 0;
+  for (; k >= 2 && k % 2 == 0; k /= 2) ++levels;
+  return levels;
+}
+
 }  // namespace
 
 GradientAccumulator::GradientAccumulator(const plan::Plan& plan, ProgramBuilder& builder) : builder_(builder) {
   const std::vector<char> final = ir::optimizer_gradients(*plan.graph);
-  // Forward partial sums a device writes several of (coshard's row-parallel parts, policy/coshard.h) are
-  // added as they come too, so one running sum lives beside a part's activations rather than all C.
+  // Activation partial sums a device writes several of are added as they come too, so one running sum
+  // lives beside a part's activations rather than all C: forward, coshard's row-parallel parts; backward,
+  // the input gradients of its column-parallel parts (policy/coshard.h), each as large as the region's
+  // input, which the C chains' backwards write one after another.
   std::vector<char> accumulated = final;
   for (const plan::SubOp& s : plan.sub_ops)
-    if (s.live && plan.op_of(s.id).pass == ir::Pass::forward)
+    if (s.live && plan.op_of(s.id).pass != ir::Pass::optimizer)
       for (const plan::SubTensor& out : s.outputs) accumulated[out.tensor.index()] = 1;
   // (tensor, box) -> device -> the value indices its parts hold, and their count.
   std::map<std::pair<std::uint32_t, std::vector<plan::IndexRange>>, std::map<int, std::set<std::int64_t>>> held;
@@ -36,7 +46,7 @@ GradientAccumulator::GradientAccumulator(const plan::Plan& plan, ProgramBuilder&
     const std::size_t k = holders.begin()->second.size();
     std::set<std::set<std::int64_t>> distinct;
     std::set<std::int64_t> all;
-    bool even = power_of_two(static_cast<std::int64_t>(k));
+    bool even = pair_levels(static_cast<std::int64_t>(k)) > 0;
     for (const auto& [device, indices] : holders) {
       even &= indices.size() == k;
       distinct.insert(indices);
@@ -74,8 +84,10 @@ void GradientAccumulator::add_part(BufferId part, std::int64_t count) {
 
 void GradientAccumulator::add(Slot& slot, int device, plan::SubTensor label, BufferId part) {
   slot.stack.push_back({0, slot.arrived++, part});
-  // Add the two sums of the top level while they have a partner: blocks 2i and 2i + 1 make block i.
-  while (slot.stack.size() >= 2 && slot.stack[slot.stack.size() - 2].level == slot.stack.back().level) {
+  // Add the two sums of the top level while they have a partner: blocks 2i and 2i + 1 make block i (up to
+  // the levels the count allows, so each sum stays a part of a whole decomposition).
+  while (slot.stack.size() >= 2 && slot.stack[slot.stack.size() - 2].level == slot.stack.back().level &&
+         slot.stack.back().level < pair_levels(slot.parts)) {
     const Level b = slot.stack.back();
     slot.stack.pop_back();
     const Level a = slot.stack.back();

@@ -4,9 +4,11 @@
 // at any time instead of all k until the step reduces them. Each sum is a part of a coarser decomposition
 // (exec_plan.h: combine): at level L, block i of the device whose set of parts ranks q among the H distinct
 // sets of the box is part i x H + q of H x k / 2^L; the last level names the device's whole sum part q of
-// H, as local_sums.h would. Only final gradients (read whole by optimizer steps) and forward activations
-// (coshard's row-parallel partial sums, policy/coshard.h) whose every holder of a box holds the same power
-// of two k >= 2 of its parts are accumulated so; others are summed at once when read (local_sums.h).
+// H, as local_sums.h would. For k = 2^a x b (b odd) the pairs stop at level a and its b sums are added
+// when read (six parts: three pairs, then one sum of three). Final gradients (read whole by optimizer
+// steps) and activations, forward and backward (coshard's row-parallel partial sums and its parts' input
+// gradients, policy/coshard.h), whose every holder of a box holds the same even k of its parts are
+// accumulated so; others are summed at once when read (local_sums.h).
 #pragma once
 
 #include <map>

@@ -67,14 +67,28 @@ Expected<void> check_fresh(const Plan& plan) {
 
 Expected<std::vector<int>> megatron_stages(const Plan& plan, const ParallelConfig& config,
                                            const ir::OpCatalog& catalog) {
-  // Stages in program order: whole layers, as Megatron cuts them (a cut inside a layer would send the
-  // partial sums of a row-parallel output, not the reduced activation); with interleaving, pp x
-  // virtual_stages chunks of whole layers. Balanced FLOPs where the layers do not divide.
-  Expected<std::vector<int>> by_layers = layer_stages(plan, config.pp * config.virtual_stages);
-  if (!by_layers && config.virtual_stages > 1)
-    return std::unexpected(
-        with_context(by_layers.error(), fmt::format("pp {} x {} model chunks", config.pp, config.virtual_stages)));
-  return by_layers ? std::move(by_layers) : pipeline_stages(plan, config.pp, catalog);
+  // Stages in program order, of whole layers (a cut inside a layer would send the partial sums of a
+  // row-parallel output, not the reduced activation). Interleaved: pp x virtual_stages chunks of equal
+  // layer counts, as Megatron-LM cuts them.
+  if (config.virtual_stages > 1)
+    return with_context(layer_stages(plan, config.pp * config.virtual_stages),
+                        fmt::format("pp {} x {} model chunks", config.pp, config.virtual_stages));
+  if (config.pp == 1) return pipeline_stages(plan, 1, catalog);
+  const ir::Graph& graph = *plan.graph;
+  std::vector<double> cost = config.op_seconds;
+  if (cost.size() != graph.ops.size()) {
+    LOOM_ASSIGN_OR_RETURN(cost, training_flops(graph, catalog));
+  }
+  const int layers = static_cast<int>(layer_costs(graph, cost).size());
+  // Too few layers for whole-layer stages: balanced FLOPs, cut inside layers.
+  if (layers < config.pp) return pipeline_stages(plan, config.pp, catalog);
+  // Identical layers that divide: Megatron-LM's equal layer counts, which is also the balanced cut of
+  // their own costs (and keeps the baseline what Megatron-LM runs). Layers that differ (Swin's
+  // high-resolution blocks are memory-bound and cost more than their FLOPs say) or do not divide: whole
+  // layers grouped so the slowest stage is as fast as it can be, embeddings and head counted with the
+  // layer they join; the pipeline's step is set by its slowest stage.
+  if (layers % config.pp == 0 && uniform_layers(graph, cost)) return layer_stages(plan, config.pp);
+  return balanced_layer_stages(plan, config.pp, cost);
 }
 
 Expected<void> megatron(Plan& plan, const ParallelConfig& config, const ir::OpCatalog& catalog) {

@@ -2,8 +2,9 @@
 // holds, found by grid search as its authors tune it, each candidate planned and simulated by Loom.
 //   megatron-best   Megatron-LM: tp in {1, 2, 4, 8} inside a node, pp over whole layers, dp the rest;
 //                   micro-batch size 1-8; 1F1B, interleaved with 2 chunks where the layers allow;
-//                   sequence parallelism with tp; recomputation off, else selective, else full (as
-//                   Megatron users turn it on only when memory demands).
+//                   sequence parallelism with tp where the model takes it (not Swin's images);
+//                   recomputation off, else selective, else full (as Megatron users turn it on only
+//                   when memory demands).
 //   deepspeed-best  DeepSpeed ZeRO data parallelism over every GPU: ZeRO stage 1-3, micro-batch size
 //                   1-8 (gradient accumulation for the rest of the global batch), recomputation off or full.
 // The fastest candidate that fits in memory wins (ties: the first in enumeration order); when none fits,

@@ -58,6 +58,10 @@ struct ParallelConfig {
   // nnScaler's interlaced pipeline (policy/interlaced.h; policy 'interlaced'): the embedding table's
   // lookups and the tied LM head spread over all pp x tp devices of a replica, interleaved with 1F1B.
   bool interlaced = false;
+  // By OpId: the predicted seconds of each forward op at this tp degree, its forward, backward and
+  // recomputation (the job fills it from the compute model, api/stage_costs.h). megatron_stages balances
+  // pipeline stages of whole layers by it; empty: by training FLOPs.
+  std::vector<double> op_seconds;
 };
 
 // dp * tp * pp.
@@ -93,7 +97,7 @@ Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const Par
 //  2. dp > 1: each piece split dp ways along its batch identifier; ops that see no batch (position
 //     tables, relative-position biases) replicated dp times;
 //  3. tp > 1: each data-parallel part split as tensor_parallel_layout() says, or replicated tp times;
-//  4. the parts placed on device_of(stage, dp rank, tp rank), the stage from pipeline_stages().
+//  4. the parts placed on device_of(stage, dp rank, tp rank), the stage from megatron_stages().
 // Optimizer steps go to their parameter's stage, replicated over dp (with `zero`, split over dp as
 // place_zero_step says) and split over tp along the parameter's tensor-parallel dimension; gradient
 // accumulations and the loss-gradient seed follow the tensor they belong to, an accumulation of a
@@ -108,7 +112,10 @@ Expected<void> megatron(plan::Plan& plan, const ParallelConfig& config,
                         const ir::OpCatalog& catalog = ops::builtin_ops());
 
 // By OpId: the stage (chunk * pp + pipeline rank) megatron() gives each forward op, -1 for the others:
-// pp x virtual_stages stages of whole layers, else pp stages of balanced FLOPs.
+// pp x virtual_stages chunks of equal layer counts when interleaved; else pp stages of whole layers, equal
+// counts where the layers cost the same and divide, otherwise balanced_layer_stages by config.op_seconds
+// (training FLOPs when empty); pp stages of balanced FLOPs cut inside layers when there are fewer layers
+// than stages or none.
 Expected<std::vector<int>> megatron_stages(const plan::Plan& plan, const ParallelConfig& config,
                                            const ir::OpCatalog& catalog = ops::builtin_ops());
 

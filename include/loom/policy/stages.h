@@ -1,9 +1,10 @@
 // Pipeline stages: the forward ops cut into contiguous groups of program order, either with roughly
 // equal training FLOPs (each forward op's own plus its backward op's, so a forward-only stretch such as
-// AlphaFold2's recycling passes counts for less), or, for interleaved pipelines, of whole layers as
-// Megatron-LM cuts its model chunks.
+// AlphaFold2's recycling passes counts for less), or of whole layers: equal layer counts as Megatron-LM
+// cuts its model chunks, or layers grouped so the costliest stage costs least (balanced_layer_stages).
 #pragma once
 
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -35,5 +36,28 @@ std::vector<int> layer_ordinals(const ir::Graph& graph);
 // first stage and the head and loss close the last. Errors: stages < 1, a model without numbered layers,
 // and L not divisible by stages.
 Expected<std::vector<int>> layer_stages(const plan::Plan& plan, int stages);
+
+// By OpId: each forward op's training FLOPs, its own plus its backward op's (0 for the other ops).
+Expected<std::vector<double>> training_flops(const ir::Graph& graph, const ir::OpCatalog& catalog);
+
+// The sizes of `parts` contiguous groups of `costs` (each of at least one item) whose largest sum is the
+// smallest possible; among the partitions within 1e-9 relative of that optimum, the lexicographically
+// smallest sizes (earlier groups as small as they may be: 1F1B's earlier stages hold more micro-batches'
+// activations, so they are the ones to lighten). Exact, by dynamic programming in O(parts x n^2).
+// Negative costs count as 0. Errors: parts < 1, or more parts than items.
+Expected<std::vector<int>> balanced_partition(std::span<const double> costs, int parts);
+
+// The cost of each layer, by layer ordinal: the sum of `op_cost` (by OpId) over its forward ops and the
+// ops outside numbered layers that join it as layer_stages places them.
+std::vector<double> layer_costs(const ir::Graph& graph, std::span<const double> op_cost);
+
+// Whether every layer's own ops (those named inside it) cost the same by `op_cost` (by OpId), within
+// 1e-9 relative: a transformer's identical blocks. False for a model without numbered layers.
+bool uniform_layers(const ir::Graph& graph, std::span<const double> op_cost);
+
+// By OpId: stages of whole layers, as layer_stages places them, with the layers grouped by
+// balanced_partition over layer_costs(op_cost): the stage that costs most costs least. Errors: stages < 1,
+// a model without numbered layers, fewer layers than stages, a stage without an op that sees the batch.
+Expected<std::vector<int>> balanced_layer_stages(const plan::Plan& plan, int stages, std::span<const double> op_cost);
 
 }  // namespace loom::policy
