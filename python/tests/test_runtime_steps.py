@@ -1,7 +1,8 @@
 """Several training steps train exactly as one device: each step loads what the previous one updated (the
 plan's step closing leaves it where the next step loads it) and a new batch, and after 3 AdamW steps of dp 2,
-tp 2, dp 2 x tp 2 and a 1F1B pipeline of 2 stages the loss of every step and every parameter and optimizer
-state equal the single-device run's (float32, rtol 1e-5 as test_runtime_equivalence measures)."""
+tp 2, dp 2 x tp 2 and a 1F1B pipeline of 2 stages (1 step of AlphaFold2's 3F1B pipeline of 2 stages against
+one device accumulating the same micro-batches, REFERENCE) the loss of every step and every parameter and
+optimizer state equal the single-device run's (float32, rtol 1e-5 as test_runtime_equivalence measures)."""
 
 import pytest
 import torch
@@ -19,8 +20,20 @@ PLANS = {
     "tp2": ["--policy", "tp", "--tp", "2", "--gpus", "2"],
     "dp2xtp2": ["--policy", "megatron", "--dp", "2", "--tp", "2", "--gpus", "4"],
     "pp2-1f1b": ["--policy", "megatron", "--pp", "2", "--microbatches", "4", "--schedule", "1f1b", "--gpus", "2"],
+    # nnScaler's 3F1B: AlphaFold2's recycled pass and the last one pipelined by layer (docs/schedules.md).
+    "pp2-3f1b": ["--policy", "megatron", "--pp", "2", "--microbatches", "4", "--schedule", "3f1b", "--gpus", "2"],
 }
-CASES = [("gpt3-125m", plan) for plan in PLANS] + [("llama3-8b", "dp2xtp2")]
+CASES = ([("gpt3-125m", plan) for plan in PLANS if plan != "pp2-3f1b"] + [("llama3-8b", "dp2xtp2")] +
+         [("alphafold2-87m", "pp2-3f1b")])
+# AlphaFold2 in float32 is ill-conditioned for this check, whatever the plan: its pair-bias weights' gradients
+# (about 2e-5 where others reach 0.3) come out of large cancelling sums, so one device accumulating 4
+# micro-batches differs from its one-batch step by 150 % there (float64, `loom verify`, agrees to 1e-13);
+# and from step 2 on Adam turns its null-gradient elements' noise into moves of up to lr that change live
+# activations (3F1B against that accumulation: 5e-6 after 1 step, 2e-3 after 3). So 3F1B is compared with
+# the accumulation of the same micro-batches on one device (what the pipeline changes: placement, sends,
+# order), after one step.
+REFERENCE = {"alphafold2-87m": ["--policy", "megatron", "--microbatches", "4", "--gpus", "1"]}
+STEPS_OF = {"alphafold2-87m": 1}
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +41,9 @@ def single_device(tmp_path_factory, loom_binary):
     run_loom = loom_runner(loom_binary)
     runs = {}
     for model in sorted({model for model, _ in CASES}):
-        directory = emit_shrunk(run_loom, tmp_path_factory.mktemp(f"{model}-single"), model, ["--policy", "dp", "--dp", "1", "--gpus", "1"])
-        runs[model] = train(directory, STEPS)
+        directory = emit_shrunk(run_loom, tmp_path_factory.mktemp(f"{model}-single"), model,
+                                REFERENCE.get(model, ["--policy", "dp", "--dp", "1", "--gpus", "1"]))
+        runs[model] = train(directory, STEPS_OF.get(model, STEPS))
     return runs
 
 
@@ -72,9 +86,10 @@ def adam_lr(directory):
 @pytest.mark.parametrize(("model", "plan"), CASES)
 def test_three_steps_train_as_one_device(model, plan, single_device, run_loom, tmp_path):
     directory = emit_shrunk(run_loom, tmp_path, model, PLANS[plan])
-    losses, values = train(directory, STEPS, timeout=120)
+    steps = STEPS_OF.get(model, STEPS)
+    losses, values = train(directory, steps, timeout=120)
     ref_losses, reference = single_device[model]
-    assert len(losses) == STEPS and sorted(values) == sorted(reference)
+    assert len(losses) == steps and sorted(values) == sorted(reference)
     loss_rel = max(abs(a - b) / abs(b) for a, b in zip(losses, ref_losses))
     rel, where, nulls = worst_error(reference, values, adam_lr(directory))
     print(f"{model} {plan}: losses {' '.join(f'{x:.8g}' for x in losses)} (max rel {loss_rel:.2e}); worst rel "

@@ -49,16 +49,18 @@ Expected<bool> decide_fold(const Job& job, const ir::Graph& forward) {
   // Folding rebuilds the model at micro-batch size, which only a preset can do: a graph file's sizes
   // are fixed where it was traced.
   // The fold replays forward and backward segments; a zero-bubble schedule's W blocks have none yet.
-  const bool foldable = o.policy == "megatron" && c.zero == 0 && !plans_a_graph(o) && !plan::splits_backward(c.schedule);
+  // 3F1B's chunks are the model's passes, which the fold's slice does not know: planned explicitly.
+  const bool foldable = o.policy == "megatron" && c.zero == 0 && !plans_a_graph(o) && !plan::splits_backward(c.schedule) &&
+                        c.schedule != plan::ScheduleKind::three_f_one_b;
   if (o.fold == Fold::off) return false;
   if (o.fold == Fold::on) {
     if (!foldable)
       return fail(plans_a_graph(o)
                       ? std::string("folding rebuilds a model preset at micro-batch size; a graph file cannot be folded")
-                      : fmt::format("folding plans the megatron policy without ZeRO or a zero-bubble schedule, not "
+                      : fmt::format("folding plans the megatron policy without ZeRO or a zero-bubble schedule (nor 3f1b), not "
                                     "policy {}{} with schedule {}",
                                     o.policy, zero_text(c.zero), plan::name(c.schedule)),
-                  "use --policy megatron without --zero or a zero-bubble schedule on a --model preset, or --fold off");
+                  "use --policy megatron without --zero or a zero-bubble schedule (nor 3f1b) on a --model preset, or --fold off");
     return true;
   }
   // The training graph has about three ops per forward op (forward, backward, accumulations).

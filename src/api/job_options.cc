@@ -152,7 +152,7 @@ const std::vector<OptionField>& table() {
       {"micro_batch_size", "--micro-batch-size", {}, G::parallel, K::whole,
        "Samples per micro-batch on each dp rank, as Megatron-LM's: micro-batches = global batch / (dp x this)",
        LOOM_WHOLE(micro_batch_size, 1, kMaxCount)},
-      {"schedule", "--schedule", {}, G::parallel, K::text, "Pipeline schedule: gpipe, 1f1b, zb-h1, zb-h2, zb-v or dualpipe-v (zero-bubble: backward split into B and W; zb-v and dualpipe-v: 2 chunks per device in a V)",
+      {"schedule", "--schedule", {}, G::parallel, K::text, "Pipeline schedule: gpipe, 1f1b, zb-h1, zb-h2, zb-v, dualpipe-v or 3f1b (zero-bubble: backward split into B and W; zb-v and dualpipe-v: 2 chunks per device in a V; 3f1b: a model's recycled passes pipelined, nnScaler Table 7)",
        [](JobOptions& o, std::string_view t) -> Expected<void> {
          LOOM_ASSIGN_OR_RETURN(o.schedule, parse_schedule(t));
          return {};

@@ -6,7 +6,10 @@
 
 namespace loom::api {
 
-bool balances_stages(const policy::ParallelConfig& config) { return config.pp > 1 && config.virtual_stages == 1; }
+bool balances_stages(const policy::ParallelConfig& config) {
+  // 3F1B stages each pass by whole layers (its chunks are the passes).
+  return config.pp > 1 && config.virtual_stages == 1 && config.schedule != plan::ScheduleKind::three_f_one_b;
+}
 
 Expected<std::vector<double>> forward_op_seconds(const Job& job, const policy::ParallelConfig& config) {
   policy::ParallelConfig one_stage = config;
@@ -20,7 +23,9 @@ Expected<std::vector<double>> forward_op_seconds(const Job& job, const policy::P
   one_stage.overlap = policy::Overlap::none;  // reorders, does not change compute
   one_stage.op_seconds.clear();
   LOOM_ASSIGN_OR_RETURN(plan::Plan plan, plan::make_plan(job.graph, job.catalog));
-  LOOM_RETURN_IF_ERROR(policy::apply_policy(plan, job.options.policy, one_stage, job.catalog));
+  // The interlaced pipeline needs pp > 1; its staged layers are megatron's, priced as such.
+  const std::string_view pricing = job.options.policy == "interlaced" ? "megatron" : job.options.policy;
+  LOOM_RETURN_IF_ERROR(policy::apply_policy(plan, pricing, one_stage, job.catalog));
   // Materialized, so device 0's program holds what it computes: recomputed forwards run again, and the
   // sums of partial outputs (coshard's parts, micro-batches' gradients) are adds of their own.
   exec::MaterializeOptions options;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "loom/plan/primitives.h"
+#include "loom/plan/schedule_3f1b.h"
 #include "schedule_templates.h"
 
 namespace loom::plan {
@@ -26,14 +27,16 @@ bool splits_backward(ScheduleKind kind) {
 
 bool v_shaped(ScheduleKind kind) { return kind == ScheduleKind::zb_v || kind == ScheduleKind::dualpipe_v; }
 
+bool places_chunks(ScheduleKind kind) { return v_shaped(kind) || kind == ScheduleKind::three_f_one_b; }
+
 int pipeline_device(ScheduleKind kind, int stage, int devices) {
   if (v_shaped(kind) && stage >= devices) return 2 * devices - 1 - stage;
   return stage % devices;
 }
 
 namespace {
-constexpr std::array<std::string_view, 7> kScheduleNames = {"gpipe", "1f1b", "interleaved 1f1b", "zb-h1",
-                                                            "zb-h2", "zb-v", "dualpipe-v"};
+constexpr std::array<std::string_view, 8> kScheduleNames = {"gpipe", "1f1b",  "interleaved 1f1b", "zb-h1",
+                                                            "zb-h2", "zb-v", "dualpipe-v",       "3f1b"};
 }  // namespace
 
 std::string_view name(ScheduleKind kind) { return kScheduleNames[static_cast<std::size_t>(kind)]; }
@@ -43,7 +46,7 @@ Expected<ScheduleKind> parse_schedule_kind(std::string_view text) {
     if (kScheduleNames[i] == text && static_cast<ScheduleKind>(i) != ScheduleKind::interleaved_one_f_one_b)
       return static_cast<ScheduleKind>(i);
   return fail(fmt::format("unknown schedule '{}'", text),
-              "use gpipe, 1f1b, zb-h1, zb-h2, zb-v or dualpipe-v (--interleave V for interleaved 1F1B)");
+              "use gpipe, 1f1b, zb-h1, zb-h2, zb-v, dualpipe-v or 3f1b (--interleave V for interleaved 1F1B)");
 }
 
 namespace {
@@ -88,6 +91,11 @@ Expected<std::vector<std::vector<Block>>> schedule_blocks(Schedule schedule, int
                               num_micro_batches, num_devices, 2 * num_devices),
                   "raise --microbatches to 2 x pp or more, or use zb-v");
     return dualpipe_v_blocks(num_devices, num_micro_batches);
+  }
+  if (schedule.kind == ScheduleKind::three_f_one_b) {
+    LOOM_ASSIGN_OR_RETURN(ThreeFOneBSearch found,
+                          search_three_f_one_b(num_devices, schedule.chunks, num_micro_batches));
+    return std::move(found.devices);
   }
   if (!interleaved && schedule.chunks != 1)
     return fail(fmt::format("schedule: {} model chunks per device need the interleaved 1F1B schedule", schedule.chunks),

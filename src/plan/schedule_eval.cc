@@ -43,14 +43,22 @@ Expected<ScheduleEvaluation> evaluate_schedule(const std::vector<std::vector<Blo
       if (++table.count[table.index(b)] > 1)
         return fail(fmt::format("evaluate_schedule: block {} of stage {} is listed twice", to_string(b), b.stage));
     }
+  // Leading stages may run forward only (a recycled pass, schedule_3f1b.h): no B or W for any micro-batch.
+  std::vector<bool> forward_only(static_cast<std::size_t>(stages), false);
   for (int s = 0; s < stages; ++s) {
-    int weights = 0;
+    int weights = 0, backwards = 0;
     for (int m = 0; m < micro_batches; ++m) {
-      for (int part = 0; part < 2; ++part)
-        if (table.count[table.index(part, s, m)] == 0)
-          return fail(fmt::format("evaluate_schedule: stage {} has no {}{}", s, part_letter(static_cast<BlockPart>(part)), m));
+      backwards += table.count[table.index(1, s, m)];
       weights += table.count[table.index(2, s, m)];
     }
+    forward_only[static_cast<std::size_t>(s)] = backwards == 0 && weights == 0 && s + 1 < stages &&
+                                                (s == 0 || forward_only[static_cast<std::size_t>(s - 1)]);
+    for (int m = 0; m < micro_batches; ++m)
+      for (int part = 0; part < (forward_only[static_cast<std::size_t>(s)] ? 1 : 2); ++part)
+        if (table.count[table.index(part, s, m)] == 0)
+          return fail(fmt::format("evaluate_schedule: stage {} has no {}{}", s, part_letter(static_cast<BlockPart>(part)), m),
+                      backwards == 0 && part == 1 ? "only leading stages (recycled passes) may run forward only"
+                                                  : "list every block of every stage once");
     if (weights != 0 && weights != micro_batches)
       return fail(fmt::format("evaluate_schedule: stage {} has W blocks for {} of its {} micro-batches", s, weights,
                               micro_batches),
@@ -93,7 +101,11 @@ Expected<ScheduleEvaluation> evaluate_schedule(const std::vector<std::vector<Blo
         busy[d] += cost(b);
         table.end[table.index(b)] = free[d];
         // Activations are held from F until W, or until B when the backward is whole.
-        if (b.part == BlockPart::forward) result.peak_held[d] = std::max(result.peak_held[d], ++held[d]);
+        // A forward-only stage keeps nothing for a backward.
+        if (b.part == BlockPart::forward) {
+          if (!forward_only[static_cast<std::size_t>(b.stage)])
+            result.peak_held[d] = std::max(result.peak_held[d], ++held[d]);
+        }
         else if (b.part == BlockPart::weight || !split(b.stage)) --held[d];
         ++next[d];
         progress = true;

@@ -7,6 +7,7 @@
 #include "loom/plan/schedule.h"
 #include "loom/policy/coshard.h"
 #include "loom/policy/interlaced.h"
+#include "loom/policy/passes.h"
 #include "loom/policy/policy.h"
 #include "loom/policy/recompute_policy.h"
 #include "loom/policy/stages.h"
@@ -31,7 +32,7 @@ Expected<void> check_interleaving(const ParallelConfig& config) {
                             config.virtual_stages),
                 fmt::format("leave --interleave out ({} sets 2), or give 2", plan::name(config.schedule)));
   if (config.virtual_stages > 1 && config.schedule != plan::ScheduleKind::one_f_one_b &&
-      !plan::v_shaped(config.schedule))
+      !plan::places_chunks(config.schedule))
     return fail(fmt::format("{} model chunks per device need the interleaved 1F1B schedule, not {}",
                             config.virtual_stages,
                             config.schedule == plan::ScheduleKind::gpipe ? "GPipe" : plan::name(config.schedule)),
@@ -91,7 +92,12 @@ Expected<std::vector<int>> megatron_stages(const Plan& plan, const ParallelConfi
   return balanced_layer_stages(plan, config.pp, cost);
 }
 
-Expected<void> megatron(Plan& plan, const ParallelConfig& config, const ir::OpCatalog& catalog) {
+Expected<void> megatron(Plan& plan, const ParallelConfig& requested, const ir::OpCatalog& catalog) {
+  // 3F1B pipelines the model's passes as its chunks (policy/passes.h).
+  ParallelConfig config = requested;
+  if (config.schedule == plan::ScheduleKind::three_f_one_b) {
+    LOOM_ASSIGN_OR_RETURN(config, three_f_one_b_config(plan, config));
+  }
   for (const auto& [name, value] : {std::pair{"dp", config.dp}, std::pair{"tp", config.tp}, std::pair{"pp", config.pp},
                                     std::pair{"micro_batches", config.micro_batches}})
     if (value < 1) return fail(fmt::format("{} is {}; it must be at least 1", name, value));

@@ -30,9 +30,10 @@ namespace loom::policy::detail {
 // trans, or the piece itself when n is 1 (a one-part split would only rename it).
 Expected<std::vector<plan::SubOpId>> split(plan::Plan& plan, plan::SubOpId piece, const plan::TransAlgo& algo, int n);
 
-// The schedule template of a pipeline: interleaved 1F1B whenever a device holds several model chunks.
+// The schedule template of a pipeline: interleaved 1F1B whenever a device holds several model chunks
+// the schedule does not place itself.
 inline plan::ScheduleKind schedule_kind(const ParallelConfig& config) {
-  if (plan::v_shaped(config.schedule)) return config.schedule;
+  if (plan::places_chunks(config.schedule)) return config.schedule;
   return config.virtual_stages > 1 ? plan::ScheduleKind::interleaved_one_f_one_b : config.schedule;
 }
 

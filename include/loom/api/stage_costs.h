@@ -21,7 +21,7 @@ namespace loom::api {
 Expected<std::vector<double>> forward_op_seconds(const Job& job, const policy::ParallelConfig& config);
 
 // Whether the job's policy stages a pipeline that forward_op_seconds can balance: pp > 1 without
-// interleaving (interleaved chunks take Megatron-LM's equal layer counts).
+// interleaving (interleaved chunks take Megatron-LM's equal layer counts), not 3F1B.
 bool balances_stages(const policy::ParallelConfig& config);
 
 }  // namespace loom::api

@@ -56,14 +56,21 @@ enum class ScheduleKind : std::uint8_t {
   // (deferred); the d + 1 W's owed. A pair is two blocks in turn: Loom does not fuse them (the reference
   // overlaps one's communication with the other's compute). Needs m >= 2p.
   dualpipe_v,
+  // nnScaler's 3F1B (schedule_3f1b.h): chunks = the model's passes (AlphaFold2's recycles + 1), pass p
+  // of device s being stage p * devices + s; forwards of every pass, backwards of the last, in Table 7's
+  // order with a searched warm-up and cool-down.
+  three_f_one_b,
 };
 // Whether the schedule orders W parts apart from B parts (its job splits the backward ops).
 bool splits_backward(ScheduleKind kind);
 // Whether the schedule runs 2 chunks per device in a V (zb_v, dualpipe_v).
 bool v_shaped(ScheduleKind kind);
+// Whether the schedule places its own model chunks (v_shaped, three_f_one_b): chunks above 1 do not
+// make it interleaved 1F1B.
+bool places_chunks(ScheduleKind kind);
 // The pipeline device of `stage` out of `devices`: stage mod devices, or the V (v_shaped).
 int pipeline_device(ScheduleKind kind, int stage, int devices);
-// "gpipe", "1f1b", "interleaved 1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"; parse_schedule_kind reads
+// "gpipe", "1f1b", "interleaved 1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipe-v", "3f1b"; parse_schedule_kind reads
 // those a job names (interleaving is asked for by chunks, not by name).
 std::string_view name(ScheduleKind kind);
 Expected<ScheduleKind> parse_schedule_kind(std::string_view text);
@@ -87,7 +94,8 @@ char part_letter(BlockPart part);           // 'F' / 'B' / 'W'
 
 // The template: per pipeline device, its blocks in execution order. Every stage runs each (micro-batch,
 // pass) once. Errors: fewer than one device, micro-batch or chunk; chunks above 1 without interleaving,
-// or other than 2 for a V; DualPipeV with fewer than 2 micro-batches per device;
+// or other than 2 for a V; 3F1B with fewer than 2 passes (chunks); DualPipeV with fewer than 2
+// micro-batches per device;
 // an interleaved template whose micro-batches (above 1) are not a multiple of the devices. One
 // micro-batch through an interleaved pipeline passes the chunks in order and back.
 Expected<std::vector<std::vector<Block>>> schedule_blocks(Schedule schedule, int num_devices, int num_micro_batches);

@@ -2,7 +2,8 @@
 // run on uniform block costs, a pure function of the template. Each device runs its blocks in order,
 // each as soon as the device is free and its inputs are done: F(s, m) after F(s - 1, m); B(s, m) after
 // F(s, m) and B(s + 1, m); W(s, m) after B(s, m). With no W blocks for (s, m), its B is the whole
-// backward and costs backward + weight.
+// backward and costs backward + weight. Leading stages without any B or W run forward only (the recycled
+// passes of 3F1B, schedule_3f1b.h): their forwards hold no activations.
 #pragma once
 
 #include <vector>
@@ -26,7 +27,8 @@ struct ScheduleEvaluation {
 };
 
 // Errors: a stage outside [0, stages), a micro-batch outside [0, micro_batches), a block given twice, a
-// (stage, micro-batch) without its F or B, W blocks for some micro-batches of a stage but not for all,
+// (stage, micro-batch) without its F or B (but a forward-only leading stage; the last stage has a B),
+// W blocks for some micro-batches of a stage but not for all,
 // and a template that deadlocks (naming the blocks each device waits at).
 Expected<ScheduleEvaluation> evaluate_schedule(const std::vector<std::vector<Block>>& devices, int stages,
                                                int micro_batches, BlockCosts costs = {});
