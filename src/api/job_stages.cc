@@ -94,9 +94,10 @@ Expected<void> apply_policy(Job& job) {
   const StageClock clock;
   policy::ParallelConfig config = job.request.config;
   if (balances_stages(config)) {
-    LOOM_ASSIGN_OR_RETURN(config.op_seconds, with_context(forward_op_seconds(job, config),
-                                                          fmt::format("pricing the layers of policy {} for its "
-                                                                      "pipeline stages", job.options.policy)));
+    // The one-stage plan that prices the layers is a helper, not the job: where it cannot be planned
+    // (degrees the policy refuses, a model it cannot split) the stages fall back to training FLOPs and
+    // the job's own plan below reports what is wrong with it.
+    if (Expected<std::vector<double>> seconds = forward_op_seconds(job, config)) config.op_seconds = std::move(*seconds);
   }
   LOOM_ASSIGN_OR_RETURN(job.plan, plan::make_plan(job.graph, job.catalog));
   std::vector<int> op_stage;

@@ -24,7 +24,7 @@ Expected<std::vector<double>> forward_op_seconds(const Job& job, const policy::P
   one_stage.op_seconds.clear();
   LOOM_ASSIGN_OR_RETURN(plan::Plan plan, plan::make_plan(job.graph, job.catalog));
   // The interlaced pipeline needs pp > 1; its staged layers are megatron's, priced as such.
-  const std::string_view pricing = job.options.policy == "interlaced" ? "megatron" : job.options.policy;
+  const std::string pricing = job.options.policy == "interlaced" ? std::string("megatron") : job.options.policy;
   LOOM_RETURN_IF_ERROR(policy::apply_policy(plan, pricing, one_stage, job.catalog));
   // Materialized, so device 0's program holds what it computes: recomputed forwards run again, and the
   // sums of partial outputs (coshard's parts, micro-batches' gradients) are adds of their own.
