@@ -168,6 +168,11 @@ const std::vector<OptionField>& table() {
        LOOM_WHOLE(zero, 0, 3)},
       {"recompute", "--recompute", {}, G::parallel, K::text, "Activation recomputation: none, selective or full",
        LOOM_NAMED(recompute, policy::parse_recompute)},
+      {"recompute_collectives", "--recompute-collectives", {}, G::parallel, K::flag,
+       "Recomputation issues again the all-reduces of the partial sums it recomputes (row-parallel linears), as "
+       "Megatron-LM's full recompute; default: their sums are checkpoints, no collective in the recompute (Oases' "
+       "fine-grained recompute)",
+       LOOM_FLAG(recompute_collectives)},
       {"coshard", "--coshard", {}, G::parallel, K::whole,
        "Coshard (policies megatron, coshard): tensor-parallel regions split into C parts per tp rank, run one after "
        "another and recomputed (default: off; 4 for the policy coshard)",

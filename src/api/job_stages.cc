@@ -115,6 +115,7 @@ Expected<void> materialize(Job& job) {
   exec::MaterializeOptions options;
   options.cluster = job.layout_cluster;
   options.use_layout_search = job.options.layout_search;
+  options.recompute_collectives = job.options.recompute_collectives;
   // A shrunk model's tensors are tiny: price moves by bandwidth alone, so they move as the full-size
   // ones would (latency would make every move a p2p send).
   if (job.options.shrink) options.cost_model = exec::bandwidth_only_cost(job.layout_cluster);

@@ -25,6 +25,17 @@ expect oases-count 0 "$LOOM" verify --model gpt3-125m --policy megatron --tp 2 -
 # Recomputation repeats no all-reduce: values that arrived by communication are checkpoints.
 expect oases-recompute 0 "$LOOM" verify --model gpt3-125m --policy megatron --tp 2 --recompute full --overlap oases &&
   contains oases-recompute-msg "collectives: all-reduce 26;" && contains oases-recompute-pass "result     PASS"
+# --recompute-collectives (Megatron-LM's full recompute): the recomputation sums again the 2 row-parallel
+# all-reduces of each of the 2 layers per sub-batch (13 + 4 without the overlap, 26 + 8 with it), and
+# still verifies; with dp 2 on LLaMA too.
+expect recollect-megatron 0 "$LOOM" verify --model gpt3-125m --policy megatron --tp 2 --recompute full \
+  --recompute-collectives && contains recollect-megatron-msg "collectives: all-reduce 17;" &&
+  contains recollect-megatron-pass "result     PASS"
+expect recollect-oases 0 "$LOOM" verify --model gpt3-125m --policy megatron --tp 2 --recompute full --overlap oases \
+  --recompute-collectives && contains recollect-oases-msg "collectives: all-reduce 34;" &&
+  contains recollect-oases-pass "result     PASS"
+expect recollect-llama 0 "$LOOM" verify --model llama3-8b --policy megatron --dp 2 --tp 2 --recompute full \
+  --overlap oases --recompute-collectives && contains recollect-llama-pass "result     PASS"
 expect oases-plan 0 "$LOOM" plan --model gpt3-125m --shrink --tp 2 --gpus 2 --overlap oases --out "$tmp/oases-plan" &&
   contains oases-plan-policy "megatron: dp 1 x tp 2 x pp 1, oases overlap"
 
