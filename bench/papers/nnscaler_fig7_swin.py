@@ -22,10 +22,9 @@ Megatron-LM and Alpa slower than DeepSpeed.
 import argparse
 import datetime
 import json
-import subprocess
 import sys
-import tempfile
-import time
+
+import loom_plan
 
 CELLS = [  # GPUs, preset, nnScaler's tp, pp, coshard parts, DeepSpeed's tp
     (4, "swin-1.8b", 2, 2, 4, 2),
@@ -49,32 +48,7 @@ def cluster_flags(family, gpus):
 
 
 def run_plan(loom, model, cluster, flags, timeout):
-    """One `loom plan --json`: the parsed document (also for a plan that does not fit), or an error string."""
-    with tempfile.TemporaryDirectory() as out:
-        cmd = [loom, "plan", "--model", model, *cluster, *flags, *COMMON, "--out", out, "--json"]
-        start = time.monotonic()
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return {"error": f"timed out after {timeout} s", "wall_s": timeout}
-        wall = time.monotonic() - start
-    if proc.returncode not in (0, 3) or not proc.stdout.strip():
-        return {"error": proc.stderr.strip().splitlines()[0] if proc.stderr.strip() else f"exit {proc.returncode}",
-                "wall_s": wall}
-    doc = json.loads(proc.stdout)
-    summary = doc["summary"]
-    worst = max(summary["per_device"], key=lambda d: d["peak_bytes"])
-    return {
-        "plan": doc["description"],
-        "step_s": summary["step_time_s"],
-        "tflops": summary["model_flops_per_step"] / summary["step_time_s"] / 1e12,
-        "peak_gib": worst["peak_bytes"] / 2**30,
-        "oom": proc.returncode == 3,
-        "exposed_comm_s": worst["exposed_communication_s"],
-        "idle_s": worst["idle_s"],
-        "compute_s": worst["compute_s"],
-        "wall_s": wall,
-    }
+    return loom_plan.run_plan(loom, ["--model", model, *cluster, *flags, *COMMON], timeout)
 
 
 def log(system, cluster, flags, result):

@@ -23,10 +23,9 @@ beside the paper's, the speedups over Megatron beside the paper's, and judges ea
 import argparse
 import datetime
 import json
-import subprocess
 import sys
-import tempfile
-import time
+
+import loom_plan
 
 # name, preset, layers (None: the preset's), TMP degree, global batch, the paper's K tokens/s for the
 # Megatron, cross-pass and + fine-grained recompute columns (Table V, cluster 3090).
@@ -45,36 +44,6 @@ BAND = 0.30
 GPUS_PER_NODE = 4
 
 
-def run_plan(loom, flags, timeout):
-    """One `loom plan --json`: the parsed numbers (also for a plan that does not fit), or an error string."""
-    with tempfile.TemporaryDirectory() as out:
-        cmd = [loom, "plan", *flags, "--out", out, "--json"]
-        start = time.monotonic()
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return {"error": f"timed out after {timeout} s", "wall_s": timeout}
-        wall = time.monotonic() - start
-    if proc.returncode not in (0, 3) or not proc.stdout.strip():
-        return {"error": proc.stderr.strip().splitlines()[0] if proc.stderr.strip() else f"exit {proc.returncode}",
-                "wall_s": wall}
-    doc = json.loads(proc.stdout)
-    summary = doc["summary"]
-    worst = max(summary["per_device"], key=lambda d: d["peak_bytes"])
-    return {
-        "plan": doc["description"],
-        "step_s": summary["step_time_s"],
-        "ktokens_s": summary["tokens_per_s"] / 1e3,
-        "mfu": summary["mfu"],
-        "peak_gib": worst["peak_bytes"] / 2**30,
-        "oom": proc.returncode == 3,
-        "compute_s": worst["compute_s"],
-        "exposed_comm_s": worst["exposed_communication_s"],
-        "idle_s": worst["idle_s"],
-        "wall_s": wall,
-    }
-
-
 def measure(loom, cluster, model, micro_batch_size, timeout):
     name, preset, layers, tp, batch, paper = model
     sizes = ["--model", preset, "--global-batch", str(batch), "--tp", str(tp), "--cluster", cluster]
@@ -84,7 +53,7 @@ def measure(loom, cluster, model, micro_batch_size, timeout):
         sizes += ["--micro-batch-size", str(micro_batch_size)]
     row = {"model": name, "tp": tp, "flags": " ".join(sizes), "paper_ktokens_s": list(paper), "columns": {}}
     for column, extra in COLUMNS:
-        result = run_plan(loom, [*sizes, *COMMON, *extra], timeout)
+        result = loom_plan.run_plan(loom, [*sizes, *COMMON, *extra], timeout)
         result["flags"] = " ".join(extra)
         row["columns"][column] = result
         what = (f"refused: {result['error']}" if "error" in result else
