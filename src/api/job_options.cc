@@ -197,7 +197,7 @@ const std::vector<OptionField>& table() {
        [](const JobOptions& o) { return policy::to_string(o.coshard.ops); }},
       {"overlap", "--overlap", {}, G::parallel, K::text,
        "Overlap tensor parallelism's collectives with compute: none, or oases (each tensor-parallel block as 2 "
-       "sub-batches, one's all-reduce beside the other's compute; tp > 1, pp 1)",
+       "sub-batches, one's all-reduce beside the other's compute; tp > 1; with pp, the 1f1b or gpipe schedule)",
        LOOM_NAMED(overlap, policy::parse_overlap)},
       {"bucket_cap_mb", "--bucket-cap-mb", {}, G::passes, K::real,
        "Gradient buckets of the data-parallel all-reduce, MiB, as DDP's bucket_cap_mb (first bucket 1 MiB); 0: every "

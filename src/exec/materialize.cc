@@ -158,10 +158,10 @@ class Materializer {
   Expected<bool> sum_group_again(const NeedGroup& group) {
     for (const auto& [sub_op, k] : group.producers)
       if (plan_.sub_op(sub_op).outputs[k].value.is_whole() || !plan::is_recomputed(plan_, sub_op)) return false;
+    const auto checkpoint_of = [this](const SubOp& c, const SubTensor& p) { return checkpoint(c, p); };
     std::vector<BufferId> sources;
     for (const auto& [sub_op, k] : group.producers) {
-      LOOM_ASSIGN_OR_RETURN(const std::vector<BufferId>* outputs,
-                            recomputed_.rerun(sub_op, [this](const SubOp& c, const SubTensor& p) { return checkpoint(c, p); }));
+      LOOM_ASSIGN_OR_RETURN(const std::vector<BufferId>* outputs, recomputed_.rerun(sub_op, checkpoint_of));
       sources.push_back((*outputs)[k]);
     }
     LOOM_ASSIGN_OR_RETURN(std::optional<std::vector<BufferId>> moved,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `--overlap oases` (policy/overlap.h, exec/passes.h overlap_collectives): shrunk GPT-3 and LLaMA-3 with
 # their tensor-parallel blocks as 2 sub-batches and the activation all-reduces asynchronous verify exactly
-# as one device, alone, with dp, micro-batches and recomputation; the plan's summary names the overlap;
+# as one device, alone, with dp, micro-batches, recomputation and pipelines; the plan's summary names the overlap;
 # bad uses are errors that name the cause.
 source "$(dirname "$0")/cli_lib.sh"
 
@@ -10,7 +10,9 @@ for model in gpt3-125m llama3-8b; do
   expect "$name" 0 "$LOOM" verify --model "$model" --policy megatron --tp 2 --overlap oases &&
     contains "$name-pass" "result     PASS" && contains "$name-policy" "dp 1 x tp 2 x pp 1, 1 micro-batch" &&
     contains "$name-overlapped" "activation all-reduces overlapped (start/wait)"
-  for extra in "--dp 2 --tp 2" "--tp 2 --microbatches 2" "--tp 2 --recompute full"; do
+  # With a pipeline (1F1B or GPipe over the sub-batch pairs).
+  for extra in "--dp 2 --tp 2" "--tp 2 --microbatches 2" "--tp 2 --recompute full" "--tp 2 --pp 2 --microbatches 2" \
+    "--tp 2 --pp 2 --batch 8 --schedule gpipe --recompute full"; do
     name="oases-$model-${extra// /}"
     # shellcheck disable=SC2086
     expect "$name" 0 "$LOOM" verify --model "$model" --policy megatron $extra --overlap oases &&
@@ -41,8 +43,8 @@ expect oases-plan 0 "$LOOM" plan --model gpt3-125m --shrink --tp 2 --gpus 2 --ov
 
 expect oases-tp1 1 "$LOOM" verify --model gpt3-125m --policy megatron --gpus 2 --dp 2 --overlap oases &&
   contains oases-tp1-msg "overlaps tensor parallelism's collectives, but tp is 1"
-expect oases-pp 1 "$LOOM" verify --model gpt3-125m --policy megatron --tp 2 --pp 2 --overlap oases &&
-  contains oases-pp-msg "does not combine with a pipeline yet (pp 2)"
+expect oases-zb 1 "$LOOM" verify --model gpt3-125m --policy megatron --tp 2 --pp 2 --microbatches 2 --schedule zb-h1 \
+  --overlap oases && contains oases-zb-msg "pipelines with the 1f1b or gpipe schedule, one model chunk per device"
 expect oases-odd 1 "$LOOM" verify --model gpt3-125m --policy megatron --dp 2 --tp 2 --batch 6 --overlap oases &&
   contains oases-odd-msg "op 'wte' reads a batch of 3 per device and micro-batch (input 'input_ids': 6 over dp 2 x 1 micro-batches)"
 expect oases-unknown 2 "$LOOM" verify --model gpt3-125m --policy megatron --tp 2 --overlap async &&
