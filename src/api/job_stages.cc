@@ -150,7 +150,8 @@ Expected<void> simulate(Job& job) {
   LOOM_ASSIGN_OR_RETURN(cost::ComputeModel compute,
                         cost::ComputeModel::make(job.plan, job.catalog, job.cluster.gpu,
                                                  job.profile ? &*job.profile : nullptr));
-  LOOM_ASSIGN_OR_RETURN(sim::Durations durations, sim::model_durations(step_programs(job), compute, job.cluster));
+  LOOM_ASSIGN_OR_RETURN(sim::Durations durations, sim::model_durations(step_programs(job), compute, job.cluster,
+                                                                          {.contention = job.cluster.comm_contention}));
   LOOM_ASSIGN_OR_RETURN(job.sim, with_context(job.folded ? sim::simulate(job.step, durations)
                                                          : sim::simulate(job.exec, durations),
                                               "simulating the plan"));

@@ -41,6 +41,18 @@ expect recollect-llama 0 "$LOOM" verify --model llama3-8b --policy megatron --dp
 expect oases-plan 0 "$LOOM" plan --model gpt3-125m --shrink --tp 2 --gpus 2 --overlap oases --out "$tmp/oases-plan" &&
   contains oases-plan-policy "megatron: dp 1 x tp 2 x pp 1, oases overlap"
 
+# A cluster file's comm_contention reaches the simulator: at 4, communication beside compute runs at a
+# quarter of its speed, so the overlapped step on PCIe (rtx3090) is longer than at 1; a plan whose
+# collectives all block (no overlap, no gradient buckets) has nothing beside compute and keeps its step.
+"$LOOM" clusters --yaml rtx3090 > "$tmp/c1.yaml"
+sed 's/^comm_contention: 1 .*/comm_contention: 4/' "$tmp/c1.yaml" > "$tmp/c4.yaml"
+step() { "$LOOM" plan --model gpt3-125m --global-batch 8 --tp 2 --gpus 2 --cluster "$@" --out "$tmp/contention" \
+  --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["summary"]["step_time_s"])'; }
+overlapped1=$(step "$tmp/c1.yaml" --overlap oases) overlapped4=$(step "$tmp/c4.yaml" --overlap oases)
+blocking1=$(step "$tmp/c1.yaml" --bucket-cap-mb 0) blocking4=$(step "$tmp/c4.yaml" --bucket-cap-mb 0)
+if python3 -c "import sys; a, b, c, d = map(float, sys.argv[1:]); sys.exit(not (b > a * 1.01 and c == d))" \
+  "$overlapped1" "$overlapped4" "$blocking1" "$blocking4"; then pass=$((pass+1)); else
+  fail "contention: overlapped $overlapped1 -> $overlapped4 s, blocking $blocking1 -> $blocking4 s"; fi
 expect oases-tp1 1 "$LOOM" verify --model gpt3-125m --policy megatron --gpus 2 --dp 2 --overlap oases &&
   contains oases-tp1-msg "overlaps tensor parallelism's collectives, but tp is 1"
 expect oases-zb 1 "$LOOM" verify --model gpt3-125m --policy megatron --tp 2 --pp 2 --microbatches 2 --schedule zb-h1 \
