@@ -21,7 +21,7 @@ using detail::Issue;
 using detail::ProgramEdit;
 
 // One blocking reduction of an activation (or an activation's gradient) on one device: an all-reduce,
-// or a chain reduce-scatter -> all-reduce -> all-gather, each reading the one before.
+// or a chain of reduce-scatters, an all-reduce and all-gathers, each reading the one before.
 struct Reduction {
   std::size_t ready = 0;            // the instruction writing its input
   std::vector<std::size_t> places;  // its collectives
@@ -99,7 +99,7 @@ std::vector<Reduction> chains_of(const std::vector<Instruction>& program, Wanted
 }
 
 // A chain's start is one all-reduce over the union of the groups its members' chains name: chains are
-// joined through shared tags (each member's reduce-scatter, all-reduce and all-gather), and each joined
+// joined through shared tags (each member's reduce-scatters, all-reduce and all-gathers), and each joined
 // component takes its least tag and the union of its collectives' groups.
 void fuse_chains(const ExecPlan& exec, std::vector<std::vector<Reduction>>& reductions) {
   std::unordered_map<std::int64_t, std::int64_t> parent;
