@@ -1,4 +1,4 @@
-"""One `loom plan --json` for the paper scripts: the numbers of its summary, or an error string."""
+"""One `loom plan --json` run for the papers' scripts: the numbers they print, also for a plan over capacity."""
 
 import json
 import subprocess
@@ -6,11 +6,11 @@ import tempfile
 import time
 
 
-def plan_summary(loom, model, args, timeout):
-    """`loom plan --model MODEL ARGS --json`: step, effective TFLOPS, the peak-memory device's numbers (also for a
-    plan over capacity, exit 3), and the planning wall time; {"error": first stderr line} when refused."""
+def run_plan(loom, flags, timeout):
+    """`loom plan FLAGS --json`: the plan's description, step, throughput, MFU and its most loaded device's
+    peak memory and time split, or {"error": first line of stderr} where it is refused or times out."""
     with tempfile.TemporaryDirectory() as out:
-        cmd = [loom, "plan", "--model", model, *args, "--out", out, "--json"]
+        cmd = [loom, "plan", *flags, "--out", out, "--json"]
         start = time.monotonic()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -27,10 +27,12 @@ def plan_summary(loom, model, args, timeout):
         "plan": doc["description"],
         "step_s": summary["step_time_s"],
         "tflops": summary["model_flops_per_step"] / summary["step_time_s"] / 1e12,
+        "ktokens_s": summary["tokens_per_s"] / 1e3,
+        "mfu": summary["mfu"],
         "peak_gib": worst["peak_bytes"] / 2**30,
         "oom": proc.returncode == 3,
+        "compute_s": worst["compute_s"],
         "exposed_comm_s": worst["exposed_communication_s"],
         "idle_s": worst["idle_s"],
-        "compute_s": worst["compute_s"],
         "wall_s": wall,
     }

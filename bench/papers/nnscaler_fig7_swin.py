@@ -24,7 +24,7 @@ import datetime
 import json
 import sys
 
-from loom_plan import plan_summary
+import loom_plan
 
 CELLS = [  # GPUs, preset, nnScaler's tp, pp, coshard parts, DeepSpeed's tp
     (4, "swin-1.8b", 2, 2, 4, 2),
@@ -48,8 +48,7 @@ def cluster_flags(family, gpus):
 
 
 def run_plan(loom, model, cluster, flags, timeout):
-    """One `loom plan --json`: the parsed document (also for a plan that does not fit), or an error string."""
-    return plan_summary(loom, model, [*cluster, *flags, *COMMON], timeout)
+    return loom_plan.run_plan(loom, ["--model", model, *cluster, *flags, *COMMON], timeout)
 
 
 def log(system, cluster, flags, result):

@@ -28,7 +28,7 @@ import datetime
 import json
 import sys
 
-from loom_plan import plan_summary
+import loom_plan
 
 CELLS = [(4, "t5-3.9b", 1), (8, "t5-11b", 2), (16, "t5-21b", 4), (32, "t5-47b", 8)]  # GPUs, preset, nnScaler's tp
 PIPELINE_STAGES = 4
@@ -63,7 +63,7 @@ def measure(loom, gpus, model, tp, timeout):
     cluster = cluster_of(gpus)
     row = {"gpus": gpus, "model": model, "cluster": " ".join(cluster), "systems": {}}
     for system, flags in plans(gpus, tp).items():
-        result = plan_summary(loom, model, [*cluster, *flags, *COMMON], timeout)
+        result = loom_plan.run_plan(loom, ["--model", model, *cluster, *flags, *COMMON], timeout)
         result["flags"] = " ".join(flags)
         what = (f"refused: {result['error']}" if "error" in result else
                 f"step {result['step_s']:.2f} s, {result['tflops']:.1f} TFLOPS, peak {result['peak_gib']:.1f} GiB"

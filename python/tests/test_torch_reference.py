@@ -73,6 +73,9 @@ PLANS = {
     "tp2-oases": ["--policy", "megatron", "--tp", "2", "--overlap", "oases", "--gpus", "2"],
     # nnScaler's interlaced pipeline: the tied table's lookups and LM head over both stages' devices.
     "pp2-interlaced": ["--policy", "interlaced", "--pp", "2", "--microbatches", "4", "--gpus", "2"],
+    # With a pipeline: 1F1B over the 2 micro-batches, each run as its 2 sub-batches' interleaved segments.
+    "pp2xtp2-oases": ["--policy", "megatron", "--pp", "2", "--tp", "2", "--microbatches", "2", "--overlap", "oases",
+                      "--gpus", "4"],
 }
 # (model, plan, optimizer): every plan kind once at least, both optimizers on every model. Interleaving needs
 # 4 layers: LLaMA (4 layers) takes it. GPT-2's Conv1D views merge (batch seq): sequence parallelism leaves them
@@ -86,7 +89,7 @@ CASES = [
     ("gpt2", "tp2-recompute-full", "adamw"), ("gpt2", "tp2-sp", "sgd"), ("gpt2", "tp2-oases", "adamw"),
     ("llama", "single", "sgd"), ("llama", "dp2xtp2", "adamw"), ("llama", "pp2-interleaved", "sgd"),
     ("llama", "tp2-sp", "adamw"), ("llama", "tp2-recompute-selective", "sgd"), ("llama", "zero3", "adamw"),
-    ("llama", "tp2-oases", "sgd"),
+    ("llama", "tp2-oases", "sgd"), ("llama", "pp2xtp2-oases", "adamw"),
     ("t5", "single", "sgd"), ("t5", "dp2xtp2", "adamw"), ("t5", "pp2-1f1b", "sgd"),
     ("gpt2", "pp2-zbh1", "adamw"), ("llama", "pp2-zbh2", "sgd"), ("llama", "pp2-zbv", "adamw"),
     ("llama", "pp2-dualpipev", "sgd"), ("t5", "pp2-interlaced", "adamw"),

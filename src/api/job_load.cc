@@ -97,6 +97,12 @@ Expected<ir::Graph> micro_batch_model(const Job& job, std::int64_t global_batch)
   return with_context(models::build_model(job.options.model, options), "model at micro-batch size");
 }
 
+// The cluster the layout search prices moves on: --layout-cluster, else the job's cluster.
+Expected<cluster::Cluster> layout_cluster_of(const JobOptions& options, const cluster::Cluster& cluster) {
+  if (options.layout_cluster.empty()) return cluster;
+  return with_context(cluster::make_cluster(options.layout_cluster), "option --layout-cluster");
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<Job>> load_job(const JobOptions& options) {
@@ -106,11 +112,7 @@ Expected<std::unique_ptr<Job>> load_job(const JobOptions& options) {
   Job& j = *job;
   j.options = options;
   LOOM_ASSIGN_OR_RETURN(j.cluster, with_context(cluster::make_cluster(options.cluster), "cluster"));
-  j.layout_cluster = j.cluster;
-  if (!options.layout_cluster.empty()) {
-    LOOM_ASSIGN_OR_RETURN(j.layout_cluster,
-                          with_context(cluster::make_cluster(options.layout_cluster), "option --layout-cluster"));
-  }
+  LOOM_ASSIGN_OR_RETURN(j.layout_cluster, layout_cluster_of(options, j.cluster));
   if (!options.profile.empty()) {
     LOOM_ASSIGN_OR_RETURN(j.profile, cost::ProfileDb::load(options.profile));
   }
@@ -149,7 +151,7 @@ Expected<std::unique_ptr<Job>> load_job(const JobOptions& options, ir::Graph tra
   j.options.graph_text.clear();
   j.options.fold = Fold::off;
   LOOM_ASSIGN_OR_RETURN(j.cluster, with_context(cluster::make_cluster(options.cluster), "cluster"));
-  j.layout_cluster = j.cluster;
+  LOOM_ASSIGN_OR_RETURN(j.layout_cluster, layout_cluster_of(options, j.cluster));
   LOOM_ASSIGN_OR_RETURN(j.request, resolve_request(j.options, j.cluster, batch_of(training_graph)));
   j.workload = workload_of(training_graph);
   j.description = describe(options.policy, j.request.config);

@@ -171,6 +171,11 @@ const std::vector<OptionField>& table() {
        LOOM_WHOLE(zero, 0, 3)},
       {"recompute", "--recompute", {}, G::parallel, K::text, "Activation recomputation: none, selective or full",
        LOOM_NAMED(recompute, policy::parse_recompute)},
+      {"recompute_collectives", "--recompute-collectives", {}, G::parallel, K::flag,
+       "Recomputation issues again the all-reduces of the partial sums it recomputes (row-parallel linears), as "
+       "Megatron-LM's full recompute; default: their sums are checkpoints, no collective in the recompute (Oases' "
+       "fine-grained recompute)",
+       LOOM_FLAG(recompute_collectives)},
       {"coshard", "--coshard", {}, G::parallel, K::whole,
        "Coshard (policies megatron, coshard): tensor-parallel regions split into C parts per tp rank, run one after "
        "another and recomputed (default: off; 4 for the policy coshard)",
@@ -195,7 +200,7 @@ const std::vector<OptionField>& table() {
        [](const JobOptions& o) { return policy::to_string(o.coshard.ops); }},
       {"overlap", "--overlap", {}, G::parallel, K::text,
        "Overlap tensor parallelism's collectives with compute: none, or oases (each tensor-parallel block as 2 "
-       "sub-batches, one's all-reduce beside the other's compute; tp > 1, pp 1)",
+       "sub-batches, one's all-reduce beside the other's compute; tp > 1; with pp, the 1f1b or gpipe schedule)",
        LOOM_NAMED(overlap, policy::parse_overlap)},
       {"bucket_cap_mb", "--bucket-cap-mb", {}, G::passes, K::real,
        "Gradient buckets of the data-parallel all-reduce, MiB, as DDP's bucket_cap_mb (first bucket 1 MiB); 0: every "

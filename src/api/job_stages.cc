@@ -122,6 +122,7 @@ Expected<void> materialize(Job& job) {
   exec::MaterializeOptions options;
   options.cluster = job.layout_cluster;
   options.use_layout_search = job.options.layout_search;
+  options.recompute_collectives = job.options.recompute_collectives;
   // A shrunk model's tensors are tiny: price moves by bandwidth alone, so they move as the full-size
   // ones would (latency would make every move a p2p send).
   if (job.options.shrink) options.cost_model = exec::bandwidth_only_cost(job.layout_cluster);
@@ -156,7 +157,8 @@ Expected<void> simulate(Job& job) {
   LOOM_ASSIGN_OR_RETURN(cost::ComputeModel compute,
                         cost::ComputeModel::make(job.plan, job.catalog, job.cluster.gpu,
                                                  job.profile ? &*job.profile : nullptr));
-  LOOM_ASSIGN_OR_RETURN(sim::Durations durations, sim::model_durations(step_programs(job), compute, job.cluster));
+  LOOM_ASSIGN_OR_RETURN(sim::Durations durations, sim::model_durations(step_programs(job), compute, job.cluster,
+                                                                          {.contention = job.cluster.comm_contention}));
   LOOM_ASSIGN_OR_RETURN(job.sim, with_context(job.folded ? sim::simulate(job.step, durations)
                                                          : sim::simulate(job.exec, durations),
                                               "simulating the plan"));

@@ -64,6 +64,7 @@ nlohmann::ordered_json cluster_json(const cluster::Cluster& c) {
   out["inter"] = link_json(c.inter);
   out["nics_per_node"] = c.nics_per_node;
   out["nic_bandwidth"] = c.nic_bandwidth;
+  out["comm_contention"] = c.comm_contention;
   return out;
 }
 

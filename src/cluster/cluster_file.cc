@@ -20,7 +20,7 @@ namespace loom::cluster {
 namespace {
 
 constexpr std::string_view kTopFields[] = {"name", "nodes", "gpus_per_node", "gpu", "intra", "inter",
-                                           "bridge", "nics_per_node", "nic_bandwidth"};
+                                           "bridge", "nics_per_node", "nic_bandwidth", "comm_contention"};
 constexpr std::string_view kGpuFields[] = {"name", "peak_bf16", "peak_fp16", "peak_fp32", "memory_bytes",
                                            "memory_bandwidth"};
 constexpr std::string_view kLinkFields[] = {"kind", "bandwidth", "latency"};
@@ -178,6 +178,13 @@ class Reader {
     LOOM_ASSIGN_OR_RETURN(const std::int64_t nics, integer(root, "", "nics_per_node", 1, kMaxNics));
     c.nics_per_node = static_cast<int>(nics);
     LOOM_ASSIGN_OR_RETURN(c.nic_bandwidth, number(root, "", "nic_bandwidth", true, "bytes/s (one NIC, one direction)"));
+    if (root["comm_contention"].IsDefined()) {  // optional: 1, no slowdown
+      LOOM_ASSIGN_OR_RETURN(c.comm_contention,
+                            number(root, "", "comm_contention", true, "slowdown of communication beside compute"));
+      if (c.comm_contention < 1)
+        return error("comm_contention", fmt::format("is below 1: {}", c.comm_contention),
+                     "give 1 (communication beside compute runs at full speed) or a measured slowdown above it");
+    }
     return c;
   }
 
@@ -260,6 +267,7 @@ std::string cluster_to_yaml(const Cluster& c) {
   if (c.bridge) write_link(out, "bridge", c.bridge->tier);
   out += fmt::format("nics_per_node: {}\n", c.nics_per_node);
   out += fmt::format("nic_bandwidth: {}  # bytes/s, one NIC, one direction\n", c.nic_bandwidth);
+  out += fmt::format("comm_contention: {}  # communication's slowdown beside compute (1: none)\n", c.comm_contention);
   return out;
 }
 

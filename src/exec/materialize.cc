@@ -1,5 +1,6 @@
 #include "loom/exec/materialize.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "fetch.h"
@@ -12,6 +13,7 @@
 #include "move_pieces.h"
 #include "resident_tensors.h"
 #include "loom/cluster/presets.h"
+#include "loom/plan/recompute.h"
 #include "loom/plan/validate.h"
 
 namespace loom::exec {
@@ -47,9 +49,14 @@ class Materializer {
             parts_on_[{s.device, s.outputs[k].tensor.value}].emplace_back(s.id, k);
           }
         }
+    if (options.recompute_collectives)
+      for (const ir::Op& op : graph.ops)
+        if (op.pass == ir::Pass::forward)
+          for (ir::TensorId in : op.inputs) first_reader_.try_emplace(in.value, op.id.value);
   }
 
   Expected<void> emit(const SubOp& s) {
+    if (options_.recompute_collectives) LOOM_RETURN_IF_ERROR(sum_unread_again(s));
     Compute compute{s.id, {}, {}};
     LOOM_ASSIGN_OR_RETURN(compute.inputs,
                           detail::input_buffers(plan_, s, [&](const SubTensor& in) { return need(s, in); },
@@ -78,10 +85,7 @@ class Materializer {
  private:
   Expected<BufferId> need(const SubOp& consumer, const SubTensor& piece) {
     if (recomputed_.serves(consumer, piece))
-      return recomputed_.need(consumer, piece, [this](const SubOp& c, const SubTensor& p) {
-        // A recomputation gathers model state again (ZeRO-3) rather than keep the forward's copy.
-        return residents_.holds(p.tensor) ? residents_.need(c, p, /*rerun=*/true) : need(c, p);
-      });
+      return recomputed_.need(consumer, piece, [this](const SubOp& c, const SubTensor& p) { return checkpoint(c, p); });
     if (residents_.holds(piece.tensor)) return residents_.need(consumer, piece);
     if (!piece.value.is_whole() && !producers_[piece.tensor.index()].empty()) return need_value_part(consumer, piece);
     const NeedView view{consumer.device, &piece};
@@ -98,6 +102,74 @@ class Materializer {
     }
     available_.emplace(NeedKey{consumer.device, target}, b);
     return b;
+  }
+
+  // What a recomputed sub-op reads from outside its recomputation. A recomputation gathers model state
+  // again (ZeRO-3) rather than keep the forward's copy; with recompute_collectives, it sums again the
+  // partial sums that recomputed producers write (below); everything else is the forward's checkpoint.
+  Expected<BufferId> checkpoint(const SubOp& consumer, const SubTensor& piece) {
+    if (residents_.holds(piece.tensor)) return residents_.need(consumer, piece, /*rerun=*/true);
+    if (options_.recompute_collectives) {
+      LOOM_ASSIGN_OR_RETURN(std::optional<BufferId> summed, sum_again(consumer, piece));
+      if (summed) return *summed;
+    }
+    return need(consumer, piece);
+  }
+
+  // Megatron's full recompute: a whole piece the forward summed from partial sums of recomputed producers
+  // (a row-parallel linear's all-reduce) is summed again from their recomputations, the producers rerun
+  // on every member of the consumer group and the same layout search run for the whole group at once
+  // (so the members issue the collective in one global order). nullopt where a producer is not recomputed
+  // or the forward did not move the group at once (the checkpoint then serves).
+  Expected<std::optional<BufferId>> sum_again(const SubOp& consumer, const SubTensor& piece) {
+    const NeedView view{consumer.device, &piece};
+    if (auto it = summed_again_.find(view); it != summed_again_.end()) return it->second;
+    if (!piece.value.is_whole() || producers_[piece.tensor.index()].empty()) return std::nullopt;
+    ConsumerNeeds& needs = consumer_needs(consumer.op, piece.tensor);
+    const auto at = needs.group_of.find(view);
+    if (at == needs.group_of.end()) return std::nullopt;
+    LOOM_ASSIGN_OR_RETURN(const bool summed, sum_group_again(needs.groups[at->second]));
+    if (!summed) return std::nullopt;
+    return summed_again_.at(NeedKey{consumer.device, normalized(piece)});
+  }
+
+  // Megatron's recompute reruns a layer's whole forward, also the all-reduces whose sums no backward op
+  // reads (a row-parallel linear's at the layer's end): before a backward part whose forward part was
+  // recomputed and wrote partial sums, those sums are summed again for their first forward reader.
+  Expected<void> sum_unread_again(const SubOp& backward) {
+    if (!backward.mirror.valid() || !plan::is_recomputed(plan_, backward.mirror)) return {};
+    const SubOp& forward = plan_.sub_op(backward.mirror);
+    for (std::size_t k = 0; k < forward.outputs.size(); ++k) {
+      const SubTensor& out = forward.outputs[k];
+      const auto reader = first_reader_.find(out.tensor.value);
+      if (out.value.is_whole() || reader == first_reader_.end()) continue;
+      ConsumerNeeds& needs = consumer_needs(ir::OpId{reader->second}, out.tensor);
+      for (const NeedGroup& group : needs.groups)
+        if (std::ranges::find(group.producers, detail::OutputRef{forward.id, k}) != group.producers.end() &&
+            !summed_again_.contains(NeedKey{group.needs.front().device, group.needs.front().piece})) {
+          LOOM_RETURN_IF_ERROR(sum_group_again(group));
+        }
+    }
+    return {};
+  }
+
+  // Reruns the group's producers (false where one is not recomputed or writes whole values) and moves
+  // their partial sums to the group's needs at once, as the forward did (false where that fails).
+  Expected<bool> sum_group_again(const NeedGroup& group) {
+    for (const auto& [sub_op, k] : group.producers)
+      if (plan_.sub_op(sub_op).outputs[k].value.is_whole() || !plan::is_recomputed(plan_, sub_op)) return false;
+    const auto checkpoint_of = [this](const SubOp& c, const SubTensor& p) { return checkpoint(c, p); };
+    std::vector<BufferId> sources;
+    for (const auto& [sub_op, k] : group.producers) {
+      LOOM_ASSIGN_OR_RETURN(const std::vector<BufferId>* outputs, recomputed_.rerun(sub_op, checkpoint_of));
+      sources.push_back((*outputs)[k]);
+    }
+    LOOM_ASSIGN_OR_RETURN(std::optional<std::vector<BufferId>> moved,
+                          detail::move_group(builder_, search_, sources, group.needs));
+    if (!moved) return false;
+    for (std::size_t i = 0; i < group.needs.size(); ++i)
+      summed_again_.try_emplace(NeedKey{group.needs[i].device, group.needs[i].piece}, (*moved)[i]);
+    return true;
   }
 
   // A value part of a produced tensor: any decomposition will do, as long as one consumer op reads one
@@ -185,6 +257,8 @@ class Materializer {
   std::vector<std::vector<detail::OutputRef>> producers_;               // by tensor
   std::vector<std::vector<BufferId>> outputs_;                           // by sub-op, once emitted
   NeedMap<BufferId> available_;
+  NeedMap<BufferId> summed_again_;  // recompute_collectives: whole pieces summed again for recomputation
+  std::unordered_map<std::uint32_t, std::uint32_t> first_reader_;  // recompute_collectives: tensor -> forward op
   std::map<std::pair<std::uint32_t, std::uint32_t>, ConsumerNeeds> needs_;  // by (consumer op, tensor)
   // Value parts: where each is produced (device and label -> its first producer), and per (consumer op,
   // tensor) whether they are read in place and the buffers given out.

@@ -10,11 +10,11 @@ RecomputedBuffers::RecomputedBuffers(const plan::Plan& plan, ProgramBuilder& bui
     : plan_(plan), builder_(builder) {
   for (const plan::SubOp& s : plan.sub_ops) {
     if (!s.live || !plan::is_recomputed(plan, s.id)) continue;
+    rerun_outputs_.resize(plan.sub_ops.size());
     for (std::size_t k = 0; k < s.outputs.size(); ++k)
       if (s.outputs[k].value.is_whole())  // partial sums leave by communication: checkpoints
         producers_.try_emplace(NeedKey{s.device, plan::normalized(s.outputs[k])}, s.id, k);
   }
-  if (!producers_.empty()) rerun_outputs_.resize(plan.sub_ops.size());
 }
 
 bool RecomputedBuffers::serves(const plan::SubOp& consumer, const plan::SubTensor& piece) const {

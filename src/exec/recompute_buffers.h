@@ -26,8 +26,10 @@ class RecomputedBuffers {
 
   bool empty() const { return producers_.empty(); }
 
- private:
+  // The outputs of recomputed sub-op `id` run again on its device (once; later calls return them).
   Expected<const std::vector<BufferId>*> rerun(plan::SubOpId id, const NeedFn& need_checkpoint);
+
+ private:
 
   const plan::Plan& plan_;
   ProgramBuilder& builder_;

@@ -12,6 +12,7 @@
 
 #include "loom/plan/batch.h"
 #include "loom/plan/primitives.h"
+#include "loom/plan/schedule.h"
 #include "loom/policy/policy.h"
 
 namespace loom::policy {
@@ -108,6 +109,25 @@ std::map<std::pair<int, int>, std::vector<Pair>> pairs_of(const Plan& plan, int 
   return pairs;
 }
 
+// The pipeline rank of each device holding pairs: stages hold whole layers in program order, so a device's
+// rank is that of its first op among the first ops of all devices (pp distinct ones).
+std::map<int, int> pipeline_ranks(const Plan& plan, const std::map<std::pair<int, int>, std::vector<Pair>>& pairs) {
+  std::map<int, std::uint32_t> first_op;
+  for (const auto& [key, device_pairs] : pairs) {
+    const std::uint32_t op = plan.sub_op(device_pairs.front().parts[0]).op.value;
+    const auto [it, fresh] = first_op.try_emplace(key.first, op);
+    if (!fresh) it->second = std::min(it->second, op);
+  }
+  std::vector<std::uint32_t> firsts;
+  for (const auto& [device, op] : first_op) firsts.push_back(op);
+  std::ranges::sort(firsts);
+  firsts.erase(std::unique(firsts.begin(), firsts.end()), firsts.end());
+  std::map<int, int> rank;
+  for (const auto& [device, op] : first_op)
+    rank[device] = static_cast<int>(std::ranges::lower_bound(firsts, op) - firsts.begin());
+  return rank;
+}
+
 }  // namespace
 
 std::string_view name(Overlap overlap) {
@@ -128,9 +148,12 @@ Expected<void> oases_megatron(Plan& plan, const ParallelConfig& config, const ir
   if (config.tp < 2)
     return fail(fmt::format("--overlap oases overlaps tensor parallelism's collectives, but tp is {}", config.tp),
                 "set --tp 2 or more");
-  if (config.pp > 1)
-    return fail(fmt::format("--overlap oases does not combine with a pipeline yet (pp {})", config.pp),
-                "use pp 1 with --overlap oases");
+  if (config.pp > 1 && (config.virtual_stages > 1 || (config.schedule != plan::ScheduleKind::one_f_one_b &&
+                                                        config.schedule != plan::ScheduleKind::gpipe)))
+    return fail(fmt::format("--overlap oases pipelines with the 1f1b or gpipe schedule, one model chunk per device "
+                            "(here {}, {} chunks)",
+                            plan::name(config.schedule), config.virtual_stages),
+                "use --schedule 1f1b or gpipe without --interleave with --overlap oases");
   if (config.micro_batches < 1)
     return fail(fmt::format("micro_batches is {}; it must be at least 1", config.micro_batches));
   LOOM_RETURN_IF_ERROR(check_even_batch(plan, config));
@@ -138,19 +161,24 @@ Expected<void> oases_megatron(Plan& plan, const ParallelConfig& config, const ir
   sub_batched.micro_batches *= 2;
   sub_batched.overlap = Overlap::none;
   LOOM_RETURN_IF_ERROR(megatron(plan, sub_batched, catalog));
-  // With pp 1, megatron()'s only order edges run its micro-batches one after another (F0 B0 F1 B1 ...);
-  // the sub-batches' chains below replace them.
+  // megatron()'s order edges schedule the 2m sub-batches as micro-batches of their own (its pipeline
+  // template, its accumulation order); the schedule over the m pairs below replaces them.
   plan.orders.clear();
-  std::map<int, SubOpId> last;  // by device: the end of its previous micro-batch's chains
-  for (const auto& [key, pairs] : pairs_of(plan, config.micro_batches)) {
-    const int device = key.first;
-    for (bool backward : {false, true}) {
-      const std::vector<SubOpId> order = interleaved(plan, pairs, backward);
+  const plan::Schedule schedule{.kind = config.pp > 1 ? config.schedule : plan::ScheduleKind::one_f_one_b};
+  LOOM_ASSIGN_OR_RETURN(const std::vector<std::vector<plan::Block>> blocks,
+                        plan::schedule_blocks(schedule, config.pp, config.micro_batches));
+  const auto pairs = pairs_of(plan, config.micro_batches);
+  for (const auto& [device, rank] : pipeline_ranks(plan, pairs)) {
+    SubOpId last;  // the end of the device's previous block
+    for (const plan::Block& block : blocks[static_cast<std::size_t>(rank)]) {
+      const auto it = pairs.find({device, block.micro_batch});
+      if (it == pairs.end()) continue;
+      const std::vector<SubOpId> order = interleaved(plan, it->second, block.part == plan::BlockPart::backward);
       if (order.empty()) continue;
-      if (const auto it = last.find(device); it != last.end())
-        LOOM_RETURN_IF_ERROR(plan::order(plan, it->second, order.front()));
-      for (std::size_t i = 0; i + 1 < order.size(); ++i) LOOM_RETURN_IF_ERROR(plan::order(plan, order[i], order[i + 1]));
-      last[device] = order.back();
+      if (last.valid()) LOOM_RETURN_IF_ERROR(plan::order(plan, last, order.front()));
+      for (std::size_t i = 0; i + 1 < order.size(); ++i)
+        LOOM_RETURN_IF_ERROR(plan::order(plan, order[i], order[i + 1]));
+      last = order.back();
     }
   }
   return {};

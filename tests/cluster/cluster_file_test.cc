@@ -89,6 +89,21 @@ TEST(ClusterFile, ReadsAValidYamlFile) {
   EXPECT_EQ(link_between(*c, 2, 3).kind, LinkKind::nvlink);
   EXPECT_EQ(link_between(*c, 1, 2).kind, LinkKind::pcie);
   EXPECT_EQ(link_between(*c, 3, 4).kind, LinkKind::infiniband);
+  EXPECT_EQ(c->comm_contention, 1.0);  // optional: no slowdown
+}
+
+// comm_contention (cluster.h): optional, read as given, 1 or more.
+TEST(ClusterFile, ReadsCommContention) {
+  const fs::path path = write_temp("contention.yaml", kValid + "comm_contention: 1.25\n");
+  Expected<Cluster> c = load_cluster_file(path.string());
+  ASSERT_TRUE(c.has_value()) << c.error().to_string();
+  EXPECT_EQ(c->comm_contention, 1.25);
+  EXPECT_EQ(parse_cluster_yaml(cluster_to_yaml(*c), "again").value_or(Cluster{}).comm_contention, 1.25);
+  const fs::path below = write_temp("below.yaml", kValid + "comm_contention: 0.5\n");
+  Expected<Cluster> bad = load_cluster_file(below.string());
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("field 'comm_contention' is below 1: 0.5"), std::string::npos)
+      << bad.error().message;
 }
 
 TEST(ClusterFile, ReadsAJsonFileAndMakeClusterAcceptsPaths) {

@@ -548,5 +548,42 @@ TEST(OverlapCollectives, RecomputationRunsBesideTheOtherSubBatchsAllReduce) {
   }
 }
 
+// --recompute-collectives (exec/materialize.h): Megatron's full recompute sums again, in the
+// recomputation, the two row-parallel outputs of each layer (the attention's out-projection and the
+// MLP's fc2, whose sum no backward op reads), with and without Oases' sub-batches; every other
+// collective runs once, and a second all-reduce of a tensor comes after the backward has begun.
+TEST(MaterializeRecomputeCollectives, SumsRowParallelOutputsAgainInTheRecomputation) {
+  const ir::Graph& graph = shrunk_training_graph("gpt3-125m", ir::DType::f32);
+  for (const policy::Overlap overlap : {policy::Overlap::none, policy::Overlap::oases}) {
+    for (const bool again : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} {}", policy::name(overlap), again));
+      api::JobOptions options = api::with_config(
+          {.policy = "megatron"}, {.tp = 2, .recompute = policy::Recompute::full, .overlap = overlap});
+      options.recompute_collectives = again;
+      options.exec_passes = false;  // every all-reduce blocking, as materialized
+      const auto p = policy_plan(graph, options);
+      const int sub_batches = overlap == policy::Overlap::oases ? 2 : 1;
+      for (const auto& program : p->exec.programs) {
+        std::map<std::string, int> reductions;  // by tensor name
+        bool backward_begun = false;
+        for (const Instruction& in : program) {
+          if (const auto* c = std::get_if<Compute>(&in))
+            backward_begun |= p->plan.op_of(c->sub_op).pass == ir::Pass::backward;
+          const auto* ar = std::get_if<Collective>(&in);
+          if (ar == nullptr || ar->kind != comm::Primitive::all_reduce) continue;
+          const std::string& name = p->plan.graph->tensor(p->exec.buffer(ar->output).piece.tensor).name;
+          if (++reductions[name] > sub_batches) {
+            EXPECT_TRUE(backward_begun) << name;
+          }
+        }
+        for (const auto& [name, n] : reductions) {
+          const bool row_parallel = name.ends_with("attn.out") || name.ends_with("mlp.fc2");
+          EXPECT_EQ(n, (again && row_parallel ? 2 : 1) * sub_batches) << name;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace loom::exec

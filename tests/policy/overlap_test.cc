@@ -108,12 +108,54 @@ TEST(OasesOverlap, SegmentsAlternateBetweenSubBatchesAtCommunicationPoints) {
   }
 }
 
+// With a pipeline (pp 2 x tp 2, 2 micro-batches), the 1F1B template runs over the sub-batch pairs: the
+// last stage runs F0 B0 F1 B1, the first F0 F1 B0 B1 (warm-up pp - rank), each block the pair's
+// interleaved segments; a pair's two sub-batches never split across blocks.
+TEST(OasesOverlap, PipelineScheduleRunsOverSubBatchPairs) {
+  const plan::Plan p =
+      planned("gpt3-125m", "megatron", {.tp = 2, .pp = 2, .micro_batches = 2, .overlap = Overlap::oases});
+  // Part 2k + x of `op` on device d is sub-batch x of micro-batch k (forward, or its backward part).
+  const auto part = [&](std::string_view op, int d, int k, int x, bool backward) {
+    std::vector<const plan::SubOp*> on;
+    for (const plan::SubOp* s : parts_of(p, op))
+      if (s->device == d) on.push_back(s);
+    EXPECT_EQ(on.size(), 4u) << op << " on " << d;
+    if (on.size() != 4) return plan::SubOpId{};
+    const plan::SubOp& s = *on[static_cast<std::size_t>(2 * k + x)];
+    return backward ? s.mirror : s.id;
+  };
+  const auto device_of = [&](std::string_view op) { return parts_of(p, op).front()->device; };
+  const int first = device_of("wte"), last = device_of("loss");
+  ASSERT_NE(first, last);
+  const std::string first_op = "wte", last_op = "loss";
+  for (const auto& [d, op] : {std::pair{first, first_op}, std::pair{last, last_op}}) {
+    SCOPED_TRACE(d);
+    const auto at = positions(p, 4, d);
+    const auto pos = [&](int k, int x, bool backward) { return at.at(part(op, d, k, x, backward)); };
+    // Both sub-batches of a pair's forward before either's backward, and pair 0's backward before pair 1's.
+    EXPECT_LT(pos(0, 1, false), pos(0, 0, true));
+    EXPECT_LT(pos(0, 1, true), pos(1, 0, true));
+    if (d == last) {
+      EXPECT_LT(pos(0, 1, true), pos(1, 0, false));  // 1F1B's steady state: B0 before F1
+    } else {
+      EXPECT_LT(pos(1, 1, false), pos(0, 0, true));  // warm-up: F0 F1, then B0
+    }
+  }
+  // Inside a block, the segments alternate between the pair's sub-batches (a layer of the last stage).
+  const int d = device_of("layers.1.mlp.fc2");
+  const auto at = positions(p, 4, d);
+  EXPECT_LT(at.at(part("layers.1.attn.out", d, 1, 0, false)), at.at(part("layers.1.ln1", d, 1, 1, false)));
+  EXPECT_LT(at.at(part("layers.1.attn.out", d, 1, 1, false)), at.at(part("layers.1.attn.dropout", d, 1, 0, false)));
+}
+
 TEST(OasesOverlap, TrainsExactlyAsOneDevice) {
   for (const char* preset : {"gpt3-125m", "llama3-8b"}) {
     testing::expect_trains_exactly(preset, "megatron", kTp2);
     testing::expect_trains_exactly(preset, "megatron",
                                    {.dp = 2, .tp = 2, .recompute = Recompute::full, .overlap = Overlap::oases});
     testing::expect_trains_exactly(preset, "megatron", {.tp = 2, .micro_batches = 2, .overlap = Overlap::oases});
+    testing::expect_trains_exactly(preset, "megatron",
+                                   {.tp = 2, .pp = 2, .micro_batches = 2, .overlap = Overlap::oases});
   }
 }
 
@@ -127,9 +169,17 @@ TEST(OasesOverlap, ErrorsNameTheCause) {
   const auto one = plan_with({.tp = 1, .overlap = Overlap::oases});
   ASSERT_FALSE(one);
   EXPECT_NE(one.error().message.find("tp is 1"), std::string::npos) << one.error().message;
-  const auto pipeline = plan_with({.tp = 2, .pp = 2, .overlap = Overlap::oases});
-  ASSERT_FALSE(pipeline);
-  EXPECT_NE(pipeline.error().message.find("pipeline"), std::string::npos) << pipeline.error().message;
+  const auto zero_bubble = plan_with(
+      {.tp = 2, .pp = 2, .micro_batches = 2, .schedule = plan::ScheduleKind::zb_h1, .overlap = Overlap::oases});
+  ASSERT_FALSE(zero_bubble);
+  EXPECT_NE(zero_bubble.error().message.find("pipelines with the 1f1b or gpipe schedule, one model chunk per device "
+                                             "(here zb-h1, 1 chunks)"),
+            std::string::npos)
+      << zero_bubble.error().message;
+  const auto interleaved =
+      plan_with({.tp = 2, .pp = 2, .micro_batches = 2, .virtual_stages = 2, .overlap = Overlap::oases});
+  ASSERT_FALSE(interleaved);
+  EXPECT_NE(interleaved.error().message.find("2 chunks"), std::string::npos) << interleaved.error().message;
   // The shrunk GPT's batch of 4 over dp 2 x 2 micro-batches leaves 1 sample per device and micro-batch.
   const auto odd = plan_with({.dp = 2, .tp = 2, .micro_batches = 2, .overlap = Overlap::oases});
   ASSERT_FALSE(odd);

@@ -45,15 +45,9 @@ using PolicyPlan = api::Job;
 // the check again), as `loom plan` does; false leaves the ExecPlan as materialized. `layout_search` false:
 // every move by the general fallback (sends and combines), as `loom verify --fallback-only`. Failures are
 // test failures.
-inline std::unique_ptr<PolicyPlan> policy_plan(const ir::Graph& graph, std::string_view policy,
-                                               const policy::ParallelConfig& config, bool exec_passes = false,
-                                               bool layout_search = true) {
-  api::JobOptions options;
-  options.policy = std::string(policy);
+// `options` (policy, degrees and the rest) as given; the other form fills them from `config`.
+inline std::unique_ptr<PolicyPlan> policy_plan(const ir::Graph& graph, api::JobOptions options) {
   options.shrink = true;
-  options.exec_passes = exec_passes;
-  options.layout_search = layout_search;
-  options = api::with_config(options, config);
   api::size_to_degrees(options, /*gpus_given=*/true);  // the DGX-A100 nodes the devices need
   auto job = api::load_job(options, graph);
   EXPECT_TRUE(job) << job.error().to_string();
@@ -64,6 +58,16 @@ inline std::unique_ptr<PolicyPlan> policy_plan(const ir::Graph& graph, std::stri
   auto made = api::materialize(**job);
   EXPECT_TRUE(made) << made.error().to_string();
   return std::move(*job);
+}
+
+inline std::unique_ptr<PolicyPlan> policy_plan(const ir::Graph& graph, std::string_view policy,
+                                               const policy::ParallelConfig& config, bool exec_passes = false,
+                                               bool layout_search = true) {
+  api::JobOptions options;
+  options.policy = std::string(policy);
+  options.exec_passes = exec_passes;
+  options.layout_search = layout_search;
+  return policy_plan(graph, api::with_config(options, config));
 }
 
 }  // namespace loom::exec::testing

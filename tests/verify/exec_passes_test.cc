@@ -90,5 +90,39 @@ TEST(ExecPasses, KeepWhatExchangesCompute) {
   expect_same_step(graph, p->exec, true);
 }
 
+// overlap_collectives on hierarchical reductions: over the RTX 3090 bridge (local GPUs 0-1 and 2-3
+// NVLinked, PCIe between), the layout search sums a tp-4 activation as reduce-scatter in each pair,
+// all-reduce across, all-gather in each pair; the pass starts each such chain as one all-reduce over the
+// 4 members, so no activation reduce-scatter or all-gather stays blocking, and the step is unchanged.
+TEST(ExecPasses, OverlapStartsHierarchicalChainsAsOneAllReduce) {
+  for (const char* model : {"gpt3-125m", "llama3-8b"}) {
+    SCOPED_TRACE(model);
+    const ir::Graph& graph = shrunk_training_graph(model, ir::DType::f32);
+    api::JobOptions options = api::with_config({.policy = "megatron"}, {.tp = 4, .overlap = policy::Overlap::oases});
+    options.layout_cluster = "rtx3090-nvlink";
+    options.exec_passes = false;
+    auto p = policy_plan(graph, options);
+    const auto blocking_chain_parts = [&] {
+      std::size_t n = 0;
+      for (const auto& program : p->exec.programs)
+        for (const exec::Instruction& in : program)
+          if (const auto* c = std::get_if<exec::Collective>(&in))
+            n += c->kind == comm::Primitive::reduce_scatter || c->kind == comm::Primitive::all_gather;
+      return n;
+    };
+    ASSERT_GT(blocking_chain_parts(), 0u);
+    expect_same_step(graph, p->exec, true, {.overlap_collectives = true});
+    EXPECT_EQ(blocking_chain_parts(), 0u);
+    std::size_t starts = 0;
+    for (const auto& program : p->exec.programs)
+      for (const exec::Instruction& in : program)
+        if (const auto* s = std::get_if<exec::CollectiveStart>(&in)) {
+          EXPECT_EQ(s->group, (std::vector<int>{0, 1, 2, 3}));
+          ++starts;
+        }
+    EXPECT_EQ(starts, 4u * 26u);  // GPT's 13 activation reductions x 2 sub-batches, on each of the 4 ranks
+  }
+}
+
 }  // namespace
 }  // namespace loom::verify

@@ -63,6 +63,7 @@ struct JobOptions {
   bool sequence_parallel = false;
   int zero = 0;                        // ZeRO stage over the dp ranks (0: off)
   policy::Recompute recompute = policy::Recompute::none;
+  bool recompute_collectives = false;  // recomputation sums partial sums again (exec/materialize.h)
   // Coshard (policy/coshard.h): parts per device (0: the policy's default), layers (nullopt: the policy's
   // default), op classes (attention and MLP).
   policy::CoshardConfig coshard;

@@ -29,6 +29,11 @@ struct Cluster {
   LinkTier inter;                     // between nodes; bandwidth = node NIC total / gpus_per_node
   int nics_per_node = 1;
   double nic_bandwidth = 0;           // bytes/s of one NIC, one direction
+  // Communication's slowdown while its GPU computes (sim::Durations::contention, f >= 1: a collective
+  // beside compute progresses at 1/f of its speed, NCCL's kernels sharing the SMs and memory bandwidth).
+  // A measured property of the GPU, NCCL and the kernels beside it; the presets keep 1 (no slowdown: no
+  // source paper gives a number), and a cluster file may set its own (docs/clusters.md).
+  double comm_contention = 1;
 
   int device_count() const { return nodes * gpus_per_node; }
   int node_of(int device) const { return device / gpus_per_node; }

@@ -46,6 +46,10 @@ struct MaterializeOptions {
   comm::SearchOptions search{.max_states = 1'000};
   bool use_layout_search = true;  // false: the general fallback for everything (tests compare both)
   bool free_buffers = true;
+  // Recomputation sums again what the forward summed from recomputed sub-ops' partial sums (the all-reduce
+  // after a row-parallel linear), as Megatron-LM's full recompute does; false: those sums are checkpoints
+  // and recomputation issues no collective (Oases' fine-grained recompute, plan/recompute.h).
+  bool recompute_collectives = false;
 };
 
 // What materialization did, for reports, tests and benchmarks.

@@ -15,9 +15,11 @@
 //    by order edges, so the collective after sub-batch 0's segment k runs beside sub-batch 1's segment
 //    k, and sub-batch 1's beside sub-batch 0's segment k + 1. The backward parts likewise, in reverse
 //    program order, their communication points the parts writing partial sums of activation gradients
-//    (the column-parallel linears' input gradients). Micro-batches follow one another: micro-batch k's
-//    backward before micro-batch k + 1's forward, as Megatron's accumulation runs them. These chains
-//    replace the order edges megatron() gives its micro-batches (pp is 1).
+//    (the column-parallel linears' input gradients).
+//  - The schedule: each chain is one block of the schedule template over the m pairs (plan/schedule.h),
+//    chained in the template's order on its device: with pp 1, 1F1B on one device (micro-batch k's
+//    backward before micro-batch k + 1's forward, as Megatron's accumulation runs them); with pp > 1,
+//    the job's 1F1B or GPipe. These edges replace the order edges megatron() gives the 2m sub-batches.
 // The collectives become asynchronous in the ExecPlan (exec/passes.h, overlap_collectives).
 #pragma once
 
@@ -36,9 +38,9 @@ enum class Overlap : std::uint8_t { none, oases };
 std::string_view name(Overlap overlap);  // "none", "oases"
 Expected<Overlap> parse_overlap(std::string_view text);
 
-// megatron() with Oases' sub-batches and order on a fresh plan. Errors: tp 1, pp above 1, a batch per
-// device and micro-batch that 2 does not divide (naming the op that reads it and the sizes), and
-// whatever megatron() reports.
+// megatron() with Oases' sub-batches and order on a fresh plan. Errors: tp 1, a pipeline schedule other
+// than 1F1B or GPipe or with interleaved chunks, a batch per device and micro-batch that 2 does not
+// divide (naming the op that reads it and the sizes), and whatever megatron() reports.
 Expected<void> oases_megatron(plan::Plan& plan, const ParallelConfig& config,
                               const ir::OpCatalog& catalog = ops::builtin_ops());
 

@@ -52,8 +52,8 @@ struct ParallelConfig {
   // Coshard (policy/coshard.h; policies 'megatron' and 'coshard'): the chosen tensor-parallel regions
   // split C x tp ways, C parts run one after another on each tp rank and recomputed.
   CoshardConfig coshard;
-  // Oases' overlapped tensor parallelism (policy/overlap.h; tp > 1, pp 1): the tensor-parallel blocks
-  // run as 2 sub-batches whose collectives overlap each other's compute.
+  // Oases' overlapped tensor parallelism (policy/overlap.h; tp > 1; pipelines with 1F1B or GPipe): the
+  // tensor-parallel blocks run as 2 sub-batches whose collectives overlap each other's compute.
   Overlap overlap = Overlap::none;
   // nnScaler's interlaced pipeline (policy/interlaced.h; policy 'interlaced'): the embedding table's
   // lookups and the tied LM head spread over all pp x tp devices of a replica, interleaved with 1F1B.
