@@ -48,6 +48,13 @@ Expected<ir::Graph> build_model(std::string_view name, const ModelOptions& optio
   if (options.vocab_multiple < 1 || options.vocab_multiple > 65536)
     return fail(fmt::format("model '{}': a vocabulary multiple of {}", name, options.vocab_multiple),
                 "pad the vocabulary to a multiple between 1 (no padding) and 65536; Megatron-LM uses 128");
+  // Language models only: a vision or protein preset has no token table, and a vocabulary it would ignore
+  // must not look accepted.
+  static constexpr std::string_view kWithVocabulary[] = {"gpt", "llama", "bert", "moe", "t5", "mbart"};
+  if (options.vocab > 0 && std::ranges::find(kWithVocabulary, preset->family) == std::end(kWithVocabulary))
+    return fail(fmt::format("model '{}' ({}) has no token vocabulary to replace with {}", name, preset->family,
+                            options.vocab),
+                "drop --vocab; it applies to the language-model presets (gpt, llama, bert, moe, t5, mbart)");
   if (!ir::is_floating(options.dtype))
     return fail(fmt::format("model '{}': dtype {} is not a floating type", name, ir::name(options.dtype)),
                 "use bf16, f16, f32 or f64");

@@ -83,6 +83,12 @@ TEST(T5Options, VocabReplacesThePresetsVocabulary) {
   EXPECT_EQ(rows(build_or_fail("t5-3.9b", {.batch = 1, .seq = 8, .layers = 2, .vocab = 1000})), 1024);  // padded
   EXPECT_EQ(rows(build_or_fail("t5-3.9b", {.shrink = true, .vocab = 1000})), 64);
   EXPECT_FALSE(models::build_model("t5-3.9b", {.batch = 1, .seq = 8, .vocab = -1}));
+  // A preset without a token table refuses a vocabulary rather than ignoring it.
+  for (const char* vision_or_protein : {"swin-1.8b", "resnet-50", "alphafold2-87m"}) {
+    const auto refused = models::build_model(vision_or_protein, {.shrink = true, .vocab = 1000});
+    ASSERT_FALSE(refused) << vision_or_protein;
+    EXPECT_NE(refused.error().message.find("no token vocabulary"), std::string::npos) << refused.error().message;
+  }
 }
 
 TEST(T5Graph, EncoderDecoderWiring) {
