@@ -64,6 +64,24 @@ Expected<void> check_fresh(const Plan& plan) {
   return {};
 }
 
+// The interlaced pipeline runs its shared ops (the table's lookups, the head and loss) on every device, so
+// they weigh on no stage: the staged layers are balanced without them (a 250k-token head would otherwise
+// leave the last stage with fewer layers than it can take).
+ParallelConfig staged_costs(const Plan& plan, const ParallelConfig& config,
+                            const std::optional<InterlacedLayout>& interlaced, const ir::OpCatalog& catalog) {
+  ParallelConfig staged = config;
+  if (!interlaced || config.pp == 1) return staged;
+  const ir::Graph& graph = *plan.graph;
+  if (staged.op_seconds.size() != graph.ops.size()) {
+    Expected<std::vector<double>> flops = training_flops(graph, catalog);
+    if (!flops) return staged;  // megatron_stages reports the FLOPs error itself
+    staged.op_seconds = std::move(*flops);
+  }
+  for (const ir::Op& op : graph.ops)
+    if (interlaced->roles[op.id.index()] != SharedRole::none) staged.op_seconds[op.id.index()] = 0;
+  return staged;
+}
+
 }  // namespace
 
 Expected<std::vector<int>> megatron_stages(const Plan& plan, const ParallelConfig& config,
@@ -113,13 +131,14 @@ Expected<void> megatron(Plan& plan, const ParallelConfig& requested, const ir::O
   LOOM_RETURN_IF_ERROR(check_fresh(plan));
   LOOM_ASSIGN_OR_RETURN(TensorParallelLayout tensor_parallel,
                         tensor_parallel_layout(plan, config.tp, config.sequence_parallel));
-  LOOM_ASSIGN_OR_RETURN(std::vector<int> stages, megatron_stages(plan, config, catalog));
-  LOOM_RETURN_IF_ERROR(check_coshard(config.coshard));
-  LOOM_ASSIGN_OR_RETURN(CoshardPlan coshard, coshard_plan(plan, config.coshard, config.tp, catalog));
   std::optional<InterlacedLayout> interlaced;
   if (config.interlaced) {
     LOOM_ASSIGN_OR_RETURN(interlaced, interlaced_layout(plan, config.tp * config.pp));
   }
+  LOOM_ASSIGN_OR_RETURN(std::vector<int> stages, megatron_stages(plan, staged_costs(plan, config, interlaced, catalog),
+                                                                 catalog));
+  LOOM_RETURN_IF_ERROR(check_coshard(config.coshard));
+  LOOM_ASSIGN_OR_RETURN(CoshardPlan coshard, coshard_plan(plan, config.coshard, config.tp, catalog));
   LOOM_RETURN_IF_ERROR(detail::Composer(plan, config, std::move(tensor_parallel), std::move(stages), std::move(coshard),
                                         std::move(interlaced))
                            .run());

@@ -103,6 +103,42 @@ TEST(Interlaced, LayoutFindsTheTiedTable) {
   EXPECT_EQ(heads, 4);    // lm_head, loss_shift, loss_parts, loss
 }
 
+TEST(Interlaced, SharedOpsWeighOnNoStage) {
+  // The shared ops run on every device, so however much they cost, the staged layers are cut as if they
+  // cost nothing; megatron, which keeps the head on the last stage, gives that stage fewer layers.
+  const ir::Graph& graph = deep("t5-3.9b", 8);
+  const auto flops = training_flops(graph, ops::builtin_ops());
+  ASSERT_TRUE(flops);
+  for (const double head_weight : {0.0, 1.0, 1e3}) {
+    SCOPED_TRACE(head_weight);
+    ParallelConfig config{.pp = 2, .micro_batches = 2};
+    config.op_seconds = *flops;
+    for (const ir::Op& op : graph.ops)
+      if (op.name == "lm_head" || op.name == "encoder.embed_tokens") config.op_seconds[op.id.index()] *= head_weight;
+    const plan::Plan p = interlaced_plan(graph, config);
+    std::map<int, std::set<std::string>> layers_on;  // device -> layers
+    for (const plan::SubOp& s : p.sub_ops) {
+      const ir::Op& op = graph.ops[s.op.index()];
+      if (s.live && op.pass == ir::Pass::forward && !layer_of(op.name).empty())
+        layers_on[s.device].insert(std::string(layer_of(op.name)));
+    }
+    EXPECT_EQ(layers_on[0].size() + layers_on[1].size(), 8U);
+    static std::map<int, std::set<std::string>> first;
+    if (head_weight == 0.0) first = layers_on;
+    EXPECT_EQ(layers_on, first);
+  }
+  ParallelConfig megatron_config{.pp = 2, .micro_batches = 2};
+  megatron_config.op_seconds = *flops;
+  for (const ir::Op& op : graph.ops)
+    if (op.name == "lm_head") megatron_config.op_seconds[op.id.index()] *= 1e3;
+  auto stages = megatron_stages(*plan::make_plan(graph, ops::builtin_ops()), megatron_config);
+  ASSERT_TRUE(stages);
+  std::set<std::string> last;
+  for (const ir::Op& op : graph.ops)
+    if ((*stages)[op.id.index()] == 1 && !layer_of(op.name).empty()) last.insert(std::string(layer_of(op.name)));
+  EXPECT_EQ(last.size(), 1U);  // a head 1000x its FLOPs leaves the last stage one layer
+}
+
 TEST(Interlaced, Errors) {
   expect_mentions(apply_error("swin-1.8b", "interlaced", {.pp = 2, .micro_batches = 2}),
                   {"no token embedding", "'embedding' op", "'megatron'"});
