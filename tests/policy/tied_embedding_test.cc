@@ -5,8 +5,12 @@
 // table's gradients, and the step trains as one device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
+#include <set>
 #include <string>
 
+#include "loom/exec/instruction_buffers.h"
 #include "policy_test_support.h"
 #include "testing/tied_gpt.h"
 
@@ -80,6 +84,51 @@ TEST(TiedEmbedding, TrainsAsOneDevice) {
                                        ParallelConfig{.dp = 2, .tp = 2, .micro_batches = 2},
                                        ParallelConfig{.dp = 2, .tp = 2, .zero = 3}})
     testing::expect_exec_trains_as_one_device(graph, "megatron", config, 5);
+}
+
+// The most buffers of tensor `name` device `device` holds at once over its program.
+int most_live(const exec::ExecPlan& exec, int device, std::string_view name) {
+  std::set<std::uint32_t> live;
+  std::size_t most = 0;
+  for (const exec::Instruction& instruction : exec.programs[static_cast<std::size_t>(device)]) {
+    exec::for_each_written(instruction, [&](exec::BufferId id) {
+      if (exec.plan->graph->tensor(exec.buffer(id).piece.tensor).name == name) live.insert(id.value);
+    });
+    most = std::max(most, live.size());
+    if (const auto* free = std::get_if<exec::Free>(&instruction)) live.erase(free->buffer.value);
+  }
+  return static_cast<int>(most);
+}
+
+// The device running the parts of op `name`.
+int device_of(const plan::Plan& plan, std::string_view name) {
+  for (const plan::SubOp& s : plan.sub_ops)
+    if (s.live && plan.op_of(s.id).name == name) return s.device;
+  return -1;
+}
+
+// Pipelined, the embedding's partial gradient (first stage) and the head's (last stage) are written
+// once per micro-batch. Each stage adds its micro-batches' partial sums as they come (pairwise: at most
+// log2(m) + 1 alive, one more while a sum is written), the head's sum crosses the pipeline once, and
+// the two are added once. Summed per micro-batch instead, every micro-batch's partial sum stayed alive
+// until the step's end (m of them on each stage) and the head's crossed the pipeline m times.
+TEST(TiedEmbedding, PipelinedPartialGradientsAreSummedAsTheyComeAndCrossOnce) {
+  const ir::Graph graph = testing::tied_gpt(true, {.batch = 16});
+  for (const int micro_batches : {8, 16}) {
+    SCOPED_TRACE(fmt::format("micro-batches {}", micro_batches));
+    const ParallelConfig config{.pp = 2, .micro_batches = micro_batches};
+    const auto p = policy_plan(graph, "megatron", config);
+    ASSERT_EQ(p->stage, api::Stage::materialized);
+    const int first = device_of(p->plan, "wte.backward");
+    const int last = device_of(p->plan, "lm_head.backward");
+    ASSERT_NE(first, last);
+    const int bound = std::bit_width(static_cast<unsigned>(micro_batches)) + 1;  // log2(m) + 2
+    EXPECT_LE(most_live(p->exec, first, "wte.weight.grad.1"), bound);
+    EXPECT_LE(most_live(p->exec, last, "wte.weight.grad.0"), bound);
+    EXPECT_EQ(table_gradient_traffic(p->exec, first).transfers, 1);
+    EXPECT_EQ(table_gradient_traffic(p->exec, last).transfers, 1);
+    testing::expect_exec_trains_as_one_device(graph, "megatron", config, 5);
+  }
 }
 
 }  // namespace
