@@ -30,6 +30,16 @@ TEST(Error, WithContextPrefixesTheMessage) {
   EXPECT_EQ(bad.error().message, "in option --batch: value 0 is not positive");
 }
 
+TEST(Error, WithContextSaysAContextOnce) {
+  const Error inner{"policy 'megatron': tp 3 does not divide 8 heads", "use tp 2"};
+  EXPECT_EQ(with_context(inner, "policy 'megatron'").message, inner.message);
+  EXPECT_EQ(with_context(Error{"model 'swin-1.8b' has no vocabulary", ""}, "model").message,
+            "model 'swin-1.8b' has no vocabulary");
+  // Only whole words count: "models ..." is not already in the context "model".
+  EXPECT_EQ(with_context(Error{"models differ", ""}, "model").message, "model: models differ");
+  EXPECT_EQ(with_context(Error{"bad", ""}, "in op 'x'").message, "in op 'x': bad");
+}
+
 TEST(Error, ToStringAddsTheHint) {
   EXPECT_EQ((Error{"bad", "do this"}).to_string(), "bad (hint: do this)");
   EXPECT_EQ((Error{"bad", ""}).to_string(), "bad");

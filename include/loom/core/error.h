@@ -31,7 +31,8 @@ std::unexpected<Error> failf(fmt::format_string<Args...> format, Args&&... args)
   return fail(fmt::format(format, std::forward<Args>(args)...));
 }
 
-// Prefixes the message with where it happened, e.g. "in op 'h0.attn' (#12): ".
+// Prefixes the message with where it happened, e.g. "in op 'h0.attn' (#12): ", unless the message already
+// opens with those words.
 Error with_context(Error error, std::string_view context);
 
 template <class T>
