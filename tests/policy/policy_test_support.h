@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "testing/policy_plans.h"
@@ -56,12 +57,13 @@ inline const Model& shrunk(std::string_view preset) {
   return *cache.emplace(std::string(preset), std::move(model)).first->second;
 }
 
-// A shrunk preset with `layers` layers as an SGD training graph, built once per (preset, layers).
-inline const ir::Graph& deep(const std::string& preset, int layers) {
-  static std::map<std::pair<std::string, int>, std::unique_ptr<ir::Graph>> cache;
-  auto& slot = cache[{preset, layers}];
+// A preset with `layers` layers (shrunk unless told otherwise) as an SGD training graph, built once per
+// (preset, layers, shrink).
+inline const ir::Graph& deep(const std::string& preset, int layers, bool shrink = true) {
+  static std::map<std::tuple<std::string, int, bool>, std::unique_ptr<ir::Graph>> cache;
+  auto& slot = cache[{preset, layers, shrink}];
   if (!slot) {
-    auto forward = models::build_model(preset, {.dtype = ir::DType::f32, .layers = layers, .shrink = true});
+    auto forward = models::build_model(preset, {.dtype = ir::DType::f32, .layers = layers, .shrink = shrink});
     EXPECT_TRUE(forward) << forward.error().to_string();
     auto training = forward ? ir::build_training_graph(*forward, ops::builtin_ops(), {.kind = ir::OptimizerKind::sgd})
                             : Expected<ir::Graph>(ir::Graph{});

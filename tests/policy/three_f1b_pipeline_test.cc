@@ -3,8 +3,6 @@
 // the ExecPlan interpreter against one device, and the models 3F1B refuses.
 #include <gtest/gtest.h>
 
-#include <map>
-#include <memory>
 #include <string>
 
 #include "policy_test_support.h"
@@ -15,30 +13,18 @@
 namespace loom::policy {
 namespace {
 
-const ir::Graph& training(const std::string& preset, int layers, bool shrink) {
-  static std::map<std::tuple<std::string, int, bool>, std::unique_ptr<ir::Graph>> cache;
-  auto& slot = cache[{preset, layers, shrink}];
-  if (!slot) {
-    auto forward = models::build_model(preset, {.dtype = ir::DType::f32, .layers = layers, .shrink = shrink});
-    EXPECT_TRUE(forward) << forward.error().to_string();
-    auto graph = forward ? ir::build_training_graph(*forward, ops::builtin_ops(), {.kind = ir::OptimizerKind::sgd})
-                         : Expected<ir::Graph>(ir::Graph{});
-    EXPECT_TRUE(graph) << graph.error().to_string();
-    slot = std::make_unique<ir::Graph>(graph.value_or(ir::Graph{}));
-  }
-  return *slot;
-}
+using testing::deep;
 
 TEST(LayerPasses, CountsTheLayersSharingTheFirstWeights) {
-  EXPECT_EQ(layer_passes(training("alphafold2-87m", 2, true)), 2);   // 1 recycle + 1
-  EXPECT_EQ(layer_passes(training("alphafold2-87m", 1, false)), 4);  // 3 recycles + 1
-  EXPECT_EQ(layer_passes(training("gpt3-125m", 2, true)), 1);
+  EXPECT_EQ(layer_passes(deep("alphafold2-87m", 2, true)), 2);   // 1 recycle + 1
+  EXPECT_EQ(layer_passes(deep("alphafold2-87m", 1, false)), 4);  // 3 recycles + 1
+  EXPECT_EQ(layer_passes(deep("gpt3-125m", 2, true)), 1);
 }
 
 // pp 2, 2 Evoformer blocks, 2 passes: stage p * 2 + s holds block s of pass p, so block s of every
 // pass (and its shared weights) is on device s; the distogram head and loss close the last stage.
 TEST(ThreeFOneBPolicy, EachPassStagedByLayerOnTheSameDevices) {
-  const ir::Graph& graph = training("alphafold2-87m", 2, true);
+  const ir::Graph& graph = deep("alphafold2-87m", 2, true);
   auto plan = plan::make_plan(graph, ops::builtin_ops());
   ASSERT_TRUE(plan);
   const ParallelConfig config{.pp = 2, .micro_batches = 4, .schedule = plan::ScheduleKind::three_f_one_b};
@@ -65,7 +51,7 @@ TEST(ThreeFOneBPolicy, TrainsExactly) {
        {std::pair{ParallelConfig{.pp = 2, .micro_batches = 4, .schedule = plan::ScheduleKind::three_f_one_b}, 2},
         std::pair{ParallelConfig{.tp = 2, .pp = 2, .micro_batches = 2, .schedule = plan::ScheduleKind::three_f_one_b}, 2},
         std::pair{ParallelConfig{.pp = 4, .micro_batches = 4, .schedule = plan::ScheduleKind::three_f_one_b}, 4}}) {
-    testing::expect_exec_trains_as_one_device(training("alphafold2-87m", layers, true), "megatron", config);
+    testing::expect_exec_trains_as_one_device(deep("alphafold2-87m", layers, true), "megatron", config);
   }
 }
 
@@ -78,9 +64,9 @@ TEST(ThreeFOneBPolicy, RefusesOnePassPipelinesOfOneStageAndRecyclesWithABackward
     EXPECT_NE(applied.error().message.find(text), std::string::npos) << applied.error().to_string();
   };
   constexpr auto k3F1B = plan::ScheduleKind::three_f_one_b;
-  refused(training("gpt3-125m", 2, true), {.pp = 2, .micro_batches = 2, .schedule = k3F1B}, "runs each layer once");
-  refused(training("alphafold2-87m", 2, true), {.micro_batches = 2, .schedule = k3F1B}, "but pp is 1");
-  refused(training("alphafold2-87m", 2, true), {.pp = 2, .micro_batches = 4, .schedule = k3F1B, .virtual_stages = 2},
+  refused(deep("gpt3-125m", 2, true), {.pp = 2, .micro_batches = 2, .schedule = k3F1B}, "runs each layer once");
+  refused(deep("alphafold2-87m", 2, true), {.micro_batches = 2, .schedule = k3F1B}, "but pp is 1");
+  refused(deep("alphafold2-87m", 2, true), {.pp = 2, .micro_batches = 4, .schedule = k3F1B, .virtual_stages = 2},
           "--interleave 2 was given");
   // The same layer twice without a detach between: the first pass has a backward.
   ir::GraphBuilder b("twice", ops::builtin_ops());
