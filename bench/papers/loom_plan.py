@@ -1,5 +1,7 @@
 """One `loom plan --json` run for the papers' scripts: the numbers they print, also for a plan over capacity."""
 
+import argparse
+import datetime
 import json
 import subprocess
 import tempfile
@@ -36,3 +38,20 @@ def run_plan(loom, flags, timeout):
         "idle_s": worst["idle_s"],
         "wall_s": wall,
     }
+
+
+def paper_arguments(description, timeout=600):
+    """The options every paper script takes (--loom, --json, --timeout, --replay); the script adds its own."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--loom", default="build/loom")
+    parser.add_argument("--json", action="store_true", help="print the measured rows as JSON")
+    parser.add_argument("--timeout", type=int, default=timeout, help="seconds per plan")
+    parser.add_argument("--replay", metavar="FILE", help="print the tables of a saved --json document, planning nothing")
+    return parser
+
+
+def read_saved(path):
+    """A saved --json document and the time it was measured."""
+    with open(path) as f:
+        saved = json.load(f)
+    return saved, datetime.datetime.fromisoformat(saved["date"])

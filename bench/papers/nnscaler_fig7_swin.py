@@ -19,7 +19,6 @@ paper's numbers are the ones its text states (the bars are not in our copy): nnS
 Megatron-LM and Alpa slower than DeepSpeed.
 """
 
-import argparse
 import datetime
 import json
 import sys
@@ -154,21 +153,15 @@ def print_table(family, rows):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--loom", default="build/loom")
-    parser.add_argument("--json", action="store_true", help="print the measured rows as JSON")
+    parser = loom_plan.paper_arguments(__doc__)
     parser.add_argument("--best", action="store_true", help="also run Loom's megatron-best grid search per cell")
     parser.add_argument("--clusters", default="dgx2,dgx1")
-    parser.add_argument("--timeout", type=int, default=600, help="seconds per plan")
-    parser.add_argument("--replay", metavar="FILE", help="print the tables of a saved --json document, planning nothing")
     args = parser.parse_args()
 
     started = datetime.datetime.now(datetime.timezone.utc)
     tables = {}
     if args.replay:
-        with open(args.replay) as f:
-            saved = json.load(f)
-        started = datetime.datetime.fromisoformat(saved["date"])
+        saved, started = loom_plan.read_saved(args.replay)
         tables = saved["tables"]
         for family, rows in tables.items():
             for row in rows:

@@ -23,7 +23,6 @@ those its text states: nnScaler over DeepSpeed 1.5x, 1.6x, 2.5x on 8, 16, 32 GPU
 DeepSpeed the winner on 4 GPUs.
 """
 
-import argparse
 import datetime
 import json
 import sys
@@ -138,17 +137,12 @@ def print_table(rows, started):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--loom", default="build/loom")
-    parser.add_argument("--json", action="store_true", help="print the measured rows as JSON")
+    parser = loom_plan.paper_arguments(__doc__, timeout=900)
     parser.add_argument("--gpus", default="4,8,16,32", help="the cells to plan, by GPU count")
-    parser.add_argument("--timeout", type=int, default=900, help="seconds per plan")
-    parser.add_argument("--replay", metavar="FILE", help="print the table of a saved --json document, planning nothing")
     args = parser.parse_args()
     if args.replay:
-        with open(args.replay) as f:
-            saved = json.load(f)
-        started, rows = datetime.datetime.fromisoformat(saved["date"]), saved["rows"]
+        saved, started = loom_plan.read_saved(args.replay)
+        rows = saved["rows"]
     else:
         started, rows = datetime.datetime.now(datetime.timezone.utc), []
         wanted = {int(g) for g in args.gpus.split(",")}

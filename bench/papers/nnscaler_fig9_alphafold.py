@@ -22,10 +22,11 @@ paper states: nnScaler 1.5x DAP+DP on 16 DGX-2 GPUs, 1.1x DeepSpeed on 32 DGX-2 
 DeepSpeed on 16 and 32 DGX-1 GPUs; DeepSpeed above DAP+DP on 16 DGX-2 GPUs; nnScaler the winner of each.
 """
 
-import argparse
 import datetime
 import json
 import sys
+
+import loom_plan
 
 # Fig. 7's way to run a plan (its COMMON flags are this figure's too: fp16, global batch 32, micro-batch 1,
 # full recompute), place a cell's GPUs on DGX nodes, and judge a plan's fit.
@@ -135,21 +136,16 @@ def print_table(family, rows):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--loom", default="build/loom")
-    parser.add_argument("--json", action="store_true", help="print the measured rows as JSON")
+    parser = loom_plan.paper_arguments(__doc__)
     parser.add_argument("--clusters", default="dgx2,dgx1")
     parser.add_argument("--layers", type=int, default=8, help="Evoformer blocks of every preset (a multiple of 4)")
-    parser.add_argument("--timeout", type=int, default=600, help="seconds per plan")
-    parser.add_argument("--replay", metavar="FILE", help="print the tables of a saved --json document, planning nothing")
     args = parser.parse_args()
 
     started = datetime.datetime.now(datetime.timezone.utc)
     tables, layers = {}, args.layers
     if args.replay:
-        with open(args.replay) as f:
-            saved = json.load(f)
-        started, tables, layers = datetime.datetime.fromisoformat(saved["date"]), saved["tables"], saved["layers"]
+        saved, started = loom_plan.read_saved(args.replay)
+        tables, layers = saved["tables"], saved["layers"]
     for family in [] if args.replay else args.clusters.split(","):
         tables[family] = []
         for gpus, model in CELLS:

@@ -21,7 +21,6 @@ Merak's and the planner's columns are not priced (Loom has neither). The script 
 beside the paper's, the speedups over Megatron beside the paper's, and judges each speedup within ±30 %.
 """
 
-import argparse
 import datetime
 import json
 import sys
@@ -141,21 +140,15 @@ def print_table(family, rows, micro_batch_size):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--loom", default="build/loom")
-    parser.add_argument("--json", action="store_true", help="print the measured rows as JSON")
+    parser = loom_plan.paper_arguments(__doc__)
     parser.add_argument("--clusters", default="3090,NVLink 3090", help="Table V's clusters, comma-separated")
     parser.add_argument("--micro-batch-size", type=int, default=0, help="samples per micro-batch (0: one per dp rank)")
-    parser.add_argument("--timeout", type=int, default=600, help="seconds per plan")
-    parser.add_argument("--replay", metavar="FILE", help="print the tables of a saved --json document, planning nothing")
     args = parser.parse_args()
 
     started = datetime.datetime.now(datetime.timezone.utc)
     tables = {}
     if args.replay:
-        with open(args.replay) as f:
-            saved = json.load(f)
-        started = datetime.datetime.fromisoformat(saved["date"])
+        saved, started = loom_plan.read_saved(args.replay)
         tables, args.micro_batch_size = saved["tables"], saved["micro_batch_size"]
     for family in [] if args.replay else args.clusters.split(","):
         cluster, paper = CLUSTERS[family]

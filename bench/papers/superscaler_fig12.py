@@ -31,7 +31,6 @@ paper's winner is SuperScaler in every row (§6.2: "compared to existing baselin
 mBART's 4 and 8 GPUs; a tie here is two systems within 2 %.
 """
 
-import argparse
 import datetime
 import json
 import sys
@@ -190,18 +189,13 @@ def print_figure(figure, rows, checks):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--loom", default="build/loom")
-    parser.add_argument("--json", action="store_true", help="print the measured rows as JSON")
+    parser = loom_plan.paper_arguments(__doc__)
     parser.add_argument("--figures", default="gpt3,mbart", help="which of gpt3, mbart to plan")
     parser.add_argument("--gpus", default="4,8,16,32", help="the cells to plan, by GPU count")
-    parser.add_argument("--timeout", type=int, default=600, help="seconds per plan")
-    parser.add_argument("--replay", metavar="FILE", help="print the tables of a saved --json document, planning nothing")
     args = parser.parse_args()
     if args.replay:
-        with open(args.replay) as f:
-            saved = json.load(f)
-        started, figures = datetime.datetime.fromisoformat(saved["date"]), saved["figures"]
+        saved, started = loom_plan.read_saved(args.replay)
+        figures = saved["figures"]
     else:
         started, figures = datetime.datetime.now(datetime.timezone.utc), {}
         wanted = {int(g) for g in args.gpus.split(",")}
