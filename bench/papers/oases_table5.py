@@ -100,17 +100,15 @@ def reason(row):
         chains = (f"; the cross-pass schedule hides nothing here (exposed communication {meg['exposed_comm_s']:.3f} s "
                   f"-> {cross['exposed_comm_s']:.3f} s): tp {row['tp']} spans two nodes, where the layout search sums "
                   "each partial sum as a chain (reduce-scatters inside the node, an all-reduce across, all-gathers "
-                  "inside) that moves S over the node's NIC, and the overlap starts it as one all-reduce over the 8 "
-                  "devices, priced as a ring that moves 1.75 S over it (as one NCCL call does): each sub-batch's "
-                  "all-reduce outlasts the other sub-batch's segment, and Loom's Megatron keeps the cheaper chain, "
-                  "where Megatron-LM's NCCL all-reduce pays the ring too")
+                  "inside); the overlap starts only the all-reduce across, and the reduce-scatters and all-gathers, "
+                  "most of the chain's time, stay blocking (an asynchronous chain is not in the ExecPlan), while the "
+                  "sub-batches add their combines")
     return (f"Loom's Megatron step is {meg['step_s']:.3f} s ({meg['ktokens_s']:.1f} K tokens/s, "
             f"{meg['ktokens_s'] / paper_step:.1f}x the paper's), {share:.0%} of it exposed communication, where the "
             "paper measures 59-65 % on the 3090 cluster (Fig. 2) and 33-58 % device utilisation (Table IV). Loom "
-            f"runs the model at {meg['mfu']:.0%} MFU of the 3090's 71 TFLOP/s fp16 peak (PyTorch's fp16 GEMMs "
-            "accumulate in fp32, whose peak is 35.6) and prices the PCIe all-reduces at the link's nominal "
-            "31.5 GB/s (GeForce cards have no PCIe peer-to-peer: NCCL stages through host memory): "
-            "less communication to hide, so smaller gains" + chains)
+            f"runs the model at {meg['mfu']:.0%} MFU of the 3090's 71 TFLOP/s (fp16 tensor cores with fp32 "
+            "accumulate) and prices PCIe as NCCL's path through host memory (no peer-to-peer on GeForce: two "
+            "PCIe 4.0 crossings per hop, 15.75 GB/s): less communication to hide, so smaller gains" + chains)
 
 
 def print_table(family, rows, micro_batch_size):

@@ -35,13 +35,27 @@ GpuSpec v100() { return {"V100-32GB", 0, 125 * kTFLOPs, 15.7 * kTFLOPs, 32 * kGi
 GpuSpec a100() { return {"A100-SXM-80GB", 312 * kTFLOPs, 312 * kTFLOPs, 19.5 * kTFLOPs, 80 * kGiB, 2000 * kGB}; }
 // H100: 989 TFLOP/s bf16/fp16 dense; fp32 67 TFLOP/s (NVIDIA datasheet, not in REFERENCE.md).
 GpuSpec h100() { return {"H100-SXM-80GB", 989 * kTFLOPs, 989 * kTFLOPs, 67 * kTFLOPs, 80 * kGiB, 3350 * kGB}; }
-// RTX 3090: 71 TFLOP/s fp16 tensor (REFERENCE.md; bf16 the same), fp32 35.6 TFLOP/s, 24 GB, 936 GB/s.
+// RTX 3090: 24 GB, 936 GB/s. Training's fp16 and bf16 GEMMs accumulate in fp32 (cuBLAS
+// CUBLAS_COMPUTE_32F, PyTorch's default), which GeForce Ampere runs at half its fp16-accumulate rate:
+// 82 SMs × 4 tensor cores × 128 fp16 FMA/clock × 2 × 1.695 GHz = 142 TFLOP/s with fp16 accumulate,
+// 71 with fp32 accumulate, bf16 the same (NVIDIA GA102 whitepaper, Appendix A: "Peak FP16 Tensor TFLOPS
+// with FP32 Accumulate 71/142", dense/sparse). So the training peak is 71, not 35.6: 35.6 TFLOP/s is
+// the fp32 path without tensor cores (and TF32 on tensor cores), which fp32 training uses.
 GpuSpec rtx3090() { return {"RTX3090", 71 * kTFLOPs, 71 * kTFLOPs, 35.6 * kTFLOPs, 24 * kGiB, 936 * kGB}; }
 
 // V100 NVLink2: 6 links × 25 GB/s per direction (used for the hybrid cube-mesh, an assumption).
 constexpr double kV100Nvlink = 150 * kGB;
 // PCIe 4.0 x16: 31.5 GB/s per direction.
 constexpr double kPcie4 = 31.5 * kGB;
+// Between GeForce cards over PCIe there is no peer-to-peer (cudaDeviceCanAccessPeer is false), so NCCL
+// (2.10: src/transport/shm.cc) connects such a pair by its SHM transport: the sending GPU's kernel writes
+// each chunk into a pinned host buffer, the receiving GPU's kernel reads it from there. Every hop's bytes
+// cross PCIe twice (device -> host on the sender's link, host -> device on the receiver's), both through
+// the CPU's root complex and memory, which bound collectives on PCIe systems (an NCCL maintainer, NVIDIA/nccl
+// issue 1639). The tier prices a hop as its two crossings in turn (an assumption: NCCL pipelines chunks
+// through the buffer, so the crossings overlap where root complex and memory keep up): half the link's
+// rate, and a latency of two PCIe crossings.
+constexpr LinkTier kPcie4HostStaged{LinkKind::pcie, kPcie4 / 2, 2 * kPcieLatency};
 
 Cluster node_preset(std::string name, int gpus, GpuSpec gpu, LinkTier intra, LinkKind nic_kind, int nics,
                     double nic_gbit) {
@@ -76,14 +90,14 @@ const std::vector<Preset>& presets() {
        [] { return node_preset("dgx-a100", 8, a100(), {LinkKind::nvswitch, 300 * kGB, kNvlinkLatency}, LinkKind::infiniband, 8, 200); }},
       {"dgx-h100",  // 8 × H100, NVSwitch 900 GB/s per GPU (both directions), 8 × 400 Gb/s NDR IB
        [] { return node_preset("dgx-h100", 8, h100(), {LinkKind::nvswitch, 450 * kGB, kNvlinkLatency}, LinkKind::infiniband, 8, 400); }},
-      {"rtx3090-nvlink",  // Oases: 4 × RTX 3090, NVLink bridge 0–1 and 2–3 (112.5 GB/s both directions), else PCIe 4.0
+      {"rtx3090-nvlink",  // Oases: 4 × RTX 3090, NVLink bridge 0–1 and 2–3 (112.5 GB/s both directions), else PCIe 4.0 via host
        [] {
-         Cluster c = node_preset("rtx3090-nvlink", 4, rtx3090(), {LinkKind::pcie, kPcie4, kPcieLatency}, LinkKind::infiniband, 1, 100);
+         Cluster c = node_preset("rtx3090-nvlink", 4, rtx3090(), kPcie4HostStaged, LinkKind::infiniband, 1, 100);
          c.bridge = PairBridge{{LinkKind::nvlink, 56.25 * kGB, kNvlinkLatency}};
          return c;
        }},
-      {"rtx3090",  // Oases: 4 × RTX 3090, PCIe 4.0 only, 100 Gb/s IB
-       [] { return node_preset("rtx3090", 4, rtx3090(), {LinkKind::pcie, kPcie4, kPcieLatency}, LinkKind::infiniband, 1, 100); }},
+      {"rtx3090",  // Oases: 4 × RTX 3090, PCIe 4.0 only (via host memory), 100 Gb/s IB
+       [] { return node_preset("rtx3090", 4, rtx3090(), kPcie4HostStaged, LinkKind::infiniband, 1, 100); }},
   };
   return table;
 }

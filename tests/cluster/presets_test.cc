@@ -28,6 +28,25 @@ TEST(MakeCluster, Dgx2InterNodeBandwidthIsNicTotalOverGpus) {
   EXPECT_DOUBLE_EQ(c->node_nic_bandwidth(), 100e9);
 }
 
+TEST(MakeCluster, Rtx3090PricedAsGeForce) {
+  for (const char* name : {"rtx3090", "rtx3090-nvlink"}) {
+    const Cluster c = *make_cluster(name);
+    // fp16/bf16 tensor cores with fp32 accumulate (half the fp16-accumulate rate on GeForce Ampere).
+    EXPECT_DOUBLE_EQ(c.gpu.peak_fp16, 71e12) << name;
+    EXPECT_DOUBLE_EQ(c.gpu.peak_bf16, 71e12) << name;
+    EXPECT_DOUBLE_EQ(c.gpu.peak_fp32, 35.6e12) << name;
+    // No PCIe peer-to-peer: NCCL's SHM transport, two PCIe 4.0 x16 crossings per hop.
+    EXPECT_EQ(c.intra.kind, LinkKind::pcie) << name;
+    EXPECT_DOUBLE_EQ(c.intra.bandwidth, 31.5e9 / 2) << name;
+    EXPECT_DOUBLE_EQ(c.intra.latency, 2 * 2e-6) << name;
+    EXPECT_DOUBLE_EQ(c.inter.bandwidth, 12.5e9 / 4) << name;
+  }
+  const Cluster bridged = *make_cluster("rtx3090-nvlink");
+  ASSERT_TRUE(bridged.bridge.has_value());
+  EXPECT_EQ(bridged.bridge->tier, (LinkTier{LinkKind::nvlink, 56.25e9, 1e-6}));  // 112.5 GB/s both directions
+  EXPECT_FALSE(make_cluster("rtx3090")->bridge.has_value());
+}
+
 TEST(MakeCluster, NodeCountSuffix) {
   Expected<Cluster> c = make_cluster("v100x8x2");
   ASSERT_TRUE(c.has_value());

@@ -37,8 +37,9 @@
 //      compute lies between the two: with Oases' sub-batches, the other sub-batch's segment. The start
 //      keeps the all-reduce's tag. A hierarchical reduction the layout search made of a partial sum (a
 //      reduce-scatter inside a fast sub-group, an all-reduce across, an all-gather inside, each reading
-//      the one before) becomes one all-reduce start over the union of the members' groups, with the
-//      least tag of the chains it joins. Decided for all devices at once, as bucket_gradients: a reduction
+//      the one before) keeps its collectives: the reduce-scatters, blocking, move up behind the writer,
+//      the all-reduce across becomes the start, the all-gathers, blocking, follow its wait. Decided for
+//      all devices at once, as bucket_gradients: a reduction
 //      overlaps only where every member of its group overlaps it, and a group whose members would issue
 //      their collectives in different orders keeps them blocking.
 //
