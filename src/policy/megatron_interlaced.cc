@@ -2,6 +2,7 @@
 // over every device of a replica, and each device's stage blocks interleaved with the shared blocks.
 #include <fmt/format.h>
 
+#include <optional>
 #include <set>
 
 #include "loom/plan/interlaced_schedule.h"
@@ -11,6 +12,40 @@ namespace loom::policy::detail {
 
 using plan::SubOpId;
 using plan::TransAlgo;
+
+namespace {
+
+// The blocks' seconds from config.op_seconds (api/stage_costs.h: each forward op's forward, backward and
+// recomputation at the job's tp degree, on one device): per stage the sum of its staged ops, split F : B
+// as 1 : 2 (1 : 3 with full recomputation, which runs the forward again before the backward); the shared
+// ops' sums divided by pp, since each device runs 1 / (pp x tp) of them where op_seconds priced 1 / tp,
+// the lookups' split E : G as 1 : 2. Only the ratios matter to the order. nullopt without op_seconds.
+std::optional<plan::InterlacedCosts> block_costs(const ir::Graph& graph, const ParallelConfig& c,
+                                                 const std::vector<int>& stage, const InterlacedLayout& layout) {
+  if (c.op_seconds.size() != graph.ops.size()) return std::nullopt;
+  std::vector<double> staged(static_cast<std::size_t>(c.pp), 0.0);
+  double lookups = 0, head = 0;
+  for (const ir::Op& op : graph.ops) {
+    if (op.pass != ir::Pass::forward) continue;
+    const double seconds = c.op_seconds[op.id.index()];
+    switch (layout.roles[op.id.index()]) {
+      case SharedRole::embedding: lookups += seconds; break;
+      case SharedRole::head: head += seconds; break;
+      case SharedRole::none: staged[static_cast<std::size_t>(stage[op.id.index()])] += seconds; break;
+    }
+  }
+  const double forward_share = c.recompute == Recompute::full ? 0.25 : 1.0 / 3;
+  plan::InterlacedCosts costs{.embed_forward = lookups / 3 / c.pp,
+                              .head = head / c.pp,
+                              .embed_backward = 2 * lookups / 3 / c.pp};
+  for (double seconds : staged) {
+    costs.forward.push_back(seconds * forward_share);
+    costs.backward.push_back(seconds * (1 - forward_share));
+  }
+  return costs;
+}
+
+}  // namespace
 
 Expected<void> Composer::place_shared(const ir::Op& op, const std::vector<SubOpId>& pieces) {
   const int ways = c_.tp * c_.pp;
@@ -60,8 +95,15 @@ Expected<void> Composer::schedule_interlaced() {
     }
   }
   const std::vector<int> reader_list(readers.begin(), readers.end());
-  LOOM_ASSIGN_OR_RETURN(const std::vector<std::vector<plan::InterlacedBlock>> sequences,
-                        plan::interlaced_blocks(c_.pp, c_.micro_batches, reader_list));
+  // On the job's costs, the searched order; without them (op_seconds empty), the unit-cost one.
+  std::vector<std::vector<plan::InterlacedBlock>> sequences;
+  if (const std::optional<plan::InterlacedCosts> costs = block_costs(graph_, c_, stage_, *interlaced_)) {
+    LOOM_ASSIGN_OR_RETURN(plan::InterlacedSearch searched,
+                          plan::search_interlaced(c_.pp, c_.micro_batches, reader_list, *costs));
+    sequences = std::move(searched.devices);
+  } else {
+    LOOM_ASSIGN_OR_RETURN(sequences, plan::interlaced_blocks(c_.pp, c_.micro_batches, reader_list));
+  }
   BlockStarts starts(static_cast<std::size_t>(device_count(c_)));
   for (int r = 0; r < c_.dp; ++r)
     for (int j = 0; j < c_.tp; ++j)

@@ -84,6 +84,23 @@ TEST(Interlaced, TrainsAsOneDeviceOnT5AndMbart) {
   testing::expect_exec_trains_as_one_device(deep("t5-3.9b", 4), "interlaced", {.dp = 2, .pp = 2, .micro_batches = 2});
 }
 
+TEST(Interlaced, OrderSearchedOnStageCostsTrainsAsOneDevice) {
+  // With op_seconds (here training FLOPs, the head weighed from nothing to 1000x) the order is searched
+  // on the stages' and shared blocks' costs (plan/interlaced_schedule.h); the materialized plan's check
+  // finds no deadlock and it trains as one device does.
+  const ir::Graph& graph = deep("t5-3.9b", 4);
+  const auto flops = training_flops(graph, ops::builtin_ops());
+  ASSERT_TRUE(flops);
+  for (const auto& [pp, head_weight] : {std::pair{2, 1.0}, std::pair{4, 0.0}, std::pair{4, 1.0}, std::pair{4, 1e3}}) {
+    SCOPED_TRACE(::testing::Message() << "pp " << pp << ", head x " << head_weight);
+    ParallelConfig config{.pp = pp, .micro_batches = 4, .recompute = Recompute::full};
+    config.op_seconds = *flops;
+    for (const ir::Op& op : graph.ops)
+      if (op.name == "lm_head") config.op_seconds[op.id.index()] *= head_weight;
+    testing::expect_exec_trains_as_one_device(graph, "interlaced", config);
+  }
+}
+
 TEST(Interlaced, LayoutFindsTheTiedTable) {
   const plan::Plan fresh = plan::make_plan(deep("t5-3.9b", 2), ops::builtin_ops()).value();
   const auto layout = interlaced_layout(fresh, 4);
