@@ -24,6 +24,9 @@ candidates (the paper tunes each system's degrees and micro-batch size):
   "achieve similar performance" and need the same 16-way tp for 15B;
 - DeepSpeed: `--policy deepspeed-best` (Loom's grid of ZeRO-3 with tp and dp). ZeRO-Offload, which the paper's
   DeepSpeed enables when ZeRO-3 does not fit, is not in Loom: its PCIe traffic is not priced.
+`--attention eager` builds every plan's attention as PyTorch 1.x / Megatron-LM v3.0.2 run it (q k^T, causal
+mask, softmax, dropout and the product with v as ops whose [b, heads, s, s] results are held and saved), as all
+the paper's systems did; the default prices Loom's fused (flash-style) attention, which never holds the scores.
 The paper's numbers are those its text states (the bars are not in our copy): GPT-3, SuperScaler up to 3.3x over
 Alpa and up to 1.5x over DeepSpeed; mBART, up to 2.8x over Megatron-LM and 4.9x over DeepSpeed, and the same as
 Megatron-LM (1.0x) on 4 and 8 GPUs. "Up to" is judged against Loom's largest speedup over the cells. The
@@ -99,13 +102,14 @@ def best_of(tried):
     return min(priced, key=lambda r: r["peak_gib"]) if priced else tried[0]
 
 
-def measure(loom, figure, gpus, model, timeout):
+def measure(loom, figure, gpus, model, timeout, attention):
     cluster = cluster_of(gpus)
     row = {"gpus": gpus, "model": model, "cluster": " ".join(cluster), "systems": {}, "tried": {}}
     for system, plans in candidates(figure, gpus).items():
         tried = []
         for flags in plans:
-            result = loom_plan.run_plan(loom, ["--model", model, *cluster, *flags, *COMMON], timeout)
+            result = loom_plan.run_plan(loom, ["--model", model, *cluster, *flags, *COMMON, "--attention", attention],
+                                        timeout)
             result["flags"] = " ".join(flags)
             what = (f"refused: {result['error']}" if "error" in result else
                     f"{result['plan']}: step {result['step_s']:.2f} s, {result['tflops']:.1f} TFLOPS, "
@@ -165,9 +169,9 @@ def paper_checks(figure, rows):
     return checks
 
 
-def print_figure(figure, rows, checks):
+def print_figure(figure, rows, checks, attention):
     print(f"\n## {FIGURES[figure]['title']} (v100x8 servers, fp16, global batch {GLOBAL_BATCH}, micro-batch 1, "
-          "full recompute)")
+          "full recompute" + (", eager attention)" if attention == "eager" else ")"))
     print("| GPUs | model | " + " | ".join(f"{n}: plan / step s / TFLOPS / peak GiB" for n in SYSTEMS)
           + " | SS / Megatron | SS / DeepSpeed | winner (Loom) | paper winner |")
     print("|" + "---|" * (len(SYSTEMS) + 6))
@@ -192,10 +196,14 @@ def main():
     parser = loom_plan.paper_arguments(__doc__)
     parser.add_argument("--figures", default="gpt3,mbart", help="which of gpt3, mbart to plan")
     parser.add_argument("--gpus", default="4,8,16,32", help="the cells to plan, by GPU count")
+    parser.add_argument("--attention", choices=["fused", "eager"], default="fused",
+                        help="every plan's attention: fused (flash-style, scores never held) or eager (PyTorch 1.x's)")
     args = parser.parse_args()
+    attention = args.attention
     if args.replay:
         saved, started = loom_plan.read_saved(args.replay)
         figures = saved["figures"]
+        attention = saved.get("attention", "fused")  # documents saved before the option priced fused attention
     else:
         started, figures = datetime.datetime.now(datetime.timezone.utc), {}
         wanted = {int(g) for g in args.gpus.split(",")}
@@ -204,19 +212,19 @@ def main():
             for gpus, model in FIGURES[figure]["cells"]:
                 if gpus in wanted:
                     print(f"{figure}: {gpus} GPUs {model}", file=sys.stderr, flush=True)
-                    figures[figure].append(measure(args.loom, figure, gpus, model, args.timeout))
+                    figures[figure].append(measure(args.loom, figure, gpus, model, args.timeout, attention))
     checks = {}
     for figure, rows in figures.items():
         for row in rows:
             judge(figure, row)
         checks[figure] = paper_checks(figure, rows)
     if args.json:
-        print(json.dumps({"date": started.isoformat(timespec="seconds"), "figures": figures, "checks": checks},
-                         indent=2))
+        print(json.dumps({"date": started.isoformat(timespec="seconds"), "attention": attention, "figures": figures,
+                          "checks": checks}, indent=2))
         return
     print(f"SuperScaler Fig. 12(b, c) in Loom's simulator, {started:%Y-%m-%d %H:%M} UTC")
     for figure, rows in figures.items():
-        print_figure(figure, rows, checks[figure])
+        print_figure(figure, rows, checks[figure], attention)
     all_rows = [r for rows in figures.values() for r in rows]
     all_checks = [c for cs in checks.values() for c in cs]
     same = sum(1 for r in all_rows if r["same_winner"])

@@ -73,19 +73,38 @@ def worst_error(reference, candidate):
     return worst
 
 
-@pytest.mark.parametrize(("model", "plan"), CASES)
-def test_plan_trains_as_one_device(model, plan, single_device, run_loom, tmp_path):
-    values = launch(emit_shrunk(run_loom, tmp_path, model, PLANS[plan]), timeout=120)
-    reference = single_device[model]
+def expect_trains_alike(label, reference, values):
+    """The same tensors come back, every parameter and optimizer state with them, within RTOL of the reference."""
     assert sorted(values) == sorted(reference)
     updated = [n for n in reference if n.endswith(".updated")]
     assert len(updated) >= 20, "every parameter and its optimizer states come back"
     loss_rel = abs(values["loss"].item() - reference["loss"].item()) / abs(reference["loss"].item())
     max_abs, max_rel, where = worst_error(reference, values)
-    print(f"{model} {plan}: loss {values['loss'].item():.8g} (rel {loss_rel:.2e}); max abs {max_abs:.2e}; "
+    print(f"{label}: loss {values['loss'].item():.8g} (rel {loss_rel:.2e}); max abs {max_abs:.2e}; "
           f"worst rel {max_rel:.2e} ({where})")
     assert loss_rel <= RTOL
     assert max_rel <= RTOL, f"{where}: relative error {max_rel:.3e}"
+
+
+@pytest.mark.parametrize(("model", "plan"), CASES)
+def test_plan_trains_as_one_device(model, plan, single_device, run_loom, tmp_path):
+    values = launch(emit_shrunk(run_loom, tmp_path, model, PLANS[plan]), timeout=120)
+    expect_trains_alike(f"{model} {plan}", single_device[model], values)
+
+
+EAGER_PLANS = {**PLANS, "tp2-coshard2": ["--policy", "megatron", "--tp", "2", "--coshard", "2", "--gpus", "2"]}
+
+
+@pytest.mark.parametrize("plan", ["tp2", "dp2xtp2", "tp2-coshard2"])
+def test_eager_attention_trains_as_one_device(plan, run_loom, tmp_path):
+    """GPT with eager attention (`--attention eager`: q k^T, causal mask, softmax, dropout and the product with v
+    as ops, split by heads over tp, and into recomputed parts by coshard) trains as the single-device program of
+    the same graph."""
+    eager = ["--attention", "eager"]
+    reference = launch(emit_shrunk(run_loom, tmp_path / "single", "gpt3-125m",
+                                   [*eager, "--policy", "dp", "--dp", "1", "--gpus", "1"]))
+    values = launch(emit_shrunk(run_loom, tmp_path / plan, "gpt3-125m", [*eager, *EAGER_PLANS[plan]]), timeout=120)
+    expect_trains_alike(f"gpt3-125m eager {plan}", reference, values)
 
 
 def test_other_seed_differs(single_device, tmp_path, run_loom):

@@ -115,6 +115,10 @@ const std::vector<OptionField>& table() {
        LOOM_NAMED(dtype, ir::parse_dtype)},
       {"shrink", "--shrink", {}, G::sizes, K::flag, "Shrink the preset to tiny widths, as `loom verify` does",
        LOOM_FLAG(shrink)},
+      {"attention", "--attention", {}, G::sizes, K::text,
+       "Attention form: fused (one flash-style kernel; the scores are never held) or eager (q k^T, mask, softmax, "
+       "dropout and the product with v as PyTorch 1.x and Megatron-LM v3 run them: scores held and saved)",
+       LOOM_NAMED(attention, models::parse_attention_impl)},
       {"optimizer", "--optimizer", {}, G::optimizer, K::text, "Update rule: sgd, adam or adamw",
        LOOM_NAMED(optimizer.kind, ir::parse_optimizer)},
       {"lr", "--lr", {}, G::optimizer, K::real, "Learning rate", LOOM_REAL(optimizer.lr, 0, kHuge)},

@@ -84,6 +84,9 @@ Expected<void> check_options(const JobOptions& o) {
     return fail("--global-batch, --seq, --layers and --vocab resize a preset; a graph file keeps the sizes it was traced "
                 "at",
                 "trace the model again with other example inputs");
+  if (plans_a_graph(o) && o.attention != models::AttentionImpl::fused)
+    return fail("--attention builds a preset's attention; a graph file keeps the ops it was traced with",
+                "drop --attention, or plan a preset with --model");
   return check_policy(o.policy);
 }
 
@@ -94,7 +97,8 @@ models::ModelOptions model_options_of(const JobOptions& o) {
                               .layers = o.layers,
                               .shrink = o.shrink,
                               .vocab_multiple = o.vocab_multiple,
-                              .vocab = o.vocab};
+                              .vocab = o.vocab,
+                              .attention = o.attention};
 }
 
 void size_to_degrees(JobOptions& o, bool gpus_given) {

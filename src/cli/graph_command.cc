@@ -21,6 +21,7 @@ struct GraphArgs {
   std::int64_t seq = 0;
   std::int64_t layers = 0;
   std::string dtype = "bf16";
+  std::string attention = "fused";
   std::string optimizer = "adamw";
   bool forward_only = false;
   bool text = false;
@@ -35,6 +36,8 @@ Expected<ir::Graph> load_or_build(const GraphArgs& args, ops::CustomCatalog& cat
   options.seq = args.seq;
   options.layers = args.layers;
   LOOM_ASSIGN_OR_RETURN(options.dtype, with_context(ir::parse_dtype(args.dtype), "option --dtype"));
+  LOOM_ASSIGN_OR_RETURN(options.attention,
+                        with_context(models::parse_attention_impl(args.attention), "option --attention"));
   LOOM_ASSIGN_OR_RETURN(ir::Graph forward, models::build_model(args.model, options));
   if (args.forward_only) return forward;
   ir::OptimizerOptions optimizer;
@@ -66,6 +69,9 @@ void print_summary(const ir::Graph& graph, const ir::GraphStats& s) {
 int run_graph(const GraphArgs& args) {
   if (args.model.empty() == args.from.empty())
     return report(Error{"give exactly one of --model NAME or --from FILE", "`loom models` lists the presets"});
+  if (!args.from.empty() && args.attention != "fused")
+    return report(Error{"option --attention builds a preset's attention; a graph file keeps the ops it was traced with",
+                        "drop --attention, or give --model"});
   ops::CustomCatalog catalog(ops::builtin_ops());
   Expected<ir::Graph> graph = load_or_build(args, catalog);
   if (!graph) return report(graph.error());
@@ -99,6 +105,9 @@ void add_graph_command(CLI::App& app) {
       ->check(positive_up_to(models::kMaxBatchOrSeq));
   cmd->add_option("--layers", args->layers, "Override the number of layers")->check(positive_up_to(models::kMaxLayers));
   cmd->add_option("--dtype", args->dtype, "Weights and activations: bf16, f16 or f32")->capture_default_str();
+  cmd->add_option("--attention", args->attention,
+                  "fused (one flash-style kernel) or eager (scores, softmax and dropout as separate ops)")
+      ->capture_default_str();
   cmd->add_option("--optimizer", args->optimizer, "sgd, adam or adamw")->capture_default_str();
   cmd->add_flag("--forward-only", args->forward_only, "Build only the forward pass");
   cmd->add_flag("--text", args->text, "Print every tensor and op in the text form");

@@ -47,8 +47,10 @@ void print_report(const VerifyArgs& args, const api::Job& job, const api::Verify
   for (const auto& [name, count] : m.collectives) collectives.push_back(fmt::format("{} {}", name, count));
   std::size_t instructions = 0;
   for (const auto& program : exec.programs) instructions += program.size();
-  fmt::print("model      {} ({}): {} ops, {} parameters\n", options.model.empty() ? options.graph_file : options.model,
-             args.full ? "full size" : "shrunk", job.graph.ops.size(), job.stats.parameter_count);
+  fmt::print("model      {} ({}{}): {} ops, {} parameters\n", options.model.empty() ? options.graph_file : options.model,
+             args.full ? "full size" : "shrunk",
+             options.attention == models::AttentionImpl::eager ? ", eager attention" : "", job.graph.ops.size(),
+             job.stats.parameter_count);
   fmt::print("policy     {}: dp {} x tp {} x pp {}, {} micro-batch{}{} on {} devices\n", options.policy, config.dp,
              config.tp, config.pp, config.micro_batches, config.micro_batches == 1 ? "" : "es",
              config.pp == 1             ? ""

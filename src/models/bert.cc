@@ -59,7 +59,8 @@ Expected<ir::Graph> build_bert(const BertConfig& preset, const ModelOptions& opt
                                 .fused_qkv = true,
                                 .causal = false,
                                 .dropout = kDropout,
-                                .attention_dropout = kDropout};
+                                .attention_dropout = kDropout,
+                                .impl = options.attention};
   const MlpSpec ffn{.hidden = h, .ffn = 4 * h, .activation = Activation::gelu, .bias = true, .dropout = kDropout};
 
   ir::GraphBuilder b(config.name, catalog);

@@ -56,6 +56,7 @@ Expected<ir::Graph> build_gpt(const GptConfig& preset, const ModelOptions& optio
                 "use seq <= the context, or a long-context preset such as gpt3-1.3b-16k");
   const std::int64_t h = config.hidden, vocab = padded_vocab(config.vocab, options);
   const ir::DType dtype = step.dtype;
+  const bool eager = options.attention == AttentionImpl::eager;
   const NormSpec layer_norm{.kind = NormKind::layer_norm, .eps = kLayerNormEps, .bias = true};
   const AttentionSpec attention{.hidden = h,
                                 .heads = config.heads,
@@ -63,7 +64,11 @@ Expected<ir::Graph> build_gpt(const GptConfig& preset, const ModelOptions& optio
                                 .bias = true,
                                 .fused_qkv = true,
                                 .causal = true,
-                                .dropout = kDropout};
+                                .dropout = kDropout,
+                                // Megatron-LM's attention dropout (0.1) where the probabilities are a tensor;
+                                // the fused kernel is priced without it, as the presets always were.
+                                .attention_dropout = eager ? kDropout : 0.0,
+                                .impl = options.attention};
   const MlpSpec ffn{.hidden = h, .ffn = 4 * h, .activation = Activation::gelu, .bias = true, .dropout = kDropout};
 
   ir::GraphBuilder b(config.name, catalog);

@@ -59,7 +59,8 @@ Expected<ir::Graph> build_llama(const LlamaConfig& preset, const ModelOptions& o
                                 .bias = false,
                                 .fused_qkv = false,
                                 .causal = true,
-                                .rope_base = config.rope_base};
+                                .rope_base = config.rope_base,
+                                .impl = options.attention};
   const MlpSpec ffn{.hidden = h, .ffn = config.ffn, .activation = Activation::swiglu, .bias = false};
 
   ir::GraphBuilder b(config.name, catalog);

@@ -90,8 +90,13 @@ Expected<ir::Graph> build_moe(const MoeConfig& preset, const ModelOptions& optio
   const std::int64_t h = config.hidden;
   const ir::DType dtype = step.dtype;
   const NormSpec layer_norm{.kind = NormKind::layer_norm, .eps = kLayerNormEps, .bias = true};
-  const AttentionSpec attention{
-      .hidden = h, .heads = config.heads, .bias = true, .fused_qkv = true, .causal = true, .dropout = kDropout};
+  const AttentionSpec attention{.hidden = h,
+                                .heads = config.heads,
+                                .bias = true,
+                                .fused_qkv = true,
+                                .causal = true,
+                                .dropout = kDropout,
+                                .impl = options.attention};
   const MlpSpec dense{
       .hidden = h, .ffn = config.ffn, .activation = Activation::gelu, .bias = true, .dropout = kDropout};
 

@@ -67,7 +67,7 @@ std::vector<std::int64_t> stage_depths(std::int64_t layers, std::int64_t stages)
 
 // x [b H W C] -> [b H W C]: one (shifted) window attention block and its MLP.
 TensorId swin_block(GraphBuilder& b, TensorId x, std::int64_t channels, std::int64_t heads, std::int64_t window,
-                    bool shifted, ir::DType dt) {
+                    bool shifted, ir::DType dt, AttentionImpl impl) {
   if (!b.ok()) return {};
   const ir::Shape shape = b.shape(x);
   const std::int64_t height = shape[1], width = shape[2];
@@ -78,7 +78,7 @@ TensorId swin_block(GraphBuilder& b, TensorId x, std::int64_t channels, std::int
   TensorId bias = b.op("relative_position_bias", "attn.relative_position_bias", {table}, {{"window_size", window}});
   {
     auto attn = b.scope("attn");
-    h = self_attention(b, h, {.hidden = channels, .heads = heads}, dt, bias);
+    h = self_attention(b, h, {.hidden = channels, .heads = heads, .impl = impl}, dt, bias);
   }
   h = b.op("window_reverse", "reverse", {h}, {{"window_size", window}, {"height", height}, {"width", width}});
   if (shifted) h = b.op("cyclic_shift", "unshift", {h}, {{"shift", window / 2}});
@@ -122,7 +122,7 @@ Expected<ir::Graph> build_swin(const std::string& name, const SwinConfig& preset
     auto stage_scope = b.scope(fmt::format("layers.{}", stage));
     for (std::int64_t block = 0; block < depths[static_cast<std::size_t>(stage)]; ++block) {
       auto block_scope = b.scope(fmt::format("blocks.{}", block));
-      x = swin_block(b, x, channels, heads, config.window, block % 2 == 1, dt);
+      x = swin_block(b, x, channels, heads, config.window, block % 2 == 1, dt, options.attention);
     }
     if (stage + 1 < config.stages) {
       auto merge = b.scope("downsample");

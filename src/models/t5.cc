@@ -58,7 +58,7 @@ struct Stack {
   MlpSpec ffn;
 };
 
-Stack make_stack(const EncDecConfig& config, ir::DType dtype) {
+Stack make_stack(const EncDecConfig& config, ir::DType dtype, AttentionImpl impl) {
   const std::int64_t h = config.hidden;
   const bool t5 = config.style == Style::t5;
   const AttentionSpec attention{.hidden = h,
@@ -68,7 +68,8 @@ Stack make_stack(const EncDecConfig& config, ir::DType dtype) {
                                 .causal = false,
                                 .scale = t5 ? 1.0 : 0.0,
                                 .dropout = kDropout,
-                                .attention_dropout = kDropout};
+                                .attention_dropout = kDropout,
+                                .impl = impl};
   return Stack{
       .config = config,
       .dtype = dtype,
@@ -175,7 +176,7 @@ Expected<ir::Graph> build_encoder_decoder(const EncDecConfig& preset, const Mode
     return fail(fmt::format("seq {} exceeds the {} learned positions of {}", step.seq, config.seq, config.name),
                 fmt::format("use seq <= {}", config.seq));
   const std::int64_t h = config.hidden, per_stack = step.layers / 2;
-  const Stack stack = make_stack(config, step.dtype);
+  const Stack stack = make_stack(config, step.dtype, options.attention);
 
   ir::GraphBuilder b(config.name, catalog);
   const ir::TensorId ids = b.input("input_ids", {step.batch, step.seq}, ir::DType::i64);

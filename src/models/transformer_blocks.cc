@@ -3,6 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include <fmt/format.h>
+
 namespace loom::models {
 namespace {
 
@@ -58,15 +60,57 @@ double softmax_scale(const AttentionSpec& spec) {
   return spec.scale > 0 ? spec.scale : 1.0 / std::sqrt(static_cast<double>(spec.resolved_head_dim()));
 }
 
-// sdpa, merge heads, output projection, dropout: the common tail of self- and cross-attention.
-TensorId attend_and_project(GraphBuilder& b, TensorId q, TensorId k, TensorId v, TensorId attn_bias, bool causal,
-                            const AttentionSpec& spec, ir::DType dtype) {
-  if (!b.ok()) return {};
+TensorId fused_attention(GraphBuilder& b, TensorId q, TensorId k, TensorId v, TensorId attn_bias, bool causal,
+                         const AttentionSpec& spec) {
   std::vector<TensorId> inputs{q, k, v};
   if (attn_bias.valid()) inputs.push_back(attn_bias);
   Attrs attrs{{"causal", causal}, {"scale", softmax_scale(spec)}};
   if (spec.attention_dropout > 0) attrs.emplace("dropout", spec.attention_dropout);
-  const TensorId context = b.op("scaled_dot_product_attention", "sdpa", inputs, std::move(attrs));
+  return b.op("scaled_dot_product_attention", "sdpa", inputs, std::move(attrs));
+}
+
+// The fused op's function spelled as separate ops (AttentionSpec::impl, self_attention's comment). The scale
+// multiplies q ([b h s d], not the scores: Megatron's baddbmm alpha), so the logits are scale·q·k + bias as
+// the fused op's. Grouped-query heads (hq = hk·r, query head i reads key head i / r) are viewed as
+// [b hk r s d] so both einsums keep the key/value heads whole.
+TensorId eager_attention(GraphBuilder& b, TensorId q, TensorId k, TensorId v, TensorId attn_bias, bool causal,
+                         const AttentionSpec& spec) {
+  if (!usable(b, q)) return {};
+  const std::vector<std::int64_t> q_dims = dims(b, q);  // [b hq s d]
+  const std::int64_t kv_heads = spec.resolved_kv_heads(), groups = spec.heads / kv_heads;
+  if (attn_bias.valid() && groups > 1) {  // no family has both
+    b.set_error(Error{"eager attention: an additive bias with grouped-query heads is not built",
+                      "use --attention fused for this model"});
+    return {};
+  }
+  TensorId scaled = b.op("scale", "q_scaled", {q}, Attrs{{"factor", softmax_scale(spec)}});
+  std::string head = "h";
+  if (groups > 1) {
+    scaled = b.op("reshape", "q_groups", {scaled},
+                  Attrs{{"shape", std::vector<std::int64_t>{q_dims[0], kv_heads, groups, q_dims[2], q_dims[3]}}});
+    head = "hr";
+  }
+  TensorId scores = b.op("einsum", "scores", {scaled, k},
+                         Attrs{{"equation", fmt::format("b{0}sd,bhtd->b{0}st", head)}});
+  if (attn_bias.valid()) scores = b.op("add", "scores_bias", {scores, attn_bias});
+  if (causal) scores = b.op("causal_mask", "causal_mask", {scores});
+  TensorId probs = b.op("softmax", "probs", {scores}, Attrs{{"dim", std::int64_t{-1}}});
+  probs = dropout(b, "attn_dropout", probs, spec.attention_dropout);
+  TensorId context = b.op("einsum", "context", {probs, v}, Attrs{{"equation", fmt::format("b{0}st,bhte->b{0}se", head)}});
+  if (groups > 1 && usable(b, context)) {
+    const std::vector<std::int64_t> c = dims(b, context);  // [b hk r s e]
+    context = b.op("reshape", "context_heads", {context},
+                   Attrs{{"shape", std::vector<std::int64_t>{c[0], c[1] * c[2], c[3], c[4]}}});
+  }
+  return context;
+}
+
+// Attention, merge heads, output projection, dropout: the common tail of self- and cross-attention.
+TensorId attend_and_project(GraphBuilder& b, TensorId q, TensorId k, TensorId v, TensorId attn_bias, bool causal,
+                            const AttentionSpec& spec, ir::DType dtype) {
+  if (!b.ok()) return {};
+  const TensorId context = spec.impl == AttentionImpl::eager ? eager_attention(b, q, k, v, attn_bias, causal, spec)
+                                                             : fused_attention(b, q, k, v, attn_bias, causal, spec);
   const TensorId merged = merge_heads(b, "merge_heads", context);
   const TensorId out = linear(b, "out", merged, spec.q_heads_dim(), spec.hidden, spec.bias, dtype);
   return dropout(b, "dropout", out, spec.dropout);

@@ -33,6 +33,15 @@ std::int64_t padded_vocab(std::int64_t vocab, const ModelOptions& options) {
   return (vocab + options.vocab_multiple - 1) / options.vocab_multiple * options.vocab_multiple;
 }
 
+std::string_view name(AttentionImpl impl) { return impl == AttentionImpl::eager ? "eager" : "fused"; }
+
+Expected<AttentionImpl> parse_attention_impl(std::string_view text) {
+  if (text == "fused") return AttentionImpl::fused;
+  if (text == "eager") return AttentionImpl::eager;
+  return fail(fmt::format("unknown attention '{}'", text),
+              "use fused (one flash-style kernel) or eager (scores, softmax and dropout as separate ops)");
+}
+
 Expected<ir::Graph> build_model(std::string_view name, const ModelOptions& options) {
   const ModelPreset* preset = find_preset(name);
   if (preset == nullptr) return fail(fmt::format("unknown model preset '{}'", name), "`loom models` lists the presets");
@@ -55,6 +64,12 @@ Expected<ir::Graph> build_model(std::string_view name, const ModelOptions& optio
     return fail(fmt::format("model '{}' ({}) has no token vocabulary to replace with {}", name, preset->family,
                             options.vocab),
                 "drop --vocab; it applies to the language-model presets (gpt, llama, bert, moe, t5, mbart)");
+  static constexpr std::string_view kWithAttention[] = {"gpt", "llama", "bert", "moe", "t5", "mbart", "swin"};
+  if (options.attention == AttentionImpl::eager &&
+      std::ranges::find(kWithAttention, preset->family) == std::end(kWithAttention))
+    return fail(fmt::format("model '{}' ({}) has no scaled dot-product attention to build eagerly", name,
+                            preset->family),
+                "drop --attention eager; it applies to gpt, llama, bert, moe, t5, mbart and swin");
   if (!ir::is_floating(options.dtype))
     return fail(fmt::format("model '{}': dtype {} is not a floating type", name, ir::name(options.dtype)),
                 "use bf16, f16, f32 or f64");

@@ -1,6 +1,6 @@
-// Fused attention and rotary position embedding. Attention is non-linear across the key length
-// (softmax) and its head sizes are contracted inside the kernel, so t, d and e are frozen; batch,
-// heads and query length split freely (sequence parallelism splits s).
+// Fused attention, the causal mask of eager attention, and rotary position embedding. Attention is
+// non-linear across the key length (softmax) and its head sizes are contracted inside the kernel, so t,
+// d and e are frozen; batch, heads and query length split freely (sequence parallelism splits s).
 #include <cmath>
 
 #include "loom/ops/families.h"
@@ -61,6 +61,18 @@ double sdpa_flops(const ir::OpInstance& op) {
   return 2 * rows * static_cast<double>(q[3]) + 2 * rows * static_cast<double>(v[3]);
 }
 
+// Scores [..., s, t] with the keys after each query masked (set to -10000 as Megatron-LM's
+// attention_mask_func, so a softmax gives them 0 and no -inf reaches a comparison), in global positions
+// as torch's is_causal: key j is visible to query i when j <= i. Every dim splits (a
+// slice knows its offsets); the backward passes the gradient of the visible scores and reads nothing saved.
+Expected<OpSignature> causal_mask_signature(const OpCall& call) {
+  LOOM_RETURN_IF_ERROR(expect_inputs(call, 1, 1, "causal_mask", "one input (scores [..., s, t])"));
+  if (call.input_shapes[0].rank() < 2)
+    return fail(fmt::format("causal_mask: scores must have rank >= 2 ([..., s, t]), got shape {}",
+                            call.input_shapes[0].to_string()));
+  return OpSignature{"* s t -> * s t", {}, {}};
+}
+
 Expected<OpSignature> rotary_signature(const OpCall& call) {
   LOOM_RETURN_IF_ERROR(expect_inputs(call, 1, 1, "rotary_embedding", "one input (x [b, h, s, d])"));
   LOOM_RETURN_IF_ERROR(expect_rank(call, 0, 4, "rotary_embedding", "[b, h, s, d]"));
@@ -86,6 +98,13 @@ void register_attention_ops(OpRegistry& r) {
                  .signature = sdpa_signature,
                  .flops = sdpa_flops,
                  .backward = {.saves_outputs = true, .flops_factor = 2.0}});
+  r.add_builtin({.type = "causal_mask",
+                 .family = "attention",
+                 .summary = "scores [..., s, t] with keys after the query set to -10000 (eager causal attention)",
+                 .op_class = ir::OpClass::elementwise,
+                 .signature = causal_mask_signature,
+                 .flops = ir::flops_per_output_element(1),
+                 .backward = {.saves_inputs = false, .flops_factor = 1.0}});
   r.add_builtin({.type = "rotary_embedding",
                  .family = "attention",
                  .summary = "rotate pairs of head-dim elements by position-dependent angles",

@@ -115,10 +115,12 @@ void record_tensor_dims(const plan::Plan& plan, ir::OpId id, const std::string& 
   }
 }
 
+// A fused attention op, or the softmax of eager attention (models::AttentionImpl::eager): no MLP region
+// holds a softmax.
 bool holds_attention(const ir::Graph& graph, const std::vector<ir::OpId>& ops, const ir::OpCatalog& catalog) {
   return std::ranges::any_of(ops, [&](ir::OpId id) {
     const ir::OpDef* def = catalog.find(graph.op(id).type);
-    return def != nullptr && def->op_class == ir::OpClass::attention;
+    return def != nullptr && (def->op_class == ir::OpClass::attention || def->type == "softmax");
   });
 }
 

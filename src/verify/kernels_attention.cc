@@ -1,5 +1,5 @@
-// Reference kernels of the attention family: fused scaled dot-product attention and rotary
-// embedding. Both are position-dependent, so they read their slice's offsets from the KernelContext:
+// Reference kernels of the attention family: fused scaled dot-product attention, the causal mask of
+// eager attention and rotary embedding. All are position-dependent, so they read their slice's offsets from the KernelContext:
 // a split along the query or key length then computes exactly the single-device values.
 //
 // Backward kernels receive the same KernelContext as the forward (offsets of the forward op's
@@ -16,6 +16,7 @@ namespace {
 
 constexpr std::string_view kSdpa = "scaled_dot_product_attention";
 constexpr std::string_view kRotary = "rotary_embedding";
+constexpr std::string_view kCausalMask = "causal_mask";
 
 // Offset of `tensor` along `dim` in its FullTensor; absent entries mean the slice starts at 0.
 std::int64_t offset_along(std::span<const std::vector<std::int64_t>> offsets, std::size_t tensor, std::size_t dim) {
@@ -212,12 +213,46 @@ Expected<std::vector<NdArray>> rotary_backward(const KernelContext& ctx, std::sp
   return std::vector<NdArray>{std::move(grad)};
 }
 
+// x [..., s, t] with every element whose key j (global) comes after its query i (global) set to `fill`:
+// the forward masks the scores with kMaskedScore, the backward zeroes their gradients.
+constexpr double kMaskedScore = -10000.0;  // src/ops/attention.cc, causal_mask
+
+Expected<NdArray> mask_after_query(const KernelContext& ctx, const NdArray& x, double fill) {
+  const std::size_t rank = x.shape.rank();
+  if (rank < 2) return failf("{}: scores must be [..., s, t], got {}", kCausalMask, x.shape.to_string());
+  const std::int64_t s = x.shape[rank - 2], t = x.shape[rank - 1];
+  const std::int64_t query_offset = offset_along(ctx.input_offsets, 0, rank - 2);
+  const std::int64_t key_offset = offset_along(ctx.input_offsets, 0, rank - 1);
+  NdArray out = x;
+  for (std::size_t at = 0; at < out.data.size(); ++at) {
+    const auto flat = static_cast<std::int64_t>(at);
+    const std::int64_t i = flat / t % s, j = flat % t;
+    if (key_offset + j > query_offset + i) out.data[at] = fill;
+  }
+  return out;
+}
+
+Expected<std::vector<NdArray>> causal_mask_forward(const KernelContext& ctx, std::span<const NdArray> in) {
+  LOOM_RETURN_IF_ERROR(expect_arity(in, 1, 1, kCausalMask));
+  LOOM_ASSIGN_OR_RETURN(NdArray out, mask_after_query(ctx, in[0], kMaskedScore));
+  return std::vector<NdArray>{std::move(out)};
+}
+
+// Reads only the output gradient: the op saves nothing.
+Expected<std::vector<NdArray>> causal_mask_backward(const KernelContext& ctx, std::span<const NdArray>,
+                                                    std::span<const NdArray>, std::span<const NdArray> grad_out) {
+  if (grad_out.size() != 1)
+    return failf("{}: backward needs one output gradient, got {}", kCausalMask, grad_out.size());
+  LOOM_ASSIGN_OR_RETURN(NdArray grad, mask_after_query(ctx, grad_out[0], 0.0));
+  return std::vector<NdArray>{std::move(grad)};
+}
 
 }  // namespace
 
 void register_attention_kernels(KernelRegistry& r) {
   r.add(std::string(kSdpa), {sdpa_forward, sdpa_backward});
   r.add(std::string(kRotary), {rotary_forward, rotary_backward});
+  r.add(std::string(kCausalMask), {causal_mask_forward, causal_mask_backward});
 }
 
 }  // namespace loom::verify

@@ -62,5 +62,19 @@ TEST(Attention, RotaryNeedsAnEvenHeadDim) {
   EXPECT_ERROR_HAS(resolve("rotary_embedding", {Shape{8, 128, 64}}), "must have rank 4 [b, h, s, d]");
 }
 
+// Eager attention's mask: every dim of the scores splits (a slice knows its offsets), nothing is saved for
+// the backward, and the FLOPs are one select per element.
+TEST(Attention, CausalMaskSplitsEveryDimAndSavesNothing) {
+  auto r = resolve("causal_mask", {Shape{2, 8, 128, 256}});
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(r->op.annotation_text, "* s t -> * s t");
+  EXPECT_EQ(r->op.output_shapes[0], (Shape{2, 8, 128, 256}));
+  const ir::OpDef* def = builtin_ops().find("causal_mask");
+  ASSERT_NE(def, nullptr);
+  EXPECT_FALSE(def->backward.saves_inputs);
+  EXPECT_FALSE(def->backward.saves_outputs);
+  EXPECT_ERROR_HAS(resolve("causal_mask", {Shape{16}}), "causal_mask: scores must have rank >= 2");
+}
+
 }  // namespace
 }  // namespace loom::ops

@@ -51,6 +51,7 @@ std::vector<Sample> samples() {
   s.push_back({"scaled_dot_product_attention",
                {Shape{2, 8, 16, 4}, Shape{2, 2, 16, 4}, Shape{2, 2, 16, 4}, Shape{2, 1, 16, 16}}, {}, {}});
   s.push_back({"rotary_embedding", {Shape{2, 4, 16, 8}}, {}, {}});
+  s.push_back({"causal_mask", {Shape{2, 4, 16, 16}}, {}, {}});
   s.push_back({"reshape", {x}, {{"shape", V{2, 8, 4, 4}}}, {}});
   s.push_back({"view", {Shape{6, 4}}, {{"shape", V{4, 6}}}, {}});
   s.push_back({"flatten", {x}, {}, {}});

@@ -191,6 +191,43 @@ TEST(Coshard, ActivationPeakFallsWithPartsAndRecomputationCostsCompute) {
   }
 }
 
+// Coshard splits what attention holds only where attention holds something per head (nnScaler §5;
+// SuperScaler Fig. 12(b)): with eager attention (models::AttentionImpl) the [b h s t] probabilities and
+// dropped probabilities of one part of C are live at a time, so C = 4 lowers the activation peak by more than
+// one score tensor; the fused op holds no scores, and its peak falls by less (only q, k, v and the output
+// split).
+TEST(Coshard, SplitsEagerAttentionsScoresNotTheFusedKernels) {
+  for (const models::AttentionImpl impl : {models::AttentionImpl::eager, models::AttentionImpl::fused}) {
+    SCOPED_TRACE(std::string(models::name(impl)));
+    // A small vocabulary, so that the LM head's logits do not set the peak.
+    const models::ModelOptions options{
+        .batch = 1, .seq = 512, .dtype = ir::DType::f16, .layers = 1, .vocab = 1024, .attention = impl};
+    auto forward = models::build_model("gpt3-125m", options);
+    ASSERT_TRUE(forward) << forward.error().to_string();
+    auto graph = ir::build_training_graph(*forward, ops::builtin_ops(), {});
+    ASSERT_TRUE(graph) << graph.error().to_string();
+    // One [b h s s] tensor: gpt3-125m has 12 heads.
+    const std::int64_t score_bytes = std::int64_t{12} * 512 * 512 * ir::size_bytes(ir::DType::f16);
+    std::int64_t peak[2] = {};
+    for (const int parts : {1, 4}) {
+      ParallelConfig config;
+      if (parts > 1) config = with_coshard(config, parts, {}, {.attention = true, .mlp = false});
+      const auto job = exec::testing::policy_plan(*graph, "megatron", config);
+      ASSERT_EQ(job->stage, api::Stage::materialized);
+      peak[parts > 1] = testing::peak_activation_bytes(job->exec);
+    }
+    std::printf("gpt3-125m (1 layer, seq 512, vocabulary 1024, f16, %s attention): activation peak %lld bytes with coshard 1, %lld with "
+                "coshard 4 on attention; one score tensor %lld bytes\n",
+                std::string(models::name(impl)).c_str(), static_cast<long long>(peak[0]),
+                static_cast<long long>(peak[1]), static_cast<long long>(score_bytes));
+    if (impl == models::AttentionImpl::eager) {
+      EXPECT_LT(peak[1], peak[0] - score_bytes);
+    } else {
+      EXPECT_GE(peak[1], peak[0] - score_bytes);
+    }
+  }
+}
+
 // The most buffers of `tensor` device 0 holds at once over its program.
 int most_live(const exec::ExecPlan& exec, std::string_view tensor) {
   std::set<std::uint32_t> live;

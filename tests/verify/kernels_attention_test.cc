@@ -171,6 +171,28 @@ TEST(AttentionKernels, SdpaRejectsBadInputsNamingTheOp) {
   }
 }
 
+// Eager attention's causal mask: key j after query i (global positions) becomes -10000, so softmax over the
+// masked scores equals the fused op's causal probabilities; its gradient passes the visible scores only.
+TEST(AttentionKernels, CausalMaskHidesLaterKeysInGlobalPositions) {
+  const NdArray x(Shape{1, 1, 2, 3}, {1, 2, 3, 4, 5, 6});
+  expect_near_all(forward1("causal_mask", {}, {x}), NdArray(Shape{1, 1, 2, 3}, {1, -10000, -10000, 4, 5, -10000}));
+  std::mt19937_64 rng(9);
+  const std::vector<NdArray> scores = {random_array(Shape{2, 2, 4, 4}, rng)};
+  expect_near_all(run_split_along_s("causal_mask", {}, scores), forward1("causal_mask", {}, scores));
+  // Softmax of the masked q k^T equals the fused causal attention's probabilities: with v the identity,
+  // attention returns them.
+  const NdArray q = random_array(Shape{1, 1, 4, 2}, rng), k = random_array(Shape{1, 1, 4, 2}, rng);
+  NdArray identity(Shape{1, 1, 4, 4});
+  for (std::size_t i = 0; i < 4; ++i) identity.data[i * 5] = 1;
+  NdArray logits(Shape{1, 1, 4, 4});
+  for (std::size_t i = 0; i < 4; ++i)
+    for (std::size_t j = 0; j < 4; ++j)
+      logits.data[i * 4 + j] = (q.data[i * 2] * k.data[j * 2] + q.data[i * 2 + 1] * k.data[j * 2 + 1]) / std::sqrt(2.0);
+  const NdArray probs = forward1("softmax", {{"dim", std::int64_t{-1}}}, {forward1("causal_mask", {}, {logits})});
+  expect_near_all(probs, forward1(kSdpa, {{"causal", true}}, {q, k, identity}));
+  expect_gradients_match("causal_mask", {}, {random_array(Shape{1, 2, 3, 3}, rng)}, {true});
+}
+
 TEST(AttentionKernels, RotaryRotatesHalvesByPosition) {
   // d = 2: one pair (x0, x1) rotated by angle = position.
   const NdArray x(Shape{1, 1, 2, 2}, {1, 2, 1, 2});

@@ -15,6 +15,7 @@
 #include "loom/core/error.h"
 #include "loom/ir/autograd.h"
 #include "loom/ir/dtype.h"
+#include "loom/models/zoo.h"
 #include "loom/plan/schedule.h"
 #include "loom/policy/coshard.h"
 #include "loom/policy/overlap.h"
@@ -41,6 +42,7 @@ struct JobOptions {
   std::int64_t vocab = 0;             // tokens of the vocabulary; 0: the preset's
   ir::DType dtype = ir::DType::bf16;  // weights and activations
   bool shrink = false;                // tiny widths with the preset's architecture (verification)
+  models::AttentionImpl attention = models::AttentionImpl::fused;  // a preset's attention form (models/zoo.h)
 
   ir::OptimizerOptions optimizer;  // AdamW with fp32 master weights (ir/autograd.h)
 

@@ -96,7 +96,8 @@ struct AttentionSpec {
   double rope_base = 0;  // > 0: rotary position embedding on q and k (Su et al. 2021), e.g. 10000
   double scale = 0;      // softmax scale; 0 = 1 / sqrt(head_dim). T5 uses 1 (folded into init)
   double dropout = 0;            // on the block's output (after the output projection)
-  double attention_dropout = 0;  // on the attention probabilities, inside the fused kernel
+  double attention_dropout = 0;  // on the attention probabilities (inside the fused kernel, or a dropout op)
+  AttentionImpl impl = AttentionImpl::fused;  // one fused op, or the eager ops (ModelOptions::attention)
 
   std::int64_t q_heads_dim() const { return heads * resolved_head_dim(); }
   std::int64_t kv_heads_dim() const { return resolved_kv_heads() * resolved_head_dim(); }
@@ -107,11 +108,20 @@ struct AttentionSpec {
 // Self-attention over x [b s hidden] -> [b s hidden]. Ops "qkv" (or "q", "k", "v"), "rope_q",
 // "rope_k", "sdpa", "out", ... in the current scope. `attn_bias` (optional, invalid id = none) is
 // an additive score bias [heads s s] or [b heads s s], e.g. T5's relative position bias.
+//
+// With spec.impl eager, "sdpa" is replaced by the ops PyTorch 1.x runs (Megatron-LM v3's CoreAttention,
+// HuggingFace's eager attention): "q_scaled" (q times the scale, Megatron's baddbmm alpha), "scores"
+// (einsum q k^T [b h s t]), "scores_bias" (add, with a bias), "causal_mask" (causal only), "probs"
+// (softmax over t), "attn_dropout" (with attention dropout) and "context" (einsum with v); grouped-query
+// heads are viewed as [b hk r s d] around them ("q_groups", "context_heads"). Saved for backward per
+// element of [b h s t]: the probabilities (softmax's output, which dropout reads too) and the dropped
+// probabilities (the second einsum's input); without dropout the probabilities alone.
 ir::TensorId self_attention(ir::GraphBuilder& b, ir::TensorId x, const AttentionSpec& spec, ir::DType dtype,
                             ir::TensorId attn_bias = {});
 
 // Cross-attention: queries from x [b s hidden], keys and values from memory [b t hidden] (the
-// encoder output). Ops "q", "kv", "sdpa", "out" in the current scope; never causal, no rotary.
+// encoder output). Ops "q", "kv", "sdpa" (or the eager ops), "out" in the current scope; never causal,
+// no rotary.
 ir::TensorId cross_attention(ir::GraphBuilder& b, ir::TensorId x, ir::TensorId memory, const AttentionSpec& spec,
                              ir::DType dtype, ir::TensorId attn_bias = {});
 

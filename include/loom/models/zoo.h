@@ -13,6 +13,14 @@
 
 namespace loom::models {
 
+// How attention is built (transformer_blocks.h). fused: one scaled_dot_product_attention op, priced as a
+// flash kernel that never holds the s x t scores (its backward keeps q, k, v and the output). eager: the ops
+// PyTorch 1.x and Megatron-LM v3 run (q k^T, mask, softmax, dropout, times v), whose scores, probabilities
+// and dropped probabilities are [b, heads, s, t] tensors: held, saved for backward and split like any op.
+enum class AttentionImpl : std::uint8_t { fused, eager };
+std::string_view name(AttentionImpl impl);                    // "fused", "eager"
+Expected<AttentionImpl> parse_attention_impl(std::string_view text);
+
 // Options every preset accepts; 0 means "the preset's default".
 struct ModelOptions {
   std::int64_t batch = 0;        // samples per step (global batch)
@@ -34,6 +42,9 @@ struct ModelOptions {
   // the preset's. Models without a token vocabulary (vision, AlphaFold2) have none to replace. Shrunk
   // models keep theirs.
   std::int64_t vocab = 0;
+  // The attention form of every attention block (the families built on transformer_blocks: gpt, llama, bert,
+  // t5, mbart, moe, swin); the others have none and refuse eager.
+  AttentionImpl attention = AttentionImpl::fused;
 };
 
 // `vocab` (or options.vocab when set) rounded up to a multiple of options.vocab_multiple (unchanged when

@@ -6,9 +6,9 @@
 // A region is Megatron's (policy/tensor_parallel.h): the forward ops a column-parallel seed's split
 // reaches, through to the row-parallel reductions that close it (attention heads from qkv to the output
 // projection; the FFN width from fc1 / gate, up to fc2 / down). It is an attention region when it holds
-// an attention op, an MLP region otherwise. Layers are identified as pipelines cut them (stages.h:
-// layer_of names, numbered in order of first appearance); regions outside numbered layers (vocabulary-
-// parallel heads and embeddings) are never cosharded.
+// an attention op or a softmax (eager attention, models::AttentionImpl), an MLP region otherwise. Layers
+// are identified as pipelines cut them (stages.h: layer_of names, numbered in order of first appearance);
+// regions outside numbered layers (vocabulary-parallel heads and embeddings) are never cosharded.
 //
 // In the plan (megatron with ParallelConfig::coshard, written with trans / assign / order / recompute):
 //   - each tp part of a region op (per micro-batch and dp rank) is split C ways more along the same

@@ -1,6 +1,6 @@
-"""attention (src/ops/attention.cc): scaled dot-product attention and rotary embeddings. Placed as the
-reference defines them: causal masks and rotary positions in global positions (a shard at sequence offset a
-starts there), no dropout. The backward of plain attention runs the fused kernel's from what the forward kept."""
+"""attention (src/ops/attention.cc): scaled dot-product attention, eager attention's causal mask and rotary
+embeddings. Placed as the reference defines them: causal masks and rotary positions in global positions (a
+shard at sequence offset a starts there), no dropout. The backward of plain attention runs the fused kernel's from what the forward kept."""
 
 import torch
 import torch.nn.functional as F
@@ -58,6 +58,31 @@ def _placed_rotary(attrs, inputs, outputs):
         return (torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1),)
 
     return run
+
+
+MASKED_SCORE = -10000.0  # Megatron-LM's attention_mask_func fill (src/ops/attention.cc, causal_mask)
+
+
+def _masking(s, t, q_start=0, k_start=0):
+    """scores [..., s, t] -> the keys after each query (global positions) set to MASKED_SCORE."""
+    hidden = (k_start + torch.arange(t))[None, :] > (q_start + torch.arange(s))[:, None]
+
+    def run(x):
+        return (x.masked_fill(hidden.to(x.device), MASKED_SCORE),)
+
+    return run
+
+
+def _causal_mask(attrs, inputs, outputs):
+    (*_, s, t), _ = inputs[0]
+    return _masking(s, t)
+
+
+def _placed_causal_mask(attrs, inputs, outputs):
+    spec = inputs[0]
+    *_, s, t = spec["shape"]
+    *_, q_start, k_start = offset(spec)
+    return _masking(s, t, q_start, k_start)
 
 
 # The fused attention's backward needs the forward's output and row log-sum-exp; under autograd it reruns
@@ -141,6 +166,7 @@ def _attention_backward(ctx):
     return run
 
 
-FORWARD = {"scaled_dot_product_attention": _attention, "rotary_embedding": _rotary}
-PLACED = {"scaled_dot_product_attention": _placed_attention, "rotary_embedding": _placed_rotary}
+FORWARD = {"scaled_dot_product_attention": _attention, "rotary_embedding": _rotary, "causal_mask": _causal_mask}
+PLACED = {"scaled_dot_product_attention": _placed_attention, "rotary_embedding": _placed_rotary,
+          "causal_mask": _placed_causal_mask}
 BACKWARD = {"scaled_dot_product_attention": _attention_backward}
