@@ -221,10 +221,10 @@ class ModuleWriter {
   Expected<void> emit(const exec::Local& in) {
     const plan::SubTensor& out = piece(in.output);
     comment(fmt::format("{} into '{}' {}", exec::name(in.kind), tensor_name(in.output), out.to_string()));
-    if (in.kind == exec::LocalKind::combine) {
+    if (in.kind == exec::LocalKind::combine || in.kind == exec::LocalKind::accumulate) {
       std::vector<std::string> parts;
       for (exec::BufferId b : in.inputs) parts.push_back(fmt::format("({}, {})", var(b), piece_literal(piece(b))));
-      line(fmt::format("{} = rt.combine([{}], {})", var(in.output), join(parts, ", "), piece_literal(out)));
+      line(fmt::format("{} = rt.{}([{}], {})", var(in.output), exec::name(in.kind), join(parts, ", "), piece_literal(out)));
       return {};
     }
     if (in.inputs.size() != 1) return failf("a {} on rank {} has {} inputs", exec::name(in.kind), rank_, in.inputs.size());

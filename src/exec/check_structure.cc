@@ -200,7 +200,7 @@ class StructureCheck {
     for (BufferId in : l.inputs) LOOM_RETURN_IF_ERROR(read(in));
     LOOM_RETURN_IF_ERROR(write(l.output));
     const plan::SubTensor& out = exec_.buffer(l.output).piece;
-    if (l.kind == LocalKind::combine) {
+    if (l.kind == LocalKind::combine || l.kind == LocalKind::accumulate) {
       if (l.inputs.empty()) return error("combines no inputs", "a combine assembles its output from at least one buffer");
       for (BufferId in : l.inputs)
         if (exec_.buffer(in).piece.tensor != out.tensor)

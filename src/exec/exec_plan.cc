@@ -7,6 +7,7 @@ std::string_view name(LocalKind kind) {
     case LocalKind::slice: return "slice";
     case LocalKind::scale: return "scale";
     case LocalKind::combine: return "combine";
+    case LocalKind::accumulate: return "accumulate";
   }
   return "?";
 }

@@ -3,19 +3,6 @@
 #include <set>
 
 namespace loom::exec::detail {
-namespace {
-
-bool power_of_two(std::int64_t k) { return k >= 2 && (k & (k - 1)) == 0; }
-
-// The levels of pairwise sums k parts allow: the factors of two in k (k = 2^a x b, b odd: a levels, then
-// b sums of 2^a parts each, summed at once when read). Six parts: three pairs.
-int pair_levels(std::int64_t k) {
-  int levels = 0;
-  for (; k >= 2 && k % 2 == 0; k /= 2) ++levels;
-  return levels;
-}
-
-}  // namespace
 
 GradientAccumulator::GradientAccumulator(const plan::Plan& plan, ProgramBuilder& builder) : builder_(builder) {
   const std::vector<char> final = ir::optimizer_gradients(*plan.graph);
@@ -46,7 +33,7 @@ GradientAccumulator::GradientAccumulator(const plan::Plan& plan, ProgramBuilder&
     const std::size_t k = holders.begin()->second.size();
     std::set<std::set<std::int64_t>> distinct;
     std::set<std::int64_t> all;
-    bool even = pair_levels(static_cast<std::int64_t>(k)) > 0;
+    bool even = k >= 2;  // every holder holds k of the box's parts
     for (const auto& [device, indices] : holders) {
       even &= indices.size() == k;
       distinct.insert(indices);
@@ -76,29 +63,21 @@ void GradientAccumulator::skip(ir::TensorId tensor) {
 void GradientAccumulator::add_part(BufferId part, std::int64_t count) {
   const plan::SubTensor& piece = builder_.piece(part);
   const int device = builder_.device(part);
-  const auto [it, fresh] = partitions_.try_emplace(Key{piece.tensor.value, device, piece.box},
-                                                   Slot{.rank = 0, .sets = 1, .parts = count});
-  if (power_of_two(count)) add(it->second, device, piece, part);
-  else it->second.stack.push_back({0, it->second.arrived++, part});
+  auto [it, fresh] =
+      partitions_.try_emplace(Key{piece.tensor.value, device, piece.box}, Slot{.rank = 0, .sets = 1, .parts = count});
+  add(it->second, device, piece, part);
 }
 
 void GradientAccumulator::add(Slot& slot, int device, plan::SubTensor label, BufferId part) {
-  slot.stack.push_back({0, slot.arrived++, part});
-  // Add the two sums of the top level while they have a partner: blocks 2i and 2i + 1 make block i (up to
-  // the levels the count allows, so each sum stays a part of a whole decomposition).
-  while (slot.stack.size() >= 2 && slot.stack[slot.stack.size() - 2].level == slot.stack.back().level &&
-         slot.stack.back().level < pair_levels(slot.parts)) {
-    const Level b = slot.stack.back();
-    slot.stack.pop_back();
-    const Level a = slot.stack.back();
-    slot.stack.pop_back();
-    const int level = a.level + 1;
-    const std::int64_t block = a.block / 2;
-    label.value = plan::ValuePart{block * slot.sets + slot.rank, slot.sets * (slot.parts >> level)};
-    const BufferId sum = builder_.combine(device, {a.buffer, b.buffer}, label);
-    sum_of_[a.buffer.value] = sum_of_[b.buffer.value] = sum;
-    slot.stack.push_back({level, block, sum});
+  if (!slot.sum.valid()) {
+    slot.sum = part;
+    return;
   }
+  label.value = plan::ValuePart{slot.rank, slot.sets};
+  const BufferId sum = slot.parts == 2 ? builder_.combine(device, {slot.sum, part}, std::move(label))
+                                       : builder_.accumulate(device, {slot.sum, part}, std::move(label));
+  sum_of_[slot.sum.value] = sum_of_[part.value] = sum;
+  slot.sum = sum;
 }
 
 std::vector<BufferId> GradientAccumulator::current(std::span<const BufferId> sources) const {

@@ -1,5 +1,7 @@
 #include "local_sums.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -9,6 +11,13 @@ namespace {
 using Box = std::vector<plan::IndexRange>;
 
 Box normalized_box(const plan::SubTensor& piece) { return plan::normalized(piece).box; }
+
+// One box's local sums: by device, and the replicas of each rank.
+struct BoxSums {
+  std::vector<LocalSum> sums;
+  std::map<int, const LocalSum*> on;
+  std::map<std::int64_t, std::vector<const LocalSum*>> of_rank;
+};
 
 }  // namespace
 
@@ -47,9 +56,10 @@ std::optional<std::vector<LocalSum>> plan_local_sums(const ProgramBuilder& build
 }
 
 NeedMap<BufferId> summed_in_place(ProgramBuilder& builder, const plan::Plan& plan, ir::OpId op, ir::TensorId tensor,
-                                  std::span<const BufferId> written) {
-  // What each device reads: one piece per device, all of one box and count m.
+                                  std::span<const BufferId> written, const CurrentSums& current) {
+  // What each device reads: one piece per device; the pieces of one box are parts of one count.
   std::map<int, plan::SubTensor> reads;
+  std::map<Box, std::vector<int>> readers;  // box -> the devices reading a part of it
   const plan::OpLayout& layout = plan.layouts[op.index()];
   for (plan::SubOpId id : plan.parts[op.index()]) {
     const plan::SubOp& s = plan.sub_op(id);
@@ -57,41 +67,89 @@ NeedMap<BufferId> summed_in_place(ProgramBuilder& builder, const plan::Plan& pla
       if (s.inputs[i].tensor != tensor || layout.shape_only(i)) continue;
       const plan::SubTensor piece = plan::normalized(s.inputs[i]);
       const auto [at, fresh] = reads.try_emplace(s.device, piece);
-      const plan::SubTensor& first = reads.begin()->second;
-      if (piece.value.is_whole() || piece.box != first.box || piece.value.count != first.value.count ||
-          !(at->second == piece))
-        return {};
+      if (piece.value.is_whole() || !(at->second == piece)) return {};
+      if (fresh) readers[piece.box].push_back(s.device);
     }
   }
-  if (reads.empty()) return {};
-  const plan::SubTensor& first = reads.begin()->second;
-  std::vector<BufferId> sources;
-  for (BufferId b : written) {
-    if (!plan::boxes_meet(builder.piece(b), first)) continue;
-    if (normalized_box(builder.piece(b)) != first.box) return {};
-    sources.push_back(b);
-  }
-  const auto sums = plan_local_sums(builder, sources);
-  if (!sums) return {};
-  std::map<int, const LocalSum*> sum_on;
-  for (const LocalSum& sum : *sums) sum_on[sum.device] = &sum;
-  // The parts read must be one decomposition, the sums another, matched one to one (replicas of a part
-  // read replicas of a sum).
-  std::map<std::int64_t, std::int64_t> sum_for;  // index read -> rank of the sum read for it
-  std::set<std::int64_t> ranks;
-  for (const auto& [device, piece] : reads) {
-    const auto it = sum_on.find(device);
-    if (it == sum_on.end() || it->second->label.value.count != first.value.count) return {};
-    const std::int64_t rank = it->second->label.value.index;
-    const auto [known, fresh] = sum_for.try_emplace(piece.value.index, rank);
-    if (!fresh && known->second != rank) return {};
-    ranks.insert(rank);
-  }
-  if (static_cast<std::int64_t>(sum_for.size()) != first.value.count || ranks.size() != sum_for.size()) return {};
   NeedMap<BufferId> result;
-  for (const auto& [device, piece] : reads) {
-    const LocalSum& sum = *sum_on.at(device);
-    result.emplace(NeedKey{device, piece}, builder.combine(device, sum.parts, sum.label));
+  std::map<std::pair<int, Box>, BufferId> summed;  // (device, box written) -> the device's sum there
+  std::map<int, int> sent;                          // by device: the sums it sent
+  for (const auto& [box, devices] : readers) {
+    const plan::SubTensor& first = reads.at(devices.front());
+    const std::int64_t count = first.value.count;
+    if (std::ranges::any_of(devices, [&](int d) { return reads.at(d).value.count != count; })) return {};
+    // The boxes the producers wrote that meet it, each held in several parts on each of its devices: the
+    // tp parts' rows where one device reads them all, or rows of a box written whole (a tp-replicated
+    // head's partial gradient of the whole table).
+    std::map<Box, std::vector<BufferId>> sources;
+    for (BufferId b : written)
+      if (plan::boxes_meet(builder.piece(b), first)) sources[normalized_box(builder.piece(b))].push_back(b);
+    std::vector<plan::SubTensor> tiles;  // aligned with `sources`: the part of `box` each serves
+    for (const auto& [written_box, parts] : sources) {
+      plan::SubTensor tile{first.tensor, written_box, plan::ValuePart::whole()};
+      tile.box = *plan::box_intersection(tile, first);
+      if (std::ranges::any_of(tiles, [&](const plan::SubTensor& t) { return plan::boxes_meet(t, tile); })) return {};
+      tiles.push_back(std::move(tile));
+    }
+    if (tiles.empty() || !plan::check_coverage(plan::SubTensor{first.tensor, box, plan::ValuePart::whole()}, tiles, ""))
+      return {};
+    std::vector<BoxSums> per_box;  // aligned with `sources`; its maps point into its sums
+    per_box.reserve(sources.size());
+    for (const auto& [inner, parts] : sources) {
+      const auto sums = plan_local_sums(builder, parts);
+      if (!sums) return {};
+      BoxSums& b = per_box.emplace_back();
+      b.sums = *sums;
+      for (const LocalSum& sum : b.sums) {
+        if (sum.label.value.count != count) return {};
+        b.on[sum.device] = &sum;
+        b.of_rank[sum.label.value.index].push_back(&sum);
+      }
+      if (static_cast<std::int64_t>(b.of_rank.size()) != count) return {};
+    }
+    // The parts read must be one decomposition, each box's sums another, matched one to one (replicas of a
+    // part read replicas of a sum), the same match for every box: a device holding a sum reads it, the
+    // other parts read take the ranks left.
+    std::map<std::int64_t, std::int64_t> sum_for;  // index read -> rank of the sums read for it
+    std::set<std::int64_t> taken;
+    for (int device : devices)
+      for (const BoxSums& b : per_box) {
+        const auto it = b.on.find(device);
+        if (it == b.on.end()) continue;
+        const std::int64_t rank = it->second->label.value.index;
+        const auto [known, fresh] = sum_for.try_emplace(reads.at(device).value.index, rank);
+        if (fresh ? !taken.insert(rank).second : known->second != rank) return {};
+      }
+    for (int device : devices) {
+      const std::int64_t index = reads.at(device).value.index;
+      if (sum_for.contains(index)) continue;
+      std::int64_t rank = 0;
+      while (taken.contains(rank)) ++rank;
+      sum_for[index] = rank;
+      taken.insert(rank);
+    }
+    if (static_cast<std::int64_t>(sum_for.size()) != count) return {};
+    // Each sum is added up once where it lies (its parts already added as they came,
+    // gradient_accumulation.h), cut to the rows read and sent to the readers that do not hold it: from
+    // the replica that has sent least, then the nearest (tp ranks holding replicas of a head's sum send
+    // one each); a reader of several boxes joins their sums (all named by the same rank).
+    for (int device : devices) {
+      const plan::SubTensor& piece = reads.at(device);
+      const std::int64_t rank = sum_for.at(piece.value.index);
+      std::vector<BufferId> boxes;
+      for (std::size_t i = 0; i < per_box.size(); ++i) {
+        const LocalSum* from = *std::ranges::min_element(per_box[i].of_rank.at(rank), {}, [&](const LocalSum* s) {
+          return std::pair(s->device == device ? -1 : sent[s->device], std::abs(s->device - device));
+        });
+        if (from->device != device) ++sent[from->device];
+        auto [at, fresh] = summed.try_emplace({from->device, from->label.box});
+        if (fresh) at->second = builder.combine(from->device, current(from->parts), from->label);
+        boxes.push_back(builder.transfer(builder.slice(at->second, tiles[i].box), device, "partial sums summed where written"));
+      }
+      plan::SubTensor target{piece.tensor, box, plan::ValuePart{rank, count}};
+      result.emplace(NeedKey{device, piece},
+                     boxes.size() == 1 ? boxes.front() : builder.combine(device, std::move(boxes), std::move(target)));
+    }
   }
   return result;
 }

@@ -4,6 +4,7 @@
 // decomposition, named by the rank of the set of parts it sums (exec_plan.h: combine).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -25,11 +26,17 @@ struct LocalSum {
 // partition 0..n-1, giving m = n / k parts.
 std::optional<std::vector<LocalSum>> plan_local_sums(const ProgramBuilder& builder, std::span<const BufferId> sources);
 
-// For a consumer op reading value parts of `tensor` that are not produced as it reads them: when every
-// part of the op reads part j of m of one box, the devices reading distinct j, and each reading device's
-// local sum of `written` is a part of m, the sums (emitted now), keyed by (device, piece read). Empty
-// when not so.
+// The buffers holding `parts` now: partial sums already added into a running sum replaced by it
+// (gradient_accumulation.h).
+using CurrentSums = std::function<std::vector<BufferId>(std::span<const BufferId>)>;
+
+// For a consumer op reading value parts of `tensor` that are not produced as it reads them: when the
+// parts of the op read, per box, parts j of m of that box (each device one piece), and the devices
+// holding `written` (the producer outputs) hold several parts of each box whose local sums are parts of
+// m, each sum (its parts' running sums, `current`, added up) is read for one j: on its own device, else
+// sent from the nearest device holding it (a pipeline's last stage sending its micro-batches' sum of a
+// tied embedding's gradient once). Keyed by (device, piece read); empty when not so.
 NeedMap<BufferId> summed_in_place(ProgramBuilder& builder, const plan::Plan& plan, ir::OpId op, ir::TensorId tensor,
-                                  std::span<const BufferId> written);
+                                  std::span<const BufferId> written, const CurrentSums& current);
 
 }  // namespace loom::exec::detail

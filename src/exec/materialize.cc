@@ -183,7 +183,8 @@ class Materializer {
     if (fresh) cache->second.in_place = all_parts_in_place(consumer.op, piece.tensor);
     if (fresh && !cache->second.in_place)  // else each device may add up the partial sums it holds
       cache->second.buffers =
-          detail::summed_in_place(builder_, plan_, consumer.op, piece.tensor, written_[piece.tensor.index()]);
+          detail::summed_in_place(builder_, plan_, consumer.op, piece.tensor, written_[piece.tensor.index()],
+                                  [this](std::span<const BufferId> parts) { return residents_.current(parts); });
     const NeedView view{consumer.device, &piece};
     if (auto it = cache->second.buffers.find(view); it != cache->second.buffers.end()) return it->second;
     BufferId b;

@@ -58,6 +58,12 @@ BufferId ProgramBuilder::combine(int at, std::vector<BufferId> inputs, plan::Sub
   return b;
 }
 
+BufferId ProgramBuilder::accumulate(int at, std::vector<BufferId> inputs, plan::SubTensor target) {
+  const BufferId b = new_buffer(at, std::move(target));
+  emit(at, Local{LocalKind::accumulate, std::move(inputs), b});
+  return b;
+}
+
 BufferId ProgramBuilder::transfer(BufferId from, int to, const std::string& rule) {
   return receive(send(from, to, rule));
 }

@@ -27,6 +27,9 @@ class ProgramBuilder {
   BufferId slice(BufferId from, std::vector<plan::IndexRange> box);
   BufferId scale(BufferId from, plan::ValuePart value);
   BufferId combine(int device, std::vector<BufferId> inputs, plan::SubTensor target);
+  // One step of a running sum on `device` (exec_plan.h: accumulate): `target` names the part the sum is
+  // once complete.
+  BufferId accumulate(int device, std::vector<BufferId> inputs, plan::SubTensor target);
   // The buffer's data on `to`: itself when already there, else a send and a receive.
   BufferId transfer(BufferId from, int to, const std::string& rule);
   // A transfer in two halves, so that an exchange among several devices emits every send before any

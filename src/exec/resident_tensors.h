@@ -8,7 +8,7 @@
 // keeping the forward's copy until the backward). A final gradient with resident pieces is reduced
 // into them as soon as its last producer has run, and its readers slice those; when its partial sums
 // come in groups (gradient_groups.h: the micro-batches), group by group as each is complete, the groups'
-// sums added up on the pieces (pairwise, gradient_accumulation.h), so no device keeps a micro-batch's
+// sums added up on the pieces (a running sum, gradient_accumulation.h), so no device keeps a micro-batch's
 // whole partial gradient until the step (DeepSpeed's ZeRO-2 and -3 with gradient accumulation). When the
 // optimizer steps have written a persistent tensor's updated version, the step is closed
 // (step_closing.h).

@@ -17,9 +17,9 @@ using plan::TransAlgo;
 // writes). It runs on the owner's stage, in micro-batch and data-parallel pieces along the owner's
 // batch dimension (replicated over dp when it has none), then split over tp along the owner's
 // tensor-parallel dimension (replicated when it has none). An accumulation of a parameter's partial
-// sums from every micro-batch and dp rank is split by value the same way instead (over dp alone with
-// tp 1), so each device adds its own partial sums and one reduction per step follows. With ZeRO,
-// optimizer steps are placed by place_zero_step (policy/zero.h).
+// sums from every micro-batch and dp rank is split by value over dp alone instead (then over tp), so
+// each device adds its own partial sums and one reduction per step follows. With ZeRO, optimizer steps
+// are placed by place_zero_step (policy/zero.h).
 Expected<void> Composer::place_follower(const ir::Op& op) {
   const ir::TensorId owner = op.pass == ir::Pass::optimizer ? op.inputs.front()
                              : op.outputs.empty()           ? ir::TensorId{}
@@ -50,19 +50,18 @@ Expected<void> Composer::place_follower(const ir::Op& op) {
                         context);
   // Partial sums of every micro-batch and dp rank: value parts k x dp + r of micro_batches x dp.
   const std::int64_t sums = c_.micro_batches * c_.dp;
-  // Split over dp only where the parts read whole boxes (tp 1): rank r's accumulation reads part r of dp
-  // of each input, which every device holding that input's partial sums adds up over its micro-batches
-  // as they come (exec/gradient_accumulation.h, local_sums.h), and a tied embedding's head gradient
-  // crosses the pipeline once. Split per micro-batch, a part of micro-batch k can read only once every
-  // micro-batch's partial sum exists (a value part names a share of the whole sum, not one micro-batch's
-  // term), so all m stay alive until the step's last backward and the head's sum crosses the pipeline m
-  // times; tp > 1 still splits so, since its parts read rows of the head's whole partial sums, which the
-  // local sums (one box) do not serve yet.
+  // Split over dp, not per micro-batch: rank r's accumulation reads part r of dp of each input (its tp
+  // rank's rows of it), which every device holding that input's partial sums adds up over its
+  // micro-batches as they come (exec/gradient_accumulation.h) and cuts to the rows read (local_sums.h),
+  // and a tied embedding's head gradient crosses the pipeline once. Split per micro-batch, a part of
+  // micro-batch k can read only once every micro-batch's partial sum exists (a value part names a share
+  // of the whole sum, not one micro-batch's term), so all m stay alive until the step's last backward
+  // and the head's sum crosses the pipeline m times.
   const bool accumulate = !batch && sums > 1 && plan_.layouts[op.id.index()].linear && partial_sums_of(op) == sums;
   const TransAlgo data = accumulate ? TransAlgo{plan::ValueSplitAlgo{}} : algo(batch);
   const TransAlgo tensor_split = accumulate ? algo(tensor) : tensor_algo(op, tensor, ways);
   std::vector<SubOpId> pieces{whole};
-  if ((batch || (accumulate && ways > 1)) && c_.micro_batches > 1) {
+  if (batch && c_.micro_batches > 1) {
     LOOM_ASSIGN_OR_RETURN(pieces, with_context(split(plan_, whole, data, c_.micro_batches), context));
   }
   for (SubOpId piece : pieces) {

@@ -100,7 +100,7 @@ struct Pricing {
   }
 
   double local(const exec::Local& l, std::int64_t output_bytes) const {
-    // A slice reads only the part it keeps; scale and combine read all their inputs.
+    // A slice reads only the part it keeps; scale, combine and accumulate read all their inputs.
     double read = static_cast<double>(output_bytes);
     if (l.kind != exec::LocalKind::slice) {
       read = 0;
@@ -110,7 +110,7 @@ struct Pricing {
     const double moved = read + static_cast<double>(output_bytes);
     if (moved <= 0) return 0;
     // The HBM bandwidth the compute model grants the matching op class: a scale is elementwise, a
-    // slice or combine is data movement (a strided copy, a concatenation and sum).
+    // slice, combine or accumulate is data movement (a strided copy, a concatenation and sum).
     const ir::OpClass op_class = l.kind == exec::LocalKind::scale ? ir::OpClass::elementwise : ir::OpClass::data_movement;
     const double bandwidth = hbm * compute->constants().bandwidth_efficiency(op_class);
     return launch + (bandwidth > 0 ? moved / bandwidth : 0);

@@ -220,7 +220,8 @@ Expected<Progress> Machine::execute(int d, const exec::Recv& recv) {
 
 Expected<Progress> Machine::execute(int d, const exec::Local& local) {
   LOOM_ASSIGN_OR_RETURN(const exec::Buffer* output, buffer_of(d, local.output));
-  if (local.kind != exec::LocalKind::combine && local.inputs.size() != 1)
+  const bool several = local.kind == exec::LocalKind::combine || local.kind == exec::LocalKind::accumulate;
+  if (!several && local.inputs.size() != 1)
     return failf("a {} has {} inputs, not one", exec::name(local.kind), local.inputs.size());
   std::vector<PlanPiece> inputs;
   for (BufferId id : local.inputs) {
@@ -232,6 +233,7 @@ Expected<Progress> Machine::execute(int d, const exec::Local& local) {
   const SubTensor& out = output->piece;
   Expected<NdArray> value = local.kind == exec::LocalKind::slice   ? slice_local(out, inputs[0])
                             : local.kind == exec::LocalKind::scale ? scale_local(out, inputs[0])
+                            : local.kind == exec::LocalKind::accumulate ? accumulate_local(out, inputs)
                                                                    : combine_local(out, inputs, graph_.tensor(out.tensor).name);
   if (!value) return std::unexpected(with_context(value.error(), buffer_name(local.output)));
   LOOM_RETURN_IF_ERROR(write(d, local.output, std::move(*value)));

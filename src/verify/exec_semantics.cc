@@ -136,4 +136,16 @@ Expected<NdArray> combine_local(const plan::SubTensor& output, std::span<const P
   return sum_collective(output, inputs);
 }
 
+Expected<NdArray> accumulate_local(const plan::SubTensor& output, std::span<const PlanPiece> inputs) {
+  if (inputs.size() < 2)
+    return failf("accumulate into {} has {} input; a running sum adds at least two", output.to_string(), inputs.size());
+  for (const PlanPiece& input : inputs) {
+    plan::SubTensor box = input.tensor;
+    box.value = output.value;
+    if (!same_piece(box, output))
+      return failf("accumulate into {} reads {}, of another box", output.to_string(), input.tensor.to_string());
+  }
+  return sum_collective(output, inputs);
+}
+
 }  // namespace loom::verify::detail

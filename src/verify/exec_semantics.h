@@ -37,4 +37,8 @@ Expected<NdArray> scale_local(const plan::SubTensor& output, const PlanPiece& in
 Expected<NdArray> combine_local(const plan::SubTensor& output, std::span<const PlanPiece> inputs,
                                 std::string_view tensor_name);
 
+// Accumulate: two or more inputs, each of the output's box, summed as is (one step of a running sum,
+// exec_plan.h); an input of another box is an error.
+Expected<NdArray> accumulate_local(const plan::SubTensor& output, std::span<const PlanPiece> inputs);
+
 }  // namespace loom::verify::detail

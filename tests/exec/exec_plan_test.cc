@@ -12,6 +12,7 @@ TEST(ExecPlanTest, BuffersGetConsecutiveIds) {
   EXPECT_EQ(exec.add_buffer(1, piece, 64).value, 1u);
   EXPECT_EQ(exec.buffer(BufferId(1)).device, 1);
   EXPECT_EQ(name(LocalKind::combine), "combine");
+  EXPECT_EQ(name(LocalKind::accumulate), "accumulate");
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 
@@ -100,6 +102,14 @@ int most_live(const exec::ExecPlan& exec, int device, std::string_view name) {
   return static_cast<int>(most);
 }
 
+// The devices running the parts of op `name`.
+std::set<int> devices_of(const plan::Plan& plan, std::string_view name) {
+  std::set<int> devices;
+  for (const plan::SubOp& s : plan.sub_ops)
+    if (s.live && plan.op_of(s.id).name == name) devices.insert(s.device);
+  return devices;
+}
+
 // The device running the parts of op `name`.
 int device_of(const plan::Plan& plan, std::string_view name) {
   for (const plan::SubOp& s : plan.sub_ops)
@@ -128,6 +138,69 @@ TEST(TiedEmbedding, PipelinedPartialGradientsAreSummedAsTheyComeAndCrossOnce) {
     EXPECT_EQ(table_gradient_traffic(p->exec, first).transfers, 1);
     EXPECT_EQ(table_gradient_traffic(p->exec, last).transfers, 1);
     testing::expect_exec_trains_as_one_device(graph, "megatron", config, 5);
+  }
+}
+
+// The most bytes of the buffers of tensors named `prefix`... that device `device` holds at once, and the
+// largest such buffer.
+struct LiveBytes {
+  std::int64_t most = 0;
+  std::int64_t largest = 0;
+};
+LiveBytes live_bytes(const exec::ExecPlan& exec, int device, std::string_view prefix) {
+  std::set<std::uint32_t> live;
+  std::int64_t bytes = 0;
+  LiveBytes result;
+  for (const exec::Instruction& instruction : exec.programs[static_cast<std::size_t>(device)]) {
+    exec::for_each_written(instruction, [&](exec::BufferId id) {
+      const exec::Buffer& b = exec.buffer(id);
+      if (!exec.plan->graph->tensor(b.piece.tensor).name.starts_with(prefix) || !live.insert(id.value).second) return;
+      bytes += b.bytes;
+      result.largest = std::max(result.largest, b.bytes);
+    });
+    result.most = std::max(result.most, bytes);
+    if (const auto* free = std::get_if<exec::Free>(&instruction); free != nullptr && live.erase(free->buffer.value) != 0)
+      bytes -= exec.buffer(free->buffer).bytes;
+  }
+  return result;
+}
+
+// With tp 2 the table's accumulation reads each tp rank's rows (of part r of dp): each device adds its
+// micro-batches' partial gradients into one running sum as they come (exec/gradient_accumulation.h), the
+// last stage's sum of the head's (written whole on every tp rank) is cut to the rows read and crosses the
+// pipeline once, so the table's gradient bytes a device holds do not grow with the micro-batches: equal
+// for 4 and 16 within one buffer. Split per micro-batch instead, every micro-batch's partial gradient
+// stayed alive until the step's last backward (16 of them on the last stage), and each crossed alone.
+TEST(TiedEmbedding, PipelinedTensorParallelPartialGradientsKeepOneRunningSum) {
+  const ir::Graph graph = testing::tied_gpt(true, {.batch = 32});
+  for (const int dp : {1, 2}) {
+    std::map<int, LiveBytes> at_four;  // by device
+    for (const int micro_batches : {4, 16}) {
+      SCOPED_TRACE(fmt::format("dp {} micro-batches {}", dp, micro_batches));
+      const ParallelConfig config{.dp = dp, .tp = 2, .pp = 2, .micro_batches = micro_batches};
+      const auto p = policy_plan(graph, "megatron", config);
+      ASSERT_EQ(p->stage, api::Stage::materialized);
+      const std::set<int> first = devices_of(p->plan, "wte.backward");
+      const std::set<int> last = devices_of(p->plan, "lm_head.backward");
+      ASSERT_EQ(first.size(), static_cast<std::size_t>(dp * 2));
+      ASSERT_EQ(last.size(), first.size());
+      int sent = 0;
+      for (int device = 0; device < device_count(config); ++device) {
+        const LiveBytes live = live_bytes(p->exec, device, "wte.weight.grad");
+        if (micro_batches == 4) {
+          at_four[device] = live;
+        } else {
+          EXPECT_LE(std::abs(live.most - at_four.at(device).most), live.largest) << "device " << device;
+        }
+        const int transfers = table_gradient_traffic(p->exec, device).transfers;
+        if (first.contains(device)) {
+          EXPECT_EQ(transfers, 1) << "device " << device;  // its rows of the head's sum
+        }
+        if (last.contains(device)) sent += transfers;
+      }
+      EXPECT_EQ(sent, static_cast<int>(first.size()));
+      testing::expect_exec_trains_as_one_device(graph, "megatron", config, 5);
+    }
   }
 }
 

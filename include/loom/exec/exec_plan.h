@@ -42,6 +42,11 @@
 //               of k x the output's count, summed as is: the output names their sum as a part of a
 //               coarser decomposition (a device's micro-batch partial sums, accumulated before one
 //               reduction; the other devices' sums complete that decomposition).
+//   accumulate  output = the inputs summed as is, all of the output's box: one step of a device's
+//               running sum of its partial sums of one box (a gradient's micro-batch parts, added as
+//               they come). The output is labelled as the part the running sum is once its last term
+//               is added (a coarser decomposition, as for combine's last rule), so the labels of its
+//               inputs, the running sum so far and the next terms, tile nothing.
 //   free        the buffer is dead on this device from here on.
 #pragma once
 
@@ -103,7 +108,7 @@ struct Recv {
   std::int64_t tag = 0;
   BufferId buffer;
 };
-enum class LocalKind : std::uint8_t { slice, scale, combine };
+enum class LocalKind : std::uint8_t { slice, scale, combine, accumulate };
 struct Local {
   LocalKind kind = LocalKind::slice;
   std::vector<BufferId> inputs;  // slice and scale: exactly one
@@ -149,7 +154,7 @@ struct ExecPlan {
   }
 };
 
-std::string_view name(LocalKind kind);  // "slice", "scale", "combine"
+std::string_view name(LocalKind kind);  // "slice", "scale", "combine", "accumulate"
 
 // The kinds a CollectiveStart may have: all-reduce and all-gather.
 bool has_asynchronous_form(comm::Primitive kind);

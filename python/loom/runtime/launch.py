@@ -92,7 +92,7 @@ def _compute_kind(spec):
 
 def _instrument(rt, manifest):
     """Wraps rt's instruction methods to sum wall seconds per kind ("all_reduce", "compute forward", ...;
-    "load", "keep", "slice", "scale", "combine" are the locals). A collective's time includes waiting for
+    "load", "keep", "slice", "scale", "combine", "accumulate" are the locals). A collective's time includes waiting for
     the slowest member, a reader's the wait for a receive in flight it reads first (a recv only posts it);
     a compute also counts under "<kind>: <op type>". Returns the {kind: [seconds, calls]}
     dict it fills."""
@@ -115,8 +115,8 @@ def _instrument(rt, manifest):
             return result
         return call
 
-    for name in ("load", "compute", "keep", "slice", "scale", "combine", "all_reduce", "all_reduce_start", "wait",
-                 "reduce_scatter", "all_gather", "all_gather_start", "all_to_all", "send", "recv", "finish"):
+    for name in ("load", "compute", "keep", "slice", "scale", "combine", "accumulate", "all_reduce", "all_reduce_start",
+                 "wait", "reduce_scatter", "all_gather", "all_gather_start", "all_to_all", "send", "recv", "finish"):
         setattr(rt, name, timed(name, getattr(rt, name)))
     return kinds
 

@@ -164,6 +164,11 @@ class Runtime:
         self._flush()
         return geometry.combine([(self._arrived(x), piece) for x, piece in inputs], out_piece)
 
+    def accumulate(self, inputs, out_piece):
+        """exec_plan.h's accumulate: one step of a running sum, the inputs (all of the output's box) summed as is."""
+        self._flush()
+        return geometry.sum_pieces([(self._arrived(x), piece) for x, piece in inputs], out_piece[0])
+
     # --- communication --------------------------------------------------------------------------------
 
     def _comm(self, what):
