@@ -1,10 +1,17 @@
 #include "loom/plan/recompute.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace loom::plan {
+namespace {
 
-Expected<void> recompute(Plan& plan, std::span<const SubOpId> forward_sub_ops) {
+constexpr char kRecomputed = 1, kNested = 2;  // plan.recomputed's marks
+
+}  // namespace
+
+Expected<void> recompute(Plan& plan, std::span<const SubOpId> forward_sub_ops, bool nested) {
   for (SubOpId id : forward_sub_ops) {
     if (!id.valid() || id.index() >= plan.sub_ops.size()) return fail(fmt::format("recompute: no sub-op ${}", id.value));
     const SubOp& s = plan.sub_op(id);
@@ -16,12 +23,17 @@ Expected<void> recompute(Plan& plan, std::span<const SubOpId> forward_sub_ops) {
                   "only forward work can be run again for the backward pass");
   }
   if (plan.recomputed.size() < plan.sub_ops.size()) plan.recomputed.resize(plan.sub_ops.size(), 0);
-  for (SubOpId id : forward_sub_ops) plan.recomputed[id.index()] = 1;
+  const char mark = nested ? kNested : kRecomputed;
+  for (SubOpId id : forward_sub_ops) plan.recomputed[id.index()] = std::max(plan.recomputed[id.index()], mark);
   return {};
 }
 
 bool is_recomputed(const Plan& plan, SubOpId sub_op) {
   return sub_op.valid() && sub_op.index() < plan.recomputed.size() && plan.recomputed[sub_op.index()] != 0;
+}
+
+bool is_nested_recompute(const Plan& plan, SubOpId sub_op) {
+  return sub_op.valid() && sub_op.index() < plan.recomputed.size() && plan.recomputed[sub_op.index()] == kNested;
 }
 
 }  // namespace loom::plan

@@ -6,6 +6,12 @@
 // pass produced, which then lives until the recomputation (a checkpoint). Values that arrived by
 // communication (the all-reduced output of a row-parallel layer) are checkpoints too: recomputation
 // never repeats a transfer.
+//
+// Nested recomputation (nnScaler's coshard under Megatron's full recompute): a recomputed sub-op may be
+// nested inside a larger recomputation. A nested sub-op is run again twice in backward: once inside the
+// larger recomputation (to rebuild what it feeds, e.g. a coshard region's summed output; those results
+// die after that use), and once more for its own backward readers, so the parts of a region are live one
+// at a time. Without a larger recomputation around it, a nested sub-op behaves as any recomputed one.
 #pragma once
 
 #include <span>
@@ -16,9 +22,11 @@
 namespace loom::plan {
 
 // Marks live forward sub-ops as recomputed (idempotent). Parts that trans later makes of a recomputed
-// sub-op are recomputed too. Errors: a dead, backward or optimizer sub-op (naming it).
-Expected<void> recompute(Plan& plan, std::span<const SubOpId> forward_sub_ops);
+// sub-op are recomputed too (nested where it was). `nested` marks them nested (above); a sub-op once
+// nested stays so. Errors: a dead, backward or optimizer sub-op (naming it).
+Expected<void> recompute(Plan& plan, std::span<const SubOpId> forward_sub_ops, bool nested = false);
 
 bool is_recomputed(const Plan& plan, SubOpId sub_op);
+bool is_nested_recompute(const Plan& plan, SubOpId sub_op);
 
 }  // namespace loom::plan
