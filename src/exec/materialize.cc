@@ -165,11 +165,12 @@ class Materializer {
     return {};
   }
 
-  // Reruns the group's producers (false where one is not recomputed or writes whole values) and moves
-  // their partial sums to the group's needs at once, as the forward did (false where that fails).
+  // Reruns the group's producers (false where one is not plainly recomputed, e.g. a coshard part without
+  // full recompute, or writes whole values) and moves their partial sums to the group's needs at once, as
+  // the forward did (false where that fails).
   Expected<bool> sum_group_again(const NeedGroup& group) {
     for (const auto& [sub_op, k] : group.producers)
-      if (plan_.sub_op(sub_op).outputs[k].value.is_whole() || !plan::is_recomputed(plan_, sub_op)) return false;
+      if (plan_.sub_op(sub_op).outputs[k].value.is_whole() || !plan::is_plain_recompute(plan_, sub_op)) return false;
     const auto checkpoint_of = [this](const SubOp& c, const SubTensor& p) { return checkpoint(c, p); };
     std::vector<BufferId> sources;
     for (const auto& [sub_op, k] : group.producers) {
