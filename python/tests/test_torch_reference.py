@@ -69,6 +69,11 @@ PLANS = {
     "tp2-recompute-selective": ["--policy", "megatron", "--tp", "2", "--recompute", "selective", "--gpus", "2"],
     # Coshard: each tp rank's heads and FFN width in 2 parts run one after another, recomputed.
     "tp2-coshard2": ["--policy", "megatron", "--tp", "2", "--coshard", "2", "--gpus", "2"],
+    # Coshard nested in full recompute: the layer input the only checkpoint, each part run three times (one
+    # device: the parts' partial sums summed again; tp 2: the all-reduces issued again in the recomputation).
+    "coshard2-recompute-full": ["--policy", "megatron", "--coshard", "2", "--recompute", "full", "--gpus", "1"],
+    "tp2-coshard2-recompute-collectives": ["--policy", "megatron", "--tp", "2", "--coshard", "2", "--recompute",
+                                           "full", "--recompute-collectives", "--gpus", "2"],
     # Oases: 2 sub-batches per device, their tensor-parallel all-reduces asynchronous (start / wait).
     "tp2-oases": ["--policy", "megatron", "--tp", "2", "--overlap", "oases", "--gpus", "2"],
     # nnScaler's interlaced pipeline: the tied table's lookups and LM head over both stages' devices.
@@ -93,6 +98,7 @@ CASES = [
     ("t5", "single", "sgd"), ("t5", "dp2xtp2", "adamw"), ("t5", "pp2-1f1b", "sgd"),
     ("gpt2", "pp2-zbh1", "adamw"), ("llama", "pp2-zbh2", "sgd"), ("llama", "pp2-zbv", "adamw"),
     ("llama", "pp2-dualpipev", "sgd"), ("t5", "pp2-interlaced", "adamw"),
+    ("gpt2", "coshard2-recompute-full", "adamw"), ("gpt2", "tp2-coshard2-recompute-collectives", "sgd"),
 ]
 
 

@@ -86,6 +86,13 @@ class Materializer {
   Expected<BufferId> need(const SubOp& consumer, const SubTensor& piece) {
     if (recomputed_.serves(consumer, piece))
       return recomputed_.need(consumer, piece, [this](const SubOp& c, const SubTensor& p) { return checkpoint(c, p); });
+    // The backward of a recomputed forward reads what recomputation summed again, not the forward's sum,
+    // which then dies after its forward readers.
+    if (consumer.mirror.valid() && plan::is_recomputed(plan_, consumer.mirror) &&
+        plan_.op_of(consumer.id).pass == ir::Pass::backward) {
+      LOOM_ASSIGN_OR_RETURN(std::optional<BufferId> summed, sum_again(consumer, piece));
+      if (summed) return *summed;
+    }
     if (residents_.holds(piece.tensor)) return residents_.need(consumer, piece);
     if (!piece.value.is_whole() && !producers_[piece.tensor.index()].empty()) return need_value_part(consumer, piece);
     const NeedView view{consumer.device, &piece};
@@ -105,22 +112,21 @@ class Materializer {
   }
 
   // What a recomputed sub-op reads from outside its recomputation. A recomputation gathers model state
-  // again (ZeRO-3) rather than keep the forward's copy; with recompute_collectives, it sums again the
-  // partial sums that recomputed producers write (below); everything else is the forward's checkpoint.
+  // again (ZeRO-3) rather than keep the forward's copy; it sums again the partial sums that recomputed
+  // producers write (below); everything else is the forward's checkpoint.
   Expected<BufferId> checkpoint(const SubOp& consumer, const SubTensor& piece) {
     if (residents_.holds(piece.tensor)) return residents_.need(consumer, piece, /*rerun=*/true);
-    if (options_.recompute_collectives) {
-      LOOM_ASSIGN_OR_RETURN(std::optional<BufferId> summed, sum_again(consumer, piece));
-      if (summed) return *summed;
-    }
+    LOOM_ASSIGN_OR_RETURN(std::optional<BufferId> summed, sum_again(consumer, piece));
+    if (summed) return *summed;
     return need(consumer, piece);
   }
 
   // Megatron's full recompute: a whole piece the forward summed from partial sums of recomputed producers
   // (a row-parallel linear's all-reduce) is summed again from their recomputations, the producers rerun
   // on every member of the consumer group and the same layout search run for the whole group at once
-  // (so the members issue the collective in one global order). nullopt where a producer is not recomputed
-  // or the forward did not move the group at once (the checkpoint then serves).
+  // (so the members issue the collective in one global order). Only with recompute_collectives, unless
+  // the sum is local (a coshard region's parts on one device: no transfer to repeat). nullopt where a
+  // producer is not recomputed or the forward did not move the group at once (the checkpoint then serves).
   Expected<std::optional<BufferId>> sum_again(const SubOp& consumer, const SubTensor& piece) {
     const NeedView view{consumer.device, &piece};
     if (auto it = summed_again_.find(view); it != summed_again_.end()) return it->second;
@@ -128,7 +134,13 @@ class Materializer {
     ConsumerNeeds& needs = consumer_needs(consumer.op, piece.tensor);
     const auto at = needs.group_of.find(view);
     if (at == needs.group_of.end()) return std::nullopt;
-    LOOM_ASSIGN_OR_RETURN(const bool summed, sum_group_again(needs.groups[at->second]));
+    const NeedGroup& group = needs.groups[at->second];
+    const auto elsewhere = [&](int device) { return device != consumer.device; };
+    if (!options_.recompute_collectives &&
+        (std::ranges::any_of(group.needs, elsewhere, &detail::PlacedPiece::device) ||
+         std::ranges::any_of(group.producers, [&](const detail::OutputRef& p) { return elsewhere(plan_.sub_op(p.first).device); })))
+      return std::nullopt;
+    LOOM_ASSIGN_OR_RETURN(const bool summed, sum_group_again(group));
     if (!summed) return std::nullopt;
     return summed_again_.at(NeedKey{consumer.device, normalized(piece)});
   }
@@ -153,11 +165,12 @@ class Materializer {
     return {};
   }
 
-  // Reruns the group's producers (false where one is not recomputed or writes whole values) and moves
-  // their partial sums to the group's needs at once, as the forward did (false where that fails).
+  // Reruns the group's producers (false where one is not plainly recomputed, e.g. a coshard part without
+  // full recompute, or writes whole values) and moves their partial sums to the group's needs at once, as
+  // the forward did (false where that fails).
   Expected<bool> sum_group_again(const NeedGroup& group) {
     for (const auto& [sub_op, k] : group.producers)
-      if (plan_.sub_op(sub_op).outputs[k].value.is_whole() || !plan::is_recomputed(plan_, sub_op)) return false;
+      if (plan_.sub_op(sub_op).outputs[k].value.is_whole() || !plan::is_plain_recompute(plan_, sub_op)) return false;
     const auto checkpoint_of = [this](const SubOp& c, const SubTensor& p) { return checkpoint(c, p); };
     std::vector<BufferId> sources;
     for (const auto& [sub_op, k] : group.producers) {

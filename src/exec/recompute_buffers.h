@@ -26,15 +26,22 @@ class RecomputedBuffers {
 
   bool empty() const { return producers_.empty(); }
 
-  // The outputs of recomputed sub-op `id` run again on its device (once; later calls return them).
-  Expected<const std::vector<BufferId>*> rerun(plan::SubOpId id, const NeedFn& need_checkpoint);
+  // The outputs of recomputed sub-op `id` run again on its device inside a larger recomputation (once;
+  // later calls return them). A nested sub-op (plan/recompute.h) runs again apart for its own readers.
+  Expected<const std::vector<BufferId>*> rerun(plan::SubOpId id, const NeedFn& need_checkpoint) {
+    return rerun(id, Context::outer, need_checkpoint);
+  }
 
  private:
+  // Who asks for a rerun: a larger recomputation (the outer one), or a backward reader. Nested sub-ops
+  // keep a rerun per context; the others one rerun, which both contexts share.
+  enum class Context : std::size_t { outer = 0, reader = 1 };
+  Expected<const std::vector<BufferId>*> rerun(plan::SubOpId id, Context context, const NeedFn& need_checkpoint);
 
   const plan::Plan& plan_;
   ProgramBuilder& builder_;
   NeedMap<std::pair<plan::SubOpId, std::size_t>> producers_;  // (device, whole piece) -> recomputed producer
-  std::vector<std::vector<BufferId>> rerun_outputs_;           // by sub-op, once recomputed
+  std::vector<std::vector<BufferId>> rerun_outputs_[2];        // by context, by sub-op, once recomputed
 };
 
 }  // namespace loom::exec::detail

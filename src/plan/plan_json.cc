@@ -86,10 +86,13 @@ class Reader {
     }
     for (std::size_t i = 0; i < subs.size(); ++i)
       if (backward_of[i] >= 0) plan.sub_ops[i].mirror = SubOpId(static_cast<std::uint32_t>(backward_of[i]));
-    std::vector<SubOpId> recomputed;
-    for (std::size_t i = 0; i < subs.size(); ++i)
+    std::vector<SubOpId> recomputed, nested;
+    for (std::size_t i = 0; i < subs.size(); ++i) {
       if (subs[i].value("recompute", false)) recomputed.push_back(SubOpId(static_cast<std::uint32_t>(i)));
+      if (subs[i].value("recompute_nested", false)) nested.push_back(SubOpId(static_cast<std::uint32_t>(i)));
+    }
     LOOM_RETURN_IF_ERROR(with_context(recompute(plan, recomputed), std::string(source_)));
+    LOOM_RETURN_IF_ERROR(with_context(recompute(plan, nested, /*nested=*/true), std::string(source_)));
     for (const auto& [tensor, where] : field(doc, "residence", kEmptyObject).items()) {
       const auto t = tensors_.find(tensor);
       if (t == tensors_.end()) return fail(fmt::format("{}: residence names tensor '{}', which the graph lacks", source_, tensor));
@@ -197,7 +200,8 @@ std::string plan_to_json(const Plan& plan) {
       out += fmt::format(R"(, "backward": {})", renumbered[sub.mirror.index()]);
     if (sub.weight_mirror.valid() && plan.sub_op(sub.weight_mirror).live)
       out += fmt::format(R"(, "weight_backward": {})", renumbered[sub.weight_mirror.index()]);
-    if (is_recomputed(plan, sub.id)) out += R"(, "recompute": true)";
+    if (is_plain_recompute(plan, sub.id)) out += R"(, "recompute": true)";
+    if (is_nested_recompute(plan, sub.id)) out += R"(, "recompute_nested": true)";
     out += R"(, "inputs": )";
     append_pieces(out, plan, sub.inputs);
     out += R"(, "outputs": )";

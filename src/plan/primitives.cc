@@ -260,7 +260,8 @@ Expected<std::vector<SubOpId>> trans(Plan& plan, SubOpId id, const TransAlgo& al
       plan.sub_ops.push_back(std::move(b));
     }
   }
-  if (is_recomputed(plan, original.id)) LOOM_RETURN_IF_ERROR(recompute(plan, ids));
+  if (is_plain_recompute(plan, original.id)) LOOM_RETURN_IF_ERROR(recompute(plan, ids));
+  if (is_nested_recompute(plan, original.id)) LOOM_RETURN_IF_ERROR(recompute(plan, ids, /*nested=*/true));
   replace_parts(plan, original, ids);
   for (const Follower& f : followers) replace_parts(plan, f.whole, f.parts);
   return ids;

@@ -33,7 +33,9 @@ Expected<std::vector<SubOpId>> Composer::coshard(const ir::Op& op, SubOpId tp_pa
 // sinks run before chain i + 1's sources in forward; in backward the chains run in reverse (the order
 // the schedule's blocks take them in: a backward block is its forward block reversed), chain i + 1's
 // sources' backward before chain i's sinks'. Every part is recomputed, so its activations die after
-// its chain's forward and are rebuilt just before its chain's backward.
+// its chain's forward and are rebuilt just before its chain's backward. The parts are nested
+// (plan/recompute.h): under full recompute the layer's recomputation runs them to rebuild the region's
+// summed output, and each chain runs once more for its own backward, one chain live at a time.
 Expected<void> Composer::order_coshard_chains() {
   std::vector<SubOpId> recomputed;
   const auto chains = static_cast<std::size_t>(coshard_.parts);
@@ -54,7 +56,7 @@ Expected<void> Composer::order_coshard_chains() {
         for (std::size_t i = 0; i < chains; ++i) recomputed.push_back(part(op, i));
     }
   }
-  return plan::recompute(plan_, recomputed);
+  return plan::recompute(plan_, recomputed, /*nested=*/true);
 }
 
 }  // namespace loom::policy::detail

@@ -45,6 +45,10 @@ TEST(PlanJson, KeepsRecomputationAndResidence) {
     if (op.name == "act") {
       ASSERT_TRUE(recompute(plan, plan.parts[op.id.index()]));
     }
+    if (op.name == "fc2") {  // nested (a coshard part's mark), then marked plainly: stays nested
+      ASSERT_TRUE(recompute(plan, plan.parts[op.id.index()], /*nested=*/true));
+      ASSERT_TRUE(recompute(plan, plan.parts[op.id.index()]));
+    }
   }
   const ir::TensorId w1 = graph.parameters.front();
   ASSERT_TRUE(set_residence(plan, w1, Residence::optimizer_shards));
@@ -55,6 +59,11 @@ TEST(PlanJson, KeepsRecomputationAndResidence) {
   ASSERT_TRUE(back) << (back ? "" : back.error().to_string());
   EXPECT_EQ(plan_to_json(*back), text);
   EXPECT_EQ(residence_of(*back, w1), Residence::optimizer_shards);
+  for (const ir::Op& op : graph.ops)
+    for (SubOpId part : back->parts[op.id.index()]) {
+      EXPECT_EQ(is_recomputed(*back, part), op.name == "act" || op.name == "fc2") << op.name;
+      EXPECT_EQ(is_nested_recompute(*back, part), op.name == "fc2") << op.name;
+    }
 }
 
 TEST(PlanJson, RejectsMalformedInputNamingTheField) {

@@ -228,6 +228,59 @@ TEST(Coshard, SplitsEagerAttentionsScoresNotTheFusedKernels) {
   }
 }
 
+// Times device 0 computes the sub-op named `name`.
+int times_computed(const api::Job& job, std::string_view name) {
+  int n = 0;
+  for (const exec::Instruction& instruction : job.exec.programs[0])
+    if (const auto* c = std::get_if<exec::Compute>(&instruction)) n += job.plan.sub_op(c->sub_op).name == name;
+  return n;
+}
+
+// Coshard composes with Megatron's full recompute as nested recomputation (plan/recompute.h): the layer
+// input is the only checkpoint, so each layer adds one [b, s, h] tensor to the activation peak with C = 4
+// as with C = 1 (not three: the attention's and the MLP's summed outputs are summed again from the
+// recomputed parts, not kept). A part runs three times: forward, in the layer's recomputation, and once
+// more for its own backward (one chain live at a time); without full recompute, twice. Verified exact.
+TEST(Coshard, FullRecomputeKeepsOnlyTheLayerInputAsWithoutCoshard) {
+  const std::int64_t one_tensor = std::int64_t{256} * 768 * ir::size_bytes(ir::DType::f16);
+  std::int64_t per_layer[2] = {};
+  for (const int parts : {1, 4}) {
+    std::int64_t peak[2] = {};
+    for (const int layers : {2, 6}) {
+      ParallelConfig config{.recompute = Recompute::full};
+      if (parts > 1) config = with_coshard(config, parts);
+      const auto job = exec::testing::policy_plan(testing::small_vocab_gpt(layers), "megatron", config);
+      ASSERT_EQ(job->stage, api::Stage::materialized);
+      peak[layers == 6] = testing::peak_activation_bytes(job->exec);
+      if (parts > 1) {
+        EXPECT_EQ(times_computed(*job, "layers.0.mlp.fc1[0/4]"), 3);
+      }
+    }
+    per_layer[parts > 1] = (peak[1] - peak[0]) / 4;
+    std::printf("gpt3-125m (seq 256, vocabulary 1024, f16) full recompute, coshard %d: activation peak %lld bytes "
+                "with 2 layers, %lld with 6; %lld per layer (one [b, s, h] tensor: %lld)\n",
+                parts, static_cast<long long>(peak[0]), static_cast<long long>(peak[1]),
+                static_cast<long long>(per_layer[parts > 1]), static_cast<long long>(one_tensor));
+  }
+  EXPECT_EQ(per_layer[0], one_tensor);
+  EXPECT_EQ(per_layer[1], per_layer[0]);
+
+  const auto alone = exec::testing::policy_plan(testing::small_vocab_gpt(2), "megatron", with_coshard({}, 4));
+  EXPECT_EQ(times_computed(*alone, "layers.0.mlp.fc1[0/4]"), 2);
+  for (const char* preset : {"gpt3-125m", "swin-1.8b"}) {
+    for (const auto& [tp, parts] : {std::pair{1, 4}, std::pair{2, 2}}) {
+      SCOPED_TRACE(fmt::format("{} tp {} coshard {}", preset, tp, parts));
+      const ir::Graph& graph = exec::testing::shrunk_training_graph(preset, ir::DType::f32);
+      const auto job =
+          exec::testing::policy_plan(graph, "megatron", with_coshard({.tp = tp, .recompute = Recompute::full}, parts));
+      ASSERT_EQ(job->stage, api::Stage::materialized);
+      auto report = api::verify_job(*job, 3);
+      ASSERT_TRUE(report) << report.error().to_string();
+      EXPECT_LT(report->worst(), 1e-9) << report->comparison.overall.worst;
+    }
+  }
+}
+
 // The most buffers of `tensor` device 0 holds at once over its program.
 int most_live(const exec::ExecPlan& exec, std::string_view tensor) {
   std::set<std::uint32_t> live;

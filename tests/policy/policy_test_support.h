@@ -73,6 +73,22 @@ inline const ir::Graph& deep(const std::string& preset, int layers, bool shrink 
   return *slot;
 }
 
+// A gpt3-125m of `layers` layers with a small vocabulary (the LM head's logits do not set the peak),
+// seq 256, f16, as a training graph.
+inline const ir::Graph& small_vocab_gpt(int layers) {
+  static std::map<int, std::unique_ptr<ir::Graph>> graphs;
+  auto& slot = graphs[layers];
+  if (!slot) {
+    auto forward = models::build_model(
+        "gpt3-125m", {.batch = 1, .seq = 256, .dtype = ir::DType::f16, .layers = layers, .vocab = 1024});
+    EXPECT_TRUE(forward) << forward.error().to_string();
+    auto graph = forward ? ir::build_training_graph(*forward, ops::builtin_ops(), {}) : Expected<ir::Graph>(ir::Graph{});
+    EXPECT_TRUE(graph) << graph.error().to_string();
+    slot = std::make_unique<ir::Graph>(graph.value_or(ir::Graph{}));
+  }
+  return *slot;
+}
+
 // A fresh plan of the shrunk preset with `policy` applied; fails the test on any error.
 inline plan::Plan planned(std::string_view preset, std::string_view policy, const ParallelConfig& config) {
   const Model& model = shrunk(preset);

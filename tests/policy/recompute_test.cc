@@ -50,6 +50,32 @@ Outcome run(std::string_view preset, std::string_view policy, const ParallelConf
   return {.recomputed = m->stats.recomputed, .peak_activation = testing::peak_activation_bytes(m->exec)};
 }
 
+// Full recompute at tp 2 (policy/recompute_policy.h, exec/materialize.h): by default the all-reduced
+// outputs of the attention's and the MLP's row-parallel linears are checkpoints (Oases' fine-grained
+// recompute: no collective in the recomputation), three [b, s, h] tensors per layer; with
+// recompute_collectives (Megatron-LM's full recompute) they are summed again in the recomputation and the
+// backward reads those sums, so the layer input is the only checkpoint: one tensor per layer, with and
+// without coshard.
+TEST(Recompute, CollectivesAgainKeepOnlyTheLayerInput) {
+  const std::int64_t one_tensor = std::int64_t{256} * 768 * ir::size_bytes(ir::DType::f16);
+  for (const bool again : {false, true}) {
+    for (const int parts : {1, 2}) {
+      SCOPED_TRACE(fmt::format("recompute_collectives {} coshard {}", again, parts));
+      std::int64_t peak[2] = {};
+      for (const int layers : {2, 6}) {
+        ParallelConfig config{.tp = 2, .recompute = Recompute::full};
+        config.coshard.parts = parts;
+        api::JobOptions options = api::with_config({.policy = "megatron"}, config);
+        options.recompute_collectives = again;
+        const auto job = exec::testing::policy_plan(testing::small_vocab_gpt(layers), options);
+        ASSERT_EQ(job->stage, api::Stage::materialized);
+        peak[layers == 6] = testing::peak_activation_bytes(job->exec);
+      }
+      EXPECT_EQ((peak[1] - peak[0]) / 4, (again ? 1 : 3) * one_tensor);
+    }
+  }
+}
+
 TEST(Recompute, FullAndSelectiveTrainExactlyAndSaveActivationMemory) {
   for (const auto& [policy, config] : {std::pair{"dp", ParallelConfig{.dp = 2}}, std::pair{"tp", ParallelConfig{.tp = 2}},
                                        std::pair{"megatron", ParallelConfig{.dp = 2, .tp = 2}}}) {

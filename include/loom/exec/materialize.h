@@ -47,8 +47,10 @@ struct MaterializeOptions {
   bool use_layout_search = true;  // false: the general fallback for everything (tests compare both)
   bool free_buffers = true;
   // Recomputation sums again what the forward summed from recomputed sub-ops' partial sums (the all-reduce
-  // after a row-parallel linear), as Megatron-LM's full recompute does; false: those sums are checkpoints
-  // and recomputation issues no collective (Oases' fine-grained recompute, plan/recompute.h).
+  // after a row-parallel linear), as Megatron-LM's full recompute does, and the backward of a recomputed
+  // forward reads those sums; false: those sums are checkpoints and recomputation issues no collective
+  // (Oases' fine-grained recompute, plan/recompute.h). Sums of one device's own partial sums (a coshard
+  // region's parts at tp 1) are summed again either way: no transfer to repeat.
   bool recompute_collectives = false;
 };
 

@@ -54,7 +54,7 @@ struct Plan {
   std::vector<SubOp> sub_ops;        // by SubOpId, dead ones kept so ids stay valid
   std::vector<std::vector<SubOpId>> parts;  // live sub-ops of each op, in creation order
   std::vector<std::pair<SubOpId, SubOpId>> orders;  // first happens before second
-  std::vector<char> recomputed;      // by SubOpId (plan/recompute.h); ids past the end: not recomputed
+  std::vector<char> recomputed;      // by SubOpId: plan/recompute.h's marks (bits); ids past the end: not recomputed
   std::vector<Residence> residence;  // by TensorId (plan/residence.h); tensors past the end: the default
 
   const SubOp& sub_op(SubOpId id) const { return sub_ops[id.index()]; }

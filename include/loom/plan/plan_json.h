@@ -16,8 +16,9 @@
 // A box range is [start, stop] or [start, stop, step]; "value" [k, n] is value part k of n (left out
 // when whole); "backward" links a forward sub-op to its backward part (-1 or absent: none), and
 // "weight_backward" to its weight part when the backward op is split (ir::split_weight_gradients);
-// "recompute": true marks a recomputed sub-op (plan/recompute.h); "residence" lists the tensors not
-// held where their consumers read them (plan/residence.h).
+// "recompute": true and "recompute_nested": true mark a recomputed sub-op, plainly and nested
+// (plan/recompute.h); "residence" lists the tensors not held where their consumers read them
+// (plan/residence.h).
 #pragma once
 
 #include <string>

@@ -16,8 +16,10 @@
 //   - forward, chain i runs before chain i + 1: order edges from each sink of chain i (the row-parallel
 //     parts) to each source of chain i + 1 (its column-parallel seeds); backward runs the chains in
 //     reverse, from the backward of chain i + 1's sources to that of chain i's sinks;
-//   - every part is recomputed (plan/recompute.h): its outputs die after their forward readers and are
-//     rebuilt just before its chain's backward, from the region's input (the checkpoint);
+//   - every part is recomputed, nested (plan/recompute.h): its outputs die after their forward readers
+//     and are rebuilt just before its chain's backward, from the region's input (the checkpoint). Under
+//     full recompute the layer's recomputation also runs the chains, to rebuild the region's summed
+//     output (summed again on the device, no transfer), so the layer input stays the only checkpoint;
 //   - the C partial sums a device's row-parallel parts write are added on the device before the one
 //     tp all-reduce (exec materialization's local sums);
 //   - the optimizer steps (and gradient accumulations) of the parameters the parts slice, and the gradient
