@@ -102,13 +102,14 @@ def best_of(tried):
     return min(priced, key=lambda r: r["peak_gib"]) if priced else tried[0]
 
 
-def measure(loom, figure, gpus, model, timeout, attention):
+def measure(loom, figure, gpus, model, timeout, attention, recompute_collectives):
     cluster = cluster_of(gpus)
     row = {"gpus": gpus, "model": model, "cluster": " ".join(cluster), "systems": {}, "tried": {}}
     for system, plans in candidates(figure, gpus).items():
         tried = []
         for flags in plans:
-            result = loom_plan.run_plan(loom, ["--model", model, *cluster, *flags, *COMMON, "--attention", attention],
+            result = loom_plan.run_plan(loom, ["--model", model, *cluster, *flags, *COMMON, "--attention", attention,
+                                               *(["--recompute-collectives"] if recompute_collectives else [])],
                                         timeout)
             result["flags"] = " ".join(flags)
             what = (f"refused: {result['error']}" if "error" in result else
@@ -169,9 +170,10 @@ def paper_checks(figure, rows):
     return checks
 
 
-def print_figure(figure, rows, checks, attention):
+def print_figure(figure, rows, checks, attention, recompute_collectives):
     print(f"\n## {FIGURES[figure]['title']} (v100x8 servers, fp16, global batch {GLOBAL_BATCH}, micro-batch 1, "
-          "full recompute" + (", eager attention)" if attention == "eager" else ")"))
+          "full recompute" + (" re-issuing its collectives" if recompute_collectives else "")
+          + (", eager attention)" if attention == "eager" else ")"))
     print("| GPUs | model | " + " | ".join(f"{n}: plan / step s / TFLOPS / peak GiB" for n in SYSTEMS)
           + " | SS / Megatron | SS / DeepSpeed | winner (Loom) | paper winner |")
     print("|" + "---|" * (len(SYSTEMS) + 6))
@@ -198,12 +200,15 @@ def main():
     parser.add_argument("--gpus", default="4,8,16,32", help="the cells to plan, by GPU count")
     parser.add_argument("--attention", choices=["fused", "eager"], default="fused",
                         help="every plan's attention: fused (flash-style, scores never held) or eager (PyTorch 1.x's)")
+    parser.add_argument("--recompute-collectives", action="store_true",
+                        help="every plan's recomputation re-issues its all-reduces, as Megatron-LM's full recompute does")
     args = parser.parse_args()
-    attention = args.attention
+    attention, recompute_collectives = args.attention, args.recompute_collectives
     if args.replay:
         saved, started = loom_plan.read_saved(args.replay)
         figures = saved["figures"]
         attention = saved.get("attention", "fused")  # documents saved before the option priced fused attention
+        recompute_collectives = saved.get("recompute_collectives", False)
     else:
         started, figures = datetime.datetime.now(datetime.timezone.utc), {}
         wanted = {int(g) for g in args.gpus.split(",")}
@@ -212,19 +217,21 @@ def main():
             for gpus, model in FIGURES[figure]["cells"]:
                 if gpus in wanted:
                     print(f"{figure}: {gpus} GPUs {model}", file=sys.stderr, flush=True)
-                    figures[figure].append(measure(args.loom, figure, gpus, model, args.timeout, attention))
+                    figures[figure].append(measure(args.loom, figure, gpus, model, args.timeout, attention,
+                                                           recompute_collectives))
     checks = {}
     for figure, rows in figures.items():
         for row in rows:
             judge(figure, row)
         checks[figure] = paper_checks(figure, rows)
     if args.json:
-        print(json.dumps({"date": started.isoformat(timespec="seconds"), "attention": attention, "figures": figures,
+        print(json.dumps({"date": started.isoformat(timespec="seconds"), "attention": attention,
+                          "recompute_collectives": recompute_collectives, "figures": figures,
                           "checks": checks}, indent=2))
         return
     print(f"SuperScaler Fig. 12(b, c) in Loom's simulator, {started:%Y-%m-%d %H:%M} UTC")
     for figure, rows in figures.items():
-        print_figure(figure, rows, checks[figure], attention)
+        print_figure(figure, rows, checks[figure], attention, recompute_collectives)
     all_rows = [r for rows in figures.values() for r in rows]
     all_checks = [c for cs in checks.values() for c in cs]
     same = sum(1 for r in all_rows if r["same_winner"])
