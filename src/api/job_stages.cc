@@ -97,7 +97,11 @@ Expected<void> apply_policy(Job& job) {
     // The one-stage plan that prices the layers is a helper, not the job: where it cannot be planned
     // (degrees the policy refuses, a model it cannot split) the stages fall back to training FLOPs and
     // the job's own plan below reports what is wrong with it.
-    if (Expected<std::vector<double>> seconds = forward_op_seconds(job, config)) config.op_seconds = std::move(*seconds);
+    if (Expected<ForwardOpCosts> costs = forward_op_costs(job, config)) {
+      config.op_seconds = std::move(costs->seconds);
+      // The interlaced order bounds the micro-batches each stage holds by these bytes (policy/interlaced.h).
+      if (job.options.policy == "interlaced") config.op_bytes = std::move(costs->bytes);
+    }
   }
   LOOM_ASSIGN_OR_RETURN(job.plan, plan::make_plan(job.graph, job.catalog));
   std::vector<int> op_stage;
@@ -106,8 +110,10 @@ Expected<void> apply_policy(Job& job) {
     LOOM_ASSIGN_OR_RETURN(job.step.shape, fold_shape(config, std::move(op_stage)));
   }
   const policy::ParallelConfig applied = job.folded ? slice_config(config) : config;
-  LOOM_RETURN_IF_ERROR(with_context(policy::apply_policy(job.plan, job.options.policy, applied, job.catalog),
+  policy::PolicyNotes notes;
+  LOOM_RETURN_IF_ERROR(with_context(policy::apply_policy(job.plan, job.options.policy, applied, job.catalog, &notes),
                                     fmt::format("policy {}", job.options.policy)));
+  if (!notes.schedule.empty()) job.description += ", " + notes.schedule;
   job.slice_devices = policy::device_count(applied);
   job.seconds.policy = clock.seconds();
   job.stage = Stage::planned;

@@ -26,21 +26,23 @@ InterlacedBlock shared_block(SharedPart part, int m) { return {.shared = part, .
 // before a barrier by default.
 struct Shape {
   int group = 1;  // H's per barrier (the last stage runs that many F's before them)
-  int extra = 0;  // forwards beyond 1F1B's S - s in each device's warm-up (at most S, 1F1B's peak), so a
-                  // device may run ahead instead of waiting at a barrier
+  int extra = 0;  // forwards beyond 1F1B's S - s in each device's warm-up (at most its cap), so a device
+                  // may run ahead instead of waiting at a barrier
   bool by_end = false;  // by default a device runs before a barrier the blocks that end by the time it
                         // is ready, else those that start before then
 
   std::string name() const {
-    return fmt::format("{} H per barrier, warm-up min(S, max(S - s + {}, {})), join {}", group, extra, group,
+    return fmt::format("{} H per barrier, warm-up min(cap, max(S - s + {}, {})), join {}", group, extra, group,
                        by_end ? "before a block that would delay it" : "after the running block");
   }
 };
 
-// Per device, its warm-up: min(S, max(S - s + extra, group)).
-std::vector<int> warm_ups(int stages, const Shape& shape) {
+// Per device, its warm-up: min(cap, max(S - s + extra, group)).
+std::vector<int> warm_ups(const std::vector<int>& caps, const Shape& shape) {
+  const int stages = static_cast<int>(caps.size());
   std::vector<int> out;
-  for (int s = 0; s < stages; ++s) out.push_back(std::min(stages, std::max(stages - s + shape.extra, shape.group)));
+  for (int s = 0; s < stages; ++s)
+    out.push_back(std::min(caps[us(s)], std::max(stages - s + shape.extra, shape.group)));
   return out;
 }
 
@@ -73,8 +75,8 @@ struct Builder {
   std::vector<std::vector<InterlacedBlock>> seq;
   std::vector<double> ended;  // the end of every stage block run since the last clear (join candidates)
 
-  Builder(int stages, int micro_batches, Shape candidate, const std::vector<bool>& readers,
-          const InterlacedCosts& block_costs)
+  Builder(int stages, int micro_batches, Shape candidate, const std::vector<int>& caps,
+          const std::vector<bool>& readers, const InterlacedCosts& block_costs)
       : S(stages),
         M(micro_batches),
         shape(candidate),
@@ -87,7 +89,7 @@ struct Builder {
         end_e(us(micro_batches), kNotYet),
         end_h(end_e),
         seq(us(stages)) {
-    pipeline = one_f_one_b(M, warm_ups(S, shape));
+    pipeline = one_f_one_b(M, warm_ups(caps, shape));
   }
 
   double cost(int s, const Block& b) const {
@@ -248,12 +250,16 @@ double idle_sum(const ScheduleEvaluation& e) {
 }  // namespace
 
 Expected<InterlacedSearch> search_interlaced(int stages, int micro_batches, std::span<const int> embedding_readers,
-                                             const InterlacedCosts& costs) {
+                                             const InterlacedCosts& costs, std::span<const int> most_held) {
   LOOM_ASSIGN_OR_RETURN(std::vector<std::vector<InterlacedBlock>> lockstep,
                         interlaced_blocks(stages, micro_batches, embedding_readers));
   if (costs.forward.size() != us(stages) || costs.backward.size() != us(stages))
     return fail(fmt::format("interlaced search: costs for {} and {} stages, the pipeline has {}", costs.forward.size(),
                             costs.backward.size(), stages));
+  if (!most_held.empty() && most_held.size() != us(stages))
+    return fail(fmt::format("interlaced search: held-micro-batch caps for {} stages, the pipeline has {}",
+                            most_held.size(), stages),
+                "give one cap per stage, or none for 1F1B's peak S on every stage");
   std::vector<double> all = costs.forward;
   all.insert(all.end(), costs.backward.begin(), costs.backward.end());
   all.insert(all.end(), {costs.embed_forward, costs.head, costs.embed_backward});
@@ -262,33 +268,49 @@ Expected<InterlacedSearch> search_interlaced(int stages, int micro_batches, std:
       return fail(fmt::format("interlaced search: a block costs {} s", c), "block costs are finite and at least 0");
   std::vector<bool> reads(us(stages), false);
   for (int s : embedding_readers) reads[us(s)] = true;
+  // Per stage the most micro-batches it may hold: the given cap, never below 1F1B's own S - s nor above
+  // every micro-batch; none given, 1F1B's peak S (stage 0's) on every stage.
+  std::vector<int> caps;
+  for (int s = 0; s < stages; ++s)
+    caps.push_back(std::min(micro_batches, most_held.empty() ? stages : std::max(stages - s, most_held[us(s)])));
+  const auto within_caps = [&](const ScheduleEvaluation& e) {
+    for (int s = 0; s < stages; ++s)
+      if (e.peak_held[us(s)] > caps[us(s)]) return false;
+    return true;
+  };
+  const auto key = [](const ScheduleEvaluation& e) { return std::pair{e.makespan, idle_sum(e)}; };
 
-  InterlacedSearch best;
-  LOOM_ASSIGN_OR_RETURN(best.evaluation, evaluate_interlaced(lockstep, micro_batches, embedding_readers, costs));
-  best.devices = std::move(lockstep);
-  best.order = "lockstep";
-  // The family, each completed greedily; the pilot search refines the few best.
-  // Shapes whose warm-ups the bound makes equal are one candidate (the first).
+  std::optional<InterlacedSearch> best;
+  LOOM_ASSIGN_OR_RETURN(ScheduleEvaluation unit_cost,
+                        evaluate_interlaced(lockstep, micro_batches, embedding_readers, costs));
+  if (within_caps(unit_cost))
+    best = InterlacedSearch{.devices = std::move(lockstep), .evaluation = std::move(unit_cost), .order = "lockstep"};
+  std::int64_t rollouts = 0;
+  // The family, each completed greedily; the pilot search refines the few best. A group's H's need its
+  // last F on the last stage, hence on every stage before B's: a group is at most the least cap.
+  // Shapes whose warm-ups the caps make equal are one candidate (the first).
   std::vector<std::pair<std::pair<double, double>, Shape>> greedy;
   std::set<std::tuple<int, std::vector<int>, bool>> seen;
-  for (int group = 1; group <= std::min(stages, micro_batches); ++group)
-    for (int extra = 0; extra < stages; ++extra)
+  const int most_group = std::min(micro_batches, *std::ranges::min_element(caps));
+  const int most_extra = *std::ranges::max_element(caps);
+  for (int group = 1; group <= most_group; ++group)
+    for (int extra = 0; extra < most_extra; ++extra)
       for (bool by_end : {false, true}) {
         const Shape shape{group, extra, by_end};
-        if (!seen.emplace(group, warm_ups(stages, shape), by_end).second) continue;
-        Builder b(stages, micro_batches, shape, reads, costs);
+        if (!seen.emplace(group, warm_ups(caps, shape), by_end).second) continue;
+        Builder b(stages, micro_batches, shape, caps, reads, costs);
         b.open();
         complete_greedily(b);
-        ++best.rollouts;
+        ++rollouts;
         greedy.emplace_back(b.price(), shape);
       }
   std::ranges::stable_sort(greedy, {}, [](const auto& g) { return g.first; });
   constexpr std::size_t kRefined = 4;
   for (std::size_t i = 0; i < std::min(kRefined, greedy.size()); ++i) {
     const Shape& shape = greedy[i].second;
-    Builder start(stages, micro_batches, shape, reads, costs);
+    Builder start(stages, micro_batches, shape, caps, reads, costs);
     start.open();
-    Builder built = pilot_search(std::move(start), best.rollouts);
+    Builder built = pilot_search(std::move(start), rollouts);
     if (!built.complete())
       return fail(fmt::format("interlaced search: the order for {} stages and {} micro-batches did not complete", stages,
                               micro_batches),
@@ -296,14 +318,20 @@ Expected<InterlacedSearch> search_interlaced(int stages, int micro_batches, std:
     LOOM_ASSIGN_OR_RETURN(ScheduleEvaluation evaluation,
                           with_context(evaluate_interlaced(built.seq, micro_batches, embedding_readers, costs),
                                        "interlaced search"));
-    const auto key = [](const ScheduleEvaluation& e) { return std::pair{e.makespan, idle_sum(e)}; };
-    if (key(evaluation) < key(best.evaluation)) {
-      best.evaluation = std::move(evaluation);
-      best.devices = std::move(built.seq);
-      best.order = shape.name();
-    }
+    if (!within_caps(evaluation))
+      return fail(fmt::format("interlaced search: the order '{}' holds more micro-batches than its caps", shape.name()),
+                  "report this: a device's warm-up bounds what it holds");
+    if (!best || key(evaluation) < key(best->evaluation))
+      best = InterlacedSearch{.devices = std::move(built.seq),
+                              .evaluation = std::move(evaluation),
+                              .order = shape.name(),
+                              .group = shape.group,
+                              .extra = shape.extra};
   }
-  return best;
+  // The first shape (1 H per barrier, 1F1B's warm-ups) is within every cap, so a candidate is.
+  best->rollouts = rollouts;
+  best->caps = std::move(caps);
+  return std::move(*best);
 }
 
 }  // namespace loom::plan

@@ -110,7 +110,8 @@ Expected<std::vector<int>> megatron_stages(const Plan& plan, const ParallelConfi
   return balanced_layer_stages(plan, config.pp, cost);
 }
 
-Expected<void> megatron(Plan& plan, const ParallelConfig& requested, const ir::OpCatalog& catalog) {
+Expected<void> megatron(Plan& plan, const ParallelConfig& requested, const ir::OpCatalog& catalog,
+                        PolicyNotes* notes) {
   // 3F1B pipelines the model's passes as its chunks (policy/passes.h).
   ParallelConfig config = requested;
   if (config.schedule == plan::ScheduleKind::three_f_one_b) {
@@ -139,9 +140,10 @@ Expected<void> megatron(Plan& plan, const ParallelConfig& requested, const ir::O
                                                                  catalog));
   LOOM_RETURN_IF_ERROR(check_coshard(config.coshard));
   LOOM_ASSIGN_OR_RETURN(CoshardPlan coshard, coshard_plan(plan, config.coshard, config.tp, catalog));
-  LOOM_RETURN_IF_ERROR(detail::Composer(plan, config, std::move(tensor_parallel), std::move(stages), std::move(coshard),
-                                        std::move(interlaced))
-                           .run());
+  detail::Composer composer(plan, config, std::move(tensor_parallel), std::move(stages), std::move(coshard),
+                            std::move(interlaced));
+  LOOM_RETURN_IF_ERROR(composer.run());
+  if (notes != nullptr) notes->schedule = composer.interlaced_order();
   return apply_recompute(plan, config.recompute, catalog);
 }
 

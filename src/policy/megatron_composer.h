@@ -43,6 +43,8 @@ class Composer {
            CoshardPlan coshard = {}, std::optional<InterlacedLayout> interlaced = {});
 
   Expected<void> run();
+  // After run(), the interlaced order chosen ("interlaced order: H in groups of 4, ..."); empty otherwise.
+  const std::string& interlaced_order() const { return interlaced_order_; }
 
  private:
   int device(int stage, int r, int j) const { return device_of(c_, stage, r, j); }
@@ -137,6 +139,7 @@ class Composer {
   // [device][micro-batch]: the forward parts of the shared lookups and of the head (with the loss), in
   // program order.
   std::vector<std::vector<std::vector<plan::SubOpId>>> lookup_parts_, head_parts_;
+  std::string interlaced_order_;
 };
 
 }  // namespace loom::policy::detail

@@ -1,9 +1,13 @@
 // The Composer's interlaced pipeline (megatron_composer.h, policy/interlaced.h): the shared ops spread
 // over every device of a replica, and each device's stage blocks interleaved with the shared blocks.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
 #include <set>
+#include <span>
 
 #include "loom/plan/interlaced_schedule.h"
 #include "megatron_composer.h"
@@ -43,6 +47,60 @@ std::optional<plan::InterlacedCosts> block_costs(const ir::Graph& graph, const P
     costs.backward.push_back(seconds * (1 - forward_share));
   }
   return costs;
+}
+
+// Per stage the most micro-batches it may hold by config.op_bytes (nullopt without them, or without one
+// op's bytes): the stage's headroom over the bytes one micro-batch holds on it (its staged ops' held
+// bytes; none: every micro-batch). The headroom is the device's memory less
+//  - a tenth of it for what the byte counts leave out: transient workspace (the head's logits inside its
+//    H, a layer's recomputed activations before its backward, the stage's received input, communication
+//    staging) and allocator fragmentation;
+//  - the stage's model state (its staged ops' state) and 1 / pp of the shared ops' (op_bytes priced each
+//    op at 1 / tp, the shared ones run at 1 / (pp x tp));
+//  - what the shared ops hold: every micro-batch's lookups (every E runs before anything) and one
+//    micro-batch's head (its H runs forward and backward at once), 1 / pp of each.
+// A headroom below one micro-batch gives 0 (the search keeps 1F1B's own holds).
+std::optional<std::vector<int>> held_caps(const ir::Graph& graph, const ParallelConfig& c,
+                                          const std::vector<int>& stage, const InterlacedLayout& layout) {
+  const OpBytes& bytes = c.op_bytes;
+  if (bytes.device <= 0 || bytes.held.size() != graph.ops.size() || bytes.state.size() != graph.ops.size())
+    return std::nullopt;
+  const auto pp = static_cast<std::size_t>(c.pp);
+  std::vector<double> held(pp, 0.0), state(pp, 0.0);
+  double shared_state = 0, lookups = 0, head = 0;
+  for (const ir::Op& op : graph.ops) {
+    if (op.pass != ir::Pass::forward) continue;
+    const auto i = op.id.index();
+    const auto h = static_cast<double>(bytes.held[i]), st = static_cast<double>(bytes.state[i]);
+    switch (layout.roles[i]) {
+      case SharedRole::embedding: lookups += h, shared_state += st; break;
+      case SharedRole::head: head += h, shared_state += st; break;
+      case SharedRole::none:
+        held[static_cast<std::size_t>(stage[i])] += h;
+        state[static_cast<std::size_t>(stage[i])] += st;
+        break;
+    }
+  }
+  constexpr double kWorkspaceShare = 0.1;
+  const double device = static_cast<double>(bytes.device);
+  const double shared = (shared_state + c.micro_batches * lookups + head) / c.pp;
+  std::vector<int> caps;
+  for (std::size_t s = 0; s < pp; ++s) {
+    const double headroom = device * (1 - kWorkspaceShare) - state[s] - shared;
+    const double admitted = held[s] > 0 ? std::floor(headroom / held[s]) : c.micro_batches;
+    caps.push_back(static_cast<int>(std::clamp(admitted, 0.0, static_cast<double>(c.micro_batches))));
+  }
+  return caps;
+}
+
+// "interlaced order: H in groups of 4, warm-up +3, holding 7/6/5/4 micro-batches (memory caps 8/8/8/8)".
+std::string order_note(const plan::InterlacedSearch& searched, bool by_memory) {
+  const std::string held = fmt::format("{}", fmt::join(searched.evaluation.peak_held, "/"));
+  const std::string caps = fmt::format("{} caps {}", by_memory ? "memory" : "count", fmt::join(searched.caps, "/"));
+  if (searched.group == 0)
+    return fmt::format("interlaced order: unit-cost lockstep, holding {} micro-batches ({})", held, caps);
+  return fmt::format("interlaced order: H in groups of {}, warm-up +{}, holding {} micro-batches ({})",
+                     searched.group, searched.extra, held, caps);
 }
 
 }  // namespace
@@ -98,8 +156,11 @@ Expected<void> Composer::schedule_interlaced() {
   // On the job's costs, the searched order; without them (op_seconds empty), the unit-cost one.
   std::vector<std::vector<plan::InterlacedBlock>> sequences;
   if (const std::optional<plan::InterlacedCosts> costs = block_costs(graph_, c_, stage_, *interlaced_)) {
+    const std::optional<std::vector<int>> caps = held_caps(graph_, c_, stage_, *interlaced_);
     LOOM_ASSIGN_OR_RETURN(plan::InterlacedSearch searched,
-                          plan::search_interlaced(c_.pp, c_.micro_batches, reader_list, *costs));
+                          plan::search_interlaced(c_.pp, c_.micro_batches, reader_list, *costs,
+                                                  caps ? std::span<const int>(*caps) : std::span<const int>()));
+    interlaced_order_ = order_note(searched, caps.has_value());
     sequences = std::move(searched.devices);
   } else {
     LOOM_ASSIGN_OR_RETURN(sequences, plan::interlaced_blocks(c_.pp, c_.micro_batches, reader_list));

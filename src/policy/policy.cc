@@ -80,7 +80,7 @@ std::string known_policy_names() {
 }
 
 Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const ParallelConfig& config,
-                            const ir::OpCatalog& catalog) {
+                            const ir::OpCatalog& catalog, PolicyNotes* notes) {
   bool known = false;
   for (const PolicyInfo& p : kPolicies) known |= p.name == policy;
   if (!known)
@@ -118,7 +118,7 @@ Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const Par
   if (policy == "interlaced") applied.interlaced = true;
   if (applied.overlap == Overlap::oases)
     return with_context(oases_megatron(plan, applied, catalog), fmt::format("policy '{}'", policy));
-  return with_context(megatron(plan, applied, catalog), fmt::format("policy '{}'", policy));
+  return with_context(megatron(plan, applied, catalog, notes), fmt::format("policy '{}'", policy));
 }
 
 }  // namespace loom::policy

@@ -1,13 +1,16 @@
 // forward_op_seconds (api/stage_costs.h) and the pipeline stages megatron_stages cuts by them: identical
 // layers keep Megatron-LM's equal layer counts, Swin's costlier high-resolution blocks get fewer per stage.
+// forward_op_costs: the bytes each forward op holds per micro-batch and of model state.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "loom/api/job.h"
 #include "loom/api/resolve_request.h"
 #include "loom/api/stage_costs.h"
+#include "loom/ir/graph_stats.h"
 #include "loom/policy/policy.h"
 #include "loom/policy/stages.h"
 
@@ -108,6 +111,48 @@ TEST(ForwardOpSeconds, SwinFirstStageTakesFewerLayers) {
   std::printf("swin-10b stage seconds %.3f %.3f %.3f %.3f, layers %zu %zu %zu %zu, largest layer %.3f\n", cost[0],
               cost[1], cost[2], cost[3], layers[0].size(), layers[1].size(), layers[2].size(), layers[3].size(),
               largest_layer);
+}
+
+TEST(ForwardOpCosts, HeldBytesAreTheSavedActivationsOrTheCheckpointsAndStateCoversTheModel) {
+  // gpt3-125m (bf16, hidden 768), 8 layers, micro-batches of 2 x 256 tokens. Without recomputation a
+  // micro-batch holds what the backward reads (the graph's saved activations over the 4 micro-batches);
+  // with full recomputation much less, but at least every layer's input (its checkpoint). The state is at
+  // least every parameter with its gradient and optimizer states.
+  std::map<policy::Recompute, std::int64_t> held;
+  for (const policy::Recompute recompute : {policy::Recompute::none, policy::Recompute::full}) {
+    SCOPED_TRACE(policy::name(recompute));
+    JobOptions options;
+    options.model = "gpt3-125m";
+    options.layers = 8;
+    options.seq = 256;
+    options.global_batch = 8;
+    options.fold = Fold::off;
+    const auto job = loaded(with_config(options, {.pp = 2, .micro_batches = 4, .recompute = recompute}));
+    ASSERT_NE(job, nullptr);
+    const auto costs = forward_op_costs(*job, job->request.config);
+    ASSERT_TRUE(costs) << costs.error().to_string();
+    const auto stats = ir::compute_stats(job->graph, job->catalog);
+    ASSERT_TRUE(stats);
+    ASSERT_EQ(costs->bytes.held.size(), job->graph.ops.size());
+    ASSERT_EQ(costs->bytes.state.size(), job->graph.ops.size());
+    EXPECT_EQ(costs->bytes.device, job->cluster.gpu.memory_bytes);
+    std::int64_t state = 0;
+    for (const ir::Op& op : job->graph.ops) {
+      held[recompute] += costs->bytes.held[op.id.index()];
+      state += costs->bytes.state[op.id.index()];
+      if (op.pass != ir::Pass::forward) {
+        EXPECT_EQ(costs->bytes.held[op.id.index()] + costs->bytes.state[op.id.index()], 0) << op.name;
+      }
+    }
+    EXPECT_GE(static_cast<double>(state), stats->parameter_bytes + stats->gradient_bytes + stats->optimizer_state_bytes);
+    EXPECT_LT(state, costs->bytes.device);
+    if (recompute == policy::Recompute::none) {
+      EXPECT_NEAR(static_cast<double>(held[recompute]), stats->saved_activation_bytes / 4,
+                  0.01 * stats->saved_activation_bytes / 4);
+    }
+  }
+  EXPECT_GE(held[policy::Recompute::full], 8 * 2 * 256 * 768 * 2);
+  EXPECT_LT(2 * held[policy::Recompute::full], held[policy::Recompute::none]);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # nnScaler's interlaced pipeline (policy/interlaced.h; --policy interlaced): `loom verify` proves it on shrunk
-# T5 and mBART with pp 2 and pp 4, tp 1 and 2 (and dp 2); `loom plan` names it; bad inputs fail with the fix.
+# T5 and mBART with pp 2 and pp 4, tp 1 and 2 (and dp 2); `loom plan` names it and the order it picked;
+# bad inputs fail with the fix.
 source "$(dirname "$0")/cli_lib.sh"
 
 for model in t5-3.9b mbart-4.7b; do
@@ -19,6 +20,15 @@ expect dp2 0 "$LOOM" verify --model t5-3.9b --policy interlaced --dp 2 --pp 2 --
 # The default degrees on 8 devices: pp 4 x tp 2.
 expect plan-defaults 0 "$LOOM" plan --model t5-3.9b --shrink --policy interlaced --layers 4 --microbatches 4 --gpus 8 --out "$tmp/plan" &&
   contains plan-defaults-policy "policy     interlaced: dp 1 x tp 2 x pp 4"
+# The plan names the interlaced order it picked, in the summary and in its JSON: the H's per barrier, the
+# warm-up beyond 1F1B's, what each stage holds and the caps the memory gave (t5-3.9b on 4 V100s, as in
+# nnScaler's Fig. 8: memory to spare, so more H's per barrier and more held than 1F1B's 4/3/2/1).
+expect order 0 "$LOOM" plan --model t5-3.9b --vocab 250112 --cluster dgx2 --gpus 4 --policy interlaced --pp 4 --tp 1 \
+  --microbatches 8 --global-batch 32 --recompute full --dtype f16 --fold off --out "$tmp/order" &&
+  contains order-summary "interlaced order: H in groups of 5, warm-up +4, holding 8/7/6/5 micro-batches (memory caps 8/8/8/8)"
+expect order-json 0 "$LOOM" plan --model t5-3.9b --vocab 250112 --cluster dgx2 --gpus 4 --policy interlaced --pp 4 \
+  --tp 1 --microbatches 8 --global-batch 32 --recompute full --dtype f16 --fold off --out "$tmp/order" --json &&
+  contains order-json-description "full recompute, interlaced order: H in groups of 5, warm-up +4, holding 8/7/6/5"
 # --vocab replaces a preset's vocabulary (mT5's for nnScaler's Fig. 8): T5-3.9B's table grows by
 # (250112 - 32128) x 2048 parameters (2 layers: 183.26M -> 629.69M).
 expect vocab 0 "$LOOM" plan --model t5-3.9b --vocab 250112 --layers 2 --policy interlaced --pp 2 --microbatches 2 \

@@ -1,8 +1,10 @@
 // The interlaced order searched on real costs (plan/interlaced_schedule.h, search_interlaced): valid
 // (every block once, E before its readers' F, H between the last stage's F and B, G after its readers'
-// B, one shared order on every device), within 1F1B's peak of held micro-batches, never slower than the
-// unit-cost order on the evaluator, deterministic; and on T5-like costs clearly faster.
+// B, one shared order on every device), within 1F1B's peak of held micro-batches (or the caps given),
+// never slower than the unit-cost order on the evaluator, deterministic; and on T5-like costs clearly
+// faster, more so where the caps admit more held micro-batches.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -104,6 +106,12 @@ TEST(SearchInterlaced, IsDeterministic) {
   ASSERT_TRUE(a && b);
   EXPECT_EQ(a->devices, b->devices);
   EXPECT_EQ(a->order, b->order);
+  const std::vector<int> caps{9, 2, 7, 3, 11};
+  const auto c = search_interlaced(5, 11, std::vector<int>{0, 3}, costs, caps);
+  const auto d = search_interlaced(5, 11, std::vector<int>{0, 3}, costs, caps);
+  ASSERT_TRUE(c && d);
+  EXPECT_EQ(c->devices, d->devices);
+  EXPECT_EQ(c->order, d->order);
 }
 
 TEST(SearchInterlaced, T5CostsLoseLessToBarriersThanTheUnitCostOrder) {
@@ -126,6 +134,63 @@ TEST(SearchInterlaced, T5CostsLoseLessToBarriersThanTheUnitCostOrder) {
   EXPECT_NE(searched->order, "lockstep");
 }
 
+TEST(SearchInterlaced, RandomCapsBoundWhatEachStageHolds) {
+  // Per stage the given cap, raised to 1F1B's S - s and lowered to the micro-batches, bounds the
+  // micro-batches it holds; the orders stay valid and are the evaluator's.
+  std::mt19937 rng(21);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int stages = std::uniform_int_distribution<int>(2, 6)(rng);
+    const int micro_batches = std::uniform_int_distribution<int>(2, 12)(rng);
+    const std::vector<int> readers{0};
+    const InterlacedCosts costs = random_costs(stages, rng);
+    std::vector<int> caps, expected;
+    for (int s = 0; s < stages; ++s) {
+      caps.push_back(std::uniform_int_distribution<int>(0, micro_batches + 2)(rng));
+      expected.push_back(std::min(micro_batches, std::max(stages - s, caps.back())));
+    }
+    SCOPED_TRACE(::testing::Message() << stages << " stages, " << micro_batches << " micro-batches, caps "
+                                      << fmt::format("{}", fmt::join(caps, " ")));
+    const auto searched = search_interlaced(stages, micro_batches, readers, costs, caps);
+    ASSERT_TRUE(searched) << searched.error().to_string();
+    EXPECT_EQ(searched->caps, expected);
+    const std::vector<std::string> broken = violations(searched->devices, micro_batches, readers);
+    EXPECT_TRUE(broken.empty()) << searched->order << ": " << broken.front();
+    const auto evaluated = evaluate_interlaced(searched->devices, micro_batches, readers, costs);
+    ASSERT_TRUE(evaluated) << evaluated.error().to_string();
+    EXPECT_EQ(evaluated->peak_held, searched->evaluation.peak_held);
+    for (int s = 0; s < stages; ++s)
+      EXPECT_LE(searched->evaluation.peak_held[static_cast<std::size_t>(s)], expected[static_cast<std::size_t>(s)])
+          << searched->order << ", stage " << s;
+  }
+}
+
+TEST(SearchInterlaced, RoomyCapsAdmitBiggerGroupsAndAShorterStepThanTheCountCap) {
+  // The T5 costs above. The count cap (no caps given: S = 4 on every stage) keeps 1F1B's holds and one H
+  // per barrier; caps of every micro-batch (memory to spare) admit more H's per barrier and warm-ups past
+  // S, so the devices wait less at the barriers.
+  const InterlacedCosts costs{.forward = std::vector<double>(4, 0.095), .backward = std::vector<double>(4, 0.285),
+                              .embed_forward = 0.002, .head = 0.043, .embed_backward = 0.003};
+  const std::vector<int> readers{0, 2};
+  const auto counted = search_interlaced(4, 8, readers, costs);
+  const auto roomy = search_interlaced(4, 8, readers, costs, std::vector<int>(4, 8));
+  ASSERT_TRUE(counted && roomy);
+  EXPECT_EQ(counted->caps, std::vector<int>(4, 4));
+  EXPECT_EQ(roomy->caps, std::vector<int>(4, 8));
+  EXPECT_GT(roomy->group, counted->group) << roomy->order << " against " << counted->order;
+  EXPECT_LT(roomy->evaluation.makespan, counted->evaluation.makespan)
+      << roomy->order << ": " << roomy->evaluation.makespan << " s against " << counted->evaluation.makespan << " s";
+  EXPECT_GT(*std::ranges::max_element(roomy->evaluation.peak_held), 4);
+  for (int held : counted->evaluation.peak_held) EXPECT_LE(held, 4);
+  EXPECT_TRUE(violations(roomy->devices, 8, readers).empty());
+  // Caps below 1F1B's own (a tiny headroom) give 1F1B's holds, S - s, within the count cap.
+  const auto tiny = search_interlaced(4, 8, readers, costs, std::vector<int>(4, 0));
+  ASSERT_TRUE(tiny);
+  EXPECT_EQ(tiny->caps, (std::vector<int>{4, 3, 2, 1}));
+  EXPECT_EQ(tiny->evaluation.peak_held, (std::vector<int>{4, 3, 2, 1}));
+  EXPECT_EQ(tiny->group, 1);
+  EXPECT_TRUE(violations(tiny->devices, 8, readers).empty());
+}
+
 TEST(SearchInterlaced, Errors) {
   const InterlacedCosts two{.forward = {1, 1}, .backward = {2, 2}};
   EXPECT_FALSE(search_interlaced(0, 4, std::vector<int>{}, two));
@@ -137,6 +202,9 @@ TEST(SearchInterlaced, Errors) {
   const auto bad = search_interlaced(2, 4, std::vector<int>{0}, negative);
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().to_string().find("a block costs -1 s"), std::string::npos);
+  const auto caps = search_interlaced(2, 4, std::vector<int>{0}, two, std::vector<int>{4, 4, 4});
+  ASSERT_FALSE(caps);
+  EXPECT_NE(caps.error().to_string().find("held-micro-batch caps for 3 stages, the pipeline has 2"), std::string::npos);
 }
 
 }  // namespace

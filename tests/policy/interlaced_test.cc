@@ -101,6 +101,52 @@ TEST(Interlaced, OrderSearchedOnStageCostsTrainsAsOneDevice) {
   }
 }
 
+// The note apply_policy leaves for the job's description, for `config`.
+std::string order_note(const ir::Graph& graph, const ParallelConfig& config) {
+  auto made = plan::make_plan(graph, ops::builtin_ops());
+  EXPECT_TRUE(made) << made.error().to_string();
+  PolicyNotes notes;
+  const auto applied = apply_policy(*made, "interlaced", config, ops::builtin_ops(), &notes);
+  EXPECT_TRUE(applied) << applied.error().to_string();
+  return notes.schedule;
+}
+
+TEST(Interlaced, HeldMicroBatchesBoundedByMemory) {
+  // With op_bytes each stage may hold what its headroom admits: one byte held per op and a device of
+  // 1 TiB admit every micro-batch, more than the count cap (1F1B's peak, 4 on pp 4) without op_bytes,
+  // and with the head at 0.3x its FLOPs more H's per barrier; a device of one byte keeps 1F1B's own
+  // holds. The roomy order's plan (no deadlock in its check) trains as one device does.
+  auto forward = models::build_model("t5-3.9b", {.batch = 8, .dtype = ir::DType::f32, .layers = 4, .shrink = true});
+  ASSERT_TRUE(forward) << forward.error().to_string();
+  auto built = ir::build_training_graph(*forward, ops::builtin_ops(), {.kind = ir::OptimizerKind::sgd});
+  ASSERT_TRUE(built) << built.error().to_string();
+  const ir::Graph& graph = *built;
+  const auto flops = training_flops(graph, ops::builtin_ops());
+  ASSERT_TRUE(flops);
+  ParallelConfig config{.pp = 4, .micro_batches = 8, .recompute = Recompute::full};
+  config.op_seconds = *flops;
+  const std::string counted = order_note(graph, config);
+  EXPECT_NE(counted.find("holding 4/3/2/1 micro-batches (count caps 4/4/4/4)"), std::string::npos) << counted;
+  config.op_bytes = {.held = std::vector<std::int64_t>(graph.ops.size(), 1),
+                     .state = std::vector<std::int64_t>(graph.ops.size(), 0),
+                     .device = std::int64_t{1} << 40};
+  const std::string roomy = order_note(graph, config);
+  EXPECT_NE(roomy.find("holding 8/"), std::string::npos) << roomy;
+  EXPECT_NE(roomy.find("(memory caps 8/8/8/8)"), std::string::npos) << roomy;
+  for (const ir::Op& op : graph.ops)
+    if (op.name == "lm_head") config.op_seconds[op.id.index()] *= 0.3;
+  const std::string grouped = order_note(graph, config);
+  EXPECT_EQ(grouped.find("H in groups of 1,"), std::string::npos) << grouped;
+  EXPECT_NE(grouped.find("H in groups of"), std::string::npos) << grouped;
+  testing::expect_exec_trains_as_one_device(graph, "interlaced", config);
+  config.op_bytes.device = 1;
+  const std::string tiny = order_note(graph, config);
+  EXPECT_NE(tiny.find("holding 4/3/2/1 micro-batches (memory caps 4/3/2/1)"), std::string::npos) << tiny;
+  // Bytes not one per op are no bytes: the count cap.
+  config.op_bytes.held.pop_back();
+  EXPECT_NE(order_note(graph, config).find("(count caps 4/4/4/4)"), std::string::npos);
+}
+
 TEST(Interlaced, LayoutFindsTheTiedTable) {
   const plan::Plan fresh = plan::make_plan(deep("t5-3.9b", 2), ops::builtin_ops()).value();
   const auto layout = interlaced_layout(fresh, 4);

@@ -20,6 +20,22 @@ namespace loom::api {
 // Errors: what the policy, materialization or the cost models report for that plan.
 Expected<std::vector<double>> forward_op_seconds(const Job& job, const policy::ParallelConfig& config);
 
+// forward_op_seconds, and from the same materialized plan what device 0 holds for each forward op
+// (policy::OpBytes, by OpId; 0 for the other ops), by the memory model's accounting (cost/memory_model.h):
+//  - held: the activation and input buffers written during the first micro-batch's forward (its
+//    instructions before the first backward compute or recomputation) and still live when it ends, each
+//    by the forward op producing its tensor; with recomputation these are the checkpoints (a layer's
+//    input, what arrived by communication), without it every activation a backward reads;
+//  - state: the parameter, gradient and optimizer-state buffers live where their total is largest, each
+//    by its parameter's first forward reader (a gradient's or optimizer state's owner, an updated
+//    version's original);
+//  - device: the job's GPU memory.
+struct ForwardOpCosts {
+  std::vector<double> seconds;
+  policy::OpBytes bytes;
+};
+Expected<ForwardOpCosts> forward_op_costs(const Job& job, const policy::ParallelConfig& config);
+
 // Whether the job's policy stages a pipeline that forward_op_seconds can balance: pp > 1 without
 // interleaving (interleaved chunks take Megatron-LM's equal layer counts), not 3F1B.
 bool balances_stages(const policy::ParallelConfig& config);

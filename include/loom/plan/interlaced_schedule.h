@@ -76,25 +76,32 @@ struct InterlacedSearch {
   std::vector<std::vector<InterlacedBlock>> devices;  // per stage, its blocks in order
   ScheduleEvaluation evaluation;                      // evaluate_interlaced's numbers for them
   std::string order;      // the candidate chosen: "lockstep" (interlaced_blocks) or "1 H per barrier, ..."
+  int group = 0;          // the chosen family member's H's per barrier and warm-up extra (0, 0: lockstep)
+  int extra = 0;
+  std::vector<int> caps;  // per stage, the most micro-batches it was allowed to hold
   std::int64_t rollouts = 0;  // greedy completions priced
 };
 
 // The order searched on `costs`: fewer barriers, placed where the devices lose least. Every E runs
 // before anything (they need nothing and every device is free then) and every G after the last
 // backward (the cool-down, where the devices wait anyway), so the only barriers are the H's, `group` of
-// them at once. Each device runs 1F1B's stage blocks with a warm-up of min(S, max(S - s + extra, group))
-// forwards (the last stage must run a group's F's before its H's; extra lets a device run ahead instead
-// of waiting at a barrier), then backward / forward pairs: never more than S micro-batches held, 1F1B's
-// peak (stage 0's). A barrier is ready when the last stage's F of its last H ends; by default a device
-// joins it after the block it is running then (or, the other rule, before a block that would end after
-// it), and where each joins is a decision: a later threshold lets the devices whose blocks end before it
-// run them first. The family (group 1..min(S, m), extra 0..S - 1, both rules) is completed greedily; the
-// 4 cheapest are refined by a pilot search (at each barrier every threshold up to S + 1 block ends
-// later and both rules, each completed greedily, the cheapest taken, so never worse than the greedy
-// one), evaluated (evaluate_interlaced) beside interlaced_blocks' unit-cost order, and the least
-// makespan wins, then the least sum of idle time, then the unit-cost order. Deterministic. Errors: what
-// interlaced_blocks refuses, costs not one per stage, or a cost negative or not finite.
+// them at once. Each device runs 1F1B's stage blocks with a warm-up of min(cap_s, max(S - s + extra,
+// group)) forwards (the last stage must run a group's F's before its H's; extra lets a device run ahead
+// instead of waiting at a barrier), then backward / forward pairs, so device s never holds more than
+// cap_s micro-batches. `most_held` gives the caps per stage (the policy derives them from the bytes a
+// micro-batch holds and the headroom the stage has, policy/interlaced.h), each raised to 1F1B's own
+// S - s and lowered to the micro-batches; empty, every cap is S, 1F1B's peak (stage 0's). A barrier
+// is ready when the last stage's F of its last H ends; by default a device joins it after the block it
+// is running then (or, the other rule, before a block that would end after it), and where each joins is
+// a decision: a later threshold lets the devices whose blocks end before it run them first. The family
+// (group 1..min(least cap, m), extra 0..most cap - 1, both rules) is completed greedily; the 4 cheapest
+// are refined by a pilot search (at each barrier every threshold up to S + 1 block ends later and both
+// rules, each completed greedily, the cheapest taken, so never worse than the greedy one), evaluated
+// (evaluate_interlaced) beside interlaced_blocks' unit-cost order where that keeps within the caps, and
+// the least makespan wins, then the least sum of idle time, then the unit-cost order. Deterministic.
+// Errors: what interlaced_blocks refuses, costs or caps not one per stage, or a cost negative or not
+// finite.
 Expected<InterlacedSearch> search_interlaced(int stages, int micro_batches, std::span<const int> embedding_readers,
-                                             const InterlacedCosts& costs);
+                                             const InterlacedCosts& costs, std::span<const int> most_held = {});
 
 }  // namespace loom::plan

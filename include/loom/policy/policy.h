@@ -17,6 +17,7 @@
 // Devices are numbered as Megatron does: tp innermost, then dp, then pp.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -30,6 +31,17 @@
 #include "loom/policy/recompute_policy.h"
 
 namespace loom::policy {
+
+// What a forward op holds on one device of a plan at the job's tp degree and recomputation, in bytes (the
+// job fills it from the materialized one-stage plan that op_seconds comes from, api/stage_costs.h).
+// The interlaced order bounds the micro-batches each stage holds by it (policy/interlaced.h).
+struct OpBytes {
+  std::vector<std::int64_t> held;   // by OpId: one micro-batch's activations kept from its forward to its backward
+  std::vector<std::int64_t> state;  // by OpId: its parameters' weights, gradients and optimizer states
+  std::int64_t device = 0;          // one device's memory
+
+  bool operator==(const OpBytes&) const = default;
+};
 
 struct ParallelConfig {
   int dp = 1;             // data-parallel degree
@@ -62,6 +74,9 @@ struct ParallelConfig {
   // recomputation (the job fills it from the compute model, api/stage_costs.h). megatron_stages balances
   // pipeline stages of whole layers by it; empty: by training FLOPs.
   std::vector<double> op_seconds;
+  // The bytes each forward op holds (the job fills it for the interlaced policy); empty: the interlaced
+  // order caps each stage at 1F1B's peak count of held micro-batches.
+  OpBytes op_bytes;
 };
 
 // dp * tp * pp.
@@ -76,6 +91,12 @@ Expected<ParallelConfig> default_degrees(std::string_view policy, int devices);
 // (pp_rank * dp + dp_rank) * tp + tp_rank.
 int device_of(const ParallelConfig& config, int pp_rank, int dp_rank, int tp_rank);
 
+// What a policy chose beyond its config, for the job's description: the interlaced order picked
+// ("interlaced order: H in groups of 4, warm-up +3, ..."); empty when nothing was.
+struct PolicyNotes {
+  std::string schedule;
+};
+
 struct PolicyInfo {
   std::string_view name;     // "dp-tp"
   std::string_view degrees;  // the ParallelConfig fields it uses: "dp, tp"
@@ -88,8 +109,9 @@ std::string known_policy_names();  // "dp, tp, dp-tp, pp, megatron, zero"
 // unknown name (listing the known ones), a degree the policy does not use set above 1, degrees below 1,
 // and whatever megatron() reports (oases_megatron() when config.overlap is oases).
 // `catalog`: the job's ops (the built-ins, plus a traced graph's custom ops), for FLOPs and op classes.
+// `notes`, when given, gets what the policy chose beyond the config.
 Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const ParallelConfig& config,
-                            const ir::OpCatalog& catalog = ops::builtin_ops());
+                            const ir::OpCatalog& catalog = ops::builtin_ops(), PolicyNotes* notes = nullptr);
 
 // dp x tp x pp over a fresh plan. Per forward op, in this order (trans refuses to divide the value of a
 // piece a sibling also produces, so the value-dividing splits come last):
@@ -107,9 +129,9 @@ Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const Par
 // along the same identifier on the same device, the parts' chains ordered and recomputed (coshard.h).
 // Errors name the op and the dimension: a batch not divisible by dp x micro_batches, heads (or another
 // split dimension) not divisible by tp (or tp x coshard parts), fewer balanced stages than pp, or a plan
-// already transformed; and what coshard_plan reports.
+// already transformed; and what coshard_plan reports. `notes`, when given, gets the interlaced order chosen.
 Expected<void> megatron(plan::Plan& plan, const ParallelConfig& config,
-                        const ir::OpCatalog& catalog = ops::builtin_ops());
+                        const ir::OpCatalog& catalog = ops::builtin_ops(), PolicyNotes* notes = nullptr);
 
 // By OpId: the stage (chunk * pp + pipeline rank) megatron() gives each forward op, -1 for the others:
 // pp x virtual_stages chunks of equal layer counts when interleaved; else pp stages of whole layers, equal
