@@ -1,9 +1,10 @@
 // The interlaced pipeline's evaluator (plan/interlaced_schedule.h): stage blocks as schedule_eval.h runs
 // them, shared blocks as barriers of every device.
-#include <fmt/format.h>
-
 #include <algorithm>
+#include <cmath>
 #include <limits>
+
+#include <fmt/format.h>
 
 #include "loom/core/strings.h"
 #include "loom/plan/interlaced_schedule.h"
@@ -63,6 +64,19 @@ Expected<void> check_blocks(const std::vector<std::vector<InterlacedBlock>>& dev
 
 }  // namespace
 
+Expected<void> check_interlaced_costs(const InterlacedCosts& costs, int stages, std::string_view who) {
+  if (costs.forward.size() != us(stages) || costs.backward.size() != us(stages))
+    return fail(fmt::format("{}: costs for {} and {} stages, the pipeline has {}", who, costs.forward.size(),
+                            costs.backward.size(), stages));
+  std::vector<double> all = costs.forward;
+  all.insert(all.end(), costs.backward.begin(), costs.backward.end());
+  all.insert(all.end(), {costs.embed_forward, costs.head, costs.embed_backward});
+  for (double c : all)
+    if (!std::isfinite(c) || c < 0)
+      return fail(fmt::format("{}: a block costs {} s", who, c), "block costs are finite and at least 0");
+  return {};
+}
+
 Expected<ScheduleEvaluation> evaluate_interlaced(const std::vector<std::vector<InterlacedBlock>>& devices,
                                                  int micro_batches, std::span<const int> embedding_readers,
                                                  const InterlacedCosts& costs) {
@@ -70,9 +84,7 @@ Expected<ScheduleEvaluation> evaluate_interlaced(const std::vector<std::vector<I
   if (S < 1 || micro_batches < 1)
     return fail(fmt::format("evaluate_interlaced: {} stages and {} micro-batches; each must be at least 1", S,
                             micro_batches));
-  if (costs.forward.size() != us(S) || costs.backward.size() != us(S))
-    return fail(fmt::format("evaluate_interlaced: costs for {} and {} stages, the order has {}", costs.forward.size(),
-                            costs.backward.size(), S));
+  LOOM_RETURN_IF_ERROR(check_interlaced_costs(costs, S, "evaluate_interlaced"));
   std::vector<bool> reads(us(S), false);
   for (int s : embedding_readers) {
     if (s < 0 || s >= S) return fail(fmt::format("evaluate_interlaced: reader stage {} is outside [0, {})", s, S));

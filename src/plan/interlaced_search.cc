@@ -253,19 +253,11 @@ Expected<InterlacedSearch> search_interlaced(int stages, int micro_batches, std:
                                              const InterlacedCosts& costs, std::span<const int> most_held) {
   LOOM_ASSIGN_OR_RETURN(std::vector<std::vector<InterlacedBlock>> lockstep,
                         interlaced_blocks(stages, micro_batches, embedding_readers));
-  if (costs.forward.size() != us(stages) || costs.backward.size() != us(stages))
-    return fail(fmt::format("interlaced search: costs for {} and {} stages, the pipeline has {}", costs.forward.size(),
-                            costs.backward.size(), stages));
+  LOOM_RETURN_IF_ERROR(check_interlaced_costs(costs, stages, "interlaced search"));
   if (!most_held.empty() && most_held.size() != us(stages))
     return fail(fmt::format("interlaced search: held-micro-batch caps for {} stages, the pipeline has {}",
                             most_held.size(), stages),
                 "give one cap per stage, or none for 1F1B's peak S on every stage");
-  std::vector<double> all = costs.forward;
-  all.insert(all.end(), costs.backward.begin(), costs.backward.end());
-  all.insert(all.end(), {costs.embed_forward, costs.head, costs.embed_backward});
-  for (double c : all)
-    if (!std::isfinite(c) || c < 0)
-      return fail(fmt::format("interlaced search: a block costs {} s", c), "block costs are finite and at least 0");
   std::vector<bool> reads(us(stages), false);
   for (int s : embedding_readers) reads[us(s)] = true;
   // Per stage the most micro-batches it may hold: the given cap, never below 1F1B's own S - s nor above

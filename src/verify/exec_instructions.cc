@@ -67,10 +67,10 @@ Expected<Progress> Machine::execute(int d, const exec::Compute& compute) {
   const plan::SubOp& s = plan_.sub_op(compute.sub_op);
   if (!s.live) return failf("sub-op '{}' was transformed into parts: it is not run", s.name);
   if (s.device != d) return failf("sub-op '{}' is assigned to device {}", s.name, s.device);
-  // A recomputed sub-op (plan/recompute.h) runs a second time for its backward readers; a nested one
-  // may run a third time (inside the larger recomputation, and for its readers).
+  // A recomputed sub-op (plan/recompute.h) runs a second time for its backward readers; one marked both
+  // plainly and nested may run a third time (inside the layer's recomputation, and for its readers).
   const bool rerun = ++computed_[s.id.index()] > 1;
-  const int most = plan::is_nested_recompute(plan_, s.id) ? 3 : 2;
+  const int most = plan::is_plain_recompute(plan_, s.id) && plan::is_nested_recompute(plan_, s.id) ? 3 : 2;
   if (rerun && (computed_[s.id.index()] > most || !plan::is_recomputed(plan_, s.id)))
     return failf("sub-op '{}' is computed {} times", s.name, computed_[s.id.index()]);
   if (compute.inputs.size() != s.inputs.size() || compute.outputs.size() != s.outputs.size())

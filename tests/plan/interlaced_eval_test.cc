@@ -2,6 +2,7 @@
 // orders, a shared block as a barrier of every device, and the orders it refuses.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -85,7 +86,14 @@ TEST(EvaluateInterlaced, Errors) {
             std::string::npos);
   EXPECT_NE(error_of({{E(0), F(0, 0), H(0), B(0, 0), G(0)}, {E(0), F(1, 0), H(0), B(1, 0), G(0)}}, 1,
                      {.forward = {1}, .backward = {1}})
-                .find("costs for 1 and 1 stages, the order has 2"),
+                .find("costs for 1 and 1 stages, the pipeline has 2"),
+            std::string::npos);
+  // A cost that is not a number would make every comparison false: refused, as the search refuses it.
+  const std::vector<std::vector<InterlacedBlock>> order = {{E(0), F(0, 0), H(0), B(0, 0), G(0)},
+                                                           {E(0), F(1, 0), H(0), B(1, 0), G(0)}};
+  EXPECT_NE(error_of(order, 1, {.forward = {1, std::nan("")}, .backward = {1, 1}}).find("a block costs nan s"),
+            std::string::npos);
+  EXPECT_NE(error_of(order, 1, {.forward = {1, 1}, .backward = {1, 1}, .head = -1}).find("a block costs -1 s"),
             std::string::npos);
 }
 

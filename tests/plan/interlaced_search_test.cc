@@ -124,7 +124,7 @@ TEST(SearchInterlaced, T5CostsLoseLessToBarriersThanTheUnitCostOrder) {
                               .embed_forward = 0.002, .head = 0.043, .embed_backward = 0.003};
   const std::vector<int> readers{0, 2};
   const auto searched = search_interlaced(4, 8, readers, costs);
-  ASSERT_TRUE(searched) << searched->order;
+  ASSERT_TRUE(searched) << searched.error().to_string();
   const auto unit = evaluate_interlaced(*interlaced_blocks(4, 8, readers), 8, readers, costs);
   ASSERT_TRUE(unit);
   // 1F1B alone: (8 + 3) x 0.38 = 4.18 s; with the shared blocks' 8 x 0.048 on every device 4.56 s.

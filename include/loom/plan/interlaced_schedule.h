@@ -59,13 +59,16 @@ struct InterlacedCosts {
   double embed_forward = 0, head = 0, embed_backward = 0;
 };
 
+// Errors: costs not one per stage, or a cost negative or not finite (naming `who`, the caller).
+Expected<void> check_interlaced_costs(const InterlacedCosts& costs, int stages, std::string_view who);
+
 // The schedule evaluator (schedule_eval.h) with blocks that every device runs together: each device
 // runs its blocks in order; a stage block starts when its device is free and its inputs are done (F(s, m)
 // after F(s - 1, m) and, on a reader, E(m); B(s, m) after F(s, m) and B(s + 1, m), the last stage's
 // after H(m)); a shared block when it is next on every device, every device is free and its inputs are
 // done (E: none; H(m): the last stage's F(m); G(m): every reader's B(m)), so each is a barrier.
 // peak_held counts a stage's micro-batches from F to B (the shared blocks hold their activations only
-// inside H, or one embedding per micro-batch). Errors: sequences or costs not one per stage, a device
+// inside H, or one embedding per micro-batch). Errors: check_interlaced_costs', a device
 // with stage blocks other than its own F and B of every micro-batch once, shared blocks missing, twice,
 // or in another order than device 0's, and an order that deadlocks (naming where each device waits).
 Expected<ScheduleEvaluation> evaluate_interlaced(const std::vector<std::vector<InterlacedBlock>>& devices,

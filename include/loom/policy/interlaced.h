@@ -8,7 +8,11 @@
 //    embedding backward, which every device runs, with the stages' 1F1B blocks
 //    (plan/interlaced_schedule.h).
 // The policy 'interlaced' is megatron with ParallelConfig::interlaced set; its Composer places and orders
-// the shared ops as this layout says.
+// the shared ops as this layout says. The order is searched (plan::search_interlaced) on per-stage costs
+// summed from ParallelConfig::op_seconds, and each stage's held micro-batches are capped by memory from
+// ParallelConfig::op_bytes (held_caps in src/policy/megatron_interlaced.cc): the headroom, 0.9 of the
+// device less the stage's state and its 1/pp of the shared ops' state and lookups, over the bytes one
+// micro-batch holds on the stage; at least 1F1B's S - s, at most the micro-batch count.
 #pragma once
 
 #include <optional>
