@@ -98,6 +98,25 @@ TEST(SearchInterlaced, RandomCostsGiveValidOrdersNeverSlowerThanTheUnitCostOne) 
   }
 }
 
+// A long pipeline (16 stages, 128 micro-batches: unbounded, ~7000 roll-outs and half a minute) searches
+// within its roll-out budget, 2e9 / (16 x 128)^2 = 476, and still returns a valid order no slower than
+// the unit-cost one.
+TEST(SearchInterlaced, LongPipelinesStayWithinTheRollOutBudget) {
+  const int stages = 16, micro_batches = 128;
+  const InterlacedCosts costs{.forward = std::vector<double>(stages, 0.095),
+                              .backward = std::vector<double>(stages, 0.285),
+                              .embed_forward = 0.002, .head = 0.043, .embed_backward = 0.003};
+  const std::vector<int> readers{0, stages / 2};
+  const auto searched = search_interlaced(stages, micro_batches, readers, costs);
+  ASSERT_TRUE(searched) << searched.error().to_string();
+  EXPECT_LE(searched->rollouts, 476);
+  const std::vector<std::string> broken = violations(searched->devices, micro_batches, readers);
+  EXPECT_TRUE(broken.empty()) << searched->order << ": " << broken.front();
+  const auto unit = evaluate_interlaced(*interlaced_blocks(stages, micro_batches, readers), micro_batches, readers, costs);
+  ASSERT_TRUE(unit) << unit.error().to_string();
+  EXPECT_LE(searched->evaluation.makespan, unit->makespan) << searched->order;
+}
+
 TEST(SearchInterlaced, IsDeterministic) {
   std::mt19937 rng(3);
   const InterlacedCosts costs = random_costs(5, rng);
