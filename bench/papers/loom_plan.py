@@ -40,6 +40,16 @@ def run_plan(loom, flags, timeout):
     }
 
 
+def system_cell(result, label, digits=(2, 1)):
+    """One system's table cell: "`flags`: refused (why)", or "label / step s / TFLOPS / peak GiB", marked
+    **OOM** over capacity; `digits` are the step's and the TFLOPS' decimals."""
+    if "error" in result:
+        return f"`{result['flags']}`: refused ({result['error']})"
+    step, tflops = digits
+    return (f"{label} / {result['step_s']:.{step}f} / {result['tflops']:.{tflops}f} / {result['peak_gib']:.1f}"
+            + (" **OOM**" if result["oom"] else ""))
+
+
 def paper_arguments(description, timeout=600):
     """The options every paper script takes (--loom, --json, --timeout, --replay); the script adds its own."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -137,12 +137,9 @@ def print_table(family, rows):
             r = row["systems"].get(n)
             if r is None:
                 cells.append("-")
-            elif "error" in r:
-                cells.append(f"`{r['flags']}`: refused ({r['error']})")
             else:
-                chosen = f" ({r['plan'].split(' -> ')[-1]})" if n == "megatron-best" else ""
-                cells.append(f"`{r['flags']}`{chosen} / {r['step_s']:.2f} / {r['tflops']:.1f} / {r['peak_gib']:.1f}"
-                             + (" **OOM**" if r["oom"] else ""))
+                chosen = f" ({r['plan'].split(' -> ')[-1]})" if n == "megatron-best" and "error" not in r else ""
+                cells.append(loom_plan.system_cell(r, f"`{r['flags']}`{chosen}"))
         speedup = f"{row['speedup']:.2f}x" if row["speedup"] else "n/a"
         if row["speedup_over_capacity"]:
             speedup += " (a plan over capacity)"

@@ -116,9 +116,7 @@ def print_table(rows, started):
         cells = []
         for n in SYSTEMS:
             r = row["systems"][n]
-            cells.append(f"`{r['flags']}`: refused ({r['error']})" if "error" in r else
-                         f"`{r['flags']}` / {r['step_s']:.2f} / {r['tflops']:.1f} / {r['peak_gib']:.1f}"
-                         + (" **OOM**" if r["oom"] else ""))
+            cells.append(loom_plan.system_cell(r, f"`{r['flags']}`"))
         speedup = f"{row['speedup']:.2f}x" if row["speedup"] else "n/a"
         if row["speedup_over_capacity"]:
             speedup += " (a plan over capacity)"

@@ -127,9 +127,7 @@ def print_table(family, rows):
         cells = []
         for n in names:
             r = row["systems"][n]
-            cells.append(f"`{r['flags']}`: refused ({r['error']})" if "error" in r else
-                         f"`{r['flags']}` / {r['step_s']:.3f} / {r['tflops']:.0f} / {r['peak_gib']:.1f}"
-                         + (" **OOM**" if r["oom"] else ""))
+            cells.append(loom_plan.system_cell(r, f"`{r['flags']}`", digits=(3, 0)))
         speedup = f"{row['speedup']:.2f}x over {row['baseline']}" if row["speedup"] else "-"
         paper = f"{row['paper_speedup']}x" if row["paper_speedup"] else "not stated"
         print(f"| {row['gpus']} | {row['model']} | " + " | ".join(cells) + f" | {speedup} | {paper} | {row['winner']} |")

@@ -181,9 +181,7 @@ def print_figure(figure, rows, checks, attention, recompute_collectives):
         cells = []
         for n in SYSTEMS:
             r = row["systems"][n]
-            cells.append(f"`{r['flags']}`: refused ({r['error']})" if "error" in r else
-                         f"{r['plan']} / {r['step_s']:.2f} / {r['tflops']:.1f} / {r['peak_gib']:.1f}"
-                         + (" **OOM**" if r["oom"] else ""))
+            cells.append(loom_plan.system_cell(r, r.get("plan", "")))
         ratios = [f"{s:.2f}x" if s else "n/a" for s in row["speedup"].values()]
         print(f"| {row['gpus']} | {row['model']} | " + " | ".join(cells) + " | " + " | ".join(ratios)
               + f" | {row['winner']} | {row['paper_winner']} |")
