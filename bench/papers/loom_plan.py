@@ -50,6 +50,15 @@ def system_cell(result, label, digits=(2, 1)):
             + (" **OOM**" if result["oom"] else ""))
 
 
+def progress_text(result, digits=(2, 1)):
+    """A plan's progress-line summary: "refused: why", or "step s, TFLOPS, peak GiB", OOM over capacity."""
+    if "error" in result:
+        return f"refused: {result['error']}"
+    step, tflops = digits
+    return (f"step {result['step_s']:.{step}f} s, {result['tflops']:.{tflops}f} TFLOPS, "
+            f"peak {result['peak_gib']:.1f} GiB" + (" OOM" if result["oom"] else ""))
+
+
 def paper_arguments(description, timeout=600):
     """The options every paper script takes (--loom, --json, --timeout, --replay); the script adds its own."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -51,11 +51,7 @@ def run_plan(loom, model, cluster, flags, timeout):
 
 
 def log(system, cluster, flags, result):
-    if "error" in result:
-        what = f"refused: {result['error']}"
-    else:
-        what = (f"step {result['step_s']:.2f} s, {result['tflops']:.1f} TFLOPS, peak {result['peak_gib']:.1f} GiB"
-                + (" OOM" if result["oom"] else ""))
+    what = loom_plan.progress_text(result)
     print(f"  {system:<14} {' '.join(cluster + flags):<80} {what} ({result['wall_s']:.1f} s)", file=sys.stderr,
           flush=True)
 

@@ -64,9 +64,7 @@ def measure(loom, gpus, model, tp, timeout):
     for system, flags in plans(gpus, tp).items():
         result = loom_plan.run_plan(loom, ["--model", model, *cluster, *flags, *COMMON], timeout)
         result["flags"] = " ".join(flags)
-        what = (f"refused: {result['error']}" if "error" in result else
-                f"step {result['step_s']:.2f} s, {result['tflops']:.1f} TFLOPS, peak {result['peak_gib']:.1f} GiB"
-                + (" OOM" if result["oom"] else ""))
+        what = loom_plan.progress_text(result)
         print(f"  {system:<14} {result['flags']:<70} {what} (planned in {result['wall_s']:.1f} s)", file=sys.stderr,
               flush=True)
         row["systems"][system] = result

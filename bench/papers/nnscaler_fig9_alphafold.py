@@ -66,9 +66,7 @@ def measure_cell(loom, family, gpus, model, layers, timeout):
     for system, flags in plans(gpus).items():
         result = run_plan(loom, model, cluster, flags + ["--layers", str(layers)], timeout)
         result["flags"] = " ".join(flags)  # the common flags and --layers are the table's caption
-        what = (f"refused: {result['error']}" if "error" in result else
-                f"step {result['step_s']:.3f} s, {result['tflops']:.0f} TFLOPS, peak {result['peak_gib']:.1f} GiB"
-                + (" OOM" if result["oom"] else ""))
+        what = loom_plan.progress_text(result, digits=(3, 0))
         print(f"  {system:<10} {' '.join(cluster + flags):<70} {what} ({result['wall_s']:.1f} s)", file=sys.stderr,
               flush=True)
         row["systems"][system] = result

@@ -112,9 +112,9 @@ def measure(loom, figure, gpus, model, timeout, attention, recompute_collectives
                                                *(["--recompute-collectives"] if recompute_collectives else [])],
                                         timeout)
             result["flags"] = " ".join(flags)
-            what = (f"refused: {result['error']}" if "error" in result else
-                    f"{result['plan']}: step {result['step_s']:.2f} s, {result['tflops']:.1f} TFLOPS, "
-                    f"peak {result['peak_gib']:.1f} GiB" + (" OOM" if result["oom"] else ""))
+            what = loom_plan.progress_text(result)
+            if "error" not in result:
+                what = f"{result['plan']}: {what}"
             print(f"  {system:<14} {result['flags']:<50} {what} (planned in {result['wall_s']:.1f} s)",
                   file=sys.stderr, flush=True)
             tried.append(result)
