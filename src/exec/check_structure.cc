@@ -206,6 +206,15 @@ class StructureCheck {
         if (exec_.buffer(in).piece.tensor != out.tensor)
           return error(fmt::format("combines {} into a piece of another tensor", buffer_to_text(exec_, in)),
                        "a combine sums and concatenates pieces of its output's tensor");
+      if (l.kind == LocalKind::accumulate) {
+        // A running sum's step adds terms of its own box; a single term is a copy, not a step.
+        if (l.inputs.size() < 2)
+          return error("accumulates a single buffer", "an accumulate adds a new term to the running sum so far");
+        for (BufferId in : l.inputs)
+          if (!same_box(exec_.buffer(in).piece.box, out.box))
+            return error(fmt::format("accumulates {}, whose box is not the running sum's", buffer_to_text(exec_, in)),
+                         "an accumulate sums terms of the output's box as is; slice or combine the others first");
+      }
       return {};
     }
     if (l.inputs.size() != 1)

@@ -34,8 +34,9 @@ using CurrentSums = std::function<std::vector<BufferId>(std::span<const BufferId
 // parts of the op read, per box, parts j of m of that box (each device one piece), and the devices
 // holding `written` (the producer outputs) hold several parts of each box whose local sums are parts of
 // m, each sum (its parts' running sums, `current`, added up) is read for one j: on its own device, else
-// sent from the nearest device holding it (a pipeline's last stage sending its micro-batches' sum of a
-// tied embedding's gradient once). Keyed by (device, piece read); empty when not so.
+// sent from a device holding it: the one that has sent fewest sums so far, then the nearest (tp ranks
+// holding replicas of a head's sum send one each; a pipeline's last stage sends its micro-batches' sum of
+// a tied embedding's gradient once). Keyed by (device, piece read); empty when not so.
 NeedMap<BufferId> summed_in_place(ProgramBuilder& builder, const plan::Plan& plan, ir::OpId op, ir::TensorId tensor,
                                   std::span<const BufferId> written, const CurrentSums& current);
 

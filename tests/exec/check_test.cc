@@ -216,6 +216,16 @@ std::vector<Broken> broken_plans() {
       {"CombineOfAnotherTensor", locals,
        [](Fixture& f) { instruction<Local>(f, 0, kCombineAt).inputs.push_back(BufferId(1)); },  // w
        {"combines b1 %w[0:8, 0:8] into a piece of another tensor"}},
+      {"AccumulateOfRowsOfItsBox", locals,  // the combine's two halves are no running sum's terms
+       [](Fixture& f) { instruction<Local>(f, 0, kCombineAt).kind = LocalKind::accumulate; },
+       {"device 0, instruction 12", "accumulates b", "whose box is not the running sum's"}},
+      {"AccumulateOfOneTerm", locals,
+       [](Fixture& f) {
+         Local& l = instruction<Local>(f, 0, kCombineAt);
+         l.kind = LocalKind::accumulate;
+         l.inputs = {std::get<Load>(program(f, 0)[kSliceAt - 1]).output};
+       },
+       {"accumulates a single buffer"}},
   };
 }
 
