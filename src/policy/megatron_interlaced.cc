@@ -52,14 +52,16 @@ std::optional<plan::InterlacedCosts> block_costs(const ir::Graph& graph, const P
 // Per stage the most micro-batches it may hold by config.op_bytes (nullopt without them, or without one
 // op's bytes): the stage's headroom over the bytes one micro-batch holds on it (its staged ops' held
 // bytes; none: every micro-batch). The headroom is the device's memory less
-//  - a tenth of it for what the byte counts leave out: transient workspace (the head's logits inside its
-//    H, a layer's recomputed activations before its backward, the stage's received input, communication
-//    staging) and allocator fragmentation;
 //  - the stage's model state (its staged ops' state) and 1 / pp of the shared ops' (op_bytes priced each
 //    op at 1 / tp, the shared ones run at 1 / (pp x tp));
 //  - what the shared ops hold: every micro-batch's lookups (every E runs before anything) and one
 //    micro-batch's head (its H runs forward and backward at once), 1 / pp of each.
-// A headroom below one micro-batch gives 0 (the search keeps 1F1B's own holds).
+// A headroom below one micro-batch gives 0 (the search keeps 1F1B's own holds). No margin is reserved for
+// transients (the head's logits inside its H, a layer's recomputed activations): on nnScaler Fig. 8's four
+// T5 cells the estimate at the holds chosen came within -0.1 % to +9 % of the simulated peak (state under-
+// counted, per-micro-batch activations over-counted), and the 10 % margin it had held one micro-batch
+// fewer than memory admits at 16 and 8 GPUs. The simulator still checks the plan's memory.
+
 std::optional<std::vector<int>> held_caps(const ir::Graph& graph, const ParallelConfig& c,
                                           const std::vector<int>& stage, const InterlacedLayout& layout) {
   const OpBytes& bytes = c.op_bytes;
@@ -81,12 +83,11 @@ std::optional<std::vector<int>> held_caps(const ir::Graph& graph, const Parallel
         break;
     }
   }
-  constexpr double kWorkspaceShare = 0.1;
   const double device = static_cast<double>(bytes.device);
   const double shared = (shared_state + c.micro_batches * lookups + head) / c.pp;
   std::vector<int> caps;
   for (std::size_t s = 0; s < pp; ++s) {
-    const double headroom = device * (1 - kWorkspaceShare) - state[s] - shared;
+    const double headroom = device - state[s] - shared;
     const double admitted = held[s] > 0 ? std::floor(headroom / held[s]) : c.micro_batches;
     caps.push_back(static_cast<int>(std::clamp(admitted, 0.0, static_cast<double>(c.micro_batches))));
   }

@@ -127,7 +127,49 @@ class Analysis {
       LOOM_RETURN_IF_ERROR(check_divisible(op, *x));
       commit(op, *x);
     }
+    split_batchless_feeders();
     return {};
+  }
+
+  // Ops without a batch whose every forward reader is tensor-parallel and reads them split along one
+  // plain dimension (T5's and Swin's relative-position biases, read by attention split by heads) are
+  // split the same way, from the readers back: each rank computes its heads' bias, and the bias
+  // gradient, summed over the layers and micro-batches, stays on its rank until the small table's
+  // gradient is reduced over dp. Replicated, every rank would gather every head's [h, s, t] gradient.
+  void split_batchless_feeders() {
+    for (auto it = graph_.ops.rbegin(); it != graph_.ops.rend(); ++it) {
+      const ir::Op& op = *it;
+      if (op.pass != ir::Pass::forward || batch_[op.id.index()] || layout_.splits[op.id.index()] ||
+          op.outputs.size() != 1)
+        continue;
+      const std::optional<int> dim = split_dim_read(op.outputs.front());
+      if (!dim) continue;
+      const plan::SubOpId any = plan_.parts[op.id.index()].front();
+      const std::optional<std::string> x = plan::dim_identifier(plan_, any, true, 0, static_cast<std::size_t>(*dim));
+      if (!x || annotation(op).flag_of(*x) != DimFlag::none || !check_divisible(op, *x)) continue;
+      if (output_dims(op, *x).front() != *dim) continue;
+      commit(op, *x);
+    }
+  }
+
+  // The dimension of `t` that all its forward readers read split (each split, and t at the same
+  // dimension of every input it feeds), nullopt otherwise.
+  std::optional<int> split_dim_read(ir::TensorId t) const {
+    const auto& readers = forward_consumers_[t.index()];
+    if (readers.empty()) return std::nullopt;
+    std::optional<int> dim;
+    for (ir::OpId r : readers) {
+      const auto& split = layout_.splits[r.index()];
+      if (!split) return std::nullopt;
+      const ir::Op& reader = graph_.op(r);
+      for (std::size_t i = 0; i < reader.inputs.size(); ++i) {
+        if (reader.inputs[i] != t) continue;
+        const std::optional<int> d = position(annotation(reader).inputs[i], split->identifier);
+        if (!d || *d < 0 || (dim && *dim != *d)) return std::nullopt;
+        dim = *d;
+      }
+    }
+    return dim;
   }
 
   // Sequence parallelism, after the tensor-parallel regions are settled: the ops left replicated that

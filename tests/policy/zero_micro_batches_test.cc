@@ -144,24 +144,20 @@ Transfers transfers_of(const exec::ExecPlan& exec, int device, std::string_view 
 // a device's transfers of the bias gradient do not grow with the micro-batches and none carries one
 // micro-batch's term. Before the running sums (057c808) every device received every micro-batch's raw
 // term of every dp and tp rank (swin-27b on 32 GPUs: 6944 transfers of 8.5 GiB a device a step).
-TEST(ZeroMicroBatches, Stage3SwinBiasGradientCrossesOncePerStep) {
+TEST(ZeroMicroBatches, Stage3SwinBiasGradientStaysOnItsRank) {
+  // Swin's relative-position bias is split by heads as its attention reads it (tensor_parallel.h), so the
+  // gradient of the [heads, window, window] bias never moves, whatever the micro-batches: only the small
+  // table's gradient is reduced. (Replicated over tp, each device once received every micro-batch's term
+  // from every rank: 6944 sends a step on swin-27b.)
   const ir::Graph graph = training_graph("swin-1.8b", 0, 16, ir::DType::f32);
   const int dp = 2;
-  std::map<int, int> at_two;  // transfers by device with 2 micro-batches
   for (const int micro_batches : {2, 4}) {
     SCOPED_TRACE(micro_batches);
     const ParallelConfig config{.dp = dp, .tp = 2, .micro_batches = micro_batches, .zero = 3};
     const auto p = policy_plan(graph, "megatron", config);
     ASSERT_EQ(p->stage, api::Stage::materialized);
-    int total = 0;
-    for (int device = 0; device < dp * 2; ++device) {
-      const Transfers t = transfers_of(p->exec, device, "relative_position_bias.grad");
-      total += t.count;
-      EXPECT_LE(t.finest, dp) << "device " << device << " moves one micro-batch's term";
-      if (micro_batches == 2) at_two[device] = t.count;
-      else EXPECT_EQ(t.count, at_two.at(device)) << "device " << device;
-    }
-    EXPECT_GT(total, 0);  // the table stays tp-replicated: else the test checks nothing
+    for (int device = 0; device < dp * 2; ++device)
+      EXPECT_EQ(transfers_of(p->exec, device, "relative_position_bias.permute.grad").count, 0) << "device " << device;
   }
   testing::expect_exec_trains_as_one_device(graph, "megatron", {.dp = dp, .tp = 2, .micro_batches = 4, .zero = 3});
 }
