@@ -57,6 +57,7 @@ same_plan swin-file --model swin-1.8b --layers 8 --seq 384 --global-batch 8 --gp
 # The architecture by numbers the issue names: 24 heads over 2304.
 expect arch-acceptance 0 "$LOOM" plan --arch gpt --layers 24 --hidden 2304 --heads 24 --vocab 51200 --seq 2048 \
   --global-batch 512 --gpus 8 --tp 2 --pp 2 --recompute full --out "$tmp/acc" && contains arch-acceptance-model "model      gpt:" &&
+  contains arch-acceptance-summary "gpt on dgx-a100, policy megatron" &&
   contains arch-acceptance-step "step time"
 
 # The other commands that take a model.
