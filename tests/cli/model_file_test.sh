@@ -50,6 +50,11 @@ same_plan llama-gqa --model llama2-70b "${small[@]}" -- --arch llama --hidden 81
 same_plan t5-file --model t5-3.9b "${small[@]}" -- --model-file "$models/t5-3.9b.yaml" "${small[@]}"
 same_plan moe-arch --model moe-380m "${small[@]}" -- --arch moe --hidden 768 --ffn 6144 --experts 8 --vocab 32000 \
   --seq 1024 "${small[@]}"
+# Folding rebuilds the model at micro-batch size through the same path.
+folded=(--layers 2 --global-batch 8 --gpus 4 --policy megatron --dp 2 --tp 2 --microbatches 2 --fold on)
+same_plan fold-file --model gpt3-125m "${folded[@]}" -- --model-file "$models/gpt3-125m.yaml" "${folded[@]}"
+same_plan fold-arch --model gpt3-125m "${folded[@]}" -- --arch gpt --hidden 768 --heads 12 --seq 2048 "${folded[@]}"
+if grep -qF '"fold"' "$tmp/fold-arch-b/exec.json"; then pass=$((pass+1)); else fail "fold-arch: not folded"; fi
 # A model file with sizes of its own resizes like a preset.
 same_plan swin-file --model swin-1.8b --layers 8 --seq 384 --global-batch 8 --gpus 2 --tp 2 -- \
   --model-file "$models/swin-1.8b.yaml" --layers 8 --seq 384 --global-batch 8 --gpus 2 --tp 2
