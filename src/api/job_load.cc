@@ -16,8 +16,9 @@
 namespace loom::api {
 namespace {
 
+// The model at the options' sizes (a preset, a model file, --arch), or the traced graph.
 Expected<ir::Graph> load_forward(const JobOptions& o, ops::CustomCatalog& catalog) {
-  if (!o.model.empty()) return with_context(models::build_model(o.model, model_options_of(o)), "model");
+  if (!plans_a_graph(o)) return with_context(build_model_of(o), "model");
   if (!o.graph_file.empty()) return frontend::load_graph_file(o.graph_file, catalog);
   return frontend::load_graph_text(o.graph_text, "the graph JSON", catalog);
 }
@@ -94,7 +95,8 @@ Expected<ir::Graph> micro_batch_model(const Job& job, std::int64_t global_batch)
                 "choose --global-batch a multiple of dp x micro-batches");
   models::ModelOptions options = job.request.model_options;
   options.batch = global_batch / parts;
-  return with_context(models::build_model(job.options.model, options), "model at micro-batch size");
+  LOOM_ASSIGN_OR_RETURN(const models::ModelPreset preset, model_preset_of(job.options));
+  return with_context(models::build_model(preset, options), "model at micro-batch size");
 }
 
 // The cluster the layout search prices moves on: --layout-cluster, else the job's cluster.
@@ -147,6 +149,8 @@ Expected<std::unique_ptr<Job>> load_job(const JobOptions& options, ir::Graph tra
   Job& j = *job;
   j.options = options;
   j.options.model.clear();
+  j.options.model_file.clear();
+  j.options.arch = {};
   j.options.graph_file.clear();
   j.options.graph_text.clear();
   j.options.fold = Fold::off;

@@ -55,6 +55,10 @@ Expected<Fold> parse_fold(std::string_view text) {
 
 std::string real_text(double value) { return fmt::format("{}", value); }
 
+std::string arch_text(const JobOptions& o, models::SpecField field) {
+  return models::given(o.arch, field) ? models::value_text(o.arch, field) : std::string();
+}
+
 constexpr std::int64_t kMaxCount = std::int64_t{1} << 24;
 constexpr int kMaxDegree = 1 << 20;
 
@@ -90,6 +94,11 @@ constexpr int kMaxDegree = 1 << 20;
   },                                                                                                    \
       [](const JobOptions& o) { return std::string(name(o.member)); }
 
+// A field of --arch's spec (models/model_spec.h), read as a model file reads it; "" when not given.
+#define LOOM_ARCH(field)                                                                                 \
+  [](JobOptions& o, std::string_view t) { return models::set_field(o.arch, models::SpecField::field, t); }, \
+      [](const JobOptions& o) { return arch_text(o, models::SpecField::field); }
+
 using G = OptionGroup;
 using K = ValueKind;
 constexpr double kHuge = std::numeric_limits<double>::max();
@@ -97,14 +106,41 @@ constexpr double kHuge = std::numeric_limits<double>::max();
 const std::vector<OptionField>& table() {
   static const std::vector<OptionField> fields = {
       {"model", "--model", {}, G::model, K::text, "Model preset (see `loom models`)", LOOM_TEXT(model)},
+      {"model_file", "--model-file", {}, G::model, K::text,
+       "A model file (YAML or JSON: a family and its sizes, docs/models.md) instead of --model",
+       LOOM_TEXT(model_file)},
+      {"arch", "--arch", {}, G::model, K::text,
+       "A model family built from its numbers instead of --model: gpt, llama, bert, t5, mbart, moe, swin, alphafold, "
+       "resnet, vgg or unet, with --layers, --hidden, --heads, ... (the family's fields, docs/models.md)",
+       LOOM_TEXT(arch.family)},
+      // --arch's sizes; the aliases are Megatron-LM's flags. --layers, --seq, --vocab and --global-batch below.
+      {"hidden", "--hidden", {"--hidden-size"}, G::model, K::whole, "--arch: model width (d_model)", LOOM_ARCH(hidden)},
+      {"heads", "--heads", {"--num-attention-heads"}, G::model, K::whole, "--arch: attention heads", LOOM_ARCH(heads)},
+      {"kv_heads", "--kv-heads", {"--num-query-groups"}, G::model, K::whole,
+       "--arch: key/value heads of grouped-query attention (default: heads)", LOOM_ARCH(kv_heads)},
+      {"head_dim", "--head-dim", {"--kv-channels"}, G::model, K::whole,
+       "--arch: channels per attention head (default: hidden / heads)", LOOM_ARCH(head_dim)},
+      {"ffn", "--ffn", {"--ffn-hidden-size"}, G::model, K::whole, "--arch: the MLP's inner width", LOOM_ARCH(ffn)},
+      {"positions", "--positions", {"--max-position-embeddings"}, G::model, K::whole,
+       "--arch: rows of a learned position table (default: seq)", LOOM_ARCH(positions)},
+      {"experts", "--experts", {"--num-experts"}, G::model, K::whole, "--arch: experts of an MoE layer",
+       LOOM_ARCH(experts)},
+      {"classes", "--classes", {}, G::model, K::whole, "--arch: classifier outputs", LOOM_ARCH(classes)},
+      {"window", "--window", {}, G::model, K::whole, "--arch: Swin's attention window side", LOOM_ARCH(window)},
+      {"channels", "--channels", {}, G::model, K::whole, "--arch: a CNN's stem width", LOOM_ARCH(channels)},
+      {"width_factor", "--width-factor", {}, G::model, K::whole, "--arch: Wide-ResNet's widening of the 3x3 conv",
+       LOOM_ARCH(width_factor)},
+      {"rope_base", "--rope-base", {"--rotary-base"}, G::model, K::real, "--arch: RoPE theta", LOOM_ARCH(rope_base)},
+      {"norm_eps", "--norm-eps", {"--norm-epsilon"}, G::model, K::real, "--arch: RMSNorm epsilon", LOOM_ARCH(norm_eps)},
       {"graph_file", "--graph", {}, G::model, K::text,
        "A graph JSON file (written by the Python tracer or `loom graph --json`) instead of --model",
        LOOM_TEXT(graph_file)},
-      {"global_batch", "--global-batch", {"--batch", "batch"}, G::sizes, K::whole,
+      {"global_batch", "--global-batch", {"--batch", "batch", "--global-batch-size"}, G::sizes, K::whole,
        "Samples per step (default: the preset's)", LOOM_WHOLE(global_batch, 1, kMaxCount)},
-      {"seq", "--seq", {}, G::sizes, K::whole, "Sequence length or image side (default: the preset's)",
+      {"seq", "--seq", {"--seq-length"}, G::sizes, K::whole, "Sequence length or image side (default: the preset's)",
        LOOM_WHOLE(seq, 1, kMaxCount)},
-      {"layers", "--layers", {}, G::sizes, K::whole, "Override the depth", LOOM_WHOLE(layers, 1, 4096)},
+      {"layers", "--layers", {"--num-layers"}, G::sizes, K::whole, "Override the depth (with --arch: the depth)",
+       LOOM_WHOLE(layers, 1, 4096)},
       {"vocab_multiple", "--vocab-multiple", {}, G::sizes, K::whole,
        "Pad the vocabulary to a multiple of this, as Megatron-LM does (1: no padding)",
        LOOM_WHOLE(vocab_multiple, 1, 65536)},

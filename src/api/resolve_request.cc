@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include "loom/api/baseline_search.h"
+#include "loom/core/suggest.h"
+#include "loom/frontend/model_file.h"
 
 namespace loom::api {
 namespace {
@@ -74,12 +76,18 @@ Expected<void> check_policy(std::string_view name) {
 bool plans_a_graph(const JobOptions& options) { return !options.graph_file.empty() || !options.graph_text.empty(); }
 
 Expected<void> check_options(const JobOptions& o) {
-  const int sources = !o.model.empty() + !o.graph_file.empty() + !o.graph_text.empty();
+  const int sources = !o.model.empty() + !o.model_file.empty() + !o.arch.family.empty() + !o.graph_file.empty() +
+                      !o.graph_text.empty();
   if (sources != 1)
-    return fail(fmt::format("{}: give exactly one of --model NAME or --graph FILE (in Python: model=, graph= or "
-                            "graph_file=)",
+    return fail(fmt::format("{}: give exactly one of --model NAME, --model-file FILE, --arch FAMILY or --graph FILE "
+                            "(in Python: model=, model_file=, arch=, graph= or graph_file=)",
                             sources == 0 ? "no model" : "several models"),
-                "`loom models` lists the presets");
+                "`loom models` lists the presets; docs/models.md describes model files and --arch");
+  if (o.arch.family.empty())
+    for (const models::SpecField field : models::spec_fields())
+      if (models::given(o.arch, field))
+        return fail(fmt::format("{} describes an architecture, but no --arch FAMILY is given", models::flag(field)),
+                    "add --arch (gpt, llama, ...), or drop it to plan a preset or file at its own sizes");
   if (plans_a_graph(o) && (o.global_batch != 0 || o.seq != 0 || o.layers != 0 || o.vocab != 0))
     return fail("--global-batch, --seq, --layers and --vocab resize a preset; a graph file keeps the sizes it was traced "
                 "at",
@@ -90,14 +98,54 @@ Expected<void> check_options(const JobOptions& o) {
   return check_policy(o.policy);
 }
 
+models::ModelSpec arch_spec_of(const JobOptions& o) {
+  models::ModelSpec spec = o.arch;
+  spec.layers = o.layers;
+  spec.seq = o.seq;
+  spec.vocab = o.vocab;
+  spec.batch = o.global_batch;
+  return spec;
+}
+
+Expected<models::ModelPreset> model_preset_of(const JobOptions& o) {
+  if (!o.model_file.empty()) return frontend::load_model_file(o.model_file);
+  if (!o.arch.family.empty())
+    return with_context(models::preset_of(arch_spec_of(o), models::FieldNaming::flag),
+                        fmt::format("--arch {}", o.arch.family));
+  const models::ModelPreset* preset = models::find_preset(o.model);
+  if (preset == nullptr) {
+    std::vector<std::string> names;
+    for (const models::ModelPreset& p : models::model_presets()) names.push_back(p.name);
+    const std::string guess = did_you_mean(o.model, names);
+    return fail(fmt::format("unknown model preset '{}'", o.model),
+                guess.empty() ? "`loom models` lists the presets" : guess + "; `loom models` lists the presets");
+  }
+  return *preset;
+}
+
+Expected<ir::Graph> build_model_of(const JobOptions& o) {
+  LOOM_ASSIGN_OR_RETURN(const models::ModelPreset preset, model_preset_of(o));
+  return models::build_model(preset, model_options_of(o));
+}
+
+std::string model_label(const JobOptions& o) {
+  if (!o.model.empty()) return o.model;
+  if (!o.model_file.empty()) return o.model_file;
+  if (!o.arch.family.empty()) return fmt::format("--arch {}", o.arch.family);
+  return o.graph_file.empty() ? std::string("the graph JSON") : o.graph_file;
+}
+
 models::ModelOptions model_options_of(const JobOptions& o) {
-  return models::ModelOptions{.batch = o.global_batch,
-                              .seq = o.seq,
+  // --arch's depth, sequence, vocabulary and batch are in its spec; passing them again would resize nothing,
+  // but a fixed-depth family (ResNet) refuses a depth override.
+  const bool arch = !o.arch.family.empty();
+  return models::ModelOptions{.batch = arch ? 0 : o.global_batch,
+                              .seq = arch ? 0 : o.seq,
                               .dtype = o.dtype,
-                              .layers = o.layers,
+                              .layers = arch ? 0 : o.layers,
                               .shrink = o.shrink,
                               .vocab_multiple = o.vocab_multiple,
-                              .vocab = o.vocab,
+                              .vocab = arch ? 0 : o.vocab,
                               .attention = o.attention};
 }
 

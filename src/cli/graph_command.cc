@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "job_flags.h"
+#include "loom/api/resolve_request.h"
 #include "loom/core/strings.h"
 #include "loom/frontend/graph_file.h"
 #include "loom/ir/autograd.h"
@@ -15,6 +17,7 @@ namespace loom::cli {
 namespace {
 
 struct GraphArgs {
+  JobFlags job;  // --model-file, --arch and its sizes, --vocab, --shrink: as `loom plan` takes them
   std::string model;
   std::string from;
   std::int64_t batch = 0;
@@ -28,17 +31,25 @@ struct GraphArgs {
   std::string json_out;
 };
 
-// `catalog`: the built-ins, plus the custom ops (loom.register_op) a --from file defines.
-Expected<ir::Graph> load_or_build(const GraphArgs& args, ops::CustomCatalog& catalog) {
-  if (!args.from.empty()) return frontend::load_graph_file(args.from, catalog);
-  models::ModelOptions options;
-  options.batch = args.batch;
+// The model options the flags give, through the job options `loom plan` resolves the same way.
+Expected<api::JobOptions> model_options(const GraphArgs& args) {
+  LOOM_ASSIGN_OR_RETURN(api::JobOptions options, job_options(args.job));
+  options.model = args.model;
+  options.global_batch = args.batch;
   options.seq = args.seq;
   options.layers = args.layers;
   LOOM_ASSIGN_OR_RETURN(options.dtype, with_context(ir::parse_dtype(args.dtype), "option --dtype"));
   LOOM_ASSIGN_OR_RETURN(options.attention,
                         with_context(models::parse_attention_impl(args.attention), "option --attention"));
-  LOOM_ASSIGN_OR_RETURN(ir::Graph forward, models::build_model(args.model, options));
+  LOOM_RETURN_IF_ERROR(api::check_options(options));
+  return options;
+}
+
+// `catalog`: the built-ins, plus the custom ops (loom.register_op) a --from file defines.
+Expected<ir::Graph> load_or_build(const GraphArgs& args, ops::CustomCatalog& catalog) {
+  if (!args.from.empty()) return frontend::load_graph_file(args.from, catalog);
+  LOOM_ASSIGN_OR_RETURN(const api::JobOptions options, model_options(args));
+  LOOM_ASSIGN_OR_RETURN(ir::Graph forward, api::build_model_of(options));
   if (args.forward_only) return forward;
   ir::OptimizerOptions optimizer;
   LOOM_ASSIGN_OR_RETURN(optimizer.kind, with_context(ir::parse_optimizer(args.optimizer), "option --optimizer"));
@@ -67,8 +78,10 @@ void print_summary(const ir::Graph& graph, const ir::GraphStats& s) {
 }
 
 int run_graph(const GraphArgs& args) {
-  if (args.model.empty() == args.from.empty())
-    return report(Error{"give exactly one of --model NAME or --from FILE", "`loom models` lists the presets"});
+  const bool model_given = !args.model.empty() || given(args.job, "model_file") || given(args.job, "arch");
+  if (model_given == !args.from.empty())
+    return report(Error{"give exactly one of --model NAME, --model-file FILE, --arch FAMILY or --from FILE",
+                        "`loom models` lists the presets; docs/models.md describes model files and --arch"});
   if (!args.from.empty() && args.attention != "fused")
     return report(Error{"option --attention builds a preset's attention; a graph file keeps the ops it was traced with",
                         "drop --attention, or give --model"});
@@ -98,6 +111,9 @@ void add_graph_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("graph", "Build a training graph and print its ops, FLOPs and memory");
   cmd->add_option("--model", args->model, "Model preset (see `loom models`)");
   cmd->add_option("--from", args->from, "Read the graph from a JSON file written by --json");
+  // The other model sources and sizes `loom plan` takes; this command's own flags below keep their ranges.
+  add_job_flags(cmd, &args->job, {api::OptionGroup::model, api::OptionGroup::sizes},
+                {"model", "graph_file", "global_batch", "seq", "layers", "dtype", "attention"});
   const auto positive_up_to = [](std::int64_t max) { return CLI::Range(std::int64_t{1}, max); };
   cmd->add_option("--batch", args->batch, "Global batch (samples per step); default: the preset's")
       ->check(positive_up_to(models::kMaxBatchOrSeq));

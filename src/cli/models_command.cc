@@ -1,14 +1,17 @@
 // `loom models`: the presets of the model zoo with their parameter counts (built, not quoted); `--json`
-// prints the same as JSON (docs/json.md).
+// prints the same as JSON (docs/json.md); `--write-files DIR` writes each as a model file (docs/models.md).
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "loom/core/atomic_file.h"
 #include "loom/core/strings.h"
 #include "loom/core/suggest.h"
+#include "loom/frontend/model_file.h"
 #include "loom/models/zoo.h"
 
 namespace loom::cli {
@@ -17,6 +20,7 @@ namespace {
 struct ModelsArgs {
   std::string family;
   bool json = false;
+  std::string write_files;  // a directory: every listed preset as <name>.yaml
 };
 
 struct PresetRow {
@@ -70,6 +74,19 @@ nlohmann::ordered_json models_json(const std::vector<PresetRow>& rows) {
   return {{"schema", "loom.models/1"}, {"models", list}};
 }
 
+// Each preset's model file (docs/models.md), written atomically; every row is listed before any is written.
+Expected<void> write_model_files(const std::vector<PresetRow>& rows, const std::string& directory) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(directory, ec))
+    return fail(fmt::format("--write-files: '{}' is not a directory", directory), "create it first");
+  for (const auto& [preset, params] : rows) {
+    const std::string path = (std::filesystem::path(directory) / (preset->name + ".yaml")).string();
+    LOOM_RETURN_IF_ERROR(write_file_atomically(path, frontend::model_to_yaml(preset->spec), "the model file"));
+  }
+  fmt::print("wrote {} model files to {}\n", rows.size(), directory);
+  return {};
+}
+
 }  // namespace
 
 void add_models_command(CLI::App& app) {
@@ -77,9 +94,15 @@ void add_models_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("models", "List the model presets with their parameter counts");
   cmd->add_option("--family", args->family, "Only this family (gpt, llama, t5, swin, ...)");
   cmd->add_flag("--json", args->json, "Print the presets as JSON (docs/json.md)");
+  cmd->add_option("--write-files", args->write_files,
+                  "Write each preset as a model file DIR/<name>.yaml (docs/models.md), for --model-file");
   on_selected(cmd, [args] {
     Expected<std::vector<PresetRow>> rows = preset_rows(args->family);
     if (!rows) return report(rows.error());
+    if (!args->write_files.empty()) {
+      if (auto written = write_model_files(*rows, args->write_files); !written) return report(written.error());
+      return 0;
+    }
     if (args->json)
       fmt::print("{}\n", models_json(*rows).dump(2));
     else

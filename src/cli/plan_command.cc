@@ -110,7 +110,7 @@ int run_compare(const CompareArgs& args) {
     return 0;
   }
   const api::JobOptions& o = *base;
-  fmt::print("{} on {}\n{}", o.graph_file.empty() ? o.model : o.graph_file,
+  fmt::print("{} on {}\n{}", api::model_label(o),
              rows.empty() ? o.cluster : rows.front()->cluster.name, ranked_table(rows));
   for (const auto& [policy, reason] : not_applicable) fmt::print("{:>4}  {:<52} n/a: {}\n", "-", policy, reason);
   return 0;

@@ -67,7 +67,7 @@ std::string plan_summary(const api::Job& r) {
     out += fmt::format("folded     the plan is one micro-batch of one replica on {} devices (tp x pp), repeated over {} "
                        "micro-batches and mirrored over dp {}; --fold off plans every sub-op\n",
                        r.slice_devices, r.request.config.micro_batches, r.request.config.dp);
-  out += sim::summary_table({.model = r.options.model, .cluster = r.cluster.name, .policy = r.description}, r.sim, m);
+  out += sim::summary_table({.model = model, .cluster = r.cluster.name, .policy = r.description}, r.sim, m);
   if (m.max_memory_device >= 0) {
     const sim::DeviceMetrics& d = m.per_device[static_cast<std::size_t>(m.max_memory_device)];
     out += fmt::format("memory at peak (device {}): {}\n", d.device, d.at_peak.to_string());

@@ -167,7 +167,7 @@ int run_profile(const ProfileArgs& args) {
   const cost::ProfileRequests wanted = cost::profile_requests(plan, *model);
   const std::size_t keys = wanted.present + wanted.requests.size() + wanted.unresolved.size();
 
-  fmt::print("model      {}{}: {} ops\n", options.model.empty() ? options.graph_file : options.model, options.shrink ? " (shrunk)" : "", (*planned)->graph.ops.size());
+  fmt::print("model      {}{}: {} ops\n", api::model_label(options), options.shrink ? " (shrunk)" : "", (*planned)->graph.ops.size());
   fmt::print("policy     {}: dp {} x tp {} x pp {}, {} micro-batch{}{}\n", options.policy, config.dp, config.tp, config.pp,
              config.micro_batches, config.micro_batches == 1 ? "" : "es",
              config.sequence_parallel ? ", sequence parallel" : "");

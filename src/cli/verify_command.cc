@@ -47,7 +47,7 @@ void print_report(const VerifyArgs& args, const api::Job& job, const api::Verify
   for (const auto& [name, count] : m.collectives) collectives.push_back(fmt::format("{} {}", name, count));
   std::size_t instructions = 0;
   for (const auto& program : exec.programs) instructions += program.size();
-  fmt::print("model      {} ({}{}): {} ops, {} parameters\n", options.model.empty() ? options.graph_file : options.model,
+  fmt::print("model      {} ({}{}): {} ops, {} parameters\n", api::model_label(options),
              args.full ? "full size" : "shrunk",
              options.attention == models::AttentionImpl::eager ? ", eager attention" : "", job.graph.ops.size(),
              job.stats.parameter_count);

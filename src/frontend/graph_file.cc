@@ -10,6 +10,7 @@
 
 #include "loom/core/atomic_file.h"
 #include "loom/frontend/custom_op_section.h"
+#include "loom/frontend/text_file.h"
 #include "loom/ir/graph_json.h"
 #include "loom/ir/validate.h"
 
@@ -17,15 +18,7 @@ namespace loom::frontend {
 namespace {
 
 Expected<std::string> read_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return fail(fmt::format("{}: is a directory, not a graph file", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(fmt::format("{}: cannot open the graph file ({})", path, std::strerror(errno)),
-                       "check the path; `loom graph --json` writes one");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return fail(fmt::format("{}: error while reading the graph file", path));
-  return std::move(text).str();
+  return read_text_file(path, "graph file", "check the path; `loom graph --json` writes one");
 }
 
 // Ops written without an annotation (the Python tracer leaves it out: annotations are the registry's

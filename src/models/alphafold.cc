@@ -225,31 +225,57 @@ Expected<ir::Graph> build_alphafold(const std::string& name, const EvoformerConf
   return std::move(b).finish();
 }
 
-ModelPreset preset(std::string name, double nominal, EvoformerConfig config) {
-  ModelPreset p{.name = name,
+Expected<ModelPreset> make_preset(const ModelSpec& spec, FieldNaming naming) {
+  const EvoformerConfig config{.blocks = spec.layers,
+                               .msa = spec.hidden,
+                               .msa_heads = spec.heads,
+                               .head_dim = or_default(spec.head_dim, 32),
+                               .residues = or_default(spec.seq, 256),
+                               .batch = or_default(spec.batch, 128)};
+  // The pair representation is half the MSA's width, in heads of head_dim channels.
+  if (config.msa % (2 * config.head_dim) != 0)
+    return fail(fmt::format("{} {} is not a multiple of 2 x {} {}: the pair channels (hidden / 2) split into heads of "
+                            "head_dim",
+                            field_name(SpecField::hidden, naming), config.msa, field_name(SpecField::head_dim, naming),
+                            config.head_dim),
+                fmt::format("give a hidden width that is a multiple of {}", 2 * config.head_dim));
+  ModelPreset p{.name = spec.name,
                 .family = "alphafold",
-                .description = fmt::format("AlphaFold2 Evoformer (nnScaler Table 9, SuperScaler Table 2): {} blocks, "
-                                           "cm {} cz {} heads {}, 128 seqs x 256 residues, 3 recycles + 1",
-                                           config.blocks, config.msa, config.pair(), config.msa_heads),
-                .nominal_params = nominal,
-                .default_batch = 128,
-                .default_seq = 256};
-  p.build = [name, config](const ModelOptions& options, const ir::OpCatalog& catalog) {
+                .description = fmt::format("AlphaFold2 Evoformer ({}): {} blocks, cm {} cz {} heads {}, 128 seqs x {} "
+                                           "residues, 3 recycles + 1",
+                                           spec.source.empty() ? std::string("--arch") : spec.source, config.blocks,
+                                           config.msa, config.pair(), config.msa_heads, config.residues),
+                .nominal_params = spec.nominal_params,
+                .default_batch = config.batch,
+                .default_seq = config.residues};
+  p.build = [name = spec.name, config](const ModelOptions& options, const ir::OpCatalog& catalog) {
     return build_alphafold(name, config, options, catalog);
   };
   return p;
+}
+
+ModelSpec alphafold(std::string name, double nominal, std::int64_t blocks, std::int64_t msa, std::int64_t heads) {
+  return {.family = "alphafold", .name = std::move(name), .source = "nnScaler Table 9, SuperScaler Table 2",
+          .nominal_params = nominal, .layers = blocks, .hidden = msa, .heads = heads, .seq = 256, .batch = 128};
 }
 
 }  // namespace
 
 // Parameters: 87.8M / 448M / 2.63B / 3.51B against the papers' 87M / 930M / 2.4B / 3.2B (the papers do
 // not give the pair width; cz = cm/2 reproduces AF2 exactly at 87M, see the file comment).
-std::vector<ModelPreset> alphafold_presets() {
+ModelFamily alphafold_family() {
   return {
-      preset("alphafold2-87m", 87e6, {48, 256, 8}),
-      preset("alphafold2-930m", 930e6, {64, 512, 16}),
-      preset("alphafold2-2.4b", 2.4e9, {96, 1024, 32}),
-      preset("alphafold2-3.2b", 3.2e9, {128, 1024, 32}),
+      .name = "alphafold",
+      .summary = "AlphaFold2's Evoformer stack with recycling (3 forward passes + 1 with backward) and a distogram head",
+      .fields = {{SpecField::layers, "Evoformer blocks", ""},
+                 {SpecField::hidden, "MSA channels c_m (pair channels c_z = c_m / 2)", ""},
+                 {SpecField::heads, "MSA attention heads", ""},
+                 {SpecField::head_dim, "channels per head (pair heads: c_z / head_dim)", "32"},
+                 {SpecField::seq, "residues", "256"},
+                 {SpecField::batch, "global batch", "128"}},
+      .make = make_preset,
+      .presets = {alphafold("alphafold2-87m", 87e6, 48, 256, 8), alphafold("alphafold2-930m", 930e6, 64, 512, 16),
+                  alphafold("alphafold2-2.4b", 2.4e9, 96, 1024, 32), alphafold("alphafold2-3.2b", 3.2e9, 128, 1024, 32)},
   };
 }
 

@@ -21,6 +21,7 @@ struct BertConfig {
   std::int64_t layers = 0;
   std::int64_t hidden = 0;
   std::int64_t heads = 0;
+  std::int64_t ffn = 0;              // the MLP's inner width (4 x hidden in BERT)
   std::int64_t vocab = 30522;        // WordPiece vocabulary of BERT
   std::int64_t max_positions = 512;  // rows of the learned position table
   std::int64_t seq = 512;
@@ -37,6 +38,7 @@ BertConfig shrink(BertConfig config) {
   config.layers = Tiny::layers;
   config.hidden = Tiny::hidden;
   config.heads = Tiny::heads;
+  config.ffn = 4 * Tiny::hidden;
   config.vocab = Tiny::vocab;
   config.max_positions = config.seq = Tiny::seq;
   config.batch = Tiny::batch;
@@ -61,7 +63,7 @@ Expected<ir::Graph> build_bert(const BertConfig& preset, const ModelOptions& opt
                                 .dropout = kDropout,
                                 .attention_dropout = kDropout,
                                 .impl = options.attention};
-  const MlpSpec ffn{.hidden = h, .ffn = 4 * h, .activation = Activation::gelu, .bias = true, .dropout = kDropout};
+  const MlpSpec ffn{.hidden = h, .ffn = config.ffn, .activation = Activation::gelu, .bias = true, .dropout = kDropout};
 
   ir::GraphBuilder b(config.name, catalog);
   const ir::TensorId ids = b.input("input_ids", {step.batch, step.seq}, ir::DType::i64);
@@ -103,36 +105,66 @@ Expected<ir::Graph> build_bert(const BertConfig& preset, const ModelOptions& opt
   return std::move(b).finish();
 }
 
-ModelPreset make_preset(const BertConfig& config) {
+Expected<ModelPreset> make_preset(const ModelSpec& spec, FieldNaming /*naming*/) {
+  const BertConfig config{.name = spec.name,
+                          .source = spec.source.empty() ? std::string("BERT") : spec.source,
+                          .nominal_params = spec.nominal_params,
+                          .layers = spec.layers,
+                          .hidden = spec.hidden,
+                          .heads = spec.heads,
+                          .ffn = or_default(spec.ffn, 4 * spec.hidden),
+                          .vocab = or_default(spec.vocab, 30522),
+                          .max_positions = or_default(spec.positions, or_default(spec.seq, 512)),
+                          .seq = or_default(spec.seq, or_default(spec.positions, 512)),
+                          .batch = or_default(spec.batch, 1)};
   return preset_from(config,
                      {.name = config.name,
                       .family = "bert",
                       .description = fmt::format("{}: L{} h{} a{} ffn {} vocab {} seq {}", config.source,
-                                                 config.layers, config.hidden, config.heads, 4 * config.hidden,
-                                                 config.vocab, config.seq),
+                                                 config.layers, config.hidden, config.heads, config.ffn, config.vocab,
+                                                 config.seq),
                       .nominal_params = config.nominal_params,
                       .default_batch = config.batch,
                       .default_seq = config.seq},
                      build_bert);
 }
 
+ModelSpec bert(std::string name, const char* source, double nominal, std::int64_t layers, std::int64_t hidden,
+               std::int64_t heads, std::int64_t vocab, std::int64_t batch) {
+  return {.family = "bert", .name = std::move(name), .source = source, .nominal_params = nominal, .layers = layers,
+          .hidden = hidden, .heads = heads, .vocab = vocab, .seq = 512, .positions = 512, .batch = batch};
+}
+
 }  // namespace
 
-std::vector<ModelPreset> bert_presets() {
-  std::vector<BertConfig> configs = {
-      // Oases Table III: BERT-large h1024 L24 (global batch 256); BERT-1.3B h2048 L24 (batch 128),
-      // 32 heads as in Megatron-LM's BERT 1.3B. Oases does not state the sequence length: 512.
-      {"bert-large", "BERT-large (Devlin et al. 2019; Oases Table III)", 340e6, 24, 1024, 16, 30522, 512, 512, 256},
-      {"bert-1.3b", "BERT-1.3B (Megatron-LM; Oases Table III)", 1.3e9, 24, 2048, 32, 30522, 512, 512, 128},
-      // DNABERT (Ji et al. 2021): BERT-base (L12 h768 a12) over overlapping 6-mers, vocabulary
-      // 4^6 + 5 special tokens = 4101, up to 512 tokens. Rhino (Table 3) names it 162M and runs 32
-      // sequences per device; the DNABERT paper's architecture has about 89M parameters, and Rhino
-      // gives no other sizes, so we keep the paper's architecture and report the gap.
-      {"dnabert", "DNABERT-6 (Ji et al. 2021; Rhino Table 3)", 162e6, 12, 768, 12, 4101, 512, 512, 32},
+ModelFamily bert_family() {
+  return {
+      .name = "bert",
+      .summary = "encoder (BERT) trained with masked language modelling: learned positions and token types, post-LN, "
+                 "GELU MLP, tied MLM head",
+      .fields = {{SpecField::layers, "encoder layers", ""},
+                 {SpecField::hidden, "d_model", ""},
+                 {SpecField::heads, "attention heads", ""},
+                 {SpecField::ffn, "MLP inner width", "4 x hidden"},
+                 {SpecField::vocab, "WordPiece vocabulary", "30522"},
+                 {SpecField::seq, "sequence length", "positions, else 512"},
+                 {SpecField::positions, "learned position rows", "seq"},
+                 {SpecField::batch, "global batch (sequences)", "1"}},
+      .heads_split_hidden = true,
+      .make = make_preset,
+      .presets =
+          {
+              // Oases Table III: BERT-large h1024 L24 (global batch 256); BERT-1.3B h2048 L24 (batch 128),
+              // 32 heads as in Megatron-LM's BERT 1.3B. Oases does not state the sequence length: 512.
+              bert("bert-large", "BERT-large (Devlin et al. 2019; Oases Table III)", 340e6, 24, 1024, 16, 30522, 256),
+              bert("bert-1.3b", "BERT-1.3B (Megatron-LM; Oases Table III)", 1.3e9, 24, 2048, 32, 30522, 128),
+              // DNABERT (Ji et al. 2021): BERT-base (L12 h768 a12) over overlapping 6-mers, vocabulary
+              // 4^6 + 5 special tokens = 4101, up to 512 tokens. Rhino (Table 3) names it 162M and runs 32
+              // sequences per device; the DNABERT paper's architecture has about 89M parameters, and Rhino
+              // gives no other sizes, so we keep the paper's architecture and report the gap.
+              bert("dnabert", "DNABERT-6 (Ji et al. 2021; Rhino Table 3)", 162e6, 12, 768, 12, 4101, 32),
+          },
   };
-  std::vector<ModelPreset> presets;
-  for (const BertConfig& config : configs) presets.push_back(make_preset(config));
-  return presets;
 }
 
 }  // namespace loom::models

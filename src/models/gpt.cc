@@ -21,7 +21,9 @@ struct GptConfig {
   std::int64_t hidden = 0;
   std::int64_t heads = 0;
   std::int64_t head_dim = 0;          // 0 = hidden / heads
+  std::int64_t ffn = 0;               // the MLP's inner width (4 x hidden in GPT-2/3)
   std::int64_t context = 2048;        // rows of the learned position table (n_ctx)
+  std::int64_t seq = 2048;            // default sequence length (<= context)
   std::int64_t vocab = 50257;         // GPT-2/3 BPE vocabulary (REFERENCE.md)
   std::int64_t batch = 1;             // global batch in sequences
 };
@@ -42,7 +44,8 @@ GptConfig shrink(GptConfig config) {
   // with a stream of 20 (still divisible by 4) around the attention width of 16.
   config.head_dim = wide_stream ? Tiny::head_dim : 0;
   config.hidden = wide_stream ? Tiny::hidden + 4 : Tiny::hidden;
-  config.context = Tiny::seq;  // learned positions, and the default sequence length
+  config.ffn = 4 * config.hidden;
+  config.context = config.seq = Tiny::seq;  // learned positions, and the default sequence length
   config.vocab = Tiny::vocab;
   config.batch = Tiny::batch;
   return config;
@@ -50,7 +53,7 @@ GptConfig shrink(GptConfig config) {
 
 Expected<ir::Graph> build_gpt(const GptConfig& preset, const ModelOptions& options, const ir::OpCatalog& catalog) {
   const GptConfig config = options.shrink ? shrink(preset) : preset;
-  const StepShape step = resolve_step_shape(options, config.batch, config.context, config.layers);
+  const StepShape step = resolve_step_shape(options, config.batch, config.seq, config.layers);
   if (step.seq > config.context)
     return fail(fmt::format("seq {} exceeds the {} learned positions of {}", step.seq, config.context, config.name),
                 "use seq <= the context, or a long-context preset such as gpt3-1.3b-16k");
@@ -69,7 +72,7 @@ Expected<ir::Graph> build_gpt(const GptConfig& preset, const ModelOptions& optio
                                 // the fused kernel is priced without it, as the presets always were.
                                 .attention_dropout = eager ? kDropout : 0.0,
                                 .impl = options.attention};
-  const MlpSpec ffn{.hidden = h, .ffn = 4 * h, .activation = Activation::gelu, .bias = true, .dropout = kDropout};
+  const MlpSpec ffn{.hidden = h, .ffn = config.ffn, .activation = Activation::gelu, .bias = true, .dropout = kDropout};
 
   ir::GraphBuilder b(config.name, catalog);
   const ir::TensorId ids = b.input("input_ids", {step.batch, step.seq}, ir::DType::i64);
@@ -87,23 +90,41 @@ Expected<ir::Graph> build_gpt(const GptConfig& preset, const ModelOptions& optio
   return std::move(b).finish();
 }
 
-ModelPreset make_preset(const GptConfig& config) {
+Expected<ModelPreset> make_preset(const ModelSpec& spec, FieldNaming /*naming*/) {
+  const GptConfig config{.name = spec.name,
+                         .source = spec.source.empty() ? std::string("GPT") : spec.source,
+                         .nominal_params = spec.nominal_params,
+                         .layers = spec.layers,
+                         .hidden = spec.hidden,
+                         .heads = spec.heads,
+                         .head_dim = spec.head_dim,
+                         .ffn = or_default(spec.ffn, 4 * spec.hidden),
+                         .context = or_default(spec.positions, or_default(spec.seq, 2048)),
+                         .seq = or_default(spec.seq, or_default(spec.positions, 2048)),
+                         .vocab = or_default(spec.vocab, 50257),
+                         .batch = or_default(spec.batch, 1)};
   const std::int64_t head_dim = config.head_dim > 0 ? config.head_dim : config.hidden / config.heads;
   return preset_from(config,
                      {.name = config.name,
                       .family = "gpt",
                       .description = fmt::format("{}: L{} h{} a{} d_head {} ffn {} vocab {} n_ctx {}", config.source,
-                                                 config.layers, config.hidden, config.heads, head_dim,
-                                                 4 * config.hidden, config.vocab, config.context),
+                                                 config.layers, config.hidden, config.heads, head_dim, config.ffn,
+                                                 config.vocab, config.context),
                       .nominal_params = config.nominal_params,
                       .default_batch = config.batch,
-                      .default_seq = config.context},
+                      .default_seq = config.seq},
                      build_gpt);
+}
+
+ModelSpec gpt(std::string name, const char* source, double nominal, std::int64_t layers, std::int64_t hidden,
+              std::int64_t heads, std::int64_t seq, std::int64_t batch, std::int64_t head_dim = 0) {
+  return {.family = "gpt", .name = std::move(name), .source = source, .nominal_params = nominal, .layers = layers,
+          .hidden = hidden, .heads = heads, .head_dim = head_dim, .vocab = 50257, .seq = seq, .batch = batch};
 }
 
 }  // namespace
 
-std::vector<ModelPreset> gpt_presets() {
+ModelFamily gpt_family() {
   // GPT-3 paper Table 2.1 (REFERENCE.md). Batches are the paper's token batches in 2048-token
   // sequences (0.5M, 0.5M, 0.5M, 1M, 1M, 2M, 2M, 3.2M tokens).
   // Two rows of that table are inconsistent and are read as follows:
@@ -112,31 +133,45 @@ std::vector<ModelPreset> gpt_presets() {
   //  - 13B lists d_model 5140 with 40 heads of 128: we keep both, so the attention width is
   //    40·128 = 5120 while the residual stream is 5140 (qkv [3·5120, 5140], out [5140, 5120]).
   const char* paper = "GPT-3 (Brown et al. 2020)";
-  std::vector<GptConfig> configs = {
-      {"gpt3-125m", paper, 125e6, 12, 768, 12, 0, 2048, 50257, 256},
-      {"gpt3-350m", paper, 350e6, 24, 1024, 16, 0, 2048, 50257, 256},
-      {"gpt3-760m", paper, 760e6, 24, 1536, 16, 0, 2048, 50257, 256},
-      {"gpt3-1.3b", paper, 1.3e9, 24, 2048, 16, 0, 2048, 50257, 512},
-      {"gpt3-2.7b", paper, 2.7e9, 32, 2560, 32, 0, 2048, 50257, 512},
-      {"gpt3-6.7b", paper, 6.7e9, 32, 4096, 32, 0, 2048, 50257, 1024},
-      {"gpt3-13b", paper, 13e9, 40, 5140, 40, 128, 2048, 50257, 1024},
-      {"gpt3-175b", paper, 175e9, 96, 12288, 96, 0, 2048, 50257, 1536},
-      // Rhino Table 1 names (global batch 64 in its full-parallelism runs); GPT-XL has 32 heads of 64.
-      {"gpt-medium", "GPT-Medium (Rhino Table 1)", 350e6, 24, 1024, 16, 0, 2048, 50257, 64},
-      {"gpt-large", "GPT-Large (Rhino Table 1)", 760e6, 24, 1536, 16, 0, 2048, 50257, 64},
-      {"gpt-xl", "GPT-XL (Rhino Table 1)", 1.3e9, 24, 2048, 32, 0, 2048, 50257, 64},
-      {"gpt-2.7b", "GPT-2.7B (Rhino Table 1)", 2.7e9, 32, 2560, 32, 0, 2048, 50257, 64},
-      {"gpt-6.7b", "GPT-6.7B (Rhino Table 1)", 6.7e9, 32, 4096, 32, 0, 2048, 50257, 64},
-      // SuperScaler Table 2: long-document GPT-3 at seq 16384 (LongFormer's setting), 32 heads,
-      // batch 512; the learned position table grows to 16384 rows.
-      {"gpt3-1.3b-16k", "GPT-3 long-sequence (SuperScaler Table 2)", 1.3e9, 24, 2048, 32, 0, 16384, 50257, 512},
-      {"gpt3-2.6b-16k", "GPT-3 long-sequence (SuperScaler Table 2)", 2.6e9, 32, 2560, 32, 0, 16384, 50257, 512},
-      {"gpt3-6.7b-16k", "GPT-3 long-sequence (SuperScaler Table 2)", 6.7e9, 32, 4096, 32, 0, 16384, 50257, 512},
-      {"gpt3-15b-16k", "GPT-3 long-sequence (SuperScaler Table 2)", 15e9, 48, 5120, 32, 0, 16384, 50257, 512},
+  const char* long_doc = "GPT-3 long-sequence (SuperScaler Table 2)";
+  return {
+      .name = "gpt",
+      .summary = "decoder-only transformer (GPT-2/3): learned positions, pre-LN, causal attention, GELU MLP, tied head",
+      .fields = {{SpecField::layers, "transformer layers", ""},
+                 {SpecField::hidden, "d_model", ""},
+                 {SpecField::heads, "attention heads", ""},
+                 {SpecField::head_dim, "channels per head", "hidden / heads"},
+                 {SpecField::ffn, "MLP inner width", "4 x hidden"},
+                 {SpecField::vocab, "BPE vocabulary", "50257"},
+                 {SpecField::seq, "sequence length", "positions, else 2048"},
+                 {SpecField::positions, "learned position rows (n_ctx)", "seq"},
+                 {SpecField::batch, "global batch (sequences)", "1"}},
+      .heads_split_hidden = true,
+      .make = make_preset,
+      .presets =
+          {
+              gpt("gpt3-125m", paper, 125e6, 12, 768, 12, 2048, 256),
+              gpt("gpt3-350m", paper, 350e6, 24, 1024, 16, 2048, 256),
+              gpt("gpt3-760m", paper, 760e6, 24, 1536, 16, 2048, 256),
+              gpt("gpt3-1.3b", paper, 1.3e9, 24, 2048, 16, 2048, 512),
+              gpt("gpt3-2.7b", paper, 2.7e9, 32, 2560, 32, 2048, 512),
+              gpt("gpt3-6.7b", paper, 6.7e9, 32, 4096, 32, 2048, 1024),
+              gpt("gpt3-13b", paper, 13e9, 40, 5140, 40, 2048, 1024, /*head_dim=*/128),
+              gpt("gpt3-175b", paper, 175e9, 96, 12288, 96, 2048, 1536),
+              // Rhino Table 1 names (global batch 64 in its full-parallelism runs); GPT-XL has 32 heads of 64.
+              gpt("gpt-medium", "GPT-Medium (Rhino Table 1)", 350e6, 24, 1024, 16, 2048, 64),
+              gpt("gpt-large", "GPT-Large (Rhino Table 1)", 760e6, 24, 1536, 16, 2048, 64),
+              gpt("gpt-xl", "GPT-XL (Rhino Table 1)", 1.3e9, 24, 2048, 32, 2048, 64),
+              gpt("gpt-2.7b", "GPT-2.7B (Rhino Table 1)", 2.7e9, 32, 2560, 32, 2048, 64),
+              gpt("gpt-6.7b", "GPT-6.7B (Rhino Table 1)", 6.7e9, 32, 4096, 32, 2048, 64),
+              // SuperScaler Table 2: long-document GPT-3 at seq 16384 (LongFormer's setting), 32 heads,
+              // batch 512; the learned position table grows to 16384 rows.
+              gpt("gpt3-1.3b-16k", long_doc, 1.3e9, 24, 2048, 32, 16384, 512),
+              gpt("gpt3-2.6b-16k", long_doc, 2.6e9, 32, 2560, 32, 16384, 512),
+              gpt("gpt3-6.7b-16k", long_doc, 6.7e9, 32, 4096, 32, 16384, 512),
+              gpt("gpt3-15b-16k", long_doc, 15e9, 48, 5120, 32, 16384, 512),
+          },
   };
-  std::vector<ModelPreset> presets;
-  for (const GptConfig& config : configs) presets.push_back(make_preset(config));
-  return presets;
 }
 
 }  // namespace loom::models

@@ -21,6 +21,7 @@ struct LlamaConfig {
   std::int64_t hidden = 0;
   std::int64_t heads = 0;
   std::int64_t kv_heads = 0;  // 0 = heads
+  std::int64_t head_dim = 0;  // 0 = hidden / heads
   std::int64_t ffn = 0;
   std::int64_t vocab = 32000;
   std::int64_t seq = 2048;    // training context
@@ -38,6 +39,7 @@ LlamaConfig shrink(LlamaConfig config) {
   // stay divisible by tensor-parallel degrees 2 and 4; the others keep 4 heads.
   config.heads = grouped ? 2 * Tiny::heads : Tiny::heads;
   config.kv_heads = grouped ? Tiny::heads : 0;
+  config.head_dim = 0;
   config.hidden = Tiny::head_dim * config.heads;
   config.ffn = 3 * config.hidden;  // SwiGLU's ~8/3 x hidden, rounded to a multiple of 4
   config.vocab = Tiny::vocab;
@@ -56,6 +58,7 @@ Expected<ir::Graph> build_llama(const LlamaConfig& preset, const ModelOptions& o
   const AttentionSpec attention{.hidden = h,
                                 .heads = config.heads,
                                 .kv_heads = config.kv_heads,
+                                .head_dim = config.head_dim,
                                 .bias = false,
                                 .fused_qkv = false,
                                 .causal = true,
@@ -80,7 +83,21 @@ Expected<ir::Graph> build_llama(const LlamaConfig& preset, const ModelOptions& o
   return std::move(b).finish();
 }
 
-ModelPreset make_preset(const LlamaConfig& config) {
+Expected<ModelPreset> make_preset(const ModelSpec& spec, FieldNaming /*naming*/) {
+  const LlamaConfig config{.name = spec.name,
+                           .source = spec.source.empty() ? std::string("LLaMA") : spec.source,
+                           .nominal_params = spec.nominal_params,
+                           .layers = spec.layers,
+                           .hidden = spec.hidden,
+                           .heads = spec.heads,
+                           .kv_heads = spec.kv_heads,
+                           .head_dim = spec.head_dim,
+                           .ffn = spec.ffn,
+                           .vocab = or_default(spec.vocab, 32000),
+                           .seq = or_default(spec.seq, 2048),
+                           .rope_base = or_default(spec.rope_base, 1e4),
+                           .norm_eps = or_default(spec.norm_eps, 1e-6),
+                           .batch = or_default(spec.batch, 1)};
   const std::int64_t kv = config.kv_heads > 0 ? config.kv_heads : config.heads;
   return preset_from(config,
                      {.name = config.name,
@@ -94,13 +111,29 @@ ModelPreset make_preset(const LlamaConfig& config) {
                      build_llama);
 }
 
+struct LlamaRow {
+  const char* name;
+  const char* source;
+  double nominal;
+  std::int64_t layers, hidden, heads, kv_heads, ffn, vocab, seq;
+  double rope_base, norm_eps;
+  std::int64_t batch;
+};
+
+ModelSpec llama(const LlamaRow& row) {
+  return {.family = "llama", .name = row.name, .source = row.source, .nominal_params = row.nominal,
+          .layers = row.layers, .hidden = row.hidden, .heads = row.heads, .kv_heads = row.kv_heads, .ffn = row.ffn,
+          .vocab = row.vocab, .seq = row.seq, .batch = row.batch, .rope_base = row.rope_base,
+          .norm_eps = row.norm_eps};
+}
+
 }  // namespace
 
-std::vector<ModelPreset> llama_presets() {
+ModelFamily llama_family() {
   // Sizes from REFERENCE.md. Contexts: 2048 (LLaMA), 4096 (LLaMA-2), 8192 (LLaMA-3). Default
   // batches are 4M-token batches (the LLaMA and LLaMA-2 papers' setting; kept for LLaMA-3-8B).
   // LLaMA-2 and 3 use RMSNorm eps 1e-5; LLaMA-3 raises the RoPE base to 500000.
-  std::vector<LlamaConfig> configs = {
+  const LlamaRow rows[] = {
       {"llama-7b", "LLaMA-7B (Touvron et al. 2023)", 6.7e9, 32, 4096, 32, 0, 11008, 32000, 2048, 1e4, 1e-6, 2048},
       {"llama-13b", "LLaMA-13B (Touvron et al. 2023)", 13e9, 40, 5120, 40, 0, 13824, 32000, 2048, 1e4, 1e-6, 2048},
       {"llama-65b", "LLaMA-65B (Touvron et al. 2023)", 65e9, 80, 8192, 64, 0, 22016, 32000, 2048, 1e4, 1e-6, 2048},
@@ -108,9 +141,26 @@ std::vector<ModelPreset> llama_presets() {
        1024},
       {"llama3-8b", "LLaMA-3-8B (Meta 2024)", 8e9, 32, 4096, 32, 8, 14336, 128256, 8192, 5e5, 1e-5, 512},
   };
-  std::vector<ModelPreset> presets;
-  for (const LlamaConfig& config : configs) presets.push_back(make_preset(config));
-  return presets;
+  ModelFamily family{
+      .name = "llama",
+      .summary = "decoder-only transformer (LLaMA 1/2/3): RoPE, pre-RMSNorm, SwiGLU MLP, grouped-query attention, "
+                 "untied head",
+      .fields = {{SpecField::layers, "transformer layers", ""},
+                 {SpecField::hidden, "d_model", ""},
+                 {SpecField::heads, "query heads", ""},
+                 {SpecField::kv_heads, "key/value heads (GQA)", "heads"},
+                 {SpecField::head_dim, "channels per head", "hidden / heads"},
+                 {SpecField::ffn, "SwiGLU inner width", ""},
+                 {SpecField::vocab, "vocabulary", "32000"},
+                 {SpecField::seq, "sequence length", "2048"},
+                 {SpecField::rope_base, "RoPE theta", "10000"},
+                 {SpecField::norm_eps, "RMSNorm epsilon", "1e-6"},
+                 {SpecField::batch, "global batch (sequences)", "1"}},
+      .heads_split_hidden = true,
+      .make = make_preset,
+  };
+  for (const LlamaRow& row : rows) family.presets.push_back(llama(row));
+  return family;
 }
 
 }  // namespace loom::models

@@ -24,6 +24,7 @@ namespace {
 
 struct MoeConfig {
   std::string name;
+  std::string source;
   double nominal_params = 0;
   std::int64_t layers = 0;
   std::int64_t hidden = 0;
@@ -31,8 +32,9 @@ struct MoeConfig {
   std::int64_t heads = 16;
   std::int64_t experts = 0;
   std::int64_t vocab = 32000;
-  std::int64_t context = 1024;
-  std::int64_t batch = 256;  // Rhino's global batch for the full-parallelism runs
+  std::int64_t context = 1024;  // rows of the learned position table
+  std::int64_t seq = 1024;      // default sequence length (<= context)
+  std::int64_t batch = 256;     // Rhino's global batch for the full-parallelism runs
 };
 
 constexpr std::int64_t kTopK = 2;  // GShard's top-2 gating
@@ -72,14 +74,14 @@ MoeConfig shrink(MoeConfig config) {
   config.ffn = 2 * Tiny::hidden;  // the presets use 8 x hidden; 2 x keeps the experts small
   config.experts = 4;             // divisible by expert-parallel degrees 2 and 4; capacity 2·8/4 = 4 slots
   config.vocab = Tiny::vocab;
-  config.context = Tiny::seq;
+  config.context = config.seq = Tiny::seq;
   config.batch = Tiny::batch;
   return config;
 }
 
 Expected<ir::Graph> build_moe(const MoeConfig& preset, const ModelOptions& options, const ir::OpCatalog& catalog) {
   const MoeConfig config = options.shrink ? shrink(preset) : preset;
-  const StepShape step = resolve_step_shape(options, config.batch, config.context, config.layers);
+  const StepShape step = resolve_step_shape(options, config.batch, config.seq, config.layers);
   if (step.layers < 2)
     return fail(fmt::format("{} needs at least 2 layers (every other FFN is an MoE layer), got {}", config.name,
                             step.layers),
@@ -118,32 +120,64 @@ Expected<ir::Graph> build_moe(const MoeConfig& preset, const ModelOptions& optio
   return std::move(b).finish();
 }
 
-ModelPreset make_preset(const MoeConfig& config) {
+Expected<ModelPreset> make_preset(const ModelSpec& spec, FieldNaming naming) {
+  if (spec.layers < 2)
+    return fail(fmt::format("{} {}: every other FFN is a mixture of experts, so an MoE model needs at least 2 layers",
+                            field_name(SpecField::layers, naming), spec.layers),
+                "give layers >= 2");
+  const MoeConfig config{.name = spec.name,
+                         .source = spec.source.empty() ? std::string("GShard MoE") : spec.source,
+                         .nominal_params = spec.nominal_params,
+                         .layers = spec.layers,
+                         .hidden = spec.hidden,
+                         .ffn = spec.ffn,
+                         .heads = or_default(spec.heads, 16),
+                         .experts = spec.experts,
+                         .vocab = or_default(spec.vocab, 32000),
+                         .context = or_default(spec.positions, or_default(spec.seq, 1024)),
+                         .seq = or_default(spec.seq, or_default(spec.positions, 1024)),
+                         .batch = or_default(spec.batch, 256)};
   return preset_from(config,
                      {.name = config.name,
                       .family = "moe",
-                      .description = fmt::format("GShard MoE (Rhino Table 2): L{} h{} ffn {} a{} {} experts top-2, "
-                                                 "vocab {} seq {}",
-                                                 config.layers, config.hidden, config.ffn, config.heads,
-                                                 config.experts, config.vocab, config.context),
+                      .description = fmt::format("{}: L{} h{} ffn {} a{} {} experts top-2, vocab {} seq {}",
+                                                 config.source, config.layers, config.hidden, config.ffn, config.heads,
+                                                 config.experts, config.vocab, config.seq),
                       .nominal_params = config.nominal_params,
                       .default_batch = config.batch,
-                      .default_seq = config.context},
+                      .default_seq = config.seq},
                      build_moe);
+}
+
+ModelSpec moe(std::string name, double nominal, std::int64_t layers, std::int64_t hidden, std::int64_t ffn,
+              std::int64_t experts) {
+  return {.family = "moe", .name = std::move(name), .source = "GShard MoE (Rhino Table 2)", .nominal_params = nominal,
+          .layers = layers, .hidden = hidden, .heads = 16, .ffn = ffn, .vocab = 32000, .seq = 1024, .batch = 256,
+          .experts = experts};
 }
 
 }  // namespace
 
-std::vector<ModelPreset> moe_presets() {
-  // Rhino Table 2: 16 heads throughout (d_head 48 / 64 / 96).
-  std::vector<MoeConfig> configs = {
-      {"moe-380m", 380e6, 8, 768, 6144, 16, 8},     {"moe-760m", 760e6, 16, 768, 6144, 16, 8},
-      {"moe-1.3b", 1.3e9, 16, 768, 6144, 16, 16},   {"moe-2.4b", 2.4e9, 16, 1024, 8192, 16, 16},
-      {"moe-10b", 10e9, 16, 1536, 12288, 16, 32},
+ModelFamily moe_family() {
+  return {
+      .name = "moe",
+      .summary = "GShard mixture of experts: a GPT-style decoder whose odd layers' FFN is top-2 routed experts",
+      .fields = {{SpecField::layers, "transformer layers (>= 2; the odd ones are MoE layers)", ""},
+                 {SpecField::hidden, "d_model", ""},
+                 {SpecField::heads, "attention heads", "16"},
+                 {SpecField::ffn, "inner width of the dense MLPs and of every expert", ""},
+                 {SpecField::experts, "experts per MoE layer", ""},
+                 {SpecField::vocab, "vocabulary", "32000"},
+                 {SpecField::seq, "sequence length (one routing group)", "positions, else 1024"},
+                 {SpecField::positions, "learned position rows", "seq"},
+                 {SpecField::batch, "global batch (sequences)", "256"}},
+      .heads_split_hidden = true,
+      .make = make_preset,
+      // Rhino Table 2: 16 heads throughout (d_head 48 / 64 / 96).
+      .presets = {moe("moe-380m", 380e6, 8, 768, 6144, 8), moe("moe-760m", 760e6, 16, 768, 6144, 8),
+                  moe("moe-1.3b", 1.3e9, 16, 768, 6144, 16), moe("moe-2.4b", 2.4e9, 16, 1024, 8192, 16),
+                  moe("moe-10b", 10e9, 16, 1536, 12288, 32)},
   };
-  std::vector<ModelPreset> presets;
-  for (const MoeConfig& config : configs) presets.push_back(make_preset(config));
-  return presets;
 }
 
 }  // namespace loom::models

@@ -93,30 +93,69 @@ Expected<ir::Graph> build_resnet(const std::string& name, const ResNetConfig& pr
   return std::move(b).finish();
 }
 
-ModelPreset preset(std::string name, std::string description, double nominal, ResNetConfig config,
-                   std::int64_t default_batch) {
-  config.batch = default_batch;
-  ModelPreset p{.name = name, .family = "resnet", .description = std::move(description), .nominal_params = nominal,
-                .default_batch = default_batch, .default_seq = config.image};
-  p.build = [name, config](const ModelOptions& options, const ir::OpCatalog& catalog) {
+// Bottleneck blocks per stage of the standard depths (He et al. 2016, Table 1; torchvision's resnet200):
+// depth = 3 x blocks + 2.
+struct Depth {
+  std::int64_t depth;
+  std::vector<std::int64_t> blocks;
+};
+const Depth kDepths[] = {{50, {3, 4, 6, 3}}, {101, {3, 4, 23, 3}}, {152, {3, 8, 36, 3}}, {200, {3, 24, 36, 3}}};
+
+Expected<ModelPreset> make_preset(const ModelSpec& spec, FieldNaming naming) {
+  const auto depth = std::ranges::find(kDepths, spec.layers, &Depth::depth);
+  if (depth == std::end(kDepths))
+    return fail(fmt::format("{} {} is not a bottleneck ResNet depth", field_name(SpecField::layers, naming), spec.layers),
+                "give 50, 101, 152 or 200 (3, 4, 6, 3 / 3, 4, 23, 3 / 3, 8, 36, 3 / 3, 24, 36, 3 blocks per stage)");
+  const ResNetConfig config{.channels = or_default(spec.channels, 64),
+                            .width_factor = or_default(spec.width_factor, 1),
+                            .blocks = depth->blocks,
+                            .classes = or_default(spec.classes, 1000),
+                            .image = or_default(spec.seq, 224),
+                            .batch = or_default(spec.batch, 256)};
+  const std::string description =
+      !spec.source.empty() ? spec.source
+                           : fmt::format("ResNet-{}, {} channels, width factor {}", spec.layers, config.channels,
+                                         config.width_factor);
+  ModelPreset p{.name = spec.name, .family = "resnet", .description = description,
+                .nominal_params = spec.nominal_params, .default_batch = config.batch, .default_seq = config.image};
+  p.build = [name = spec.name, config](const ModelOptions& options, const ir::OpCatalog& catalog) {
     return build_resnet(name, config, options, catalog);
   };
   return p;
 }
 
+ModelSpec resnet(std::string name, const char* source, double nominal, std::int64_t depth, std::int64_t channels,
+                 std::int64_t width_factor, std::int64_t batch) {
+  return {.family = "resnet", .name = std::move(name), .source = source, .nominal_params = nominal, .layers = depth,
+          .seq = 224, .batch = batch, .classes = 1000, .channels = channels, .width_factor = width_factor};
+}
+
 }  // namespace
 
-std::vector<ModelPreset> resnet_presets() {
+ModelFamily resnet_family() {
   // ImageNet ResNets: 256 images per step (He et al. 2016). Wide-ResNets: Rhino Table 4 keeps a global
   // batch of 4. Rhino names them 1.3B/2.6B/6B/12B; this definition (Alpa's, whose channel and width
   // numbers Rhino's table reuses) counts 1.005B/1.965B/4.000B/9.550B parameters.
   return {
-      preset("resnet-50", "ResNet-50 (He et al. 2016), 224x224 ImageNet", 25.6e6, {64, 1, {3, 4, 6, 3}}, 256),
-      preset("resnet-152", "ResNet-152 (He et al. 2016), 224x224 ImageNet", 60.2e6, {64, 1, {3, 8, 36, 3}}, 256),
-      preset("wrn-1.3b", "Wide-ResNet-50, 320 channels, width factor 2 (Rhino Table 4)", 1.3e9, {320, 2, {3, 4, 6, 3}}, 4),
-      preset("wrn-2.6b", "Wide-ResNet-50, 448 channels, width factor 2 (Rhino Table 4)", 2.6e9, {448, 2, {3, 4, 6, 3}}, 4),
-      preset("wrn-6b", "Wide-ResNet-50, 640 channels, width factor 2 (Rhino Table 4)", 6e9, {640, 2, {3, 4, 6, 3}}, 4),
-      preset("wrn-12b", "Wide-ResNet-101, 320 channels, width factor 12 (Rhino Table 4)", 12e9, {320, 12, {3, 4, 23, 3}}, 4),
+      .name = "resnet",
+      .summary = "bottleneck ResNet and Wide-ResNet (NCHW, batch norm), stage widths channels x 2^i",
+      .fields = {{SpecField::layers, "depth: 50, 101, 152 or 200", ""},
+                 {SpecField::channels, "stem and first-stage width", "64"},
+                 {SpecField::width_factor, "widening of the 3x3 convolution (1: plain ResNet)", "1"},
+                 {SpecField::classes, "classifier outputs", "1000"},
+                 {SpecField::seq, "image side", "224"},
+                 {SpecField::batch, "global batch (images)", "256"}},
+      .make = make_preset,
+      .presets =
+          {
+              resnet("resnet-50", "ResNet-50 (He et al. 2016), 224x224 ImageNet", 25.6e6, 50, 64, 1, 256),
+              resnet("resnet-152", "ResNet-152 (He et al. 2016), 224x224 ImageNet", 60.2e6, 152, 64, 1, 256),
+              resnet("wrn-1.3b", "Wide-ResNet-50, 320 channels, width factor 2 (Rhino Table 4)", 1.3e9, 50, 320, 2, 4),
+              resnet("wrn-2.6b", "Wide-ResNet-50, 448 channels, width factor 2 (Rhino Table 4)", 2.6e9, 50, 448, 2, 4),
+              resnet("wrn-6b", "Wide-ResNet-50, 640 channels, width factor 2 (Rhino Table 4)", 6e9, 50, 640, 2, 4),
+              resnet("wrn-12b", "Wide-ResNet-101, 320 channels, width factor 12 (Rhino Table 4)", 12e9, 101, 320, 12,
+                     4),
+          },
   };
 }
 

@@ -140,32 +140,60 @@ Expected<ir::Graph> build_swin(const std::string& name, const SwinConfig& preset
   return std::move(b).finish();
 }
 
-ModelPreset preset(std::string name, std::string source, double nominal, SwinConfig config) {
-  ModelPreset p{.name = name,
+Expected<ModelPreset> make_preset(const ModelSpec& spec, FieldNaming /*naming*/) {
+  const SwinConfig config{.layers = spec.layers,
+                          .hidden = spec.hidden,
+                          .heads = spec.heads,
+                          .window = or_default(spec.window, 12),
+                          .classes = or_default(spec.classes, 1000),
+                          .image = or_default(spec.seq, 1536),
+                          .batch = or_default(spec.batch, 512)};
+  ModelPreset p{.name = spec.name,
                 .family = "swin",
-                .description = fmt::format("Swin Transformer ({}): L{} C{} heads {}, {}x{}, window {}", source,
-                                           config.layers, config.hidden, config.heads, config.image, config.image,
-                                           config.window),
-                .nominal_params = nominal,
+                .description = fmt::format("Swin Transformer ({}): L{} C{} heads {}, {}x{}, window {}",
+                                           spec.source.empty() ? std::string("--arch") : spec.source, config.layers,
+                                           config.hidden, config.heads, config.image, config.image, config.window),
+                .nominal_params = spec.nominal_params,
                 .default_batch = config.batch,
                 .default_seq = config.image};
-  p.build = [name, config](const ModelOptions& options, const ir::OpCatalog& catalog) {
+  p.build = [name = spec.name, config](const ModelOptions& options, const ir::OpCatalog& catalog) {
     return build_swin(name, config, options, catalog);
   };
   return p;
 }
 
+ModelSpec swin(std::string name, const char* source, double nominal, std::int64_t layers, std::int64_t hidden,
+               std::int64_t heads) {
+  return {.family = "swin", .name = std::move(name), .source = source, .nominal_params = nominal, .layers = layers,
+          .hidden = hidden, .heads = heads, .seq = 1536, .batch = 512};
+}
+
 }  // namespace
 
-std::vector<ModelPreset> swin_presets() {
+ModelFamily swin_family() {
   return {
-      preset("swin-1.8b", "nnScaler Table 9", 1.8e9, {32, 512, 16}),
-      preset("swin-5b", "nnScaler Table 9", 5.0e9, {40, 768, 24}),
-      preset("swin-10b", "nnScaler Table 9", 10e9, {48, 1024, 32}),
-      preset("swin-27b", "nnScaler Table 9", 27e9, {56, 1536, 32}),
-      preset("swin-ss-6.6b", "SuperScaler Table 2", 6.6e9, {48, 768, 24}),
-      preset("swin-ss-13b", "SuperScaler Table 2", 13e9, {56, 1024, 32}),
-      preset("swin-ss-30b", "SuperScaler Table 2", 30e9, {64, 1536, 32}),
+      .name = "swin",
+      .summary = "Swin Transformer: four stages of (shifted) window attention at C, 2C, 4C, 8C channels, 2, 2, L-6, 2 "
+                 "blocks",
+      .fields = {{SpecField::layers, "blocks over all stages (>= 7)", ""},
+                 {SpecField::hidden, "stage-1 channels C", ""},
+                 {SpecField::heads, "stage-1 heads (doubling per stage)", ""},
+                 {SpecField::window, "attention window side", "12"},
+                 {SpecField::classes, "classifier outputs", "1000"},
+                 {SpecField::seq, "image side (a multiple of 4 x window x 8)", "1536"},
+                 {SpecField::batch, "global batch (images)", "512"}},
+      .heads_split_hidden = true,
+      .make = make_preset,
+      .presets =
+          {
+              swin("swin-1.8b", "nnScaler Table 9", 1.8e9, 32, 512, 16),
+              swin("swin-5b", "nnScaler Table 9", 5.0e9, 40, 768, 24),
+              swin("swin-10b", "nnScaler Table 9", 10e9, 48, 1024, 32),
+              swin("swin-27b", "nnScaler Table 9", 27e9, 56, 1536, 32),
+              swin("swin-ss-6.6b", "SuperScaler Table 2", 6.6e9, 48, 768, 24),
+              swin("swin-ss-13b", "SuperScaler Table 2", 13e9, 56, 1024, 32),
+              swin("swin-ss-30b", "SuperScaler Table 2", 30e9, 64, 1536, 32),
+          },
   };
 }
 

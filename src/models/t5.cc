@@ -38,10 +38,11 @@ struct EncDecConfig {
   std::int64_t layers = 0;  // total: encoder + decoder
   std::int64_t hidden = 0;
   std::int64_t heads = 0;
+  std::int64_t ffn = 0;        // the MLP's inner width (4 x hidden in both papers' tables)
   std::int64_t vocab = 0;
-  std::int64_t seq = 1024;  // encoder and decoder length
+  std::int64_t seq = 1024;      // encoder and decoder length
+  std::int64_t positions = 0;   // mBART's learned position rows (seq in the papers; T5 has none)
   std::int64_t batch = 1;
-  std::int64_t ffn() const { return 4 * hidden; }
 };
 
 constexpr double kDropout = 0.1;               // T5 and mBART both train with dropout 0.1
@@ -78,7 +79,7 @@ Stack make_stack(const EncDecConfig& config, ir::DType dtype, AttentionImpl impl
       .self_attn = attention,
       .cross_attn = attention,
       .ffn = {.hidden = h,
-              .ffn = config.ffn(),
+              .ffn = config.ffn,
               .activation = t5 ? Activation::relu : Activation::gelu,
               .bias = !t5,
               .dropout = kDropout},
@@ -102,7 +103,7 @@ ir::TensorId embed(ir::GraphBuilder& b, const Stack& stack, ir::TensorId ids, ir
   if (stack.config.style == Style::mbart) {
     x = b.op("scale", "embed_scale", {x}, ir::Attrs{{"factor", std::sqrt(static_cast<double>(h))}});
     const ir::TensorId positions = embedding(b, "embed_positions", position_ids(b, "position_ids", seq),
-                                             stack.config.seq + kPositionOffset, h, stack.dtype);
+                                             stack.config.positions + kPositionOffset, h, stack.dtype);
     x = b.op("add", "embed_sum", {x, positions});
     x = norm(b, "layernorm_embedding", x, h, stack.norm_spec, stack.dtype);
   }
@@ -156,10 +157,11 @@ ir::TensorId decoder(ir::GraphBuilder& b, const Stack& stack, ir::TensorId ids, 
 EncDecConfig shrink(EncDecConfig config) {
   using Tiny = TinyTransformer;
   config.layers = Tiny::layers;  // encoder + decoder
-  config.hidden = Tiny::hidden;  // FFN 4 x 16
+  config.hidden = Tiny::hidden;
+  config.ffn = 4 * Tiny::hidden;
   config.heads = Tiny::heads;
   config.vocab = Tiny::vocab;
-  config.seq = Tiny::seq;
+  config.seq = config.positions = Tiny::seq;
   config.batch = Tiny::batch;
   return config;  // T5 keeps its 32 relative-position buckets (a [32, heads] table)
 }
@@ -172,9 +174,9 @@ Expected<ir::Graph> build_encoder_decoder(const EncDecConfig& preset, const Mode
     return fail(fmt::format("layers {} of {} is the encoder + decoder total and must be even", step.layers,
                             config.name),
                 "give an even layer count; half go to the encoder, half to the decoder");
-  if (config.style == Style::mbart && step.seq > config.seq)
-    return fail(fmt::format("seq {} exceeds the {} learned positions of {}", step.seq, config.seq, config.name),
-                fmt::format("use seq <= {}", config.seq));
+  if (config.style == Style::mbart && step.seq > config.positions)
+    return fail(fmt::format("seq {} exceeds the {} learned positions of {}", step.seq, config.positions, config.name),
+                fmt::format("use seq <= {}", config.positions));
   const std::int64_t h = config.hidden, per_stack = step.layers / 2;
   const Stack stack = make_stack(config, step.dtype, options.attention);
 
@@ -192,44 +194,89 @@ Expected<ir::Graph> build_encoder_decoder(const EncDecConfig& preset, const Mode
   return std::move(b).finish();
 }
 
-ModelPreset make_preset(const EncDecConfig& config) {
+template <Style style>
+Expected<ModelPreset> make_preset(const ModelSpec& spec, FieldNaming naming) {
+  constexpr bool t5 = style == Style::t5;
+  if (spec.layers % 2 != 0)
+    return fail(fmt::format("{} {} is the encoder + decoder total and must be even", field_name(SpecField::layers, naming),
+                            spec.layers),
+                "give an even layer count; half go to the encoder, half to the decoder");
+  const EncDecConfig config{.name = spec.name,
+                            .source = spec.source.empty() ? std::string(t5 ? "T5" : "mBART") : spec.source,
+                            .style = style,
+                            .nominal_params = spec.nominal_params,
+                            .layers = spec.layers,
+                            .hidden = spec.hidden,
+                            .heads = spec.heads,
+                            .ffn = or_default(spec.ffn, 4 * spec.hidden),
+                            .vocab = or_default(spec.vocab, t5 ? 32128 : 0),
+                            .seq = or_default(spec.seq, or_default(spec.positions, 1024)),
+                            .positions = t5 ? 0 : or_default(spec.positions, or_default(spec.seq, 1024)),
+                            .batch = or_default(spec.batch, 1)};
   return preset_from(config,
                      {.name = config.name,
-                      .family = config.style == Style::t5 ? "t5" : "mbart",
+                      .family = t5 ? "t5" : "mbart",
                       .description = fmt::format("{}: L{} ({} + {}) h{} a{} ffn {} vocab {} seq {}", config.source,
                                                  config.layers, config.layers / 2, config.layers / 2, config.hidden,
-                                                 config.heads, config.ffn(), config.vocab, config.seq),
+                                                 config.heads, config.ffn, config.vocab, config.seq),
                       .nominal_params = config.nominal_params,
                       .default_batch = config.batch,
                       .default_seq = config.seq},
                      build_encoder_decoder);
 }
 
+ModelSpec t5(std::string name, double nominal, std::int64_t layers, std::int64_t hidden, std::int64_t heads) {
+  return {.family = "t5", .name = std::move(name), .source = "T5 (Raffel et al. 2020; nnScaler Table 9)",
+          .nominal_params = nominal, .layers = layers, .hidden = hidden, .heads = heads, .vocab = 32128, .seq = 1024,
+          .batch = 512};
+}
+
+ModelSpec mbart(std::string name, double nominal, std::int64_t layers, std::int64_t hidden, std::int64_t heads) {
+  return {.family = "mbart", .name = std::move(name), .source = "mBART (Liu et al. 2020; SuperScaler Table 2)",
+          .nominal_params = nominal, .layers = layers, .hidden = hidden, .heads = heads, .vocab = 500000, .seq = 1024,
+          .batch = 512};
+}
+
+// The fields both styles take; mBART adds its learned positions.
+std::vector<FamilyField> encoder_decoder_fields(bool learned_positions, std::string_view vocab_default) {
+  std::vector<FamilyField> fields = {{SpecField::layers, "encoder + decoder layers (even; half each)", ""},
+                                     {SpecField::hidden, "d_model", ""},
+                                     {SpecField::heads, "attention heads", ""},
+                                     {SpecField::ffn, "MLP inner width", "4 x hidden"},
+                                     {SpecField::vocab, "shared vocabulary", vocab_default},
+                                     {SpecField::seq, "encoder and decoder length", "1024"}};
+  if (learned_positions) fields.push_back({SpecField::positions, "learned position rows", "seq"});
+  fields.push_back({SpecField::batch, "global batch (sequence pairs)", "1"});
+  return fields;
+}
+
 }  // namespace
 
-std::vector<ModelPreset> t5_presets() {
-  // nnScaler Table 9 (hidden 2K/3K/4K/6K read as 2048/3072/4096/6144, d_kv 64), T5's vocabulary
-  // 32128. nnScaler states neither sequence length nor batch: seq 1024, batch 512 as in SuperScaler.
-  // Its parameter counts are not reproduced by this architecture (ours: 2.88B / 8.55B / 15.2B /
-  // 34.0B, 22-28 % below); its remark of a 12 GB embedding in the 21B model points to a
-  // multilingual vocabulary of about a million rows that the paper does not give, so we keep T5's
-  // and report the gap.
-  const char* t5 = "T5 (Raffel et al. 2020; nnScaler Table 9)";
-  // SuperScaler Table 2 (500k vocabulary, read as 500000; seq 1024; batch 512).
-  const char* mbart = "mBART (Liu et al. 2020; SuperScaler Table 2)";
-  std::vector<EncDecConfig> configs = {
-      {"t5-3.9b", t5, Style::t5, 3.9e9, 48, 2048, 32, 32128, 1024, 512},
-      {"t5-11b", t5, Style::t5, 11e9, 64, 3072, 48, 32128, 1024, 512},
-      {"t5-21b", t5, Style::t5, 21e9, 64, 4096, 64, 32128, 1024, 512},
-      {"t5-47b", t5, Style::t5, 47e9, 64, 6144, 96, 32128, 1024, 512},
-      {"mbart-4.7b", mbart, Style::mbart, 4.7e9, 24, 3072, 16, 500000, 1024, 512},
-      {"mbart-9.5b", mbart, Style::mbart, 9.5e9, 32, 4096, 32, 500000, 1024, 512},
-      {"mbart-20b", mbart, Style::mbart, 20e9, 48, 5120, 32, 500000, 1024, 512},
-      {"mbart-32b", mbart, Style::mbart, 32e9, 56, 6144, 32, 500000, 1024, 512},
-  };
-  std::vector<ModelPreset> presets;
-  for (const EncDecConfig& config : configs) presets.push_back(make_preset(config));
-  return presets;
+// nnScaler Table 9 (hidden 2K/3K/4K/6K read as 2048/3072/4096/6144, d_kv 64), T5's vocabulary
+// 32128. nnScaler states neither sequence length nor batch: seq 1024, batch 512 as in SuperScaler.
+// Its parameter counts are not reproduced by this architecture (ours: 2.88B / 8.55B / 15.2B /
+// 34.0B, 22-28 % below); its remark of a 12 GB embedding in the 21B model points to a
+// multilingual vocabulary of about a million rows that the paper does not give, so we keep T5's
+// and report the gap.
+ModelFamily t5_family() {
+  return {.name = "t5",
+          .summary = "encoder-decoder (T5 v1.0): relative position bias, RMS layer norm, ReLU MLP, no biases, tied head",
+          .fields = encoder_decoder_fields(false, "32128"),
+          .heads_split_hidden = true,
+          .make = make_preset<Style::t5>,
+          .presets = {t5("t5-3.9b", 3.9e9, 48, 2048, 32), t5("t5-11b", 11e9, 64, 3072, 48),
+                      t5("t5-21b", 21e9, 64, 4096, 64), t5("t5-47b", 47e9, 64, 6144, 96)}};
+}
+
+// SuperScaler Table 2 (500k vocabulary, read as 500000; seq 1024; batch 512).
+ModelFamily mbart_family() {
+  return {.name = "mbart",
+          .summary = "encoder-decoder (mBART, fairseq): learned positions, pre-LN, GELU MLP, biases, tied head",
+          .fields = encoder_decoder_fields(true, ""),
+          .heads_split_hidden = true,
+          .make = make_preset<Style::mbart>,
+          .presets = {mbart("mbart-4.7b", 4.7e9, 24, 3072, 16), mbart("mbart-9.5b", 9.5e9, 32, 4096, 32),
+                      mbart("mbart-20b", 20e9, 48, 5120, 32), mbart("mbart-32b", 32e9, 56, 6144, 32)}};
 }
 
 }  // namespace loom::models

@@ -6,6 +6,7 @@
 // 256x256 images by default (the side must be a multiple of 16).
 #include "loom/ir/graph_builder.h"
 #include "loom/models/families.h"
+#include "loom/models/transformer_blocks.h"
 
 namespace loom::models {
 namespace {
@@ -44,8 +45,9 @@ TensorId double_conv(GraphBuilder& b, TensorId x, std::int64_t out, ir::DType dt
   return conv_bn_relu(b, "conv_b", conv_bn_relu(b, "conv_a", x, out, dt), out, dt);
 }
 
-Expected<ir::Graph> build_unet(const std::string& name, const ModelOptions& options, const ir::OpCatalog& catalog) {
-  const UNetConfig config = options.shrink ? shrink(UNetConfig{}) : UNetConfig{};
+Expected<ir::Graph> build_unet(const std::string& name, const UNetConfig& preset, const ModelOptions& options,
+                               const ir::OpCatalog& catalog) {
+  const UNetConfig config = options.shrink ? shrink(preset) : preset;
   const std::int64_t batch = options.batch > 0 ? options.batch : config.batch;
   const std::int64_t side = options.seq > 0 ? options.seq : config.image;
   if (options.layers > 0) return fail(fmt::format("{}: the UNet's depth is fixed; 'layers' cannot be overridden", name));
@@ -78,15 +80,40 @@ Expected<ir::Graph> build_unet(const std::string& name, const ModelOptions& opti
 
 }  // namespace
 
-std::vector<ModelPreset> unet_presets() {
-  ModelPreset p{.name = "unet-33m",
-                .family = "unet",
-                .description = "UNet (Ronneberger et al. 2015), base 64, 4 levels, 256x256 (Rhino Table 3: 33M)",
-                .nominal_params = 33e6,
-                .default_batch = 16,
-                .default_seq = 256};
-  p.build = [](const ModelOptions& options, const ir::OpCatalog& catalog) { return build_unet("unet-33m", options, catalog); };
-  return {p};
+ModelFamily unet_family() {
+  return {
+      .name = "unet",
+      .summary = "UNet: four down-sampling levels of two conv + batch norm + ReLU, transposed-conv up-sampling with "
+                 "skips, MSE loss",
+      .fields = {{SpecField::channels, "level-0 width (doubling per level)", "64"},
+                 {SpecField::seq, "image side (a multiple of 16)", "256"},
+                 {SpecField::batch, "global batch (images)", "16"}},
+      .make = [](const ModelSpec& spec, FieldNaming) -> Expected<ModelPreset> {
+        const UNetConfig config{.base = or_default(spec.channels, 64),
+                                .batch = or_default(spec.batch, 16),
+                                .image = or_default(spec.seq, 256)};
+        ModelPreset p{.name = spec.name,
+                      .family = "unet",
+                      .description = !spec.source.empty()
+                                         ? spec.source
+                                         : fmt::format("UNet, base {}, 4 levels, {}x{}", config.base, config.image,
+                                                       config.image),
+                      .nominal_params = spec.nominal_params,
+                      .default_batch = config.batch,
+                      .default_seq = config.image};
+        p.build = [name = spec.name, config](const ModelOptions& options, const ir::OpCatalog& catalog) {
+          return build_unet(name, config, options, catalog);
+        };
+        return p;
+      },
+      .presets = {{.family = "unet",
+                   .name = "unet-33m",
+                   .source = "UNet (Ronneberger et al. 2015), base 64, 4 levels, 256x256 (Rhino Table 3: 33M)",
+                   .nominal_params = 33e6,
+                   .seq = 256,
+                   .batch = 16,
+                   .channels = 64}},
+  };
 }
 
 }  // namespace loom::models

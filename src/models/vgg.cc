@@ -72,23 +72,40 @@ Expected<ir::Graph> build_vgg19(const std::string& name, const VggConfig& preset
   return std::move(b).finish();
 }
 
-ModelPreset preset(std::string name, std::string description, double nominal, std::int64_t classes,
-                   std::int64_t default_batch) {
-  ModelPreset p{.name = name, .family = "vgg", .description = std::move(description), .nominal_params = nominal,
-                .default_batch = default_batch, .default_seq = 224};
-  p.build = [name, config = VggConfig{.classes = classes, .batch = default_batch}](const ModelOptions& options,
-                                                                                const ir::OpCatalog& catalog) {
+Expected<ModelPreset> make_preset(const ModelSpec& spec, FieldNaming /*naming*/) {
+  const VggConfig config{.classes = or_default(spec.classes, 1000),
+                         .batch = or_default(spec.batch, 256),
+                         .image = or_default(spec.seq, 224)};
+  ModelPreset p{.name = spec.name,
+                .family = "vgg",
+                .description = !spec.source.empty() ? spec.source : fmt::format("VGG19, {} classes", config.classes),
+                .nominal_params = spec.nominal_params,
+                .default_batch = config.batch,
+                .default_seq = config.image};
+  p.build = [name = spec.name, config](const ModelOptions& options, const ir::OpCatalog& catalog) {
     return build_vgg19(name, config, options, catalog);
   };
   return p;
 }
 
+ModelSpec vgg(std::string name, const char* source, double nominal, std::int64_t classes, std::int64_t batch) {
+  return {.family = "vgg", .name = std::move(name), .source = source, .nominal_params = nominal, .seq = 224,
+          .batch = batch, .classes = classes};
+}
+
 }  // namespace
 
-std::vector<ModelPreset> vgg_presets() {
+ModelFamily vgg_family() {
   return {
-      preset("vgg19", "VGG19 (Simonyan & Zisserman 2015), ImageNet, 1000 classes", 143.7e6, 1000, 256),
-      preset("vgg19-4.2b", "VGG19 with a 1,000,000-class classifier (Rhino Table 3), batch 128", 4.2e9, 1000000, 128),
+      .name = "vgg",
+      .summary = "VGG19 (configuration E): 16 3x3 convolutions, five max pools, three fully connected layers",
+      .fields = {{SpecField::classes, "classifier outputs", "1000"},
+                 {SpecField::seq, "image side (a multiple of 32)", "224"},
+                 {SpecField::batch, "global batch (images)", "256"}},
+      .make = make_preset,
+      .presets = {vgg("vgg19", "VGG19 (Simonyan & Zisserman 2015), ImageNet, 1000 classes", 143.7e6, 1000, 256),
+                  vgg("vgg19-4.2b", "VGG19 with a 1,000,000-class classifier (Rhino Table 3), batch 128", 4.2e9,
+                      1000000, 128)},
   };
 }
 

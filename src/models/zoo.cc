@@ -1,6 +1,7 @@
 #include "loom/models/zoo.h"
 
 #include <algorithm>
+#include <cassert>
 
 #include "loom/models/families.h"
 #include "loom/ops/registry.h"
@@ -8,13 +9,16 @@
 namespace loom::models {
 
 const std::vector<ModelPreset>& model_presets() {
+  // Each preset is a spec built through its family, as a model file or the --arch flags are: a preset that
+  // fails its own checks is a bug here, caught by every test that lists the presets.
   static const std::vector<ModelPreset> presets = [] {
     std::vector<ModelPreset> all;
-    for (auto family : {gpt_presets, llama_presets, bert_presets, t5_presets, moe_presets, swin_presets,
-                        alphafold_presets, resnet_presets, vgg_presets, unet_presets}) {
-      std::vector<ModelPreset> part = family();
-      all.insert(all.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
-    }
+    for (const ModelFamily& family : model_families())
+      for (const ModelSpec& spec : family.presets) {
+        Expected<ModelPreset> preset = preset_of(spec, FieldNaming::file_key);
+        assert(preset && "a preset's spec fails its family's checks");
+        if (preset) all.push_back(std::move(*preset));
+      }
     return all;
   }();
   return presets;
@@ -45,6 +49,11 @@ Expected<AttentionImpl> parse_attention_impl(std::string_view text) {
 Expected<ir::Graph> build_model(std::string_view name, const ModelOptions& options) {
   const ModelPreset* preset = find_preset(name);
   if (preset == nullptr) return fail(fmt::format("unknown model preset '{}'", name), "`loom models` lists the presets");
+  return build_model(*preset, options);
+}
+
+Expected<ir::Graph> build_model(const ModelPreset& preset, const ModelOptions& options) {
+  const std::string& name = preset.name;
   if (options.batch < 0 || options.seq < 0 || options.layers < 0 || options.vocab < 0)
     return fail(fmt::format("model '{}': batch, seq and layers must be positive (0 keeps the preset's default)", name));
   // Bounds that keep a build finite: no real training step is this large, and past them the
@@ -59,21 +68,22 @@ Expected<ir::Graph> build_model(std::string_view name, const ModelOptions& optio
                 "pad the vocabulary to a multiple between 1 (no padding) and 65536; Megatron-LM uses 128");
   // Language models only: a vision or protein preset has no token table, and a vocabulary it would ignore
   // must not look accepted.
-  static constexpr std::string_view kWithVocabulary[] = {"gpt", "llama", "bert", "moe", "t5", "mbart"};
-  if (options.vocab > 0 && std::ranges::find(kWithVocabulary, preset->family) == std::end(kWithVocabulary))
-    return fail(fmt::format("model '{}' ({}) has no token vocabulary to replace with {}", name, preset->family,
+  const ModelFamily* family = find_family(preset.family);
+  const bool has_vocabulary = family != nullptr && family->find(SpecField::vocab) != nullptr;
+  if (options.vocab > 0 && !has_vocabulary)
+    return fail(fmt::format("model '{}' ({}) has no token vocabulary to replace with {}", name, preset.family,
                             options.vocab),
                 "drop --vocab; it applies to the language-model presets (gpt, llama, bert, moe, t5, mbart)");
-  static constexpr std::string_view kWithAttention[] = {"gpt", "llama", "bert", "moe", "t5", "mbart", "swin"};
-  if (options.attention == AttentionImpl::eager &&
-      std::ranges::find(kWithAttention, preset->family) == std::end(kWithAttention))
+  // The families built on transformer_blocks' attention (heads, or Swin's windows).
+  const bool has_attention = has_vocabulary || preset.family == "swin";
+  if (options.attention == AttentionImpl::eager && !has_attention)
     return fail(fmt::format("model '{}' ({}) has no scaled dot-product attention to build eagerly", name,
-                            preset->family),
+                            preset.family),
                 "drop --attention eager; it applies to gpt, llama, bert, moe, t5, mbart and swin");
   if (!ir::is_floating(options.dtype))
     return fail(fmt::format("model '{}': dtype {} is not a floating type", name, ir::name(options.dtype)),
-                "use bf16, f16, f32 or f64");
-  return with_context(preset->build(options, ops::builtin_ops()), fmt::format("model '{}'", name));
+                "use bf16, f16 or f32");
+  return with_context(preset.build(options, ops::builtin_ops()), fmt::format("model '{}'", name));
 }
 
 }  // namespace loom::models

@@ -22,10 +22,10 @@ TEST(JobOptions, EveryFieldHasOneKeywordOneFlagAndRoundTripsItsDefault) {
     EXPECT_EQ(find_option(f.keyword), &f);
     EXPECT_EQ(find_option(f.flag), &f);
     // The default, printed and parsed back, is the default (fields whose default 0 means "not given"
-    // refuse 0 as a value: that is checked below).
+    // refuse 0 as a value: that is checked below; --arch's sizes print nothing when not given).
     const std::string text = f.get(defaults);
     JobOptions parsed;
-    if (f.kind == ValueKind::whole && text == "0") continue;
+    if ((f.kind == ValueKind::whole && text == "0") || (f.kind != ValueKind::text && text.empty())) continue;
     ASSERT_TRUE(f.set(parsed, text)) << text;
     EXPECT_EQ(f.get(parsed), text);
   }

@@ -22,8 +22,8 @@ expect plan-traced-gpt2-tp 0 "$LOOM" plan --graph "$(dirname "$0")/../policy/tra
   --out "$tmp/hf" && contains plan-traced-gpt2-tp-policy "megatron: dp 1 x tp 2 x pp 1"
 expect compare-graph 0 "$LOOM" compare --graph "$tmp/traced.json" --gpus 4 && contains compare-graph-title "$tmp/traced.json on dgx-a100"
 
-expect both 1 "$LOOM" plan --graph "$tmp/traced.json" --model gpt3-125m && contains both-msg "exactly one of --model NAME or --graph FILE"
-expect neither 1 "$LOOM" plan --policy dp && contains neither-msg "exactly one of --model NAME or --graph FILE"
+expect both 1 "$LOOM" plan --graph "$tmp/traced.json" --model gpt3-125m && contains both-msg "exactly one of --model NAME, --model-file FILE, --arch FAMILY or --graph FILE"
+expect neither 1 "$LOOM" plan --policy dp && contains neither-msg "exactly one of --model NAME, --model-file FILE, --arch FAMILY or --graph FILE"
 expect resize 1 "$LOOM" plan --graph "$tmp/traced.json" --global-batch 16 && contains resize-msg "a graph file keeps the sizes"
 # The baselines' searches over a graph file: the same candidates and the same choice as on the preset it came from.
 expect baseline 0 "$LOOM" plan --graph "$tmp/traced.json" --policy megatron-best --gpus 4 --out "$tmp/mb" &&

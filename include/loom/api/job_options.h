@@ -32,9 +32,13 @@ std::string_view name(Fold fold);  // "auto", "off", "on"
 struct JobOptions {
   // The model: exactly one source.
   std::string model;       // a preset (`loom models`)
+  std::string model_file;  // or a model file (YAML / JSON, docs/models.md)
+  // Or a family by its numbers (docs/models.md): `arch.family` ("gpt") and its sizes; its layers, seq,
+  // vocab and batch are the fields below (arch's own stay 0).
+  models::ModelSpec arch;
   std::string graph_file;  // or a graph JSON file (`loom.trace`), planned at its traced sizes
   std::string graph_text;  // or that JSON itself (the bindings); "the graph JSON" in errors
-  // A preset's sizes (a graph keeps those it was traced at).
+  // A preset's sizes (a graph keeps those it was traced at); with --arch, the architecture's.
   std::int64_t global_batch = 0;      // samples per step; 0: the preset's
   std::int64_t seq = 0;               // sequence length or image side; 0: the preset's
   std::int64_t layers = 0;            // depth; 0: the preset's

@@ -36,7 +36,21 @@ bool plans_a_graph(const JobOptions& options);
 // The checks that need no model: exactly one model source, no resizing of a graph, a known policy.
 Expected<void> check_options(const JobOptions& options);
 
-// A preset's build options: the sizes as given (0: the preset's), which depend on nothing else.
+// The model that --model, --model-file or --arch names, as a preset (the one path from options to a model,
+// for building it and rebuilding it at micro-batch size). Errors name the preset, the file or the flag.
+Expected<models::ModelPreset> model_preset_of(const JobOptions& options);
+
+// That preset's forward graph at the options' sizes (model_options_of): what `loom plan` and `loom graph` build.
+Expected<ir::Graph> build_model_of(const JobOptions& options);
+
+// The spec --arch states: `options.arch` with the depth, sequence, vocabulary and batch of the size options.
+models::ModelSpec arch_spec_of(const JobOptions& options);
+
+// What the model is called in reports: the preset, the model file, "--arch gpt", the graph file.
+std::string model_label(const JobOptions& options);
+
+// A preset's build options: the sizes as given (0: the preset's), which depend on nothing else. With --arch
+// the sizes are the architecture's own (arch_spec_of), so none is passed twice.
 models::ModelOptions model_options_of(const JobOptions& options);
 
 // For the commands that run a plan on simulated devices or time its ops (`verify`, `profile`) rather than

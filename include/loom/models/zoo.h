@@ -10,6 +10,7 @@
 
 #include "loom/ir/graph.h"
 #include "loom/ir/op_def.h"
+#include "loom/models/model_spec.h"
 
 namespace loom::models {
 
@@ -58,6 +59,7 @@ struct ModelPreset {
   double nominal_params = 0;  // the count the paper names the model by, e.g. 175e9
   std::int64_t default_batch = 1;
   std::int64_t default_seq = 0;
+  ModelSpec spec;  // what the preset was made from: `loom models --write-files` writes it as a model file
   // Builds the forward graph; ops are resolved against `catalog`.
   std::function<Expected<ir::Graph>(const ModelOptions&, const ir::OpCatalog&)> build;
 };
@@ -69,8 +71,13 @@ inline constexpr std::int64_t kMaxBatchOrSeq = std::int64_t{1} << 24;
 const std::vector<ModelPreset>& model_presets();
 const ModelPreset* find_preset(std::string_view name);
 
+// The preset a spec describes (a model file, the --arch flags): checked (check_spec, families.h), then made
+// by its family. Errors name the field as `naming` says.
+Expected<ModelPreset> preset_of(const ModelSpec& spec, FieldNaming naming);
+
 // Builds a preset's forward graph with the built-in operator registry. Unknown names and bad
 // options are errors naming the preset and the option.
 Expected<ir::Graph> build_model(std::string_view preset, const ModelOptions& options);
+Expected<ir::Graph> build_model(const ModelPreset& preset, const ModelOptions& options);
 
 }  // namespace loom::models
