@@ -2,6 +2,8 @@
 // on their device, and each region's chains ordered one after another and recomputed.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "loom/plan/recompute.h"
 #include "megatron_composer.h"
 
@@ -41,6 +43,13 @@ Expected<void> Composer::order_coshard_chains() {
   const auto chains = static_cast<std::size_t>(coshard_.parts);
   for (const CoshardRegion& region : coshard_.regions) {
     const std::size_t slots = chains_[region.ops.front().index()].size();
+    for (ir::OpId op : region.ops) {
+      const auto& placed = chains_[op.index()];
+      if (placed.size() != slots || std::ranges::any_of(placed, [&](const auto& p) { return p.size() != chains; }))
+        return fail(fmt::format("coshard: op '{}' of a coshard region was not split into {} parts on every rank",
+                                graph_.op(op).name, chains),
+                    "coshard splits the ops that see the batch inside tensor-parallel regions; report this plan");
+    }
     for (std::size_t slot = 0; slot < slots; ++slot) {
       const auto part = [&](ir::OpId op, std::size_t chain) { return chains_[op.index()][slot][chain]; };
       for (std::size_t i = 0; i + 1 < chains; ++i)

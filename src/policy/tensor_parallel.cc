@@ -127,7 +127,8 @@ class Analysis {
       LOOM_RETURN_IF_ERROR(check_divisible(op, *x));
       commit(op, *x);
     }
-    split_batchless_feeders();
+    // Only across ranks: coshard's regions (tensor_parallel_regions, tp 1) chain the ops that see the batch.
+    if (tp_ > 1) split_batchless_feeders();
     return {};
   }
 
