@@ -255,6 +255,14 @@ TEST(PolicyErrors, DegreesThatDoNotDivideNameTheOpAndTheDimension) {
   expect_mentions(apply_error("swin-1.8b", "pp", {.pp = 2, .micro_batches = 8}), {"batch 4", "8 micro-batches"});
 }
 
+TEST(PolicyErrors, MicroBatchesOfAWholeBatchStatisticAreRefusedNamingTheOp) {
+  // The fused batch norm's statistics need the whole batch ('n^'): micro-batches would couple (was a
+  // deadlock reported by materialization); one micro-batch over dp keeps them whole.
+  for (const char* policy : {"dp", "megatron"})
+    expect_mentions(apply_error("resnet-50", policy, {.dp = 2, .micro_batches = 2}),
+                    {"2 micro-batches", "stem.stem.bn", "batch_norm", "cannot split", "n^ c h^ w^"});
+}
+
 TEST(PolicyErrors, DegreesThePolicyDoesNotUseOrCannotHave) {
   expect_mentions(apply_error("gpt3-125m", "dp", {.dp = 2, .tp = 2}), {"policy 'dp' does not use tp", "megatron"});
   expect_mentions(apply_error("gpt3-125m", "tp", {.tp = 0}), {"tp is 0"});
