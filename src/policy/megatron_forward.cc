@@ -37,31 +37,32 @@ Expected<void> Composer::check_batch() const {
 // batch norm's statistics over the whole batch feed the normalization of every sample). The loss's mean
 // also sums over the batch, but nothing per-sample reads it.
 // Likewise an op that reads a tensor carrying the batch but cannot split it (a frozen batch, 'n^': the
-// fused batch_norm computing its statistics inside): it needs every micro-batch's forward before any
-// backward, which a micro-batch's accumulation order forbids (a cycle, otherwise reported as a deadlock).
+// fused batch_norm computing its statistics inside) runs once for every micro-batch, so each micro-batch's
+// forward must come before any backward on its stage: true under GPipe, and under 1F1B while the
+// micro-batches are no more than the stage's warm-up forwards (pp - stage); not in gradient accumulation
+// (pp 1: each micro-batch's backward before the next's forward), where it would be a cycle.
 Expected<void> Composer::check_micro_batches_independent() const {
   std::map<std::uint32_t, const ir::Op*> summed_over_batch;  // TensorId -> the op that wrote it
-  std::vector<bool> carries_batch(graph_.tensors.size(), false);
-  for (ir::TensorId in : graph_.inputs) carries_batch[in.index()] = graph_.tensor(in).shape.rank() > 0;
+  const bool all_forwards_first = c_.pp > 1 && c_.schedule == plan::ScheduleKind::gpipe;
   for (const ir::Op& op : graph_.ops) {
     if (op.pass != ir::Pass::forward) continue;
     const auto& x = batch_[op.id.index()];
     if (!x) {
+      const int warm_up = c_.pp > 1 && c_.schedule == plan::ScheduleKind::one_f_one_b && c_.virtual_stages == 1
+                              ? c_.pp - stage_[op.id.index()]
+                              : 1;
+      if (all_forwards_first || c_.micro_batches <= warm_up) continue;
       for (ir::TensorId in : op.inputs)
-        if (carries_batch[in.index()])
+        if (batch_dims_[in.index()] >= 0)
           return fail(fmt::format("{} micro-batches: op '{}' ({}) reads '{}', which carries the batch, but cannot split "
                                   "it (its annotation {} freezes or merges the batch), so every micro-batch's forward "
-                                  "would have to run before any backward",
+                                  "must run before any backward on its stage, which this schedule does not do",
                                   c_.micro_batches, op.name, op.type, graph_.tensor(in).name,
                                   ir::to_string(plan_.layouts[op.id.index()].annotation)),
-                      "use 1 micro-batch (data parallelism keeps the statistics whole), or a per-sample "
-                      "normalization (layer or group norm)");
+                      "use 1 micro-batch (data parallelism keeps the statistics whole), a pipeline with --schedule "
+                      "gpipe, or a per-sample normalization (layer or group norm)");
       continue;
     }
-    const plan::SubOpId any = plan_.parts[op.id.index()].front();
-    for (std::size_t j = 0; j < op.outputs.size(); ++j)
-      for (std::size_t d = 0; d < graph_.tensor(op.outputs[j]).shape.rank(); ++d)
-        if (plan::dim_identifier(plan_, any, true, j, d) == x) carries_batch[op.outputs[j].index()] = true;
     if (plan_.layouts[op.id.index()].annotation.flag_of(*x) == ir::DimFlag::reduce)
       for (ir::TensorId out : op.outputs) summed_over_batch[out.value] = &op;
   }

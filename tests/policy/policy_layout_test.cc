@@ -261,6 +261,13 @@ TEST(PolicyErrors, MicroBatchesOfAWholeBatchStatisticAreRefusedNamingTheOp) {
   for (const char* policy : {"dp", "megatron"})
     expect_mentions(apply_error("resnet-50", policy, {.dp = 2, .micro_batches = 2}),
                     {"2 micro-batches", "stem.stem.bn", "batch_norm", "cannot split", "n^ c h^ w^"});
+  // 1F1B's stage 0 runs pp forwards before its first backward: 2 micro-batches fit in them, 4 do not.
+  expect_mentions(apply_error("resnet-50", "megatron", {.pp = 2, .micro_batches = 4}), {"4 micro-batches", "stem.stem.bn"});
+  EXPECT_EQ(parts_of(planned("resnet-50", "megatron", {.pp = 2, .micro_batches = 2}), "stem.stem.bn").size(), 1U);
+  // GPipe runs every forward first.
+  ParallelConfig gpipe{.pp = 2, .micro_batches = 4};
+  gpipe.schedule = plan::ScheduleKind::gpipe;
+  EXPECT_EQ(parts_of(planned("resnet-50", "megatron", gpipe), "stem.stem.bn").size(), 1U);
 }
 
 TEST(PolicyErrors, DegreesThePolicyDoesNotUseOrCannotHave) {
