@@ -9,7 +9,8 @@
 namespace loom::search::detail {
 namespace {
 
-// Transition times by (shape, dtype, from, to): every layer moves the same tensors the same ways.
+// Transition times by (shape, dtype, from, to), the layouts in canonical form (comm/layout.h): every layer
+// moves the same tensors the same ways, and equal placements move nothing.
 class Transitions {
  public:
   Transitions(const cluster::Cluster& cluster, const comm::CommCostModel& comm, const comm::SearchOptions& options)
@@ -18,7 +19,8 @@ class Transitions {
   // Seconds to turn `from` into `to` (0 when either is absent: nothing moves).
   Expected<double> seconds(const ir::FullTensor& tensor, const MaybeLayout& from, const MaybeLayout& to) {
     if (!from || !to || *from == *to) return 0.0;
-    auto key = std::make_tuple(tensor.shape.dims, tensor.dtype, *from, *to);
+    auto key = std::make_tuple(tensor.shape.dims, tensor.dtype, comm::canonical(*from), comm::canonical(*to));
+    if (std::get<2>(key) == std::get<3>(key)) return 0.0;
     if (const auto it = memo_.find(key); it != memo_.end()) return it->second;
     const comm::TransitionRequest request{{tensor.shape, tensor.dtype}, *from, *to};
     LOOM_ASSIGN_OR_RETURN(const comm::TransitionPlan plan,

@@ -59,7 +59,8 @@ int gradient_index(const ir::Graph& graph, const std::vector<ir::TensorId>& tens
 
 class RoundReader {
  public:
-  RoundReader(const Plan& plan, const cost::ComputeModel& compute) : plan_(plan), graph_(*plan.graph), compute_(compute) {}
+  RoundReader(const Plan& plan, const ir::OpCatalog& catalog, const cost::ComputeModel& compute)
+      : plan_(plan), catalog_(catalog), graph_(*plan.graph), compute_(compute) {}
 
   // The facts of `op` whose parts (by device) are `parts`. By forward input: `owned`, the parameters it
   // reads first; `steps`, their optimizer steps' parts (empty for a parameter without one).
@@ -81,6 +82,10 @@ class RoundReader {
     const plan::SubOp& first = plan_.sub_op(parts.front());
     f.compute_seconds = compute_.seconds(parts.front()) + (first.mirror.valid() ? compute_.seconds(first.mirror) : 0);
     for (const plan::SubTensor& out : first.outputs) f.activation_bytes += local_bytes(graph_, out);
+    if (first.mirror.valid() && saves_inputs(op))
+      for (std::size_t i = 0; i < op.inputs.size(); ++i)
+        if (f.inputs[i] && graph_.tensor(op.inputs[i]).role != ir::TensorRole::parameter)
+          f.activation_bytes += local_bytes(graph_, first.inputs[i]);
     f.kept_parameters.resize(op.inputs.size());
     for (std::size_t i = 0; i < steps.size(); ++i) {
       if (!owned[i]) continue;
@@ -133,7 +138,14 @@ class RoundReader {
         });
   }
 
+  // Whether the op's backward reads its forward inputs, so the pieces the op reads live until then.
+  bool saves_inputs(const ir::Op& op) const {
+    const ir::OpDef* def = catalog_.find(op.type);
+    return def == nullptr || def->backward.saves_inputs;
+  }
+
   const Plan& plan_;
+  const ir::OpCatalog& catalog_;
   const ir::Graph& graph_;
   const cost::ComputeModel& compute_;
 };
@@ -193,7 +205,7 @@ Expected<std::vector<OpFacts>> gather_facts(const Plan& fresh, const ir::OpCatal
       if (steps_placed) sharded.push_back(std::move(s));
     }
     LOOM_ASSIGN_OR_RETURN(const cost::ComputeModel compute, cost::ComputeModel::make(plan, catalog, gpu, profile));
-    const RoundReader reader(plan, compute);
+    const RoundReader reader(plan, catalog, compute);
     for (const Sharded& s : sharded)
       facts[s.op.index()].facts[round] = reader.read(graph.op(s.op), s.parts, s.owned, s.steps);
   }

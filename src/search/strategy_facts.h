@@ -36,7 +36,7 @@ struct StrategyFacts {
   // (and its gradient and states); nullopt for the other inputs.
   std::vector<MaybeLayout> kept_parameters;
   std::int64_t state_bytes = 0;       // on device 0: those parameters, their gradients and optimizer states
-  std::int64_t activation_bytes = 0;  // on device 0: the op's forward outputs
+  std::int64_t activation_bytes = 0;  // on device 0: the op's forward outputs and the inputs its backward saves
 };
 
 struct OpFacts {

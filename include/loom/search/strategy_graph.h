@@ -23,12 +23,15 @@
 // exactly the plan apply_choice builds.
 //
 // Usage, in bytes on device 0: the state of the parameters an op reads first (parameter, gradient and
-// optimizer states at the job's precision) and the op's forward outputs. Proxy for the interval: every
-// forward op's usage is live from its position in the forward program order to the end of the forward
-// pass (time = number of forward ops), where a step's memory peaks: states live throughout, and every
-// forward output counted as if saved for the backward pass. This bounds the peak at the forward/backward
-// boundary from above (outputs freed in the forward pass are counted too) and leaves out the transient
-// gradients of the backward pass (at most a layer's worth).
+// optimizer states at the job's precision), the op's forward outputs, and the activation pieces it reads
+// when its backward saves its inputs (a piece gathered for a replicated op is a copy the producer's
+// output does not account for). Interval proxy: every forward op's usage is live from its position in
+// the forward program order to the end of the forward pass (time = number of forward ops), where a
+// step's memory peaks: states live throughout, activations as if all were held for the backward pass.
+// An upper bound of the peak at the forward/backward boundary (outputs freed early and pieces the
+// producer and consumer share count twice: 1.2-1.7x the simulated peak on a GPT layer,
+// tests/search/strategy_rank_test.cc), which leaves out only the transient gradients of the backward
+// pass.
 //
 // Coarsening (Rhino), each optional:
 //   merge_layers  layers (policy::layer_of names) with the same structure — op types, annotations, shapes
