@@ -2,6 +2,7 @@
 // forced chains followed.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 #include <map>
 
@@ -88,8 +89,8 @@ ir::OpId chain_producer(const ir::Graph& graph, const ir::OpCatalog& catalog, co
 
 }  // namespace
 
-Coarsening coarsen(const ir::Graph& graph, const ir::OpCatalog& catalog, const std::vector<OpFacts>& facts,
-                   const OpCosts& costs, bool merge_layers, bool follow_chains) {
+Expected<Coarsening> coarsen(const ir::Graph& graph, const ir::OpCatalog& catalog, const std::vector<OpFacts>& facts,
+                             OpPricer& pricer, bool merge_layers, bool follow_chains) {
   std::vector<ir::OpId> rep(graph.ops.size());
   if (merge_layers) {
     rep = layer_representatives(graph, facts);
@@ -98,9 +99,8 @@ Coarsening coarsen(const ir::Graph& graph, const ir::OpCatalog& catalog, const s
       if (op.pass == ir::Pass::forward) rep[op.id.index()] = op.id;
   }
   const std::vector<ir::OpId> producer = ir::producers(graph);
-  // Op-pair costs into each op, by consumer, for the forced choices.
-  std::vector<std::vector<const OpEdge*>> edges_into(graph.ops.size());
-  for (const OpEdge& e : costs.edges) edges_into[e.to.index()].push_back(&e);
+  std::vector<std::vector<const OpEdge*>> edges_into(graph.ops.size());  // by consumer
+  for (const OpEdge& e : pricer.edges()) edges_into[e.to.index()].push_back(&e);
 
   Coarsening c;
   c.node_of.assign(graph.ops.size(), -1);
@@ -109,27 +109,36 @@ Coarsening coarsen(const ir::Graph& graph, const ir::OpCatalog& catalog, const s
     if (op.pass != ir::Pass::forward || rep[op.id.index()] != op.id) continue;
     ++c.after_layers;
     const OpFacts& own = facts[op.id.index()];
-    const ir::OpId link = follow_chains ? chain_producer(graph, catalog, op, producer) : ir::OpId{};
-    if (!link.valid()) {
+    const ir::OpId from = follow_chains ? chain_producer(graph, catalog, op, producer) : ir::OpId{};
+    if (!from.valid()) {
       c.node_of[op.id.index()] = static_cast<int>(c.roots.size());
       c.roots.push_back(op.id);
       for (std::size_t s = 0; s < own.candidates.size(); ++s)
         if (own.facts[s].valid) c.candidate_of[op.id.index()].push_back(static_cast<int>(s));
       continue;
     }
-    // Forced: per strategy of the producer's node, this op's cheapest candidate after the producer's.
-    const ir::OpId from = link;
+    // Forced: per strategy of the producer's node, this op's cheapest candidate after the producer's. The
+    // candidates are tried by their own cost (then index): once that alone reaches the best total found,
+    // no later one can beat it (moves cost >= 0), so the pairs past it are never priced.
+    const std::vector<double>& own_seconds = pricer.node_seconds()[op.id.index()];
+    std::vector<std::size_t> order;
+    for (std::size_t s = 0; s < own.candidates.size(); ++s)
+      if (own.facts[s].valid) order.push_back(s);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return own_seconds[a] < own_seconds[b]; });
     const ir::OpId from_rep = rep[from.index()];
-    const int node = c.node_of[from_rep.index()];
-    c.node_of[op.id.index()] = node;
+    c.node_of[op.id.index()] = c.node_of[from_rep.index()];
     for (const int p : c.candidate_of[from_rep.index()]) {
       int best = -1;
       double best_seconds = std::numeric_limits<double>::infinity();
-      for (std::size_t s = 0; s < own.candidates.size(); ++s) {
-        if (!own.facts[s].valid) continue;
-        double seconds = costs.node_seconds[op.id.index()][s];
-        for (const OpEdge* e : edges_into[op.id.index()])
-          if (e->from == from) seconds += e->seconds[static_cast<std::size_t>(p) * own.candidates.size() + s];
+      for (const std::size_t s : order) {
+        if (own_seconds[s] >= best_seconds) break;
+        double seconds = own_seconds[s];
+        for (const OpEdge* e : edges_into[op.id.index()]) {
+          if (e->from != from) continue;
+          LOOM_ASSIGN_OR_RETURN(const double move, pricer.edge_seconds(*e, static_cast<std::size_t>(p), s));
+          seconds += move;
+        }
         if (seconds < best_seconds) {
           best_seconds = seconds;
           best = static_cast<int>(s);

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <tuple>
 #include <optional>
 #include <span>
 #include <vector>
@@ -60,24 +62,58 @@ MaybeLayout layout_of_pieces(std::span<const plan::SubTensor> pieces, const ir::
 
 namespace loom::search::detail {
 
-// The cost of one op pair for every pair of their candidates, row-major (from's candidate first); a pair
-// with an invalid candidate is 0 (never chosen).
+// Transition times by (shape, dtype, from, to), the layouts in canonical form (comm/layout.h): every layer
+// moves the same tensors the same ways, and equal placements move nothing.
+class Transitions {
+ public:
+  Transitions(const cluster::Cluster& cluster, const comm::CommCostModel& comm, const comm::SearchOptions& options)
+      : cluster_(cluster), comm_(comm), options_(options) {}
+
+  // Seconds to turn `from` into `to` (0 when either is absent: nothing moves). Errors: the search's,
+  // naming the tensor.
+  Expected<double> seconds(const ir::FullTensor& tensor, const MaybeLayout& from, const MaybeLayout& to);
+
+ private:
+  const cluster::Cluster& cluster_;
+  const comm::CommCostModel& comm_;
+  const comm::SearchOptions& options_;
+  std::map<std::tuple<std::vector<std::int64_t>, ir::DType, comm::Layout, comm::Layout>, double> memo_;
+};
+
+// One tensor from its source op to a consumer op: output `source_index` of the source, or (a parameter
+// read again, `kept_parameter`) the layout its first reader `source` keeps it in, that reader's input
+// `source_index`; it is the consumer's input `input`.
 struct OpEdge {
   ir::OpId from;
   ir::OpId to;
-  std::vector<double> seconds;
+  std::size_t source_index = 0;
+  bool kept_parameter = false;
+  std::size_t input = 0;
 };
 
-struct OpCosts {
-  std::vector<std::vector<double>> node_seconds;  // by OpId, by candidate (strategy_graph.h's node cost)
-  std::vector<OpEdge> edges;                      // producer -> consumer, in the consumers' program order
-};
+// Prices ops and op pairs under candidates (strategy_graph.h, "Costs"). Pairs are priced when asked for:
+// the coarsening needs only some of them, and each distinct move is one transition search.
+class OpPricer {
+ public:
+  OpPricer(const plan::Plan& fresh, const std::vector<OpFacts>& facts, const cluster::Cluster& cluster,
+           const comm::CommCostModel& comm, const comm::SearchOptions& options);
 
-// Prices every op and op pair (strategy_graph.h, "Costs"). Errors: a transition the comm library cannot
-// search (naming the tensor).
-Expected<OpCosts> price_ops(const plan::Plan& fresh, const std::vector<OpFacts>& facts,
-                            const cluster::Cluster& cluster, const comm::CommCostModel& comm,
-                            const comm::SearchOptions& options);
+  // Every forward op under every candidate (0 for invalid ones). Errors: a transition search's.
+  Expected<void> price_ops();
+  const std::vector<std::vector<double>>& node_seconds() const { return node_seconds_; }  // by OpId, candidate
+  // Producer -> consumer pairs, in the consumers' program order (found on construction).
+  const std::vector<OpEdge>& edges() const { return edges_; }
+  // The pair's forward move plus its mirrored gradient move, `from` under candidate a and `to` under b
+  // (0 when either candidate is invalid: never chosen).
+  Expected<double> edge_seconds(const OpEdge& edge, std::size_t a, std::size_t b);
+
+ private:
+  const plan::Plan& fresh_;
+  const std::vector<OpFacts>& facts_;
+  Transitions moves_;
+  std::vector<std::vector<double>> node_seconds_;
+  std::vector<OpEdge> edges_;
+};
 
 // Which node each forward op takes its choice from (strategy_graph.h, "Coarsening").
 struct Coarsening {
@@ -87,7 +123,8 @@ struct Coarsening {
   int after_layers = 0;                        // variables left by merging layers alone
 };
 
-Coarsening coarsen(const ir::Graph& graph, const ir::OpCatalog& catalog, const std::vector<OpFacts>& facts,
-                   const OpCosts& costs, bool merge_layers, bool follow_chains);
+// Errors: a transition search's.
+Expected<Coarsening> coarsen(const ir::Graph& graph, const ir::OpCatalog& catalog, const std::vector<OpFacts>& facts,
+                             OpPricer& pricer, bool merge_layers, bool follow_chains);
 
 }  // namespace loom::search::detail

@@ -28,9 +28,10 @@ Expected<StrategyGraph> build_strategy_graph(const ir::Graph& graph, const ir::O
   LOOM_ASSIGN_OR_RETURN(const plan::Plan fresh, plan::make_plan(graph, catalog));
   LOOM_ASSIGN_OR_RETURN(const std::vector<detail::OpFacts> facts,
                         detail::gather_facts(fresh, catalog, mesh, cluster.gpu, profile));
-  LOOM_ASSIGN_OR_RETURN(const detail::OpCosts costs, detail::price_ops(fresh, facts, cluster, comm, options.search));
-  const detail::Coarsening coarse =
-      detail::coarsen(graph, catalog, facts, costs, options.merge_layers, options.follow_chains);
+  detail::OpPricer pricer(fresh, facts, cluster, comm, options.search);
+  LOOM_RETURN_IF_ERROR(pricer.price_ops());
+  LOOM_ASSIGN_OR_RETURN(const detail::Coarsening coarse,
+                        detail::coarsen(graph, catalog, facts, pricer, options.merge_layers, options.follow_chains));
 
   StrategyGraph out;
   out.mesh = mesh;
@@ -68,7 +69,7 @@ Expected<StrategyGraph> build_strategy_graph(const ir::Graph& graph, const ir::O
         return fail(fmt::format("op '{}' has no strategy its producer's layout allows", op.name));
       const auto c = static_cast<std::size_t>(candidate[s]);
       const detail::StrategyFacts& f = facts[op.id.index()].facts[c];
-      node_seconds[static_cast<std::size_t>(g)][s] += costs.node_seconds[op.id.index()][c];
+      node_seconds[static_cast<std::size_t>(g)][s] += pricer.node_seconds()[op.id.index()][c];
       node.usages[s] += f.state_bytes + f.activation_bytes;
       out.op_strategies[op.id.index()].push_back(facts[op.id.index()].candidates[c]);
     }
@@ -77,24 +78,27 @@ Expected<StrategyGraph> build_strategy_graph(const ir::Graph& graph, const ir::O
 
   // Op pairs into node pairs; a pair inside one node adds to its own costs.
   std::map<std::pair<int, int>, std::vector<double>> edge_seconds;
-  for (const detail::OpEdge& e : costs.edges) {
+  for (const detail::OpEdge& e : pricer.edges()) {
     const int a = coarse.node_of[e.from.index()], b = coarse.node_of[e.to.index()];
     const std::vector<int>& from = coarse.candidate_of[e.from.index()];
     const std::vector<int>& to = coarse.candidate_of[e.to.index()];
-    const std::size_t width = facts[e.to.index()].candidates.size();
-    const auto cell = [&](int s, int t) {
-      return e.seconds[static_cast<std::size_t>(from[static_cast<std::size_t>(s)]) * width +
-                       static_cast<std::size_t>(to[static_cast<std::size_t>(t)])];
+    const auto cell = [&](std::size_t s, std::size_t t) {
+      return pricer.edge_seconds(e, static_cast<std::size_t>(from[s]), static_cast<std::size_t>(to[t]));
     };
     if (a == b) {
-      for (std::size_t s = 0; s < from.size(); ++s)
-        node_seconds[static_cast<std::size_t>(a)][s] += cell(static_cast<int>(s), static_cast<int>(s));
+      for (std::size_t s = 0; s < from.size(); ++s) {
+        LOOM_ASSIGN_OR_RETURN(const double seconds, cell(s, s));
+        node_seconds[static_cast<std::size_t>(a)][s] += seconds;
+      }
       continue;
     }
     auto& table = edge_seconds[{a, b}];
     table.resize(from.size() * to.size(), 0.0);
     for (std::size_t s = 0; s < from.size(); ++s)
-      for (std::size_t t = 0; t < to.size(); ++t) table[s * to.size() + t] += cell(static_cast<int>(s), static_cast<int>(t));
+      for (std::size_t t = 0; t < to.size(); ++t) {
+        LOOM_ASSIGN_OR_RETURN(const double seconds, cell(s, t));
+        table[s * to.size() + t] += seconds;
+      }
   }
   for (std::size_t g = 0; g < node_count; ++g)
     for (const double seconds : node_seconds[g]) out.problem.nodes[g].costs.push_back(nanoseconds(seconds));

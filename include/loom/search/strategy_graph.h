@@ -39,8 +39,9 @@
 //                 nodes with every layer's costs added in;
 //   follow_chains an elementwise or data-movement op with a single activation input takes its producer's
 //                 node: for each of the producer's strategies, the op's own strategy that is cheapest
-//                 after it (the one matching the producer's layout when there is one: an elementwise op
-//                 moves the same bytes before or after it, so nothing is lost).
+//                 after it, its own cost plus the moves from the producer (ties: the lower own cost, then
+//                 the first); the one matching the producer's layout when there is one, as an elementwise
+//                 op moves the same bytes before or after it.
 // Node numbering follows the forward program order of each node's first op; names are that op's.
 #pragma once
 
