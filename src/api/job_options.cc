@@ -250,6 +250,12 @@ const std::vector<OptionField>& table() {
        "ZeRO-3 parameter all-gathers started ahead of the one being read, as DeepSpeed's stage-3 prefetcher (1: "
        "the next module's while the current one computes); 0: every gather blocking where it is read",
        LOOM_WHOLE(prefetch_depth, 0, 1 << 20)},
+      {"offload", "--offload", {}, G::passes, K::text,
+       "ZeRO-Offload, as DeepSpeed's offload_optimizer / offload_param with device cpu: none, optimizer (fp32 "
+       "master weights and Adam states on the host, each gradient shard copied there, the step run by the CPU, "
+       "the 16-bit shard copied back; ZeRO >= 1) or optimizer+params (also the 16-bit parameter shards, fetched "
+       "before each all-gather; ZeRO-3); policies megatron and zero",
+       LOOM_NAMED(offload, exec::parse_offload)},
       {"fold", "--fold", {}, G::fold, K::text,
        "Plan one micro-batch of one replica and repeat it (megatron without ZeRO): auto (large jobs), on, off",
        LOOM_NAMED(fold, parse_fold)},

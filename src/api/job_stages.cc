@@ -65,6 +65,7 @@ exec::ExecPassOptions pass_options(const JobOptions& o) {
   options.first_bucket_bytes = std::min(options.first_bucket_bytes, options.bucket_bytes);
   options.prefetch_depth = o.prefetch_depth;
   options.overlap_collectives = o.overlap != policy::Overlap::none;
+  options.offload = o.offload;
   return options;
 }
 
@@ -114,6 +115,8 @@ Expected<void> apply_policy(Job& job) {
   LOOM_RETURN_IF_ERROR(with_context(policy::apply_policy(job.plan, job.options.policy, applied, job.catalog, &notes),
                                     fmt::format("policy {}", job.options.policy)));
   if (!notes.schedule.empty()) job.description += ", " + notes.schedule;
+  if (job.options.offload != exec::Offload::none)
+    job.description += fmt::format(", ZeRO-Offload ({})", exec::name(job.options.offload));
   job.slice_devices = policy::device_count(applied);
   job.seconds.policy = clock.seconds();
   job.stage = Stage::planned;

@@ -71,6 +71,22 @@ Expected<void> check_policy(std::string_view name) {
   return {};
 }
 
+// ZeRO-Offload moves what ZeRO partitions: the optimizer's shards (stage >= 1), the parameters' (stage 3).
+Expected<void> check_offload(const JobOptions& o) {
+  if (o.offload == exec::Offload::none) return {};
+  const std::string what = fmt::format("--offload {}", exec::name(o.offload));
+  if (o.policy != "megatron" && o.policy != "zero")
+    return fail(fmt::format("{} needs the policy megatron or zero, not {}", what, o.policy),
+                "offload a ZeRO plan: --policy zero --zero 3 (or megatron with --zero)");
+  if (o.offload == exec::Offload::optimizer_and_params && o.zero != 3)
+    return fail(fmt::format("{} needs ZeRO-3 (parameters partitioned), not ZeRO-{}", what, o.zero),
+                "add --zero 3, or offload only the optimizer (--offload optimizer)");
+  if (o.zero < 1)
+    return fail(fmt::format("{} needs ZeRO (stage 1 to 3): it offloads each rank's optimizer shard", what),
+                "add --zero 1, 2 or 3");
+  return {};
+}
+
 }  // namespace
 
 bool plans_a_graph(const JobOptions& options) { return !options.graph_file.empty() || !options.graph_text.empty(); }
@@ -183,6 +199,7 @@ Expected<ResolvedRequest> resolve_request(const JobOptions& o, const cluster::Cl
   if (r.gpus > cluster_gpus)
     return fail(fmt::format("the job needs {} GPUs, cluster '{}' has {}", r.gpus, cluster.name, cluster_gpus),
                 "pick a larger cluster (`loom clusters`, or a preset with x<nodes>) or fewer GPUs");
+  LOOM_RETURN_IF_ERROR(check_offload(o));
   if (is_baseline(o.policy)) return r;  // the search picks degrees and micro-batches
   LOOM_ASSIGN_OR_RETURN(r.config, resolve_degrees(o, r.gpus));
   LOOM_ASSIGN_OR_RETURN(r.config.micro_batches, resolve_micro_batches(o, r.config, global_batch));

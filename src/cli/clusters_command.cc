@@ -65,6 +65,10 @@ nlohmann::ordered_json cluster_json(const cluster::Cluster& c) {
   out["nics_per_node"] = c.nics_per_node;
   out["nic_bandwidth"] = c.nic_bandwidth;
   out["comm_contention"] = c.comm_contention;
+  out["host"] = {{"pcie_bandwidth", c.host.pcie_bandwidth},
+                 {"gpus_per_pcie_switch", c.host.gpus_per_pcie_switch},
+                 {"cpu_adam_params_per_second", c.host.cpu_adam_params_per_second},
+                 {"memory_bytes", c.host.memory_bytes}};
   return out;
 }
 

@@ -20,7 +20,9 @@ namespace loom::cluster {
 namespace {
 
 constexpr std::string_view kTopFields[] = {"name", "nodes", "gpus_per_node", "gpu", "intra", "inter",
-                                           "bridge", "nics_per_node", "nic_bandwidth", "comm_contention"};
+                                           "bridge", "nics_per_node", "nic_bandwidth", "comm_contention", "host"};
+constexpr std::string_view kHostFields[] = {"pcie_bandwidth", "gpus_per_pcie_switch", "cpu_adam_params_per_second",
+                                            "memory_bytes"};
 constexpr std::string_view kGpuFields[] = {"name", "peak_bf16", "peak_fp16", "peak_fp32", "memory_bytes",
                                            "memory_bandwidth"};
 constexpr std::string_view kLinkFields[] = {"kind", "bandwidth", "latency"};
@@ -185,7 +187,31 @@ class Reader {
         return error("comm_contention", fmt::format("is below 1: {}", c.comm_contention),
                      "give 1 (communication beside compute runs at full speed) or a measured slowdown above it");
     }
+    if (root["host"].IsDefined()) {
+      LOOM_ASSIGN_OR_RETURN(c.host, host(root, c.gpus_per_node));
+    }
     return c;
+  }
+
+  // Optional, and so is each of its fields: HostSpec's defaults stand for those left out.
+  Expected<HostSpec> host(const YAML::Node& root, int gpus_per_node) const {
+    LOOM_ASSIGN_OR_RETURN(YAML::Node node, mapping(root, "", "host", kHostFields));
+    HostSpec h;
+    if (node["pcie_bandwidth"].IsDefined()) {
+      LOOM_ASSIGN_OR_RETURN(h.pcie_bandwidth, number(node, "host.", "pcie_bandwidth", true, "bytes/s (one GPU's link, one direction)"));
+    }
+    if (node["gpus_per_pcie_switch"].IsDefined()) {
+      LOOM_ASSIGN_OR_RETURN(const std::int64_t n, integer(node, "host.", "gpus_per_pcie_switch", 1, gpus_per_node));
+      h.gpus_per_pcie_switch = static_cast<int>(n);
+    }
+    if (node["cpu_adam_params_per_second"].IsDefined()) {
+      LOOM_ASSIGN_OR_RETURN(h.cpu_adam_params_per_second,
+                            number(node, "host.", "cpu_adam_params_per_second", true, "parameters/s (one node's CPUs)"));
+    }
+    if (node["memory_bytes"].IsDefined()) {
+      LOOM_ASSIGN_OR_RETURN(h.memory_bytes, integer(node, "host.", "memory_bytes", 1, std::numeric_limits<std::int64_t>::max() / 2));
+    }
+    return h;
   }
 
  private:
@@ -268,6 +294,11 @@ std::string cluster_to_yaml(const Cluster& c) {
   out += fmt::format("nics_per_node: {}\n", c.nics_per_node);
   out += fmt::format("nic_bandwidth: {}  # bytes/s, one NIC, one direction\n", c.nic_bandwidth);
   out += fmt::format("comm_contention: {}  # communication's slowdown beside compute (1: none)\n", c.comm_contention);
+  out += "host:  # each node's host, for offloaded optimizers (--offload)\n";
+  out += fmt::format("  pcie_bandwidth: {}  # bytes/s, one GPU's link to host memory, one direction\n", c.host.pcie_bandwidth);
+  out += fmt::format("  gpus_per_pcie_switch: {}  # GPUs sharing one switch's uplink\n", c.host.gpus_per_pcie_switch);
+  out += fmt::format("  cpu_adam_params_per_second: {}  # the node's CPUs, Adam\n", c.host.cpu_adam_params_per_second);
+  out += fmt::format("  memory_bytes: {}\n", c.host.memory_bytes);
   return out;
 }
 

@@ -57,9 +57,27 @@ constexpr double kPcie4 = 31.5 * kGB;
 // rate, and a latency of two PCIe crossings.
 constexpr LinkTier kPcie4HostStaged{LinkKind::pcie, kPcie4 / 2, 2 * kPcieLatency};
 
+// Hosts (HostSpec, for offloaded optimizers). Effective PCIe x16 rates per direction with pinned memory:
+// 3.0 ~12 GB/s (ZeRO-Offload's V100 systems), 4.0 ~24 GB/s, 5.0 ~48 GB/s (twice per generation, an
+// assumption beside 3.0's figure). CPU Adam: ZeRO-Offload Table 3 measured 1e9 parameters in 0.22 s on the
+// DGX-2's two 24-core Xeon Platinum 8168 (AVX512): 4.5e9 parameters/s per node. Other hosts scale it by
+// cores x SIMD lanes (an assumption: Adam is bandwidth- and vector-bound alike): DGX-1's two 20-core E5-2698
+// v4 (AVX2, half the lanes) 40/48 x 1/2; DGX A100's two 64-core EPYC 7742 (AVX2) 128/48 x 1/2; DGX H100's
+// two 56-core Xeon 8480C (AVX512) 112/48. Host memory: NVIDIA's datasheets (DGX-1 512 GB, DGX-2 1.5 TB,
+// DGX A100 1 TB, DGX H100 2 TB), as binary units.
+constexpr double kDgx2Adam = 1e9 / 0.22;
+HostSpec dgx2_host() { return {12 * kGB, 2, kDgx2Adam, 1536 * kGiB}; }
+HostSpec dgx1_host() { return {12 * kGB, 2, kDgx2Adam * 40 / 48 / 2, 512 * kGiB}; }
+HostSpec dgx_a100_host() { return {24 * kGB, 2, kDgx2Adam * 128 / 48 / 2, 1024 * kGiB}; }
+HostSpec dgx_h100_host() { return {48 * kGB, 2, kDgx2Adam * 112 / 48, 2048 * kGiB}; }
+// The Oases 3090 servers' hosts are not described: each GPU on its own PCIe 4.0 x16 (an assumption), and
+// DGX A100's CPU and memory figures.
+HostSpec rtx3090_host() { return {24 * kGB, 1, kDgx2Adam * 128 / 48 / 2, 1024 * kGiB}; }
+
 Cluster node_preset(std::string name, int gpus, GpuSpec gpu, LinkTier intra, LinkKind nic_kind, int nics,
-                    double nic_gbit) {
+                    double nic_gbit, HostSpec host) {
   Cluster c;
+  c.host = host;
   c.name = std::move(name);
   c.gpus_per_node = gpus;
   c.gpu = std::move(gpu);
@@ -79,25 +97,25 @@ struct Preset {
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> table = {
       {"dgx2",  // 16 × V100, NVSwitch 300 GB/s per GPU (both directions), 8 × 100 Gb/s IB per node
-       [] { return node_preset("dgx2", 16, v100(), {LinkKind::nvswitch, 150 * kGB, kNvlinkLatency}, LinkKind::infiniband, 8, 100); }},
+       [] { return node_preset("dgx2", 16, v100(), {LinkKind::nvswitch, 150 * kGB, kNvlinkLatency}, LinkKind::infiniband, 8, 100, dgx2_host()); }},
       {"dgx1",  // 8 × V100, NVLink hybrid cube-mesh, 1 × 100 Gb/s IB per node
-       [] { return node_preset("dgx1", 8, v100(), {LinkKind::nvlink, kV100Nvlink, kNvlinkLatency}, LinkKind::infiniband, 1, 100); }},
+       [] { return node_preset("dgx1", 8, v100(), {LinkKind::nvlink, kV100Nvlink, kNvlinkLatency}, LinkKind::infiniband, 1, 100, dgx1_host()); }},
       {"v100x8",  // SuperScaler: 8 × V100 NVLink, 100 Gb/s IB per node
-       [] { return node_preset("v100x8", 8, v100(), {LinkKind::nvlink, kV100Nvlink, kNvlinkLatency}, LinkKind::infiniband, 1, 100); }},
+       [] { return node_preset("v100x8", 8, v100(), {LinkKind::nvlink, kV100Nvlink, kNvlinkLatency}, LinkKind::infiniband, 1, 100, dgx1_host()); }},
       {"m8",  // Rhino: 8 × V100-SXM2-32GB NVLink2, 1 × 100 Gb/s RoCE
-       [] { return node_preset("m8", 8, v100(), {LinkKind::nvlink, kV100Nvlink, kNvlinkLatency}, LinkKind::roce, 1, 100); }},
+       [] { return node_preset("m8", 8, v100(), {LinkKind::nvlink, kV100Nvlink, kNvlinkLatency}, LinkKind::roce, 1, 100, dgx1_host()); }},
       {"dgx-a100",  // 8 × A100, NVSwitch 600 GB/s per GPU (both directions), 8 × 200 Gb/s HDR IB
-       [] { return node_preset("dgx-a100", 8, a100(), {LinkKind::nvswitch, 300 * kGB, kNvlinkLatency}, LinkKind::infiniband, 8, 200); }},
+       [] { return node_preset("dgx-a100", 8, a100(), {LinkKind::nvswitch, 300 * kGB, kNvlinkLatency}, LinkKind::infiniband, 8, 200, dgx_a100_host()); }},
       {"dgx-h100",  // 8 × H100, NVSwitch 900 GB/s per GPU (both directions), 8 × 400 Gb/s NDR IB
-       [] { return node_preset("dgx-h100", 8, h100(), {LinkKind::nvswitch, 450 * kGB, kNvlinkLatency}, LinkKind::infiniband, 8, 400); }},
+       [] { return node_preset("dgx-h100", 8, h100(), {LinkKind::nvswitch, 450 * kGB, kNvlinkLatency}, LinkKind::infiniband, 8, 400, dgx_h100_host()); }},
       {"rtx3090-nvlink",  // Oases: 4 × RTX 3090, NVLink bridge 0–1 and 2–3 (112.5 GB/s both directions), else PCIe 4.0 via host
        [] {
-         Cluster c = node_preset("rtx3090-nvlink", 4, rtx3090(), kPcie4HostStaged, LinkKind::infiniband, 1, 100);
+         Cluster c = node_preset("rtx3090-nvlink", 4, rtx3090(), kPcie4HostStaged, LinkKind::infiniband, 1, 100, rtx3090_host());
          c.bridge = PairBridge{{LinkKind::nvlink, 56.25 * kGB, kNvlinkLatency}};
          return c;
        }},
       {"rtx3090",  // Oases: 4 × RTX 3090, PCIe 4.0 only (via host memory), 100 Gb/s IB
-       [] { return node_preset("rtx3090", 4, rtx3090(), kPcie4HostStaged, LinkKind::infiniband, 1, 100); }},
+       [] { return node_preset("rtx3090", 4, rtx3090(), kPcie4HostStaged, LinkKind::infiniband, 1, 100, rtx3090_host()); }},
   };
   return table;
 }

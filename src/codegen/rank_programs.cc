@@ -165,7 +165,9 @@ class ModuleWriter {
   Expected<void> emit(const exec::Load& in) {
     const plan::SubTensor& p = piece(in.output);
     comment(fmt::format("load {} '{}' {}", ir::name(graph_.tensor(p.tensor).role), tensor_name(in.output), p.to_string()));
-    line(fmt::format("{} = rt.load({}, {})", var(in.output), python_string(tensor_name(in.output)), piece_literal(p)));
+    const bool host = exec_.buffer(in.output).memory == exec::Memory::host;  // an offloaded state
+    line(fmt::format("{} = rt.load({}, {}{})", var(in.output), python_string(tensor_name(in.output)), piece_literal(p),
+                     host ? ", host=True" : ""));
     loads_.push_back(in.output);
     return {};
   }
@@ -228,6 +230,11 @@ class ModuleWriter {
       return {};
     }
     if (in.inputs.size() != 1) return failf("a {} on rank {} has {} inputs", exec::name(in.kind), rank_, in.inputs.size());
+    if (in.kind == exec::LocalKind::copy) {  // ZeRO-Offload's move between GPU and host memory
+      const bool to_host = exec_.buffer(in.output).memory == exec::Memory::host;
+      line(fmt::format("{} = rt.{}({})", var(in.output), to_host ? "to_host" : "to_device", var(in.inputs[0])));
+      return {};
+    }
     line(fmt::format("{} = rt.{}({}, {}, {})", var(in.output), exec::name(in.kind), var(in.inputs[0]),
                      piece_literal(piece(in.inputs[0])), piece_literal(out)));
     return {};

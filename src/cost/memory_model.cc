@@ -43,13 +43,15 @@ ModelState model_state(const exec::ExecPlan& exec, int device, const std::vector
   for (const exec::Instruction& instruction : exec.programs[static_cast<std::size_t>(device)]) {
     if (const auto* load = std::get_if<exec::Load>(&instruction)) {
       const exec::Buffer& b = exec.buffer(load->output);
+      if (b.memory == exec::Memory::host) continue;  // offloaded: not the GPU's
       const ir::TensorRole role = graph.tensor(b.piece.tensor).role;
       if (role == ir::TensorRole::parameter) parameters.add(b);
       if (role == ir::TensorRole::optimizer_state) states.add(b);
     } else if (const auto* compute = std::get_if<exec::Compute>(&instruction)) {
       const bool step = exec.plan->op_of(compute->sub_op).pass == ir::Pass::optimizer;
       for (BufferId in : compute->inputs)
-        if (step && in.valid() && graph.tensor(exec.buffer(in).piece.tensor).role == ir::TensorRole::gradient)
+        if (step && in.valid() && exec.buffer(in).memory == exec::Memory::gpu &&
+            graph.tensor(exec.buffer(in).piece.tensor).role == ir::TensorRole::gradient)
           gradients.add(exec.buffer(in));
       // A final gradient reduced only when the steps read it is kept as produced until then.
       for (BufferId out : compute->outputs) {
@@ -100,12 +102,18 @@ DeviceMemory device_memory(const exec::ExecPlan& exec, int device, std::vector<c
   const ir::Graph& graph = *exec.plan->graph;
   DeviceMemory memory{.device = device};
   RoleBytes current;
+  std::int64_t host = 0;  // host buffers (offloaded states), counted apart from the GPU's memory
   const auto& program = exec.programs[static_cast<std::size_t>(device)];
   for (std::size_t step = 0; step < program.size(); ++step) {
     auto change = [&](BufferId id, bool alive) {
       if (!id.valid() || live[id.index()] == static_cast<char>(alive)) return;
       live[id.index()] = static_cast<char>(alive);
       const exec::Buffer& b = exec.buffer(id);
+      if (b.memory == exec::Memory::host) {
+        host += alive ? b.bytes : -b.bytes;
+        memory.host_peak_bytes = std::max(memory.host_peak_bytes, host);
+        return;
+      }
       current[graph.tensor(b.piece.tensor).role] += alive ? b.bytes : -b.bytes;
     };
     exec::for_each_written(program[step], [&](BufferId id) { change(id, true); });

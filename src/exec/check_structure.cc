@@ -2,12 +2,15 @@
 // tracking each buffer's state and recording transfers and collective members for the matching.
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "check_internal.h"
 #include "loom/exec/exec_text.h"
+#include "loom/exec/instruction_buffers.h"
+#include "loom/exec/passes.h"
 
 namespace loom::exec::detail {
 namespace {
@@ -42,8 +45,10 @@ class StructureCheck {
     for (device_ = 0; device_ < exec_.num_devices; ++device_) {
       const auto& program = exec_.programs[static_cast<std::size_t>(device_)];
       starts_.clear();
-      for (index_ = 0; index_ < program.size(); ++index_)
+      for (index_ = 0; index_ < program.size(); ++index_) {
+        LOOM_RETURN_IF_ERROR(check_memory(program[index_]));
         LOOM_RETURN_IF_ERROR(std::visit([this](const auto& i) { return check(i); }, program[index_]));
+      }
       LOOM_RETURN_IF_ERROR(check_all_waited());
     }
     // Unmatched collectives and transfers first: a buffer left unwritten is usually their consequence.
@@ -85,6 +90,41 @@ class StructureCheck {
                                 piece_to_text(exec_, buffer.piece), buffer.piece.box.size(), graph.tensor(t).shape.rank()),
                     "a box has one range per dimension of its tensor");
     }
+    return {};
+  }
+
+  // exec_plan.h's memories: a copy crosses between GPU and host; a host compute (an offloaded optimizer
+  // step) touches host buffers alone; every other instruction but a load and a free, GPU buffers alone.
+  Expected<void> check_memory(const Instruction& instruction) const {
+    if (std::holds_alternative<Load>(instruction) || std::holds_alternative<Free>(instruction)) return {};
+    const auto memory = [&](BufferId b) { return b.index() < exec_.buffers.size() ? exec_.buffer(b).memory : Memory::gpu; };
+    if (const auto* l = std::get_if<Local>(&instruction); l != nullptr && l->kind == LocalKind::copy) {
+      if (l->inputs.size() != 1) return error(fmt::format("copies {} buffers", l->inputs.size()), "a copy moves one buffer");
+      if (memory(l->inputs.front()) == memory(l->output))
+        return error(fmt::format("copies {} within {} memory", buffer_to_text(exec_, l->inputs.front()), name(memory(l->output))),
+                     "a copy moves a piece between the GPU and its host; use a slice within one memory");
+      const plan::SubTensor& in = exec_.buffer(l->inputs.front()).piece;
+      const plan::SubTensor& out = exec_.buffer(l->output).piece;
+      if (in.tensor != out.tensor || in.value != out.value || !same_box(in.box, out.box))
+        return error(fmt::format("copies {} into {}, another piece", buffer_to_text(exec_, l->inputs.front()),
+                                 buffer_to_text(exec_, l->output)),
+                     "a copy's output holds its input's piece");
+      return {};
+    }
+    const Memory runs_in = runs_on_host(exec_, instruction) ? Memory::host : Memory::gpu;
+    if (runs_in == Memory::host && exec_.plan->op_of(std::get<Compute>(instruction).sub_op).pass != ir::Pass::optimizer)
+      return error(fmt::format("runs '{}' on the host", exec_.plan->sub_op(std::get<Compute>(instruction).sub_op).name),
+                   "only optimizer steps run on the host (offload_to_host); keep the other buffers in GPU memory");
+    std::optional<BufferId> stray;
+    const auto look = [&](BufferId b) {
+      if (!stray && memory(b) != runs_in) stray = b;
+    };
+    for_each_read(instruction, look);
+    for_each_written(instruction, look);
+    if (stray)
+      return error(fmt::format("runs in {} memory but touches {} buffer {}", name(runs_in), name(memory(*stray)),
+                               buffer_to_text(exec_, *stray)),
+                   "copy the buffer to the memory its reader runs in first (a copy instruction)");
     return {};
   }
 
@@ -175,7 +215,7 @@ class StructureCheck {
     for (std::size_t i = 0; i < c.inputs.size(); ++i) {
       const plan::SubTensor& want = s.inputs[i];
       if (c.inputs[i] == kNoBuffer) {
-        if (layout.shape_only(i)) continue;
+        if (layout.shape_only(i) || unread_parameter(exec_, c, i)) continue;
         return error(fmt::format("has no buffer for input {} of '{}' ({}), which it reads", i, s.name, piece_to_text(exec_, want)),
                      "kNoBuffer is only for shape-only inputs");
       }

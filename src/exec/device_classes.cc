@@ -69,7 +69,10 @@ class Signature {
   }
   void add(const Free& f) { shape(f.buffer); }
 
-  void shape(BufferId id) { tokens_.push_back(id.index() < shape_ids_.size() ? shape_ids_[id.index()] : -1); }
+  void shape(BufferId id) {
+    tokens_.push_back(id.index() < shape_ids_.size() ? shape_ids_[id.index()] : -1);
+    if (id.index() < exec_.buffers.size() && exec_.buffer(id).memory == Memory::host) tokens_.push_back(-2);  // host
+  }
   void shapes(const std::vector<BufferId>& ids) {
     tokens_.push_back(static_cast<std::int64_t>(ids.size()));
     for (BufferId id : ids) shape(id);

@@ -96,8 +96,9 @@ std::string exec_to_json(const ExecPlan& exec, const FoldShape* fold) {
     out += fmt::format(R"({}{{"device": {}, "buffers": [)", c ? ",\n  " : "\n  ", device);
     bool first = true;
     for (std::size_t b : buffers_of[static_cast<std::size_t>(device)]) {
-      out += fmt::format(R"({}{{"id": {}, "piece": {}, "bytes": {}}})", first ? "\n    " : ",\n    ", b,
-                         quoted_json(piece_to_text(exec, exec.buffers[b].piece)), exec.buffers[b].bytes);
+      out += fmt::format(R"({}{{"id": {}, "piece": {}, "bytes": {}{}}})", first ? "\n    " : ",\n    ", b,
+                         quoted_json(piece_to_text(exec, exec.buffers[b].piece)), exec.buffers[b].bytes,
+                         exec.buffers[b].memory == Memory::host ? R"(, "memory": "host")" : "");
       first = false;
     }
     out += "],\n   \"instructions\": [";

@@ -8,9 +8,12 @@ std::string_view name(LocalKind kind) {
     case LocalKind::scale: return "scale";
     case LocalKind::combine: return "combine";
     case LocalKind::accumulate: return "accumulate";
+    case LocalKind::copy: return "copy";
   }
   return "?";
 }
+
+std::string_view name(Memory memory) { return memory == Memory::host ? "host" : "gpu"; }
 
 bool has_asynchronous_form(comm::Primitive kind) {
   return kind == comm::Primitive::all_reduce || kind == comm::Primitive::all_gather;

@@ -95,7 +95,8 @@ std::string piece_to_text(const ExecPlan& exec, const plan::SubTensor& piece) {
 std::string buffer_to_text(const ExecPlan& exec, BufferId id) {
   if (!id.valid()) return "-";
   if (id.index() >= exec.buffers.size()) return fmt::format("b{}?", id.value);
-  return fmt::format("b{} {}", id.value, piece_to_text(exec, exec.buffer(id).piece));
+  const Buffer& b = exec.buffer(id);
+  return fmt::format("b{}{} {}", id.value, b.memory == Memory::host ? " (host)" : "", piece_to_text(exec, b.piece));
 }
 
 namespace {

@@ -66,7 +66,7 @@ std::string chrome_trace_json(const exec::ExecPlan& exec, const SimResult& resul
     fmt::format_to(it, "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":", d);
     append_quoted(out, label);
     fmt::format_to(it, "}}}},{{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_index\":{}}}}}", d, d);
-    for (Stream stream : {Stream::compute, Stream::communication})
+    for (Stream stream : {Stream::compute, Stream::communication, Stream::host, Stream::pcie})
       fmt::format_to(it, ",{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":\"{}\"}}}}", d,
                      static_cast<int>(stream), name(stream));
   }

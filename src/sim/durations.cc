@@ -158,6 +158,13 @@ Expected<Durations> model_durations(const exec::ExecPlan& exec, const cost::Comp
   durations.collective = [pricing](const exec::Collective& c, std::int64_t bytes) { return pricing->collective(c, bytes); };
   durations.p2p = [pricing](int src, int dst, std::int64_t bytes) { return pricing->p2p(src, dst, bytes); };
   durations.local = [pricing](const exec::Local& l, std::int64_t bytes) { return pricing->local(l, bytes); };
+  // Offloaded steps (ZeRO-Offload): the step's elements at this GPU's share of its node's CPU Adam
+  // throughput, and each copy at its share of its PCIe switch's uplink plus a copy's launch.
+  const double adam = cluster.cpu_adam_share(), pcie = cluster.pcie_share(), launch = compute.constants().launch_seconds;
+  durations.host_compute = [adam](const plan::SubOp& s, int) {
+    return s.outputs.empty() ? 0.0 : static_cast<double>(s.outputs.front().local_shape().numel()) / adam;
+  };
+  durations.copy = [pcie, launch](std::int64_t bytes, int) { return launch + static_cast<double>(bytes) / pcie; };
   durations.contention = options.contention;
   return durations;
 }

@@ -45,6 +45,7 @@ int kind_of(const exec::ExecPlan& exec, const Event& e) {
     case EventKind::local: return 3;
     case EventKind::collective: return 4;
     case EventKind::send: return 5;
+    case EventKind::copy: return 5;  // a transfer too (GPU <-> host), coloured as a send
     case EventKind::recv: return 6;
     case EventKind::compute: break;
   }

@@ -11,7 +11,15 @@
 
 namespace loom::sim {
 
-std::string_view name(Stream stream) { return stream == Stream::compute ? "compute" : "communication"; }
+std::string_view name(Stream stream) {
+  switch (stream) {
+    case Stream::compute: return "compute";
+    case Stream::communication: return "communication";
+    case Stream::host: return "host";
+    case Stream::pcie: return "pcie";
+  }
+  return "?";
+}
 
 std::string_view name(EventKind kind) {
   switch (kind) {
@@ -20,6 +28,7 @@ std::string_view name(EventKind kind) {
     case EventKind::collective: return "collective";
     case EventKind::send: return "send";
     case EventKind::recv: return "recv";
+    case EventKind::copy: return "copy";
   }
   return "?";
 }

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "loom/exec/exec_text.h"
+#include "loom/exec/passes.h"
 
 namespace loom::sim::detail {
 
@@ -26,14 +27,20 @@ Simulator::Simulator(const exec::ExecPlan& exec, const Durations& durations, con
     slot_of_[static_cast<std::size_t>(d)] = static_cast<int>(slot);
     const auto& program = exec.programs[static_cast<std::size_t>(d)];
     slots_.push_back(Slot{d, std::vector<double>(program.size(), kUnknown), std::vector<double>(program.size(), kUnknown), {}, {}});
-    Agent compute{d, slot, Stream::compute}, comm{d, slot, Stream::communication}, async{d, slot, Stream::communication};
+    Agent compute{d, slot, Stream::compute}, comm{d, slot, Stream::communication}, async{d, slot, Stream::communication},
+        host{d, slot, Stream::host}, pcie{d, slot, Stream::pcie};
     // The compute stream issues collectives and starts and waits at blocking collectives and waits; the
     // communication stream runs collectives, sends and recvs; the starts run in order on a stream of
     // their own (simulator.h).
     for (std::uint32_t i = 0; i < program.size(); ++i) {
       const Instruction& instruction = program[i];
+      const auto* local = std::get_if<exec::Local>(&instruction);
       if (const auto* load = std::get_if<exec::Load>(&instruction)) {
         if (load->output.index() < ready_.size()) ready_[load->output.index()] = 0;
+      } else if (exec::runs_on_host(exec, instruction)) {
+        host.positions.push_back(i);
+      } else if (local != nullptr && local->kind == exec::LocalKind::copy) {
+        pcie.positions.push_back(i);
       } else if (std::holds_alternative<exec::Compute>(instruction) || std::holds_alternative<exec::Local>(instruction) ||
                  std::holds_alternative<exec::CollectiveWait>(instruction)) {
         compute.positions.push_back(i);
@@ -51,6 +58,8 @@ Simulator::Simulator(const exec::ExecPlan& exec, const Durations& durations, con
     agents_.push_back(std::move(compute));
     agents_.push_back(std::move(comm));
     agents_.push_back(std::move(async));
+    agents_.push_back(std::move(host));
+    agents_.push_back(std::move(pcie));
   }
 }
 
@@ -103,13 +112,15 @@ Expected<void> Simulator::advance(std::size_t a) {
         if (t == kUnknown) return {};
         start = std::max(start, t);
       }
-      if (!durations_.compute) return fail("the plan has computes but Durations::compute is not set");
+      const bool host = agent.stream == Stream::host;
+      const auto& price = host ? durations_.host_compute : durations_.compute;
+      if (!price) return fail(host ? "the plan has host computes (offloaded steps) but Durations::host_compute is not set"
+                                   : "the plan has computes but Durations::compute is not set");
       if (exec_.plan == nullptr || c->sub_op.index() >= exec_.plan->sub_ops.size())
         return fail(fmt::format("device {}'s instruction {} computes a sub-op the plan does not have", agent.device,
                                 position(agent)),
                     "simulate an ExecPlan whose plan pointer is set (materialize sets it)");
-      LOOM_ASSIGN_OR_RETURN(const double duration,
-                            checked(durations_.compute(exec_.plan->sub_op(c->sub_op), agent.device), agent));
+      LOOM_ASSIGN_OR_RETURN(const double duration, checked(price(exec_.plan->sub_op(c->sub_op), agent.device), agent));
       finish(agent, EventKind::compute, sub_op_name(c->sub_op), start, start + duration, c->outputs);
     } else if (const auto* l = std::get_if<exec::Local>(&instruction)) {
       double start = agent.free;
@@ -119,6 +130,14 @@ Expected<void> Simulator::advance(std::size_t a) {
         start = std::max(start, t);
       }
       double duration = 0;
+      if (l->kind == exec::LocalKind::copy) {
+        if (!durations_.copy) return fail("the plan has copies between GPU and host but Durations::copy is not set");
+        LOOM_ASSIGN_OR_RETURN(duration, checked(durations_.copy(bytes(l->output), agent.device), agent));
+        const bool to_host = exec_.buffer(l->output).memory == exec::Memory::host;
+        finish(agent, EventKind::copy, to_host ? "copy to host" : "copy to device", start, start + duration,
+               std::span(&l->output, 1));
+        continue;
+      }
       if (durations_.local) {
         LOOM_ASSIGN_OR_RETURN(duration, checked(durations_.local(*l, bytes(l->output)), agent));
       }

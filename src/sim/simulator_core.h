@@ -170,8 +170,9 @@ class Simulator {
   bool folded_ = false;
   std::vector<int> slot_of_;                        // by device: its slot, -1 when not simulated
   std::vector<Slot> slots_;
-  // Slot s's compute stream is agent kAgentsPerSlot * s, its communication stream the next, its starts' the next.
-  static constexpr std::size_t kAgentsPerSlot = 3, kCommunicationAgent = 1, kStartsAgent = 2;
+  // Slot s's compute stream is agent kAgentsPerSlot * s, its communication stream the next, its starts'
+  // the next, then its host's and its PCIe link's (offloaded steps and their copies).
+  static constexpr std::size_t kAgentsPerSlot = 5, kCommunicationAgent = 1, kStartsAgent = 2;
   std::vector<Agent> agents_;
   std::vector<double> ready_;                       // by buffer
   std::vector<std::vector<std::size_t>> waiters_;   // by buffer: agents waiting for it to be written

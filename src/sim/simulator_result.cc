@@ -1,5 +1,5 @@
 // The Simulator's answer (simulator_core.h): its events, sorted, and each device's compute,
-// communication, exposed communication and idle time, represented devices copying their representative.
+// communication, exposed communication, host and idle time, represented devices copying their representative.
 #include <algorithm>
 #include <tuple>
 
@@ -20,8 +20,11 @@ SimResult Simulator::result() {
     const int d = slot.device;
     out.simulated_devices.push_back(d);
     std::vector<std::pair<double, double>> compute, comm;
-    for (; i < events_.size() && events_[i].device == d; ++i)
-      (events_[i].stream == Stream::compute ? compute : comm).emplace_back(events_[i].start, events_[i].end);
+    DeviceTime& t = out.devices[static_cast<std::size_t>(d)];
+    for (; i < events_.size() && events_[i].device == d; ++i) {
+      if (events_[i].stream == Stream::host) t.host += events_[i].end - events_[i].start;
+      else (events_[i].stream == Stream::compute ? compute : comm).emplace_back(events_[i].start, events_[i].end);
+    }
     // Starts run beside the communication stream's own instructions: their union is its busy time.
     std::ranges::sort(comm);
     std::vector<std::pair<double, double>> merged;
@@ -30,7 +33,6 @@ SimResult Simulator::result() {
       else merged.emplace_back(s, e);
     }
     comm = std::move(merged);
-    DeviceTime& t = out.devices[static_cast<std::size_t>(d)];
     for (const auto& [s, e] : compute) t.compute += e - s;
     for (const auto& [s, e] : comm) t.communication += e - s;
     double overlap = 0;
@@ -39,7 +41,7 @@ SimResult Simulator::result() {
       if (compute[x].second < comm[y].second) ++x; else ++y;
     }
     t.exposed_communication = t.communication - overlap;
-    t.idle = std::max(0.0, out.step_time - t.compute - t.exposed_communication);
+    t.idle = std::max(0.0, out.step_time - t.compute - t.exposed_communication - t.host);
   }
   for (int d = 0; d < exec_.num_devices; ++d) {
     const int r = represented_by_[static_cast<std::size_t>(d)];

@@ -6,6 +6,7 @@
 #include "exec_machine.h"
 #include "exec_semantics.h"
 #include "loom/exec/exec_text.h"
+#include "loom/exec/passes.h"
 #include "plan_assembly.h"
 #include "loom/plan/recompute.h"
 #include "sub_op_runner.h"
@@ -77,8 +78,11 @@ Expected<Progress> Machine::execute(int d, const exec::Compute& compute) {
     return failf("{} input and {} output buffers for a sub-op of {} inputs and {} outputs", compute.inputs.size(),
                  compute.outputs.size(), s.inputs.size(), s.outputs.size());
   const auto read_input = [&](std::size_t i) -> Expected<NdArray> {
-    if (!compute.inputs[i].valid())
+    if (!compute.inputs[i].valid()) {
+      // An offloaded step's 16-bit parameter: its update runs on the master copy, which never reads it.
+      if (exec::unread_parameter(exec_, compute, i)) return NdArray(s.inputs[i].local_shape());
       return failf("input {} ({}) has no buffer", i, exec::piece_to_text(exec_, s.inputs[i]));
+    }
     LOOM_ASSIGN_OR_RETURN(PlanPiece piece, read(d, compute.inputs[i]));
     // Which part of a decomposition a buffer holds is a name (exec_plan.h): the count must match, the
     // index need not.
@@ -233,7 +237,9 @@ Expected<Progress> Machine::execute(int d, const exec::Local& local) {
     inputs.push_back(std::move(piece));
   }
   const SubTensor& out = output->piece;
-  Expected<NdArray> value = local.kind == exec::LocalKind::slice   ? slice_local(out, inputs[0])
+  // A copy moves its piece between GPU and host memory: the identity, a slice of the whole box.
+  const bool keeps_box = local.kind == exec::LocalKind::slice || local.kind == exec::LocalKind::copy;
+  Expected<NdArray> value = keeps_box ? slice_local(out, inputs[0])
                             : local.kind == exec::LocalKind::scale ? scale_local(out, inputs[0])
                             : local.kind == exec::LocalKind::accumulate ? accumulate_local(out, inputs)
                                                                    : combine_local(out, inputs, graph_.tensor(out.tensor).name);

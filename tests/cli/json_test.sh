@@ -65,7 +65,9 @@ assert len(doc["clusters"]) >= 8
 for c in doc["clusters"]:
     assert list(c)[:4] == ["name", "nodes", "gpus_per_node", "gpu"], list(c)
     assert set(c) - {"bridge"} == {"name", "nodes", "gpus_per_node", "gpu", "intra", "inter", "nics_per_node",
-                                   "nic_bandwidth", "comm_contention"}, list(c)
+                                   "nic_bandwidth", "comm_contention", "host"}, list(c)
+    assert list(c["host"]) == ["pcie_bandwidth", "gpus_per_pcie_switch", "cpu_adam_params_per_second",
+                               "memory_bytes"], list(c["host"])
     g = c["gpu"]
     assert list(g) == ["name", "peak_bf16", "peak_fp16", "peak_fp32", "memory_bytes", "memory_bandwidth"], list(g)
     assert isinstance(g["memory_bytes"], int) and isinstance(c["nodes"], int)

@@ -143,6 +143,29 @@ struct BadCase {
   const char* expected;  // in the message
 };
 
+// The host of offloaded optimizers is optional, and so is each of its fields: HostSpec's defaults stand in.
+TEST(ClusterFile, ReadsTheHostAndDefaultsWhatItLeavesOut) {
+  Expected<Cluster> bare = parse_cluster_yaml(kValid, "bare");
+  ASSERT_TRUE(bare.has_value()) << bare.error().to_string();
+  EXPECT_EQ(bare->host, HostSpec{});
+  Expected<Cluster> some = parse_cluster_yaml(kValid + "host:\n  pcie_bandwidth: 24e9\n  gpus_per_pcie_switch: 4\n", "some");
+  ASSERT_TRUE(some.has_value()) << some.error().to_string();
+  EXPECT_EQ(some->host.pcie_bandwidth, 24e9);
+  EXPECT_EQ(some->host.gpus_per_pcie_switch, 4);
+  EXPECT_EQ(some->host.cpu_adam_params_per_second, HostSpec{}.cpu_adam_params_per_second);
+  EXPECT_EQ(some->pcie_share(), 6e9);
+  EXPECT_EQ(some->cpu_adam_share(), HostSpec{}.cpu_adam_params_per_second / 4);
+  EXPECT_EQ(parse_cluster_yaml(cluster_to_yaml(*some), "again").value_or(Cluster{}).host, some->host);
+  const auto refused = [](const std::string& host, std::string_view says) {
+    Expected<Cluster> c = parse_cluster_yaml(kValid + host, "bad");
+    ASSERT_FALSE(c.has_value()) << host;
+    EXPECT_NE(c.error().message.find(says), std::string::npos) << c.error().message;
+  };
+  refused("host:\n  pcie_bandwidth: 0\n", "field 'host.pcie_bandwidth' is zero");
+  refused("host:\n  gpus_per_pcie_switch: 8\n", "field 'host.gpus_per_pcie_switch' is out of range");
+  refused("host:\n  pcie: 1\n", "unknown field 'host.pcie'");
+}
+
 TEST(ClusterFile, BadInputNamesTheFileAndTheField) {
   const BadCase cases[] = {
       {"malformed", "name: [unclosed\nnodes: 1\n", "malformed YAML at line"},

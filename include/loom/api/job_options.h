@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "loom/core/error.h"
+#include "loom/exec/passes.h"
 #include "loom/ir/autograd.h"
 #include "loom/ir/dtype.h"
 #include "loom/models/zoo.h"
@@ -78,6 +79,9 @@ struct JobOptions {
   bool layout_search = true;           // materialize with the RVD layout search (false: p2p fallback only)
   double bucket_cap_mb = 25;           // gradient buckets (exec/passes.h), MiB as DDP's bucket_cap_mb; 0: none
   int prefetch_depth = 1;              // ZeRO-3 parameter gathers in flight ahead (exec/passes.h); 0: none
+  // ZeRO-Offload (exec/passes.h, offload_to_host): optimizer states and steps on the host (ZeRO >= 1),
+  // and the 16-bit parameters too (ZeRO-3); policies megatron and zero.
+  exec::Offload offload = exec::Offload::none;
   bool exec_passes = true;             // false: the ExecPlan as materialized (tests of the passes)
 };
 

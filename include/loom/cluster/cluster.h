@@ -2,6 +2,7 @@
 // Devices are numbered 0 .. nodes·gpus_per_node − 1, node-major: device d lives on node d / gpus_per_node.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -19,6 +20,24 @@ struct PairBridge {
   bool operator==(const PairBridge&) const = default;
 };
 
+// What each node's host offers an offloaded optimizer (ZeRO-Offload, Ren et al. ATC '21): every GPU's
+// link to host memory, the CPUs' Adam throughput and the host memory. A cluster file may omit them
+// (docs/clusters.md): these defaults are then the DGX-2's, the ZeRO-Offload paper's testbed.
+struct HostSpec {
+  // bytes/s, one direction, of one GPU's PCIe link to host memory (effective, pinned memory): PCIe 3.0
+  // x16 moves ~12 GB/s.
+  double pcie_bandwidth = 12e9;
+  // GPUs behind one PCIe switch, sharing its uplink to the CPU (2 on DGX-1, DGX-2 and DGX A100): when all
+  // copy at once, as data-parallel ranks do, each gets pcie_bandwidth / this.
+  int gpus_per_pcie_switch = 2;
+  // Parameters per second the node's CPUs update with Adam (DeepSpeed's vectorized CPU-Adam), shared by
+  // the node's GPUs' processes: ZeRO-Offload's Table 3, 1 billion parameters in 0.22 s on a DGX-2's two
+  // 24-core Xeon Platinum 8168 (AVX512).
+  double cpu_adam_params_per_second = 1e9 / 0.22;
+  std::int64_t memory_bytes = std::int64_t{1536} << 30;  // one node's host memory (DGX-2: 1.5 TiB)
+  bool operator==(const HostSpec&) const = default;
+};
+
 struct Cluster {
   std::string name;
   int nodes = 1;
@@ -34,6 +53,12 @@ struct Cluster {
   // A measured property of the GPU, NCCL and the kernels beside it; the presets keep 1 (no slowdown: no
   // source paper gives a number), and a cluster file may set its own (docs/clusters.md).
   double comm_contention = 1;
+  HostSpec host;                      // each node's host, for offloaded optimizers
+
+  // One GPU's PCIe bandwidth when every GPU of its switch copies at once.
+  double pcie_share() const { return host.pcie_bandwidth / std::min(host.gpus_per_pcie_switch, gpus_per_node); }
+  // One GPU's share of its node's CPU Adam throughput, every GPU's process updating at once.
+  double cpu_adam_share() const { return host.cpu_adam_params_per_second / gpus_per_node; }
 
   int device_count() const { return nodes * gpus_per_node; }
   int node_of(int device) const { return device / gpus_per_node; }

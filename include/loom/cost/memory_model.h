@@ -3,6 +3,7 @@
 // outputs from the start, read though they are only after its wait) to its Free; buffers never freed
 // (updated parameters and optimizer states, the loss) stay to the end. Peak
 // is the largest total after any instruction, and its breakdown is by the role of the buffers' tensors.
+// Host buffers (offloaded optimizer states and parameters) are counted apart, as host_peak_bytes.
 // Communication libraries' own staging buffers and allocator fragmentation are not modelled.
 #pragma once
 
@@ -56,7 +57,10 @@ struct DeviceMemory {
   std::size_t peak_instruction = 0;  // index in the device's program after which the peak is reached
   RoleBytes at_peak;                 // breakdown of peak_bytes
   std::int64_t final_bytes = 0;      // held after the last instruction
-  ModelState model_state;
+  ModelState model_state;            // in GPU memory (offloaded states are host bytes)
+  // The largest total of its host buffers (exec_plan.h's Memory::host: ZeRO-Offload's states), counted
+  // apart from the GPU's peak above, in its node's host memory.
+  std::int64_t host_peak_bytes = 0;
 };
 
 struct MemoryReport {

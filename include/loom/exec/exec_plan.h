@@ -9,7 +9,10 @@
 //
 // Instruction semantics (what the verifying interpreter runs, and what codegen must emit):
 //   compute     run a sub-op on its input buffers (aligned with the op's inputs; kNoBuffer for
-//               shape-only inputs), writing its output buffers.
+//               shape-only inputs), writing its output buffers. A compute whose buffers are host
+//               buffers runs on the device's host CPU: only an offloaded optimizer step (exec/passes.h,
+//               offload_to_host), which reads no 16-bit parameter when it updates fp32 master weights
+//               (its parameter input is then kNoBuffer: the update runs on the master copy).
 //   load        write a leaf buffer from the leaf's initial value (parameters, data).
 //   collective  one member's part of a collective over `group` (devices, in the order of their
 //               pieces), matched across members by `tag`. Sum kinds (all-reduce, reduce-scatter):
@@ -47,7 +50,14 @@
 //               they come). The output is labelled as the part the running sum is once its last term
 //               is added (a coarser decomposition, as for combine's last rule), so the labels of its
 //               inputs, the running sum so far and the next terms, tile nothing.
+//   copy        output = input, the same piece, moved between the device's GPU memory and its host
+//               memory (D2H when the output is a host buffer, H2D when the input is): ZeRO-Offload's
+//               transfers over the GPU's PCIe link, asynchronous (pinned memory) beside the compute.
 //   free        the buffer is dead on this device from here on.
+//
+// Memory: a buffer lives in its device's GPU memory unless it is a host buffer (Memory::host, in the
+// pinned memory of the device's node, ZeRO-Offload's optimizer states and offloaded parameters). Only
+// copies cross between the two; every other instruction but a host compute touches GPU buffers alone.
 #pragma once
 
 #include <cstdint>
@@ -65,10 +75,14 @@ struct BufferTag;
 using BufferId = StrongId<BufferTag>;
 inline constexpr BufferId kNoBuffer{};
 
+enum class Memory : std::uint8_t { gpu, host };
+std::string_view name(Memory memory);  // "gpu", "host"
+
 struct Buffer {
   int device = 0;
   plan::SubTensor piece;
   std::int64_t bytes = 0;
+  Memory memory = Memory::gpu;  // where on its device the buffer lives (above)
 };
 
 struct Compute {
@@ -108,10 +122,10 @@ struct Recv {
   std::int64_t tag = 0;
   BufferId buffer;
 };
-enum class LocalKind : std::uint8_t { slice, scale, combine, accumulate };
+enum class LocalKind : std::uint8_t { slice, scale, combine, accumulate, copy };
 struct Local {
   LocalKind kind = LocalKind::slice;
-  std::vector<BufferId> inputs;  // slice and scale: exactly one
+  std::vector<BufferId> inputs;  // slice, scale and copy: exactly one
   BufferId output;
 };
 struct Free {
@@ -143,8 +157,8 @@ struct ExecPlan {
   std::vector<int> representatives;
 
   const Buffer& buffer(BufferId id) const { return buffers[id.index()]; }
-  BufferId add_buffer(int device, plan::SubTensor piece, std::int64_t bytes) {
-    buffers.push_back(Buffer{device, std::move(piece), bytes});
+  BufferId add_buffer(int device, plan::SubTensor piece, std::int64_t bytes, Memory memory = Memory::gpu) {
+    buffers.push_back(Buffer{device, std::move(piece), bytes, memory});
     return BufferId(static_cast<std::uint32_t>(buffers.size() - 1));
   }
   // A fresh tag (the next number), described by `info`.
@@ -154,7 +168,7 @@ struct ExecPlan {
   }
 };
 
-std::string_view name(LocalKind kind);  // "slice", "scale", "combine", "accumulate"
+std::string_view name(LocalKind kind);  // "slice", "scale", "combine", "accumulate", "copy"
 
 // The kinds a CollectiveStart may have: all-reduce and all-gather.
 bool has_asynchronous_form(comm::Primitive kind);

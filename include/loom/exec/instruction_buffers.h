@@ -35,13 +35,15 @@ void for_each_written(const Instruction& instruction, F&& f) {
 
 // Calls f(BufferId) for each buffer `instruction` reads: a compute's, local's or start's inputs
 // (shape-only inputs, kNoBuffer, left out), a collective's input, a send's buffer. A wait reads nothing.
-template <class F>
-void for_each_read(const Instruction& instruction, F&& f) {
+// On a non-const instruction f may take a BufferId& and redirect the read (a pass inserting a copy).
+template <class I, class F>
+  requires std::is_same_v<std::remove_const_t<I>, Instruction>
+void for_each_read(I& instruction, F&& f) {
   std::visit(
-      [&](const auto& i) {
+      [&](auto& i) {
         using T = std::decay_t<decltype(i)>;
         if constexpr (std::is_same_v<T, Compute> || std::is_same_v<T, Local> || std::is_same_v<T, CollectiveStart>) {
-          for (BufferId b : i.inputs)
+          for (auto& b : i.inputs)
             if (b.valid()) f(b);
         } else if constexpr (std::is_same_v<T, Collective>) {
           f(i.input);

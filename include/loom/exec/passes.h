@@ -42,6 +42,18 @@
 //      all devices at once, as bucket_gradients: a reduction
 //      overlaps only where every member of its group overlaps it, and a group whose members would issue
 //      their collectives in different orders keeps them blocking.
+//  offload_to_host  (when asked for: ZeRO-Offload, Ren et al. ATC '21, DeepSpeed's offload_optimizer /
+//      offload_param with device cpu) every optimizer step runs on its device's host CPU: its fp32 master
+//      weights and optimizer states are host buffers (loaded there, updated there); the gradient shard
+//      it reads moves device-to-host as soon as it is final (after its reduce-scatter or all-reduce, so
+//      the copy overlaps the rest of the backward) and its GPU buffer is freed after the copy; the
+//      updated 16-bit parameter moves host-to-device right after the step (no delayed update). A step
+//      with master weights reads no 16-bit parameter (kNoBuffer, exec_plan.h). With the parameters
+//      offloaded too (ZeRO-3), the 16-bit shards are host buffers: each all-gather (blocking or started)
+//      reads a host-to-device copy made right before it and freed right after, and the updated shard
+//      stays on the host. Rule behind both: an instruction reads buffers of the memory it runs in, and
+//      a copy is inserted where it would not (exec_plan.h's copy); a host buffer is never written by the
+//      GPU. Runs last, on the buckets and prefetches the passes above made.
 //
 // A folded step (exec/fold.h) has programs only for class representatives: there bucket_gradients
 // buckets the reductions over data-parallel replicas (groups of images of one slice device, which run
@@ -49,11 +61,19 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
+#include "loom/core/error.h"
 #include "loom/exec/exec_plan.h"
 #include "loom/exec/fold.h"
 
 namespace loom::exec {
+
+// What offload_to_host moves to the host: nothing, the optimizer (states, master weights and the step),
+// or also the 16-bit parameters (ZeRO-3 only).
+enum class Offload : std::uint8_t { none, optimizer, optimizer_and_params };
+std::string_view name(Offload offload);             // "none", "optimizer", "optimizer+params"
+Expected<Offload> parse_offload(std::string_view text);
 
 struct ExecPassOptions {
   // exchange_to_all_reduce runs when true.
@@ -70,6 +90,8 @@ struct ExecPassOptions {
   int prefetch_depth = 1;
   // overlap_collectives runs when true (the job sets it with --overlap oases).
   bool overlap_collectives = false;
+  // offload_to_host runs unless none (the job sets it with --offload).
+  Offload offload = Offload::none;
 };
 
 // What the passes changed, for reports and tests.
@@ -80,6 +102,8 @@ struct ExecPassStats {
   int prefetches = 0;           // starts of parameter all-gathers (each counted once)
   int prefetched_gathers = 0;   // blocking parameter all-gathers they replace (each counted once)
   int overlapped = 0;           // activation all-reduces made start/wait (each counted once)
+  int host_steps = 0;           // optimizer steps run on the host (every device's)
+  int host_copies = 0;          // device-to-host and host-to-device copies (every device's)
 
   bool operator==(const ExecPassStats&) const = default;
 };
@@ -97,5 +121,13 @@ ExecPassStats bucket_gradients(FoldedStep& folded, const ExecPassOptions& option
 ExecPassStats prefetch_gathers(ExecPlan& exec, const ExecPassOptions& options = {});
 // The number of all-reduces it made asynchronous.
 int overlap_collectives(ExecPlan& exec);
+// Counts host_steps and host_copies. A plan without optimizer steps is left as it is.
+ExecPassStats offload_to_host(ExecPlan& exec, Offload offload);
+
+// Whether `instruction` runs on its device's host CPU: a compute writing host buffers (an offloaded step).
+bool runs_on_host(const ExecPlan& exec, const Instruction& instruction);
+// Whether input `input` of compute `c` is the 16-bit parameter an offloaded step with fp32 master
+// weights does not read (its buffer is kNoBuffer; the interpreter gives the kernel zeros of its shape).
+bool unread_parameter(const ExecPlan& exec, const Compute& c, std::size_t input);
 
 }  // namespace loom::exec

@@ -10,6 +10,11 @@
 //   local        a memory-bound copy: bytes read plus written over the GPU's HBM bandwidth at the
 //                compute model's efficiency for the kind of kernel (ComputeConstants::bandwidth_efficiency:
 //                a scale is elementwise, a slice or combine data movement), plus the launch overhead.
+//   host_compute an offloaded optimizer step: its parameter elements over the GPU's share of its node's
+//                CPU Adam throughput (cluster::Cluster::cpu_adam_share: every GPU's process updates at
+//                once, after the backward), whichever the update rule;
+//   copy         launch overhead + bytes over the GPU's share of its PCIe switch's uplink
+//                (Cluster::pcie_share: the data-parallel ranks behind one switch copy at once).
 // Times are cached: computes by (op, local shapes of inputs and outputs), which is all the ComputeModel
 // reads of a sub-op, collectives by (kind, group, bytes), p2p by (source, destination, bytes), so a
 // plan of a million instructions prices each distinct instance once (data-parallel replicas and

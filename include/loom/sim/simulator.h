@@ -11,7 +11,11 @@
 //                  Megatron's gradient reduction and DeepSpeed's parameter prefetch run on their own
 //                  communicator's stream, a bucket or a prefetched gather does not hold back the
 //                  pipeline's transfers or the tensor-parallel collectives (their events are the
-//                  communication stream's; its busy time is the union).
+//                  communication stream's; its busy time is the union);
+//   host           the optimizer steps an offload runs on the device's host CPU (exec/passes.h,
+//                  offload_to_host), in program order, priced by Durations::host_compute;
+//   pcie           the copies between GPU and host memory, in program order, priced by Durations::copy
+//                  (its events count as communication: they overlap the GPU's compute).
 // An instruction starts when its stream is free and every buffer it reads is ready (written by an
 // earlier instruction, on either stream). Loads are resident data: their buffers are ready at time 0 and
 // they occupy no stream; frees take no time. A collective or start starts when every member has reached
@@ -65,6 +69,11 @@ struct Durations {
   std::function<double(int src, int dst, std::int64_t bytes)> p2p;
   // A local (slice, scale, combine) on the compute stream; `bytes` is its output buffer's. Optional: 0.
   std::function<double(const exec::Local&, std::int64_t bytes)> local;
+  // An optimizer step on `device`'s host CPU (an offloaded step). Required when the plan has one.
+  std::function<double(const plan::SubOp&, int device)> host_compute;
+  // A copy of `bytes` between `device`'s GPU and host memory (over its PCIe link). Required when the
+  // plan has one.
+  std::function<double(std::int64_t bytes, int device)> copy;
   // Communication overlapping compute on its device takes this many times longer for the overlap (as
   // measured contention for SMs and memory bandwidth slows NCCL kernels); 1: no slowdown. At least 1.
   double contention = 1;
@@ -79,10 +88,10 @@ struct SimOptions {
   bool use_device_classes = true;
 };
 
-enum class Stream : std::uint8_t { compute, communication };
-enum class EventKind : std::uint8_t { compute, local, collective, send, recv };
-std::string_view name(Stream stream);    // "compute", "communication"
-std::string_view name(EventKind kind);   // "compute", "local", "collective", "send", "recv"
+enum class Stream : std::uint8_t { compute, communication, host, pcie };
+enum class EventKind : std::uint8_t { compute, local, collective, send, recv, copy };
+std::string_view name(Stream stream);    // "compute", "communication", "host", "pcie"
+std::string_view name(EventKind kind);   // "compute", "local", "collective", "send", "recv", "copy"
 
 // One instruction's run on one device's stream.
 struct Event {
@@ -101,7 +110,8 @@ struct DeviceTime {
   double compute = 0;        // busy time of the compute stream
   double communication = 0;  // busy time of the communication stream (starts included)
   double exposed_communication = 0;  // communication time during which no compute runs
-  double idle = 0;           // step - compute - exposed communication: the bubble
+  double host = 0;           // busy time of the host stream (offloaded optimizer steps)
+  double idle = 0;           // step - compute - exposed communication - host: the bubble
 
   bool operator==(const DeviceTime&) const = default;
 };

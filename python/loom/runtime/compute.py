@@ -164,6 +164,7 @@ class SubOp:
     def start_adam(self, args, writable=frozenset()):
         """A deferred Adam(W) step: its outputs (the parameter and states as the step writes them, filled by
         flush_adam: copies, but the `writable` inputs themselves) and its entry of the batch."""
+        args, writable = self._offloaded_param(args, writable)
         if any(x is None for x in args):
             raise SubOpError(f"sub-op '{self.name}': an input of the optimizer step is missing (None)")
         param, grad, *rest = [x if i == 1 or i in writable else x.clone(memory_format=torch.contiguous_format)
@@ -210,9 +211,19 @@ class SubOp:
     def _forward_with_zeros(self, args, writable):
         return self._forward(self._with_zeros(args), writable)
 
+    def _offloaded_param(self, args, writable):
+        """An offloaded step with fp32 master weights reads no 16-bit parameter (None, exec_plan.h): a fresh
+        one on the host, where the master copy is, for it to write."""
+        if args[0] is not None or not self._master:
+            return args, writable
+        out = self.spec["outputs"][0]
+        param = torch.empty(out["shape"], dtype=DTYPES[out["dtype"]], device=args[2].device)
+        return (param, *args[1:]), writable | {0}
+
     def _optimizer(self, args, writable):
         """Updated in place: copies of the inputs, but of the gradient (input 1, which no step writes) and of
         the `writable` ones (donated)."""
+        args, writable = self._offloaded_param(args, writable)
         inputs = [x if i == 1 or i in writable else x.clone(memory_format=torch.contiguous_format)
                   for i, x in enumerate(self._with_zeros(args))]
         if self._fn_step != self.step:

@@ -70,12 +70,15 @@ class Runtime:
 
     # --- data -------------------------------------------------------------------------------------
 
-    def load(self, name, piece):
-        """The piece of a leaf's single-device initial value: its box, times 1/count for a value part."""
+    def load(self, name, piece, host=False):
+        """The piece of a leaf's single-device initial value: its box, times 1/count for a value part.
+        `host`: a host buffer (an offloaded optimizer state or parameter, exec_plan.h), kept in CPU memory."""
         box, (index, count) = piece
         entry = self.tensors[name]
         if name in self._carried:
             value = self._carried_piece(name, piece)
+            if host:
+                value = value.cpu()  # itself when it is there already (a CPU device, or kept on the host)
             self._own.add(id(value))
             return value
         whole = self._whole(name, entry)
@@ -83,7 +86,7 @@ class Runtime:
         value = value.to(DTYPES[entry["dtype"]])
         if count > 1:
             value = value / count
-        return value.to(self.device)
+        return value.cpu() if host else value.to(self.device)
 
     def _whole(self, name, entry):
         """The whole single-device value a load restricts: the batch's, the given one, else the generator's
@@ -151,6 +154,21 @@ class Runtime:
         self.kept.append((name, piece, value))
 
     # --- local data movement ------------------------------------------------------------------------
+
+    def to_host(self, x):
+        """exec_plan.h's copy into host memory (ZeRO-Offload's gradient shard for the CPU's step): a new
+        tensor, a clone on a CPU device."""
+        self._flush()
+        x = self._arrived(x)
+        return x.clone() if x.device.type == "cpu" else x.to("cpu")
+
+    def to_device(self, x):
+        """exec_plan.h's copy from host memory (an updated or fetched 16-bit shard): asynchronous from pinned
+        memory on a GPU, a clone on a CPU device."""
+        self._flush()
+        if self.device.type == "cpu":
+            return x.clone()
+        return (x if x.is_pinned() else x.pin_memory()).to(self.device, non_blocking=True)
 
     def slice(self, x, in_piece, out_piece):
         self._flush()

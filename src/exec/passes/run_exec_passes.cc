@@ -12,6 +12,11 @@ ExecPassStats run_exec_passes(ExecPlan& exec, const ExecPassOptions& options) {
   stats.prefetches = prefetched.prefetches;
   stats.prefetched_gathers = prefetched.prefetched_gathers;
   if (options.overlap_collectives) stats.overlapped = overlap_collectives(exec);
+  if (options.offload != Offload::none) {
+    const ExecPassStats offloaded = offload_to_host(exec, options.offload);
+    stats.host_steps = offloaded.host_steps;
+    stats.host_copies = offloaded.host_copies;
+  }
   return stats;
 }
 
