@@ -75,6 +75,10 @@ struct JobOptions {
   double bucket_cap_mb = 25;           // gradient buckets (exec/passes.h), MiB as DDP's bucket_cap_mb; 0: none
   int prefetch_depth = 1;              // ZeRO-3 parameter gathers in flight ahead (exec/passes.h); 0: none
   bool exec_passes = true;             // false: the ExecPlan as materialized (tests of the passes)
+
+  // A search's time limit in seconds (api/auto_search.h): pricing and planning stop when spent, the best
+  // plan so far kept; 0: none.
+  double budget = 0;
 };
 
 // Which commands take a field: a command registers the groups it needs.
