@@ -120,7 +120,8 @@ class Search {
       if (i % 64 == 0)
         line_.update({.phase = "pricing", .done = static_cast<std::int64_t>(i), .total = summary_.candidates});
     }
-    std::ranges::stable_sort(priced_, [](const Priced& a, const Priced& b) { return search::better(a.estimate, b.estimate); });
+    std::ranges::stable_sort(priced_,
+                             [](const Priced& a, const Priced& b) { return search::better(a.estimate, b.estimate); });
     rank_.assign(candidates_.size(), 0);
     for (std::size_t r = 0; r < priced_.size(); ++r) rank_[priced_[r].index] = static_cast<int>(r) + 1;
     return {};
@@ -287,10 +288,11 @@ class Search {
                                  cost::format_bytes(static_cast<double>(w.full_peak)),
                                  cost::format_bytes(static_cast<double>(loaded_.cluster.gpu.memory_bytes)));
     else
-      summary_.why = fmt::format("{} fits ({}) and is the fastest planned in full: {:.4g} s, {:.1f} % faster than {} ({:.4g} s)",
-                                 w.configuration, cost::format_bytes(static_cast<double>(w.full_peak)), w.full_seconds,
-                                 100 * (runner->full_seconds - w.full_seconds) / runner->full_seconds,
-                                 runner->configuration, runner->full_seconds);
+      summary_.why = fmt::format(
+          "{} fits ({}) and is the fastest planned in full: {:.4g} s, {:.1f} % faster than {} ({:.4g} s)",
+          w.configuration, cost::format_bytes(static_cast<double>(w.full_peak)), w.full_seconds,
+          100 * (runner->full_seconds - w.full_seconds) / runner->full_seconds, runner->configuration,
+          runner->full_seconds);
   }
 
   const JobOptions& options_;

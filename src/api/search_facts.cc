@@ -104,9 +104,10 @@ Expected<Slice> measure_slice(const Job& loaded, const search::ClassKey& key, bo
     const sim::Event& e = *events[i];
     if (const ir::Op* op = op_of(e)) {
       const auto id = static_cast<std::size_t>(op - graph.ops.data());
-      if (op->pass == ir::Pass::optimizer) bucket = &optimizer;
-      else if (e.start < backward_start) bucket = &forward[segment[id]];
-      else bucket = &backward[op->pass == ir::Pass::forward || op->is_mirror() ? segment[op->pass == ir::Pass::forward ? id : op->mirror_of.index()] : layer];
+      // A forward op after the first backward compute is a recomputation: backward time.
+      bucket = op->pass == ir::Pass::optimizer ? &optimizer
+               : e.start < backward_start      ? &forward[segment[id]]
+                                               : &backward[segment[id]];
     }
     const double end = i + 1 < events.size() ? events[i + 1]->start : j.sim.step_time;
     *bucket += std::max(0.0, end - e.start);

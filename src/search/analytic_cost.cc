@@ -191,7 +191,8 @@ Expected<Estimate> AnalyticCoster::price(const Candidate& candidate) {
                          zero_traffic(comm::Primitive::all_gather, groups, state.parameter, tensors);
         break;
       case 2: {
-        const double scatter = c.micro_batches * zero_traffic(comm::Primitive::reduce_scatter, groups, state.gradient, tensors);
+        const double scatter =
+            c.micro_batches * zero_traffic(comm::Primitive::reduce_scatter, groups, state.gradient, tensors);
         e.sync_seconds = std::max(0.0, scatter - c.micro_batches * per_mb.backward) +
                          zero_traffic(comm::Primitive::all_gather, groups, state.parameter, tensors);
         break;
