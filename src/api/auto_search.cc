@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <set>
@@ -20,6 +21,10 @@ namespace loom::api {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// How much faster (priced) than the best cheap finalist a slow-to-plan finalist must be to be planned
+// (the analytic step's error is a few percent, bench/bench_auto_rank.cc).
+constexpr double kExpensiveMargin = 0.1;
 
 // Whether Megatron's tp candidates of degree `tp` take sequence parallelism: yes, unless the policy
 // refuses it where it accepts tp alone (a model where no op carries a sequence, such as Swin's images, or
@@ -176,7 +181,17 @@ class Search {
       // megatron-best's and deepspeed-best's own finalists, so that auto plans their winners too.
       if (family != search::Family::mixed) add(top_plannable(baseline_choices(family, false), kFinalistsPerFamily), true);
     }
-    std::ranges::stable_sort(picked, {}, [&](std::size_t i) { return rank_[i]; });
+    // auto's own picks that are slow to plan must promise more than the costing's error over the best cheap
+    // pick (the baselines' picks stay: they are what auto is never slower than).
+    double cheap_best = INFINITY;
+    for (std::size_t i : picked)
+      if (estimates_[i]->cheap && estimates_[i]->fits) cheap_best = std::min(cheap_best, estimates_[i]->step_seconds);
+    std::erase_if(picked, [&](std::size_t i) {
+      const search::Estimate& e = *estimates_[i];
+      return !follows_recompute_.contains(i) && !e.cheap && e.step_seconds > (1 - kExpensiveMargin) * cheap_best;
+    });
+    // Cheap plans first (a budget then keeps them), each group in rank order.
+    std::ranges::stable_sort(picked, {}, [&](std::size_t i) { return std::pair(!estimates_[i]->cheap, rank_[i]); });
     return picked;
   }
 

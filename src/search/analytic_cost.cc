@@ -12,6 +12,7 @@ namespace {
 
 constexpr std::int64_t kBucketBytes = 25LL << 20;  // DDP's bucket_cap_mb (exec/passes.h's default)
 constexpr std::int64_t kExplicitSubOpLimit = 3'000'000;  // api/job.h: an explicit plan above is refused
+constexpr std::int64_t kFoldAboveSubOps = 300'000;       // api/job.h: a larger megatron plan folds
 
 // What a collective's member sends: 2 (n - 1) / n S for an all-reduce, (n - 1) / n S otherwise.
 std::int64_t sent(comm::Primitive kind, std::size_t n, std::int64_t bytes) {
@@ -219,6 +220,7 @@ Expected<Estimate> AnalyticCoster::price(const Candidate& candidate) {
   e.fits = e.peak_bytes <= facts_.device_memory;
   e.explicit_sub_ops = 3LL * facts_.forward_ops * c.dp * c.tp * c.micro_batches;
   e.plannable = foldable(candidate, facts_.preset) || e.explicit_sub_ops <= kExplicitSubOpLimit;
+  e.cheap = foldable(candidate, facts_.preset) || e.explicit_sub_ops <= kFoldAboveSubOps;
   return e;
 }
 

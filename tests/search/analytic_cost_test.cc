@@ -125,6 +125,15 @@ TEST(AnalyticCost, PlannableFollowsTheFullPathsLimits) {
   zero.config.zero = 3;
   EXPECT_FALSE(price(f, zero)->plannable);  // 3 x 5000 x 1024 x 2 sub-ops, and ZeRO does not fold
   EXPECT_TRUE(price(f, megatron(512, 2, 1, 2))->plannable);  // folds
+  EXPECT_TRUE(price(f, megatron(512, 2, 1, 2))->cheap);
+  Candidate zero64{Family::zero, "zero", {.dp = 64, .micro_batches = 1}, 1};
+  zero64.config.zero = 3;
+  f.forward_ops = 1000;
+  const auto e = price(f, zero64);  // 192,000 sub-ops: planned explicitly in seconds
+  EXPECT_TRUE(e->plannable && e->cheap);
+  zero64.config.micro_batches = 4;  // 768,000: planned, but slowly
+  EXPECT_TRUE(price(f, zero64)->plannable);
+  EXPECT_FALSE(price(f, zero64)->cheap);
   f.preset = false;
   EXPECT_FALSE(price(f, megatron(512, 2, 1, 2))->plannable);  // a graph file cannot fold
 }

@@ -11,6 +11,9 @@
 //                  (as Megatron users turn it on only when memory demands), then the top
 //                  kFinalistsPerFamily of those; a finalist that does not fit in full is followed by its
 //                  next recomputation.
+//      auto drops its own picks that are slow to plan in full (an explicit plan above job.h's fold
+//      threshold: ZeRO on tens of GPUs) unless priced 10 % faster than the best cheap pick, and plans the
+//      cheap finalists first.
 //      k is small because the analytic ranking puts the full path's optimum among its first few
 //      (bench/bench_auto_rank.cc reports the rank correlation and where the optimum falls) and one full
 //      plan of a large job takes seconds. When no finalist fits in full, the next candidates in rank
