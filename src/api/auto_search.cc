@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -19,8 +18,6 @@
 
 namespace loom::api {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // How much faster (priced) than the best cheap finalist a slow-to-plan finalist must be to be planned
 // (the analytic step's error is a few percent, bench/bench_auto_rank.cc).
@@ -84,6 +81,11 @@ class Search {
   Expected<BaselineResult> run(bool baseline_rule) {
     LOOM_RETURN_IF_ERROR(measure_and_price());
     std::vector<std::size_t> order = finalists(baseline_rule);
+    if (order.empty())
+      return fail(fmt::format("{}: none of {} priced configurations can be planned in full (each explicit plan would "
+                              "exceed Loom's sub-op limit and cannot be folded)",
+                              options_.policy, summary_.priced),
+                  "plan fewer GPUs (--gpus) or a smaller global batch, or use --policy auto (its megatron plans fold)");
     LOOM_RETURN_IF_ERROR(plan_finalists(order));
     line_.finish();
     summary_.seconds = line_.elapsed_seconds();

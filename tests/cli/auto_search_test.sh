@@ -27,4 +27,7 @@ expect auto-compare 0 "$LOOM" compare "${small[@]}" --policies auto,megatron-bes
   contains auto-compare-row "auto -> "
 expect auto-no-config 1 "$LOOM" plan --model gpt3-125m --layers 3 --global-batch 1 --gpus 3 --policy auto &&
   contains auto-no-config-msg "auto has no configuration of 3 GPUs for a global batch of 1"
+# Every candidate too large to plan explicitly and unfoldable (ZeRO over 1024 GPUs): an error naming why.
+expect ds-unplannable 1 "$LOOM" plan --model gpt3-175b --cluster dgx-a100x128 --global-batch 2048 --policy deepspeed-best &&
+  contains ds-unplannable-msg "can be planned in full" && contains ds-unplannable-hint "hint: "
 finish
