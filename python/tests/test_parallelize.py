@@ -141,6 +141,23 @@ def test_a_traced_graph_takes_the_baselines_search(engine):
     assert result.devices == 4 and len(result.emit()["modules"]) == 4
 
 
+def test_a_traced_graph_takes_auto(engine):
+    """policy="auto" searches the whole space (docs/search.md) for the traced graph, within a budget, and its
+    plan is never slower than the baselines' on the same simulator."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=16)
+    ids = torch.randint(0, 64, (8, 16))
+    graph = engine.trace(transformers.GPT2LMHeadModel(config), {"input_ids": ids, "labels": ids})
+    result = engine.plan(graph=graph, policy="auto", gpus=4, budget=60)
+    assert result.description.startswith("auto -> ")
+    assert result.devices == 4 and len(result.emit()["modules"]) == 4
+    for baseline in ("megatron-best", "deepspeed-best"):
+        assert result.step_time <= engine.plan(graph=graph, policy=baseline, gpus=4).step_time
+
+
 def test_plan_without_degrees_refuses_what_the_policy_cannot_lay_out(engine):
     with pytest.raises(engine.PlanError, match="dp-tp needs an even device count"):
         engine.plan(model="gpt3-125m", shrink=True, policy="dp-tp", gpus=3)

@@ -129,7 +129,7 @@ Expected<std::unique_ptr<Job>> load_job(const JobOptions& options) {
                 "give a layout cluster with at least the job's GPUs");
   j.workload = workload_of(forward);
   j.description = describe(options.policy, j.request.config);
-  if (!is_baseline(options.policy)) {
+  if (!is_search(options.policy)) {
     LOOM_ASSIGN_OR_RETURN(j.folded, decide_fold(j, forward));
   }
   if (j.folded) {

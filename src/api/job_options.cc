@@ -178,8 +178,8 @@ const std::vector<OptionField>& table() {
        "communication planned for one machine, predicted on another",
        LOOM_TEXT(layout_cluster)},
       {"policy", "--policy", {}, G::parallel, K::text,
-       "Policy: dp, tp, dp-tp, pp, megatron, coshard, interlaced, zero; or a baseline's grid search: megatron-best, "
-       "deepspeed-best",
+       "Policy: dp, tp, dp-tp, pp, megatron, coshard, interlaced, zero; or a search: auto (the whole space, "
+       "docs/search.md), or a baseline's grid: megatron-best, deepspeed-best",
        LOOM_TEXT(policy)},
       {"dp", "--dp", {}, G::parallel, K::whole, "Data-parallel degree (default: the GPUs over tp x pp)",
        LOOM_WHOLE(dp, 1, kMaxDegree)},
@@ -246,6 +246,10 @@ const std::vector<OptionField>& table() {
        "Gradient buckets of the data-parallel all-reduce, MiB, as DDP's bucket_cap_mb (first bucket 1 MiB); 0: every "
        "gradient reduced on its own, blocking",
        LOOM_REAL(bucket_cap_mb, 0, 1 << 20)},
+      {"budget", "--budget", {}, G::parallel, K::real,
+       "A search's time limit in seconds (--policy auto, megatron-best, deepspeed-best): the best plan found when it is "
+       "spent; 0: none",
+       LOOM_REAL(budget, 0, 1e9)},
       {"prefetch_depth", "--prefetch-depth", {}, G::passes, K::whole,
        "ZeRO-3 parameter all-gathers started ahead of the one being read, as DeepSpeed's stage-3 prefetcher (1: "
        "the next module's while the current one computes); 0: every gather blocking where it is read",

@@ -90,7 +90,7 @@ std::string describe(const std::string& policy, const policy::ParallelConfig& c)
 
 Expected<void> apply_policy(Job& job) {
   LOOM_RETURN_IF_ERROR(expect_stage(job, Stage::loaded, "apply_policy"));
-  if (is_baseline(job.options.policy))
+  if (is_search(job.options.policy))
     return fail(fmt::format("{} is a search, not a policy", job.options.policy), "plan it with plan_or_search");
   const StageClock clock;
   policy::ParallelConfig config = job.request.config;

@@ -63,11 +63,11 @@ Expected<int> resolve_micro_batches(const JobOptions& o, const policy::ParallelC
 }
 
 Expected<void> check_policy(std::string_view name) {
-  if (is_baseline(name)) return {};
+  if (is_search(name)) return {};
   const auto known = policy::known_policies();
   if (std::none_of(known.begin(), known.end(), [&](const policy::PolicyInfo& p) { return p.name == name; }))
     return fail(fmt::format("unknown policy '{}'", name),
-                fmt::format("use one of {}, or megatron-best / deepspeed-best", policy::known_policy_names()));
+                fmt::format("use one of {}, or a search: auto, megatron-best, deepspeed-best", policy::known_policy_names()));
   return {};
 }
 
@@ -200,7 +200,7 @@ Expected<ResolvedRequest> resolve_request(const JobOptions& o, const cluster::Cl
     return fail(fmt::format("the job needs {} GPUs, cluster '{}' has {}", r.gpus, cluster.name, cluster_gpus),
                 "pick a larger cluster (`loom clusters`, or a preset with x<nodes>) or fewer GPUs");
   LOOM_RETURN_IF_ERROR(check_offload(o));
-  if (is_baseline(o.policy)) return r;  // the search picks degrees and micro-batches
+  if (is_search(o.policy)) return r;  // the search picks degrees and micro-batches
   LOOM_ASSIGN_OR_RETURN(r.config, resolve_degrees(o, r.gpus));
   LOOM_ASSIGN_OR_RETURN(r.config.micro_batches, resolve_micro_batches(o, r.config, global_batch));
   r.config.schedule = o.schedule;

@@ -29,7 +29,8 @@ bool is_state(ir::TensorRole role) {
          role == ir::TensorRole::optimizer_state;
 }
 
-// forward_op_costs' bytes (stage_costs.h) of device 0's program.
+}  // namespace
+
 policy::OpBytes op_bytes(const exec::ExecPlan& exec, std::int64_t device_bytes) {
   const ir::Graph& graph = *exec.plan->graph;
   const std::vector<ir::OpId> producer = ir::producers(graph);
@@ -94,8 +95,6 @@ policy::OpBytes op_bytes(const exec::ExecPlan& exec, std::int64_t device_bytes) 
   }
   return bytes;
 }
-
-}  // namespace
 
 Expected<std::vector<double>> forward_op_seconds(const Job& job, const policy::ParallelConfig& config) {
   LOOM_ASSIGN_OR_RETURN(ForwardOpCosts costs, forward_op_costs(job, config));

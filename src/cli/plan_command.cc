@@ -26,6 +26,7 @@ struct PlanArgs {
   std::string out = "loom-out";
   std::string emit;  // --emit DIR: per-rank PyTorch modules and manifest.json (docs/codegen.md)
   bool json = false;
+  bool explain = false;  // --explain: a search's finalists and why the winner wins
 };
 
 struct CompareArgs {
@@ -40,13 +41,11 @@ int run_plan(const PlanArgs& args) {
   Expected<api::JobOptions> options = job_options(args.job);
   if (!options) return report(options.error(), kUsageError);
   std::optional<api::SearchSummary> search;
-  Expected<std::unique_ptr<api::Job>> planned = api::plan_or_search(*options, &search);
+  Expected<std::unique_ptr<api::Job>> planned = api::plan_or_search(*options, &search, !args.json);
   if (!planned) return report(planned.error());
   const api::Job& job = **planned;
   if (!args.json) {
-    if (search)
-      fmt::print("search     {}: {} configurations, {} planned ({} not applicable)\n", search->baseline,
-                 search->candidates, search->evaluated, search->failed);
+    if (search) fmt::print("{}", search_summary(*search, args.explain));
     fmt::print("{}", plan_summary(job));
   }
   Expected<std::vector<std::string>> files = api::write_plan_files(job, args.out);
@@ -127,6 +126,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--emit", args->emit,
                   "Also write per-rank PyTorch modules and manifest.json here (run: python -m loom.runtime.launch DIR)");
   cmd->add_flag("--json", args->json, "Print the summary as JSON (docs/json.md) instead of text");
+  cmd->add_flag("--explain", args->explain,
+                "With a search (--policy auto, megatron-best, deepspeed-best): print the finalists (analytic and full "
+                "step time, memory) and why the winner wins");
   on_selected(cmd, [args] { return run_plan(*args); });
 }
 

@@ -124,6 +124,32 @@ nlohmann::ordered_json typed(const api::OptionField& f, const std::string& text)
 
 }  // namespace
 
+std::string search_summary(const api::SearchSummary& search, bool explain) {
+  std::string out = fmt::format(
+      "search     {}: {} configurations, {} priced from {} measured slices, {} planned in full ({} not applicable), "
+      "{:.1f} s{}\n",
+      search.baseline, search.candidates, search.priced, search.slices, search.evaluated, search.failed, search.seconds,
+      search.budget_spent ? " (budget spent)" : "");
+  if (!explain) return out;
+  out += fmt::format("{:>4}  {:<64} {:>22}  {:>22}\n", "rank", "finalist (in planning order)", "analytic step, peak",
+                     "full step, peak");
+  for (std::size_t i = 0; i < search.finalists.size(); ++i) {
+    const api::FinalistRow& r = search.finalists[i];
+    const auto cell = [](double seconds, std::int64_t peak, bool fits) {
+      return fmt::format("{:9.4f} s {:>10}{}", seconds, cost::format_bytes(static_cast<double>(peak)), fits ? " " : "!");
+    };
+    out += fmt::format("{:>4}  {:<64} {:>22}  {:>22}{}\n", r.rank, r.configuration,
+                       cell(r.analytic_seconds, r.analytic_peak, r.analytic_fits),
+                       r.planned ? cell(r.full_seconds, r.full_peak, r.full_fits) : std::string("failed"),
+                       static_cast<int>(i) == search.winner ? "  <- chosen" : "");
+  }
+  out += "      (! : does not fit in memory)\n";
+  for (const api::FinalistRow& r : search.finalists)
+    if (!r.planned) out += fmt::format("      {}: {}\n", r.configuration, r.error);
+  out += fmt::format("why        {}\n", search.why);
+  return out;
+}
+
 nlohmann::ordered_json plan_json(const api::Job& job, const std::optional<api::SearchSummary>& search) {
   using nlohmann::ordered_json;
   ordered_json options = ordered_json::object();
@@ -149,11 +175,37 @@ nlohmann::ordered_json plan_json(const api::Job& job, const std::optional<api::S
                         {"overlap", std::string(policy::name(c.overlap))},
                         {"folded", job.folded}}},
                       {"parameters", job.stats.parameter_count}};
-  if (search)
+  if (search) {
+    ordered_json finalists = ordered_json::array();
+    for (const api::FinalistRow& r : search->finalists) {
+      ordered_json row = {{"configuration", r.configuration},
+                          {"family", r.family},
+                          {"rank", r.rank},
+                          {"analytic_step_seconds", r.analytic_seconds},
+                          {"analytic_peak_bytes", r.analytic_peak},
+                          {"analytic_fits", r.analytic_fits},
+                          {"planned", r.planned}};
+      if (r.planned) {
+        row["step_seconds"] = r.full_seconds;
+        row["peak_bytes"] = r.full_peak;
+        row["fits"] = r.full_fits;
+      } else {
+        row["error"] = r.error;
+      }
+      finalists.push_back(std::move(row));
+    }
     out["search"] = {{"baseline", search->baseline},
                      {"candidates", search->candidates},
+                     {"priced", search->priced},
+                     {"slices", search->slices},
                      {"evaluated", search->evaluated},
-                     {"not_applicable", search->failed}};
+                     {"not_applicable", search->failed},
+                     {"seconds", search->seconds},
+                     {"budget_spent", search->budget_spent},
+                     {"finalists", std::move(finalists)},
+                     {"winner", search->winner},
+                     {"why", search->why}};
+  }
   out["summary"] = sim::summary_json({.model = job.options.model.empty() ? job.graph.name : job.options.model,
                                       .cluster = job.cluster.name,
                                       .policy = job.description},

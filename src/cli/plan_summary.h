@@ -19,6 +19,10 @@ std::string plan_summary(const api::Job& job);
 // "passes     ..." : what the exec passes changed (exec/passes.h), a line of `plan` and `verify`.
 std::string passes_line(const exec::ExecPassStats& passes);
 
+// "search     auto: N configurations, ..." (one line), and with `explain` the finalists (configuration,
+// analytic rank, analytic and full step time and peak memory) and why the winner wins.
+std::string search_summary(const api::SearchSummary& search, bool explain);
+
 // One row per plan, ranked by step time (plans that do not fit last), with throughput, MFU, peak memory.
 std::string ranked_table(const std::vector<const api::Job*>& jobs);
 

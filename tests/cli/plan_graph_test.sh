@@ -27,7 +27,7 @@ expect neither 1 "$LOOM" plan --policy dp && contains neither-msg "exactly one o
 expect resize 1 "$LOOM" plan --graph "$tmp/traced.json" --global-batch 16 && contains resize-msg "a graph file keeps the sizes"
 # The baselines' searches over a graph file: the same candidates and the same choice as on the preset it came from.
 expect baseline 0 "$LOOM" plan --graph "$tmp/traced.json" --policy megatron-best --gpus 4 --out "$tmp/mb" &&
-  contains baseline-search "search     megatron-best: 14 configurations, 14 planned" &&
+  contains baseline-search "search     megatron-best: 42 configurations, 42 priced" &&
   contains baseline-choice "megatron-best -> megatron: dp 1 x tp 4 x pp 1, sequence parallel on 4 GPUs"
 expect baseline-preset 0 "$LOOM" plan --model gpt3-125m --layers 2 --global-batch 8 --seq 64 --policy megatron-best \
   --gpus 4 --fold off --out "$tmp/mbp" && contains baseline-preset-choice "megatron-best -> megatron: dp 1 x tp 4 x pp 1, sequence parallel on 4 GPUs"

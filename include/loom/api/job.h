@@ -4,7 +4,8 @@
 //
 //   load_job      cluster, profile database, model (preset, graph file or JSON), the options resolved
 //                 (resolve_request.h), the fold decided, the training graph and its statistics;
-//   apply_policy  a fresh plan transformed by the named built-in policy (later: the search);
+//   apply_policy  a fresh plan transformed by the named built-in policy (a search plans its finalists
+//                 this way: auto_search.h);
 //   materialize   validation, materialization, the ExecPlan check, the exec passes (exec/passes.h: every
 //                 communication decision, as instructions) and the check again, device classes; a folded
 //                 job's slice unfolded into the step (exec/fold.h) and passed again;

@@ -83,6 +83,10 @@ struct JobOptions {
   // and the 16-bit parameters too (ZeRO-3); policies megatron and zero.
   exec::Offload offload = exec::Offload::none;
   bool exec_passes = true;             // false: the ExecPlan as materialized (tests of the passes)
+
+  // A search's time limit in seconds (api/auto_search.h): pricing and planning stop when spent, the best
+  // plan so far kept; 0: none.
+  double budget = 0;
 };
 
 // Which commands take a field: a command registers the groups it needs.

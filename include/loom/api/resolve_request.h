@@ -7,8 +7,8 @@
 //                  exactly the GPUs: a remainder or GPUs left unused is an error with the fix;
 //   micro-batches  --micro-batch-size b: global batch / (dp x b); else --microbatches; else 2 x pp when
 //                  pipelined (a multiple of pp, as interleaving needs), else 1.
-// The baselines' searches (megatron-best, deepspeed-best) choose their own degrees; for them only the GPU
-// count is resolved.
+// The searches (auto, megatron-best, deepspeed-best: api/auto_search.h) choose their own degrees; for
+// them only the GPU count is resolved.
 #pragma once
 
 #include <cstdint>

@@ -36,6 +36,9 @@ struct ForwardOpCosts {
 };
 Expected<ForwardOpCosts> forward_op_costs(const Job& job, const policy::ParallelConfig& config);
 
+// forward_op_costs' bytes of device 0's program of a materialized `exec` (`device_bytes`: its memory).
+policy::OpBytes op_bytes(const exec::ExecPlan& exec, std::int64_t device_bytes);
+
 // Whether the job's policy stages a pipeline that forward_op_seconds can balance: pp > 1 without
 // interleaving (interleaved chunks take Megatron-LM's equal layer counts), not 3F1B.
 bool balances_stages(const policy::ParallelConfig& config);

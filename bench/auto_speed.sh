@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Issue 15's acceptance: `loom plan --policy auto` on gpt3-175b, dgx-a100x128 (1024 GPUs), global batch 1536,
+# in <= 10 s and < 4 GB; its predicted step no slower than megatron-best's. Prints, per search, the wall
+# seconds, the CPU seconds (user: on a busy box the wall time is not the search's own), the peak resident
+# memory (GNU time) and the predicted step. LOOM: the binary (default
+# build/loom); LOOM_OLD: an older binary whose megatron-best planned every candidate in full, timed beside
+# (minutes). Usage: bench/auto_speed.sh [extra `loom plan` flags]
+set -euo pipefail
+LOOM=${LOOM:-build/loom}
+job=(--model gpt3-175b --cluster dgx-a100x128 --global-batch 1536)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+run() {  # run LABEL BINARY POLICY
+  local label=$1 binary=$2 policy=$3
+  /usr/bin/time -f "%e %M %U" -o "$out/time" "$binary" plan "${job[@]}" --policy "$policy" --out "$out/files" "${@:4}" \
+    >"$out/stdout" 2>"$out/stderr" || true
+  read -r seconds kib cpu <"$out/time"
+  local step search
+  step=$(grep -m1 "step time" "$out/stdout" | sed 's/ *step time *//')
+  search=$(grep -m1 "^search" "$out/stdout" | sed 's/^search *//')
+  [ -n "$step" ] || search=$(grep -m1 "error" "$out/stderr")
+  printf '%-22s %6.1f s wall %6.1f s cpu %5.2f GB  step %-10s %s\n' "$label" "$seconds" "$cpu" \
+    "$(echo "$kib / 1048576" | bc -l)" "$step" "$search"
+}
+echo "gpt3-175b on dgx-a100x128, global batch 1536 ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg))"
+run "auto" "$LOOM" auto "$@"
+run "megatron-best" "$LOOM" megatron-best "$@"
+run "deepspeed-best" "$LOOM" deepspeed-best "$@"
+if [ -n "${LOOM_OLD:-}" ]; then run "megatron-best (old)" "$LOOM_OLD" megatron-best "$@"; fi

@@ -1,0 +1,64 @@
+// The searches (DESIGN.md, "Search"; docs/search.md): `auto` and the baselines megatron-best and
+// deepspeed-best (baseline_search.h) share one procedure:
+//   1. enumerate the space (search/plan_space.h: auto the whole of it, a baseline its own grid);
+//   2. measure the cost facts once per class (search_facts.h: one-layer slices planned in full);
+//   3. price every candidate analytically (search/analytic_cost.h), rank them: fits first, then faster;
+//   4. plan in full (plan_job: materialize, check, simulate) the finalists, in rank order:
+//        auto      the top kFinalistsPerFamily plannable candidates of each family (megatron, zero, mixed)
+//                  and megatron-best's and deepspeed-best's own finalists (their rules below), so the
+//                  baselines' winners are always planned too and auto can never be slower than they are;
+//        baseline  per base configuration the first recomputation (none, selective, full) priced to fit
+//                  (as Megatron users turn it on only when memory demands), then the top
+//                  kFinalistsPerFamily of those; a finalist that does not fit in full is followed by its
+//                  next recomputation.
+//      auto drops its own picks that are slow to plan in full (an explicit plan above job.h's fold
+//      threshold: ZeRO on tens of GPUs) unless priced 10 % faster than the best cheap pick, and plans the
+//      cheap finalists first.
+//      k is small because the analytic ranking puts the full path's optimum among its first few
+//      (bench/bench_auto_rank.cc reports the rank correlation and where the optimum falls) and one full
+//      plan of a large job takes seconds. When no finalist fits in full, the next candidates in rank
+//      order are planned (at most kFinalistsPerFamily more) until one does.
+//   5. the best full result wins: fits, then faster (neither fits: smaller); ties: the better rank.
+// Deterministic: the same options give the same winner and the same summary (but its seconds).
+// `options.budget` (seconds, 0: none) stops pricing and planning when spent, keeping the best so far
+// (at least one finalist is always planned in full).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "loom/api/baseline_search.h"
+#include "loom/api/job.h"
+#include "loom/search/analytic_cost.h"
+#include "loom/search/plan_space.h"
+
+namespace loom::api {
+
+inline constexpr int kFinalistsPerFamily = 2;
+
+// Plans `candidates` of a job loaded with a search as its policy (steps 2-5 above); `name` is the search
+// ("auto", "megatron-best", "deepspeed-best"), `baseline_rule` picks finalists as the baselines do.
+// `progress`: a live line on stderr. Errors: no candidate could be priced, none could be planned in full.
+Expected<BaselineResult> search_candidates(const JobOptions& options, const Job& loaded,
+                                           const std::vector<search::Candidate>& candidates, bool baseline_rule,
+                                           bool progress);
+
+// `--policy auto`: the whole space. Errors: as search_candidates.
+Expected<BaselineResult> auto_search(const JobOptions& options, bool progress = false);
+
+// auto's whole space of a loaded job, each candidate priced (nullopt: its class could not be measured,
+// or pricing stopped), as the search ranks them (bench/bench_auto_rank.cc and the tests compare them with
+// the full path). Errors: as search_candidates.
+struct PricedSpace {
+  std::vector<search::Candidate> candidates;
+  std::vector<std::optional<search::Estimate>> estimates;  // aligned with candidates
+};
+Expected<PricedSpace> price_space(const Job& loaded);
+
+// The space's facts of a loaded job (GPUs, node size, global batch, layers, which tp degrees take
+// sequence parallelism).
+Expected<search::SpaceFacts> space_facts(const Job& loaded);
+
+}  // namespace loom::api

@@ -1,0 +1,59 @@
+// The space `auto` searches (DESIGN.md, "Search": device mesh and degrees, stages, micro-batches,
+// schedules, memory feasibility), as plain data: one Candidate per configuration of the built-in
+// policies, enumerated from a few facts of the job. It holds megatron-best's and deepspeed-best's grids
+// (api/baseline_search.h) with every recomputation, so `auto` can never lose to them:
+//   megatron  tp in {1, 2, 4, 8} inside a node, pp dividing the layers, dp the rest; micro-batch size 1-8;
+//             1F1B, interleaved 1F1B with 2 chunks (layers divisible by 2 pp, micro-batches by pp),
+//             ZB-H1 (pp > 1); sequence parallelism with tp where the model takes it; recomputation
+//             none, selective or full.
+//   zero      ZeRO data parallelism over every GPU (policy 'zero'): stage 1-3, micro-batch size 1-8,
+//             recomputation none or full.
+//   mixed     megatron with ZeRO over its dp ranks (dp > 1 and tp or pp > 1): stage 1-3, 1F1B,
+//             recomputation none or full.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loom/policy/policy.h"
+
+namespace loom::search {
+
+enum class Family : std::uint8_t { megatron, zero, mixed };
+std::string_view name(Family family);  // "megatron", "zero", "mixed"
+
+struct Candidate {
+  Family family = Family::megatron;
+  std::string policy;              // the built-in policy it applies: "megatron" or "zero"
+  policy::ParallelConfig config;   // degrees, micro-batches, schedule, chunks, sp, ZeRO, recompute
+  std::int64_t micro_batch_size = 1;  // samples per micro-batch and dp rank
+};
+
+// What the space is enumerated from.
+struct SpaceFacts {
+  int gpus = 1;
+  int gpus_per_node = 1;
+  std::int64_t global_batch = 1;
+  int layers = 0;  // transformer layers (0: none found; pipelines then cut by FLOPs)
+  // Whether megatron's tp candidates of a degree take sequence parallelism (the model allows it).
+  std::function<bool(int tp)> sequence_parallel = [](int) { return false; };
+};
+
+// Which families and which recomputations to enumerate (the baselines take subsets).
+struct SpaceFilter {
+  bool megatron = true;
+  bool zero = true;
+  bool mixed = true;
+  bool zero_bubble = true;  // ZB-H1 candidates in the megatron family
+};
+
+// Every candidate, in a fixed order (family, tp, pp, micro-batch size, schedule, ZeRO, recompute).
+std::vector<Candidate> enumerate_space(const SpaceFacts& facts, const SpaceFilter& filter = {});
+
+// "megatron dp 8 tp 8 pp 16 mbs 1 m 12 1f1b sp recompute selective" — a candidate in one line.
+std::string describe(const Candidate& candidate);
+
+}  // namespace loom::search

@@ -1,0 +1,369 @@
+#include "loom/api/auto_search.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+#include <thread>
+
+#include "loom/api/resolve_request.h"
+#include "loom/api/search_facts.h"
+#include "loom/cost/memory_model.h"
+#include "loom/policy/tensor_parallel.h"
+#include "loom/search/analytic_cost.h"
+#include "loom/search/progress_line.h"
+
+namespace loom::api {
+namespace {
+
+// How much faster (priced) than the best cheap finalist a slow-to-plan finalist must be to be planned
+// (the analytic step's error is a few percent, bench/bench_auto_rank.cc).
+constexpr double kExpensiveMargin = 0.1;
+
+// Whether Megatron's tp candidates of degree `tp` take sequence parallelism: yes, unless the policy
+// refuses it where it accepts tp alone (a model where no op carries a sequence, such as Swin's images, or
+// a sequence tp does not divide). Decided from the two layouts, not from the refusal's text; where tp
+// alone is refused too, sp stays on and the candidate fails as it would anyway.
+bool takes_sequence_parallel(const plan::Plan& fresh, int tp) {
+  return policy::tensor_parallel_layout(fresh, tp, true).has_value() ||
+         !policy::tensor_parallel_layout(fresh, tp, false).has_value();
+}
+
+std::int64_t peak_of(const Job& r) {
+  const sim::StepMetrics& m = r.metrics;
+  return m.max_memory_device < 0 ? 0 : m.per_device[static_cast<std::size_t>(m.max_memory_device)].peak_bytes;
+}
+
+// a beats b: fits where b does not, else faster (fitting) or smaller (neither fits).
+bool better(const Job& a, const Job& b) {
+  if (a.metrics.out_of_memory() != b.metrics.out_of_memory()) return !a.metrics.out_of_memory();
+  if (!a.metrics.out_of_memory()) return a.metrics.step_time < b.metrics.step_time;
+  return peak_of(a) < peak_of(b);
+}
+
+// A candidate with its recomputation set to none: the base configuration the baselines group by.
+std::string base_key(const search::Candidate& c) {
+  search::Candidate base = c;
+  base.config.recompute = policy::Recompute::none;
+  return search::describe(base);
+}
+
+struct Priced {
+  std::size_t index = 0;  // into the candidates
+  search::Estimate estimate;
+};
+
+class Search {
+ public:
+  Search(const JobOptions& options, const Job& loaded, const std::vector<search::Candidate>& candidates,
+         bool progress)
+      : options_(options), loaded_(loaded), candidates_(candidates), line_(search::ProgressLine::for_stderr(progress)) {
+    summary_.baseline = options.policy;
+    summary_.candidates = static_cast<int>(candidates.size());
+  }
+
+  // Steps 2 and 3 (auto_search.h).
+  Expected<void> measure_and_price() {
+    line_.update({.phase = "measuring slices"});
+    LOOM_ASSIGN_OR_RETURN(MeasuredFacts measured, measure_cost_facts(loaded_, candidates_));
+    summary_.slices = measured.slices;
+    LOOM_RETURN_IF_ERROR(price(measured));
+    if (priced_.empty())
+      return fail(fmt::format("{}: none of {} configurations could be priced; the first failed with: {}",
+                              options_.policy, candidates_.size(), first_error_));
+    return {};
+  }
+  const std::vector<std::optional<search::Estimate>>& estimates() const { return estimates_; }
+
+  Expected<BaselineResult> run(bool baseline_rule) {
+    LOOM_RETURN_IF_ERROR(measure_and_price());
+    std::vector<std::size_t> order = finalists(baseline_rule);
+    if (order.empty())
+      return fail(fmt::format("{}: none of {} priced configurations can be planned in full (each explicit plan would "
+                              "exceed Loom's sub-op limit and cannot be folded)",
+                              options_.policy, summary_.priced),
+                  "plan fewer GPUs (--gpus) or a smaller global batch, or use --policy auto (its megatron plans fold)");
+    LOOM_RETURN_IF_ERROR(plan_finalists(order));
+    line_.finish();
+    summary_.seconds = line_.elapsed_seconds();
+    if (!best_)
+      return fail(fmt::format("{}: none of {} finalists could be planned; the first failed with: {}", options_.policy,
+                              summary_.finalists.size(), first_error_));
+    explain_winner();
+    BaselineResult result{.best = std::move(best_), .summary = std::move(summary_)};
+    return result;
+  }
+
+ private:
+  bool budget_spent() {
+    if (options_.budget <= 0 || line_.elapsed_seconds() < options_.budget) return false;
+    summary_.budget_spent = true;
+    return true;
+  }
+
+  Expected<void> price(const MeasuredFacts& measured) {
+    search::AnalyticCoster coster(measured.facts, loaded_.cluster);
+    const std::set<search::ClassKey> failed(measured.failed.begin(), measured.failed.end());
+    first_error_ = measured.first_error;
+    estimates_.assign(candidates_.size(), std::nullopt);
+    for (std::size_t i = 0; i < candidates_.size(); ++i) {
+      if (!priced_.empty() && budget_spent()) break;  // at least one priced: always a plan to return
+      if (failed.contains(search::class_of(candidates_[i]))) {
+        ++summary_.failed;
+        continue;
+      }
+      Expected<search::Estimate> e = coster.price(candidates_[i]);
+      if (!e) {
+        ++summary_.failed;
+        if (first_error_.empty()) first_error_ = e.error().to_string();
+        continue;
+      }
+      estimates_[i] = *e;
+      priced_.push_back({i, *e});
+      ++summary_.priced;
+      if (i % 64 == 0)
+        line_.update({.phase = "pricing", .done = static_cast<std::int64_t>(i), .total = summary_.candidates});
+    }
+    std::ranges::stable_sort(priced_,
+                             [](const Priced& a, const Priced& b) { return search::better(a.estimate, b.estimate); });
+    rank_.assign(candidates_.size(), 0);
+    for (std::size_t r = 0; r < priced_.size(); ++r) rank_[priced_[r].index] = static_cast<int>(r) + 1;
+    return {};
+  }
+
+  // The ranked candidates the baselines choose among: per base configuration, the first recomputation
+  // priced to fit (else the last), in enumeration order.
+  std::vector<std::size_t> baseline_choices(search::Family family, bool zero_bubble) const {
+    std::map<std::string, std::size_t> chosen;
+    for (std::size_t i = 0; i < candidates_.size(); ++i) {
+      const search::Candidate& c = candidates_[i];
+      if (c.family != family || !estimates_[i] || (!zero_bubble && plan::splits_backward(c.config.schedule))) continue;
+      const auto [it, fresh] = chosen.emplace(base_key(c), i);
+      if (!fresh && !estimates_[it->second]->fits) it->second = i;
+    }
+    std::vector<std::size_t> out;
+    for (const Priced& p : priced_)
+      if (const auto it = chosen.find(base_key(candidates_[p.index])); it != chosen.end() && it->second == p.index)
+        out.push_back(p.index);
+    return out;
+  }
+
+  // The first k plannable of `ranked`, one per base configuration (its other recomputations rank
+  // behind it when it fits, and would only repeat its plan more slowly).
+  std::vector<std::size_t> top_plannable(const std::vector<std::size_t>& ranked, int k) const {
+    std::vector<std::size_t> out;
+    std::set<std::string> bases;
+    for (std::size_t i : ranked)
+      if (static_cast<int>(out.size()) < k && estimates_[i]->plannable && bases.insert(base_key(candidates_[i])).second)
+        out.push_back(i);
+    return out;
+  }
+
+  std::vector<std::size_t> finalists(bool baseline_rule) {
+    std::vector<std::size_t> picked;
+    const auto add = [&](const std::vector<std::size_t>& some, bool follows) {
+      for (std::size_t i : some)
+        if (std::ranges::find(picked, i) == picked.end()) {
+          picked.push_back(i);
+          if (follows) follows_recompute_.insert(i);
+        }
+    };
+    for (search::Family family : {search::Family::megatron, search::Family::zero, search::Family::mixed}) {
+      if (baseline_rule) {
+        add(top_plannable(baseline_choices(family, true), kFinalistsPerFamily), true);
+        continue;
+      }
+      std::vector<std::size_t> ranked;
+      for (const Priced& p : priced_)
+        if (candidates_[p.index].family == family) ranked.push_back(p.index);
+      add(top_plannable(ranked, kFinalistsPerFamily), false);
+      // megatron-best's and deepspeed-best's own finalists, so that auto plans their winners too.
+      if (family != search::Family::mixed) add(top_plannable(baseline_choices(family, false), kFinalistsPerFamily), true);
+    }
+    // auto's own picks that are slow to plan must promise more than the costing's error over the best cheap
+    // pick (the baselines' picks stay: they are what auto is never slower than).
+    double cheap_best = INFINITY;
+    for (std::size_t i : picked)
+      if (estimates_[i]->cheap && estimates_[i]->fits) cheap_best = std::min(cheap_best, estimates_[i]->step_seconds);
+    std::erase_if(picked, [&](std::size_t i) {
+      const search::Estimate& e = *estimates_[i];
+      return !follows_recompute_.contains(i) && !e.cheap && e.step_seconds > (1 - kExpensiveMargin) * cheap_best;
+    });
+    // Cheap plans first (a budget then keeps them), each group in rank order.
+    std::ranges::stable_sort(picked, {}, [&](std::size_t i) { return std::pair(!estimates_[i]->cheap, rank_[i]); });
+    return picked;
+  }
+
+  // The candidate after `i` in the same base configuration (the next recomputation), if priced.
+  std::optional<std::size_t> next_recompute(std::size_t i) const {
+    const std::string key = base_key(candidates_[i]);
+    for (std::size_t j = i + 1; j < candidates_.size() && base_key(candidates_[j]) == key; ++j)
+      if (estimates_[j]) return j;
+    return std::nullopt;
+  }
+
+  Expected<std::unique_ptr<Job>> plan_full(std::size_t i) const {
+    const search::Candidate& c = candidates_[i];
+    JobOptions o = with_config(options_, c.config);
+    o.policy = c.policy;
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Job> job, plan_job(o));
+    job->description = fmt::format("{} -> {}", options_.policy, describe(c.policy, c.config));
+    return job;
+  }
+
+  // Records candidate i's full plan; whether it fits.
+  bool record(std::size_t i, Expected<std::unique_ptr<Job>> planned) {
+    const search::Candidate& c = candidates_[i];
+    const search::Estimate& e = *estimates_[i];
+    FinalistRow row{.configuration = search::describe(c), .family = std::string(search::name(c.family)),
+                    .rank = rank_[i], .analytic_seconds = e.step_seconds, .analytic_peak = e.peak_bytes,
+                    .analytic_fits = e.fits};
+    ++summary_.evaluated;
+    bool fits = false;
+    if (!planned) {
+      ++summary_.failed;
+      row.error = planned.error().to_string();
+      if (first_error_.empty()) first_error_ = row.error;
+    } else {
+      Job& job = **planned;
+      row.planned = true;
+      row.full_seconds = job.metrics.step_time;
+      row.full_peak = peak_of(job);
+      row.full_fits = fits = !job.metrics.out_of_memory();
+      if (!best_ || better(job, *best_)) {
+        best_ = std::move(*planned);
+        summary_.winner = static_cast<int>(summary_.finalists.size());
+      }
+    }
+    summary_.finalists.push_back(std::move(row));
+    line_.update({.phase = "planning finalists",
+                  .done = summary_.evaluated,
+                  .best = best_ ? fmt::format("{}: {:.3f} s{}",
+                                              summary_.finalists[static_cast<std::size_t>(summary_.winner)].configuration,
+                                              best_->metrics.step_time, best_->metrics.out_of_memory() ? " (OOM)" : "")
+                                : std::string()});
+    return fits;
+  }
+
+  // Plans the queue two at a time (both cores), recording in queue order; a baseline's finalist that does
+  // not fit in full is followed by its next recomputation.
+  void plan_queue(std::vector<std::size_t> queue) {
+    for (std::size_t at = 0; at < queue.size();) {
+      if (!summary_.finalists.empty() && budget_spent()) return;
+      std::vector<std::size_t> pair;
+      for (; at < queue.size() && pair.size() < 2; ++at)
+        if (planned_.insert(queue[at]).second) pair.push_back(queue[at]);
+      if (pair.empty()) continue;
+      std::vector<Expected<std::unique_ptr<Job>>> jobs;
+      for (std::size_t k = 0; k < pair.size(); ++k) jobs.emplace_back(fail("not planned"));
+      {
+        std::optional<std::jthread> second;
+        if (pair.size() == 2) second.emplace([&] { jobs[1] = plan_full(pair[1]); });
+        jobs[0] = plan_full(pair[0]);
+      }
+      for (std::size_t k = 0; k < pair.size(); ++k)
+        if (!record(pair[k], std::move(jobs[k])) && follows_recompute_.contains(pair[k]))
+          if (const std::optional<std::size_t> next = next_recompute(pair[k])) {
+            follows_recompute_.insert(*next);
+            queue.insert(queue.begin() + static_cast<std::ptrdiff_t>(at), *next);
+          }
+    }
+  }
+
+  Expected<void> plan_finalists(const std::vector<std::size_t>& order) {
+    plan_queue(order);
+    // No finalist fits in full: the next candidates in rank order, a few more.
+    std::vector<std::size_t> extra;
+    if (!best_ || best_->metrics.out_of_memory())
+      for (const Priced& p : priced_)
+        if (static_cast<int>(extra.size()) < kFinalistsPerFamily && !planned_.contains(p.index) && p.estimate.plannable)
+          extra.push_back(p.index);
+    plan_queue(extra);
+    return {};
+  }
+
+  void explain_winner() {
+    const FinalistRow& w = summary_.finalists[static_cast<std::size_t>(summary_.winner)];
+    const FinalistRow* runner = nullptr;
+    for (std::size_t r = 0; r < summary_.finalists.size(); ++r) {
+      const FinalistRow& row = summary_.finalists[r];
+      if (static_cast<int>(r) == summary_.winner || !row.planned) continue;
+      if (runner == nullptr || (row.full_fits && !runner->full_fits) ||
+          (row.full_fits == runner->full_fits && row.full_seconds < runner->full_seconds))
+        runner = &row;
+    }
+    if (!w.full_fits)
+      summary_.why = fmt::format("no finalist fits in memory; {} needs the least ({})", w.configuration,
+                                 cost::format_bytes(static_cast<double>(w.full_peak)));
+    else if (runner == nullptr)
+      summary_.why = fmt::format("{} is the only finalist planned", w.configuration);
+    else if (!runner->full_fits)
+      summary_.why = fmt::format("{} is the only finalist that fits in memory ({} of {})", w.configuration,
+                                 cost::format_bytes(static_cast<double>(w.full_peak)),
+                                 cost::format_bytes(static_cast<double>(loaded_.cluster.gpu.memory_bytes)));
+    else
+      summary_.why = fmt::format(
+          "{} fits ({}) and is the fastest planned in full: {:.4g} s, {:.1f} % faster than {} ({:.4g} s)",
+          w.configuration, cost::format_bytes(static_cast<double>(w.full_peak)), w.full_seconds,
+          100 * (runner->full_seconds - w.full_seconds) / runner->full_seconds, runner->configuration,
+          runner->full_seconds);
+  }
+
+  const JobOptions& options_;
+  const Job& loaded_;
+  const std::vector<search::Candidate>& candidates_;
+  search::ProgressLine line_;
+  SearchSummary summary_;
+  std::vector<std::optional<search::Estimate>> estimates_;
+  std::vector<Priced> priced_;
+  std::vector<int> rank_;
+  std::set<std::size_t> follows_recompute_;
+  std::set<std::size_t> planned_;
+  std::unique_ptr<Job> best_;
+  std::string first_error_;
+};
+
+}  // namespace
+
+Expected<search::SpaceFacts> space_facts(const Job& loaded) {
+  LOOM_ASSIGN_OR_RETURN(const plan::Plan fresh, plan::make_plan(loaded.graph, loaded.catalog));
+  std::map<int, bool> sp;
+  for (int tp : {2, 4, 8}) sp[tp] = takes_sequence_parallel(fresh, tp);
+  return search::SpaceFacts{
+      .gpus = loaded.request.gpus,
+      .gpus_per_node = loaded.cluster.gpus_per_node,
+      .global_batch = std::max<std::int64_t>(1, static_cast<std::int64_t>(loaded.workload.samples_per_step)),
+      .layers = count_layers(loaded.graph),
+      .sequence_parallel = [sp](int tp) { return sp.contains(tp) && sp.at(tp); }};
+}
+
+Expected<BaselineResult> search_candidates(const JobOptions& options, const Job& loaded,
+                                           const std::vector<search::Candidate>& candidates, bool baseline_rule,
+                                           bool progress) {
+  return Search(options, loaded, candidates, progress).run(baseline_rule);
+}
+
+Expected<PricedSpace> price_space(const Job& loaded) {
+  LOOM_ASSIGN_OR_RETURN(const search::SpaceFacts facts, space_facts(loaded));
+  PricedSpace out{.candidates = search::enumerate_space(facts)};
+  Search priced(loaded.options, loaded, out.candidates, false);
+  LOOM_RETURN_IF_ERROR(priced.measure_and_price());
+  out.estimates = priced.estimates();
+  return out;
+}
+
+Expected<BaselineResult> auto_search(const JobOptions& options, bool progress) {
+  LOOM_ASSIGN_OR_RETURN(const std::unique_ptr<Job> loaded, load_job(options));
+  LOOM_ASSIGN_OR_RETURN(const search::SpaceFacts facts, space_facts(*loaded));
+  const std::vector<search::Candidate> candidates = search::enumerate_space(facts);
+  if (candidates.empty())
+    return fail(fmt::format("auto has no configuration of {} GPUs for a global batch of {}", facts.gpus,
+                            facts.global_batch),
+                "choose a global batch divisible by the data-parallel degrees (--global-batch)");
+  return search_candidates(options, *loaded, candidates, false, progress);
+}
+
+}  // namespace loom::api

@@ -1,0 +1,128 @@
+#include "loom/search/plan_space.h"
+
+#include <fmt/format.h>
+
+namespace loom::search {
+namespace {
+
+constexpr int kMicroBatchSizes[] = {1, 2, 4, 8};
+constexpr policy::Recompute kAllRecomputes[] = {policy::Recompute::none, policy::Recompute::selective,
+                                                policy::Recompute::full};
+constexpr policy::Recompute kZeroRecomputes[] = {policy::Recompute::none, policy::Recompute::full};
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+// Micro-batches per step for `dp` ranks of `mbs` samples; 0 when the batch does not divide.
+int micro_batches_of(std::int64_t batch, int dp, int mbs) {
+  const std::int64_t per_step = std::int64_t{dp} * mbs;
+  return batch % per_step == 0 ? static_cast<int>(batch / per_step) : 0;
+}
+
+struct Schedule {
+  plan::ScheduleKind kind;
+  int chunks;
+};
+
+void add_megatron(const SpaceFacts& f, const SpaceFilter& filter, std::vector<Candidate>& out) {
+  for (int tp : {1, 2, 4, 8}) {
+    if (tp > f.gpus_per_node || f.gpus % tp != 0) continue;
+    const bool sp = tp > 1 && f.sequence_parallel(tp);
+    for (int pp : divisors(f.gpus / tp)) {
+      if (pp > 1 && f.layers > 0 && f.layers % pp != 0) continue;  // whole layers per stage, as Megatron-LM
+      const int dp = f.gpus / (tp * pp);
+      for (int mbs : kMicroBatchSizes) {
+        const int m = micro_batches_of(f.global_batch, dp, mbs);
+        if (m == 0 || (pp > 1 && m < pp)) continue;  // a pipeline needs at least pp micro-batches
+        std::vector<Schedule> schedules{{plan::ScheduleKind::one_f_one_b, 1}};
+        if (pp > 1 && m % pp == 0 && (f.layers == 0 || f.layers % (2 * pp) == 0))
+          schedules.push_back({plan::ScheduleKind::one_f_one_b, 2});
+        if (pp > 1 && filter.zero_bubble) schedules.push_back({plan::ScheduleKind::zb_h1, 1});
+        for (const Schedule& s : schedules)
+          for (policy::Recompute recompute : kAllRecomputes) {
+            policy::ParallelConfig c{.dp = dp, .tp = tp, .pp = pp, .micro_batches = m, .schedule = s.kind};
+            c.virtual_stages = s.chunks;
+            c.sequence_parallel = sp;
+            c.recompute = recompute;
+            out.push_back({Family::megatron, "megatron", std::move(c), mbs});
+          }
+      }
+    }
+  }
+}
+
+void add_zero(const SpaceFacts& f, std::vector<Candidate>& out) {
+  for (int stage : {1, 2, 3})
+    for (int mbs : kMicroBatchSizes) {
+      const int m = micro_batches_of(f.global_batch, f.gpus, mbs);
+      if (m == 0) continue;
+      for (policy::Recompute recompute : kZeroRecomputes) {
+        policy::ParallelConfig c{.dp = f.gpus, .micro_batches = m};
+        c.zero = stage;
+        c.recompute = recompute;
+        out.push_back({Family::zero, "zero", std::move(c), mbs});
+      }
+    }
+}
+
+void add_mixed(const SpaceFacts& f, std::vector<Candidate>& out) {
+  for (int tp : {1, 2, 4, 8}) {
+    if (tp > f.gpus_per_node || f.gpus % tp != 0) continue;
+    const bool sp = tp > 1 && f.sequence_parallel(tp);
+    for (int pp : divisors(f.gpus / tp)) {
+      if (pp > 1 && f.layers > 0 && f.layers % pp != 0) continue;
+      const int dp = f.gpus / (tp * pp);
+      if (dp == 1 || (tp == 1 && pp == 1)) continue;  // ZeRO needs dp ranks; tp = pp = 1 is the zero family
+      for (int mbs : kMicroBatchSizes) {
+        const int m = micro_batches_of(f.global_batch, dp, mbs);
+        if (m == 0 || (pp > 1 && m < pp)) continue;
+        for (int stage : {1, 2, 3})
+          for (policy::Recompute recompute : kZeroRecomputes) {
+            policy::ParallelConfig c{.dp = dp, .tp = tp, .pp = pp, .micro_batches = m};
+            c.sequence_parallel = sp;
+            c.zero = stage;
+            c.recompute = recompute;
+            out.push_back({Family::mixed, "megatron", std::move(c), mbs});
+          }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::string_view name(Family family) {
+  switch (family) {
+    case Family::megatron: return "megatron";
+    case Family::zero: return "zero";
+    case Family::mixed: return "mixed";
+  }
+  return "?";
+}
+
+std::vector<Candidate> enumerate_space(const SpaceFacts& facts, const SpaceFilter& filter) {
+  std::vector<Candidate> out;
+  if (filter.megatron) add_megatron(facts, filter, out);
+  if (filter.zero) add_zero(facts, out);
+  if (filter.mixed) add_mixed(facts, out);
+  return out;
+}
+
+std::string describe(const Candidate& candidate) {
+  const policy::ParallelConfig& c = candidate.config;
+  std::string schedule;
+  if (c.pp > 1)
+    schedule = c.virtual_stages > 1 ? fmt::format(" interleaved x{}", c.virtual_stages)
+                                    : fmt::format(" {}", plan::name(c.schedule));
+  return fmt::format("{} dp {} tp {} pp {} mbs {} m {}{}{}{}{}", candidate.policy, c.dp, c.tp, c.pp,
+                     candidate.micro_batch_size, c.micro_batches, schedule, c.sequence_parallel ? " sp" : "",
+                     c.zero > 0 ? fmt::format(" zero {}", c.zero) : std::string(),
+                     c.recompute != policy::Recompute::none ? fmt::format(" recompute {}", policy::name(c.recompute))
+                                                            : std::string());
+}
+
+}  // namespace loom::search

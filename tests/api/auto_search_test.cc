@@ -1,0 +1,134 @@
+// `auto` (api/auto_search.h): its analytic ranking agrees with the full path on a small job (every
+// plannable candidate planned in full), it is never slower than megatron-best or deepspeed-best on small
+// jobs, it is deterministic, and its budget stops it after one finalist.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "loom/api/auto_search.h"
+#include "loom/api/resolve_request.h"
+#include "loom/search/rank_correlation.h"
+
+namespace loom::api {
+namespace {
+
+JobOptions small_job(const std::string& model, const std::string& policy, int gpus = 4) {
+  JobOptions o;
+  o.model = model;
+  o.layers = 4;
+  o.seq = 256;
+  o.global_batch = 16;
+  o.gpus = gpus;
+  o.policy = policy;
+  return o;
+}
+
+// Every plannable candidate of gpt3-125m on 4 GPUs planned in full: the analytic step times rank the
+// fitting ones as the full path does (a floor well above chance, below the ~0.9 measured), and the full
+// optimum is among the analytic top few of its family, which the search plans.
+TEST(PriceSpace, AnalyticRankingAgreesWithTheFullPath) {
+  auto loaded = load_job(small_job("gpt3-125m", "auto"));
+  ASSERT_TRUE(loaded) << loaded.error().to_string();
+  auto space = price_space(**loaded);
+  ASSERT_TRUE(space) << space.error().to_string();
+  std::vector<double> analytic, full;
+  double best = 1e30;
+  int best_rank_in_family = 0;
+  for (std::size_t i = 0; i < space->candidates.size(); ++i) {
+    if (!space->estimates[i] || !space->estimates[i]->plannable) continue;
+    const search::Candidate& c = space->candidates[i];
+    if (c.config.recompute != policy::Recompute::none) continue;  // a third of the space: keeps the test short
+    JobOptions o = with_config((*loaded)->options, c.config);
+    o.policy = c.policy;
+    auto job = plan_job(o);
+    if (!job || (*job)->metrics.out_of_memory()) continue;
+    analytic.push_back(space->estimates[i]->step_seconds);
+    full.push_back((*job)->metrics.step_time);
+    if (full.back() < best) {
+      best = full.back();
+      best_rank_in_family = 1;
+      for (std::size_t j = 0; j < space->candidates.size(); ++j)
+        if (space->estimates[j] && space->candidates[j].family == c.family &&
+            search::better(*space->estimates[j], *space->estimates[i]))
+          ++best_rank_in_family;
+    }
+  }
+  ASSERT_GT(analytic.size(), 30u);
+  const double rho = search::spearman(analytic, full), tau = search::kendall_tau_b(analytic, full);
+  EXPECT_GT(rho, 0.8) << "kendall " << tau;
+  EXPECT_GT(tau, 0.6) << "spearman " << rho;
+  EXPECT_LE(best_rank_in_family, 8);
+}
+
+// auto plans the baselines' finalists too, so it is never slower than either on the same simulator.
+TEST(AutoSearch, NoSlowerThanTheBaselines) {
+  for (const auto& [model, gpus] : {std::pair{"gpt3-125m", 4}, std::pair{"llama-7b", 8}, std::pair{"swin-1.8b", 4}}) {
+    SCOPED_TRACE(model);
+    JobOptions o = small_job(model, "auto", gpus);
+    o.shrink = true;
+    o.seq = 0;  // the shrunk preset's context
+    auto automatic = plan_or_search(o);
+    ASSERT_TRUE(automatic) << automatic.error().to_string();
+    ASSERT_FALSE((*automatic)->metrics.out_of_memory());
+    for (const char* baseline : {"megatron-best", "deepspeed-best"}) {
+      o.policy = baseline;
+      auto best = plan_or_search(o);
+      ASSERT_TRUE(best) << best.error().to_string();
+      EXPECT_LE((*automatic)->metrics.step_time, (*best)->metrics.step_time)
+          << (*automatic)->description << " vs " << (*best)->description;
+    }
+  }
+}
+
+TEST(AutoSearch, DeterministicWithItsSummary) {
+  std::optional<SearchSummary> first, second;
+  auto a = plan_or_search(small_job("gpt3-125m", "auto"), &first);
+  auto b = plan_or_search(small_job("gpt3-125m", "auto"), &second);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ((*a)->description, (*b)->description);
+  EXPECT_EQ((*a)->metrics.step_time, (*b)->metrics.step_time);
+  ASSERT_TRUE(first && second);
+  EXPECT_TRUE((*a)->description.starts_with("auto -> "));
+  EXPECT_EQ(first->priced, second->priced);
+  EXPECT_EQ(first->priced, first->candidates);
+  ASSERT_EQ(first->finalists.size(), second->finalists.size());
+  for (std::size_t i = 0; i < first->finalists.size(); ++i) {
+    EXPECT_EQ(first->finalists[i].configuration, second->finalists[i].configuration);
+    EXPECT_EQ(first->finalists[i].full_seconds, second->finalists[i].full_seconds);
+  }
+  // The winner is the fastest fitting finalist.
+  const FinalistRow& w = first->finalists[static_cast<std::size_t>(first->winner)];
+  EXPECT_EQ(w.full_seconds, (*a)->metrics.step_time);
+  for (const FinalistRow& r : first->finalists)
+    if (r.planned && r.full_fits) {
+      EXPECT_GE(r.full_seconds, w.full_seconds) << r.configuration;
+    }
+  EXPECT_FALSE(first->why.empty());
+}
+
+TEST(AutoSearch, BudgetKeepsTheBestSoFar) {
+  JobOptions o = small_job("gpt3-125m", "auto");
+  o.budget = 1e-9;  // spent at once: one candidate priced, one finalist planned in full
+  std::optional<SearchSummary> summary;
+  auto job = plan_or_search(o, &summary);
+  ASSERT_TRUE(job) << job.error().to_string();
+  ASSERT_TRUE(summary);
+  EXPECT_TRUE(summary->budget_spent);
+  EXPECT_EQ(summary->priced, 1);
+  EXPECT_EQ(summary->evaluated, 1);
+  EXPECT_FALSE((*job)->metrics.out_of_memory());
+}
+
+TEST(AutoSearch, RefusesABatchNoConfigurationDivides) {
+  JobOptions o = small_job("gpt3-125m", "auto", 3);  // tp 1 only; dp 3 does not divide 1, pp 3 needs 3 micro-batches
+  o.global_batch = 1;
+  o.layers = 3;
+  auto job = plan_or_search(o);
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("auto has no configuration of 3 GPUs for a global batch of 1"), std::string::npos)
+      << job.error().to_string();
+  EXPECT_NE(job.error().hint.find("--global-batch"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace loom::api
