@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
+#include <tuple>
 
 namespace loom::search {
 namespace {
@@ -42,6 +44,49 @@ ShardingChoice LocalSearch::least_usage(const ShardingProblem& core, std::int64_
     }
     if (!best) best = static_cast<std::size_t>(std::min_element(node.costs.begin(), node.costs.end()) - node.costs.begin());
     choice.strategies.push_back(static_cast<int>(*best));
+  }
+  return choice;
+}
+
+ShardingChoice LocalSearch::consistent_start(const ShardingProblem& core) {
+  LocalSearch view(core, 0);  // for its arcs
+  const std::size_t n = core.nodes.size();
+  ShardingChoice choice{least_usage(core).strategies};
+  std::vector<char> assigned(n, 0);
+  std::deque<int> queue;
+  for (std::size_t first = 0; first < n; ++first) {
+    if (assigned[first]) continue;
+    assigned[first] = 1;  // a component's first node keeps its least usage
+    queue.push_back(static_cast<int>(first));
+    while (!queue.empty()) {
+      const int u = queue.front();
+      queue.pop_front();
+      for (const Arc& arc : view.arcs_[static_cast<std::size_t>(u)]) {
+        const auto v = static_cast<std::size_t>(arc.other);
+        if (assigned[v]) continue;
+        const ShardingNode& node = core.nodes[v];
+        // (near-forbidden terms against assigned neighbours, usage, cost): lexicographically least.
+        std::tuple<int, std::int64_t, WideCost> best{std::numeric_limits<int>::max(), 0, 0};
+        for (std::size_t s = 0; s < node.costs.size(); ++s) {
+          int marks = node.costs[s] >= kNearForbidden;
+          WideCost cost = priced(node.costs[s]);
+          for (const Arc& back : view.arcs_[v]) {
+            if (!assigned[static_cast<std::size_t>(back.other)]) continue;
+            const WideCost c =
+                view.arc_cost(back, static_cast<int>(s), choice.strategies[static_cast<std::size_t>(back.other)]);
+            marks += c >= WideCost{kNearForbidden};
+            cost += c;
+          }
+          const std::tuple<int, std::int64_t, WideCost> key{marks, node.usages[s], cost};
+          if (key < best) {
+            best = key;
+            choice.strategies[v] = static_cast<int>(s);
+          }
+        }
+        assigned[v] = 1;
+        queue.push_back(static_cast<int>(v));
+      }
+    }
   }
   return choice;
 }
@@ -297,8 +342,8 @@ void LocalSearch::run(const LocalSearchLimits& limits, const std::function<void(
   std::vector<int> marked;  // free nodes paying a near-forbidden cost, refreshed now and then
   for (;;) {
     if (limits.iterations > 0 && iterations_ >= limits.iterations) break;
+    if (limits.deadline && std::chrono::steady_clock::now() >= *limits.deadline) break;
     if (iterations_ % 256 == 0) {
-      if (limits.deadline && std::chrono::steady_clock::now() >= *limits.deadline) break;
       if (report) report(iterations_, best_cost_);
       marked = near_forbidden_nodes();
     }
@@ -307,7 +352,10 @@ void LocalSearch::run(const LocalSearchLimits& limits, const std::function<void(
     // means re-choosing a long-lived node together with all its neighbours.
     const bool targeted = !marked.empty() && rng_() % 2 == 0;
     const int root = targeted ? marked[rng_() % marked.size()] : free_nodes_[pick(rng_)];
-    if (tree_move(root, targeted ? large_tree(rng_) : tree_size(rng_))) keep_best();
+    const bool region = limits.region_every > 0 && (targeted || iterations_ % limits.region_every == 0);
+    const bool moved = region ? region_move(root, limits.region_nodes, limits.deadline)
+                              : tree_move(root, targeted ? large_tree(rng_) : tree_size(rng_));
+    if (moved) keep_best();
   }
   keep_best();
 }

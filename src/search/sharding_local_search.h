@@ -4,6 +4,8 @@
 // edge pairs aside, which it then pays a large penalty to leave) and keeps every step under the limit:
 //  - best response: one node moves to its best strategy given its neighbours, if the usage profile
 //    over its interval has room;
+//  - region moves: a region with cycles (where permutation-like edge tables tie nodes round a loop)
+//    re-chosen by the MILP, aimed first at near-forbidden costs;
 //  - tree moves (large-neighbourhood): a random tree of nodes grown around a node is re-chosen
 //    exactly by dynamic programming with the rest fixed; when the exact optimum overflows the limit,
 //    again with usage increases priced high (which trades near-forbidden costs for the least usage),
@@ -34,6 +36,8 @@ struct LocalSearchLimits {
   std::int64_t iterations = 0;  // tree moves; 0: no bound
   std::optional<std::chrono::steady_clock::time_point> deadline;
   int max_tree_nodes = 48;      // a tree move's size is drawn from [2, max_tree_nodes]
+  int region_nodes = 40;        // a region move's size
+  int region_every = 32;        // one move in this many is a region move (targeted ones: every other)
 };
 
 class LocalSearch {
@@ -45,6 +49,10 @@ class LocalSearch {
   // Per node, the strategy of least usage (least cost among equals) among those costing less than
   // `cost_below` (all of them when none does).
   static ShardingChoice least_usage(const ShardingProblem& core, std::int64_t cost_below = kForbidden);
+  // Nodes taken breadth-first, each picking the strategy with the fewest near-forbidden costs against
+  // the neighbours already picked, then the least usage, then the least cost: edge tables that permute
+  // strategies (a tensor and its consumers sharded alike) are followed instead of contradicted.
+  static ShardingChoice consistent_start(const ShardingProblem& core);
 
   // Improves the current choice until the limits; `report(iterations, best cost)` is called now and then.
   void run(const LocalSearchLimits& limits, const std::function<void(std::int64_t, WideCost)>& report);
@@ -70,6 +78,11 @@ class LocalSearch {
   std::vector<int> near_forbidden_nodes() const;
   void sweep();
   bool tree_move(int root, int size);
+  // Re-chooses a region grown around `root` (cycles included) exactly by the MILP, the rest fixed and its
+  // usage profile a background; in sharding_region_milp.cc.
+  bool region_move(int root, int size, std::optional<std::chrono::steady_clock::time_point> deadline);
+  // The cost of the nodes marked in in_tree_ and of every arc with an end among them.
+  WideCost marked_cost(const std::vector<int>& nodes) const;
   // Solves the tree exactly; `allowed(u, s)` filters strategies, `surcharge(u, s)` (may be empty) adds to
   // node costs. Returns the new strategies (by order) and the optimum in `value`.
   std::optional<std::vector<int>> solve_tree(const std::vector<int>& order, const std::vector<int>& parent_arc,

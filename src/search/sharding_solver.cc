@@ -82,7 +82,10 @@ Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const So
 
   // The least-usage start, first without near-forbidden strategies; if even the plain one overflows,
   // no choice fits.
-  ShardingChoice start = LocalSearch::least_usage(core, kNearForbidden);
+  // Starts, best first: the consistent one, least usage without near-forbidden strategies, least usage.
+  // If even the last overflows, no choice fits.
+  ShardingChoice start = LocalSearch::consistent_start(core);
+  if (!LocalSearch(core, options.seed).start_from(start)) start = LocalSearch::least_usage(core, kNearForbidden);
   if (!LocalSearch(core, options.seed).start_from(start)) {
     start = LocalSearch::least_usage(core);
     LocalSearch least(core, options.seed);

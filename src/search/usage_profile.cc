@@ -12,6 +12,7 @@ UsageProfile::UsageProfile(const ShardingProblem& problem) {
   std::sort(starts.begin(), starts.end());
   starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
   points_ = starts.size();
+  times_ = starts;
   first_.resize(problem.nodes.size());
   last_.resize(problem.nodes.size());
   for (std::size_t i = 0; i < problem.nodes.size(); ++i) {
@@ -34,6 +35,13 @@ std::int64_t UsageProfile::max_over(int node) const {
   const auto i = static_cast<std::size_t>(node);
   if (first_[i] >= last_[i]) return 0;
   return max(1, 0, points_, first_[i], last_[i]);
+}
+
+std::optional<std::int64_t> UsageProfile::max_between(std::int64_t from, std::int64_t to) const {
+  const auto a = static_cast<std::size_t>(std::lower_bound(times_.begin(), times_.end(), from) - times_.begin());
+  const auto b = static_cast<std::size_t>(std::lower_bound(times_.begin(), times_.end(), to) - times_.begin());
+  if (a >= b) return std::nullopt;
+  return max(1, 0, points_, a, b);
 }
 
 void UsageProfile::add(std::size_t v, std::size_t lo, std::size_t hi, std::size_t a, std::size_t b,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "loom/search/sharding_problem.h"
@@ -18,12 +19,15 @@ class UsageProfile {
   void add(int node, std::int64_t delta);
   // The largest usage over node i's interval (0 when it is empty).
   std::int64_t max_over(int node) const;
+  // The largest usage over the points in [from, to) (nullopt when none lies there).
+  std::optional<std::int64_t> max_between(std::int64_t from, std::int64_t to) const;
   std::int64_t peak() const { return tree_.empty() ? 0 : tree_[1]; }
 
  private:
   void add(std::size_t v, std::size_t lo, std::size_t hi, std::size_t a, std::size_t b, std::int64_t delta);
   std::int64_t max(std::size_t v, std::size_t lo, std::size_t hi, std::size_t a, std::size_t b) const;
 
+  std::vector<std::int64_t> times_;       // the points' times, ascending
   std::size_t points_ = 0;
   std::vector<std::size_t> first_, last_;  // per node, its points [first, last)
   std::vector<std::int64_t> tree_;         // max of the subtree, including the pending adds below
