@@ -29,7 +29,10 @@ def contest_best(readme):
 
 def solve(loom, path, timeout, seed):
     cmd = [str(loom), "solve-iopddl", str(path), "--timeout", str(timeout), "--seed", str(seed), "--json"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout * 3 + 120)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout * 3 + 120)
+    except subprocess.TimeoutExpired:
+        return {"error": f"no answer within {timeout * 3 + 120:.0f} s"}
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["exit %d" % done.returncode])[-1]}
     summary = json.loads(done.stdout)

@@ -10,6 +10,12 @@
 #include <vector>
 
 namespace loom::search {
+namespace {
+
+// Simplex iterations one LP may take (Clp otherwise may stall for minutes on a badly scaled region).
+constexpr int kLpIterations = 50'000;
+
+}  // namespace
 
 std::int64_t milp_cells(const ShardingProblem& problem) {
   std::int64_t cells = 0;
@@ -102,7 +108,14 @@ MilpOutcome solve_milp(const ShardingProblem& problem, const ShardingChoice* inc
             row.insert(first_x[u] + static_cast<int>(s), static_cast<double>(node.usages[s] - least));
       }
       const double room = static_cast<double>(problem.usage_limit) - base;
-      if (most > room) add_row(row, -COIN_DBL_MAX, room);
+      if (most <= room) continue;
+      if (room > 0) {  // scaled to a right-hand side of 1: usages (bytes, ~1e10) beside 0/1 rows stall Clp
+        CoinPackedVector scaled;
+        for (int j = 0; j < row.getNumElements(); ++j) scaled.insert(row.getIndices()[j], row.getElements()[j] / room);
+        add_row(scaled, -COIN_DBL_MAX, 1.0);
+      } else {
+        add_row(row, -COIN_DBL_MAX, room);
+      }
     }
   }
 
@@ -110,6 +123,8 @@ MilpOutcome solve_milp(const ShardingProblem& problem, const ShardingChoice* inc
   solver.messageHandler()->setLogLevel(0);
   solver.loadProblem(matrix, lower.data(), upper.data(), objective.data(), row_lower.data(), row_upper.data());
   for (int i = 0; i < x_count; ++i) solver.setInteger(i);
+  solver.setIntParam(OsiMaxNumIteration, kLpIterations);  // a bound on any one LP, whatever its numerics
+  solver.setIntParam(OsiMaxNumIterationHotStart, kLpIterations);
   CbcModel model(solver);
   model.setLogLevel(0);
   model.messageHandler()->setLogLevel(0);
