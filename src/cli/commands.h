@@ -19,6 +19,7 @@ void add_profile_command(CLI::App& app);   // profile_command.cc
 void add_plan_command(CLI::App& app);      // plan_command.cc
 void add_compare_command(CLI::App& app);   // plan_command.cc
 void add_run_command(CLI::App& app);       // run_command.cc
+void add_solve_iopddl_command(CLI::App& app);  // solve_iopddl_command.cc
 
 // Registers the action of a subcommand; run_selected runs the one the user chose and returns the exit code.
 void on_selected(CLI::App* subcommand, std::function<int()> action);

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   loom::cli::add_plan_command(app);
   loom::cli::add_compare_command(app);
   loom::cli::add_run_command(app);
+  loom::cli::add_solve_iopddl_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& help) {  // --help at any level: the help text, exit 0

@@ -1,0 +1,47 @@
+// The sharding solver (DESIGN.md "Search", intra-stage sharding): picks one strategy per node of a
+// ShardingProblem, minimising node + edge cost under the usage limit. Steps, each in its own file:
+//   presolve (src/search/sharding_presolve.h): dominated strategies dropped, fixed nodes folded into
+//     their neighbours, usage-neutral nodes of degree <= 2 eliminated exactly (chains followed);
+//   exact MILP (sharding_milp.h, COIN-OR CBC) when the presolved problem is small;
+//   otherwise local search (sharding_local_search.h) from the least-usage choice: best responses and
+//     exact tree moves under an incrementally kept usage profile, one independent search per thread
+//     with its own seed, the best kept.
+// The result is checked by evaluate_choice, the independent evaluator.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "loom/core/error.h"
+#include "loom/search/progress_line.h"
+#include "loom/search/sharding_problem.h"
+
+namespace loom::search {
+
+struct SolveOptions {
+  double timeout_seconds = 0;        // wall-clock bound of the search; 0: none. Results then depend on timing.
+  std::int64_t iterations = 0;       // tree moves per local search; 0: none (with no timeout: 20000)
+  std::uint64_t seed = 1;            // search t uses seed + t
+  int threads = 2;                   // independent local searches run side by side
+  std::int64_t milp_max_cells = 400'000;  // the MILP is used when the presolved problem's strategies + edge
+                                         // cells are at most this; 0: never
+  std::int64_t milp_node_limit = 20'000; // CBC's branch-and-bound nodes (not proven optimal beyond)
+  ProgressLine* progress = nullptr;  // reports "local search" iterations and the best cost; may be null
+};
+
+struct ShardingResult {
+  ShardingChoice choice;
+  ChoiceCost cost;                   // evaluate_choice's
+  std::string method;                // "milp" or "local search"
+  bool proven_optimal = false;       // the MILP closed its gap
+  std::int64_t iterations = 0;       // tree moves, summed over the searches
+  int free_nodes = 0;                // nodes left with more than one strategy after presolve
+  int nodes_eliminated = 0;          // by presolve's series reduction
+  std::int64_t strategies_dropped = 0;
+};
+
+// Errors: a problem check_problem rejects; a node whose every strategy is forbidden; no choice found
+// under the usage limit (the least-usage choice exceeds it, or every found choice pays for a forbidden pair).
+Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const SolveOptions& options);
+
+}  // namespace loom::search

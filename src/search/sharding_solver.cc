@@ -1,0 +1,185 @@
+#include "loom/search/sharding_solver.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "sharding_local_search.h"
+#include "sharding_milp.h"
+#include "sharding_presolve.h"
+
+namespace loom::search {
+namespace {
+
+constexpr std::int64_t kDefaultIterations = 20'000;
+// A problem small enough for the MILP gets this share of the budget for the local search's incumbent.
+constexpr double kIncumbentShare = 0.2;
+constexpr std::int64_t kIncumbentIterations = 5'000;
+// The share of the budget for removing the start's near-forbidden costs.
+constexpr double kMarkerShare = 0.15;
+
+std::string cost_text(WideCost cost) {
+  return cost > WideCost{kForbidden} ? std::string("over 2^63") : fmt::format("{}", static_cast<std::int64_t>(cost));
+}
+
+struct SearchOutcome {
+  ShardingChoice best;
+  WideCost cost = 0;
+  bool forbidden = true;
+  std::int64_t iterations = 0;
+};
+
+// The feasibility-first problem: near-forbidden costs stay, every other cost becomes the strategy's
+// usage, so a search on it removes near-forbidden choices while keeping usage least.
+ShardingProblem marker_problem(const ShardingProblem& core) {
+  ShardingProblem out = core;
+  for (ShardingNode& node : out.nodes)
+    for (std::size_t s = 0; s < node.costs.size(); ++s)
+      if (node.costs[s] < kNearForbidden) node.costs[s] = node.start < node.end ? node.usages[s] : 0;
+  for (ShardingEdge& edge : out.edges)
+    for (std::int64_t& c : edge.costs)
+      if (c < kNearForbidden) c = 0;
+  return out;
+}
+
+bool has_near_forbidden(const ShardingProblem& core, const ShardingChoice& choice) {
+  for (std::size_t i = 0; i < core.nodes.size(); ++i)
+    if (core.nodes[i].costs[static_cast<std::size_t>(choice.strategies[i])] >= kNearForbidden) return true;
+  for (const ShardingEdge& edge : core.edges) {
+    const std::size_t kt = core.nodes[static_cast<std::size_t>(edge.to)].costs.size();
+    if (edge.costs[static_cast<std::size_t>(choice.strategies[static_cast<std::size_t>(edge.from)]) * kt +
+                   static_cast<std::size_t>(choice.strategies[static_cast<std::size_t>(edge.to)])] >= kNearForbidden)
+      return true;
+  }
+  return false;
+}
+
+SearchOutcome local_search(const ShardingProblem& core, const ShardingChoice& start, std::uint64_t seed,
+                           const LocalSearchLimits& limits, ProgressLine* progress) {
+  LocalSearch search(core, seed);
+  search.start_from(start);
+  std::function<void(std::int64_t, WideCost)> report;
+  if (progress)
+    report = [&](std::int64_t done, WideCost best) {
+      progress->update(Progress{"local search", done, limits.iterations, "cost " + cost_text(best)});
+    };
+  search.run(limits, report);
+  return SearchOutcome{search.best(), search.best_cost(), search.best_forbidden(), search.iterations()};
+}
+
+}  // namespace
+
+Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const SolveOptions& options) {
+  LOOM_RETURN_IF_ERROR(check_problem(problem));
+  const auto started = std::chrono::steady_clock::now();
+  LOOM_ASSIGN_OR_RETURN(Presolved presolved, presolve(problem));
+  const ShardingProblem& core = presolved.core;
+  ShardingResult result;
+  result.free_nodes = presolved.free_nodes;
+  result.nodes_eliminated = presolved.nodes_eliminated;
+  result.strategies_dropped = presolved.strategies_dropped;
+
+  // The least-usage start, first without near-forbidden strategies; if even the plain one overflows,
+  // no choice fits.
+  // Starts, best first: the consistent one, least usage without near-forbidden strategies, least usage.
+  // If even the last overflows, no choice fits.
+  ShardingChoice start = LocalSearch::consistent_start(core);
+  if (!LocalSearch(core, options.seed).start_from(start)) start = LocalSearch::least_usage(core, kNearForbidden);
+  if (!LocalSearch(core, options.seed).start_from(start)) {
+    start = LocalSearch::least_usage(core);
+    LocalSearch least(core, options.seed);
+    if (!least.start_from(start))
+      return fail(fmt::format("{}: no choice fits the usage limit of {}: even with every node at its least usage "
+                              "the peak is {}",
+                              problem.name.empty() ? "the problem" : fmt::format("problem '{}'", problem.name),
+                              problem.usage_limit, least.peak()),
+                  "raise usage_limit or give the nodes strategies of smaller usage");
+  }
+
+  // A problem small enough for the MILP: the local search only finds its incumbent.
+  const bool use_milp = options.milp_max_cells > 0 && milp_cells(core) <= options.milp_max_cells;
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  if (options.timeout_seconds > 0)
+    deadline = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                             std::chrono::duration<double>(options.timeout_seconds));
+  LocalSearchLimits limits;
+  limits.iterations = options.iterations;
+  limits.deadline = deadline;
+  if (limits.iterations == 0 && !limits.deadline) limits.iterations = kDefaultIterations;
+  if (use_milp) {
+    if (limits.iterations > 0) limits.iterations = std::min(limits.iterations, kIncumbentIterations);
+    if (deadline)
+      limits.deadline = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                      std::chrono::duration<double>(options.timeout_seconds * kIncumbentShare));
+  }
+
+  // Feasibility first: when the start pays near-forbidden costs, a share of the budget removes them.
+  if (has_near_forbidden(core, start)) {
+    const ShardingProblem markers = marker_problem(core);
+    LocalSearchLimits first = limits;
+    if (first.iterations > 0) first.iterations = std::max<std::int64_t>(1, first.iterations / 4);
+    if (deadline)
+      first.deadline = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                     std::chrono::duration<double>(options.timeout_seconds * kMarkerShare));
+    start = local_search(markers, start, options.seed, first, options.progress).best;
+  }
+
+  // Independent searches side by side (seed + t), the best kept; ties go to the lower seed.
+  const int threads = std::max(1, options.threads);
+  std::vector<SearchOutcome> outcomes(static_cast<std::size_t>(threads));
+  {
+    std::vector<std::jthread> workers;
+    for (int t = 1; t < threads; ++t)
+      workers.emplace_back([&, t] {
+        outcomes[static_cast<std::size_t>(t)] =
+            local_search(core, start, options.seed + static_cast<std::uint64_t>(t), limits, nullptr);
+      });
+    outcomes[0] = local_search(core, start, options.seed, limits, options.progress);
+  }
+  const SearchOutcome* best = &outcomes[0];
+  for (const SearchOutcome& o : outcomes) {
+    result.iterations += o.iterations;
+    if (o.cost < best->cost) best = &o;
+  }
+  ShardingChoice core_choice = best->best;
+  bool have_choice = !best->forbidden;
+  result.method = "local search";
+
+  if (use_milp) {
+    double seconds = 0;
+    if (deadline)
+      seconds = std::max(1.0, std::chrono::duration<double>(*deadline - std::chrono::steady_clock::now()).count());
+    if (options.progress) options.progress->update(Progress{"milp", 0, 0, "cost " + cost_text(best->cost)});
+    MilpOutcome milp = solve_milp(core, have_choice ? &core_choice : nullptr, options.milp_node_limit, seconds);
+    if (milp.choice) {
+      auto milp_cost = evaluate_choice(core, *milp.choice);
+      auto ls_cost = evaluate_choice(core, core_choice);
+      if (milp_cost && (!have_choice || !ls_cost || milp_cost->total <= ls_cost->total)) {
+        core_choice = *milp.choice;
+        have_choice = true;
+        result.method = "milp";
+      }
+    }
+    result.proven_optimal = milp.proven_optimal && have_choice;
+    if (milp.proven_optimal && !milp.choice && !have_choice)
+      return fail(fmt::format("{}: no choice avoids the forbidden strategy pairs within the usage limit of {}",
+                              problem.name.empty() ? "the problem" : fmt::format("problem '{}'", problem.name),
+                              problem.usage_limit),
+                  "allow more strategy pairs or raise usage_limit");
+  }
+  if (!have_choice)
+    return fail(fmt::format("{}: no choice found that avoids every forbidden strategy pair within the usage limit",
+                            problem.name.empty() ? "the problem" : fmt::format("problem '{}'", problem.name)),
+                "search longer (--timeout, --iterations), or allow more strategy pairs");
+  result.choice = recover_choice(presolved, core_choice);
+  auto cost = evaluate_choice(problem, result.choice);
+  if (!cost)
+    return fail(fmt::format("the solver's choice fails the evaluator: {}", cost.error().message),
+                "this is a bug in the solver; please report it with the instance");
+  result.cost = *cost;
+  if (options.progress) options.progress->finish();
+  return result;
+}
+
+}  // namespace loom::search

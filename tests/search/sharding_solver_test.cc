@@ -1,0 +1,166 @@
+#include "loom/search/sharding_solver.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <random>
+
+namespace loom::search {
+namespace {
+
+// A random small problem: parallel edges, forbidden entries and (mostly) a usage limit between the
+// least and the largest possible peak, so that some cases bind and a few are infeasible.
+ShardingProblem random_problem(std::mt19937_64& rng) {
+  auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  ShardingProblem p;
+  const int n = draw(1, 7);
+  for (int i = 0; i < n; ++i) {
+    ShardingNode node;
+    node.start = draw(0, 8);
+    node.end = node.start + draw(0, 4);
+    const int k = draw(1, 3);
+    for (int s = 0; s < k; ++s) {
+      node.costs.push_back(draw(0, 19) == 0 ? kForbidden : draw(0, 50));
+      node.usages.push_back(draw(0, 29) == 0 ? kForbidden : draw(0, 10));
+    }
+    p.nodes.push_back(node);
+  }
+  const int m = draw(0, n + 3);
+  for (int e = 0; e < m && n > 1; ++e) {
+    ShardingEdge edge;
+    edge.from = draw(0, n - 1);
+    do edge.to = draw(0, n - 1); while (edge.to == edge.from);
+    const std::size_t cells = p.nodes[static_cast<std::size_t>(edge.from)].costs.size() *
+                              p.nodes[static_cast<std::size_t>(edge.to)].costs.size();
+    for (std::size_t c = 0; c < cells; ++c) edge.costs.push_back(draw(0, 14) == 0 ? kForbidden : draw(0, 40));
+    p.edges.push_back(edge);
+  }
+  p.usage_limit = draw(0, 4) == 0 ? kForbidden : draw(0, 25);
+  return p;
+}
+
+// The optimum by enumerating every choice, or nullopt when none passes the evaluator.
+std::optional<std::int64_t> exhaustive_optimum(const ShardingProblem& p) {
+  ShardingChoice choice{std::vector<int>(p.nodes.size(), 0)};
+  std::optional<std::int64_t> best;
+  for (;;) {
+    if (auto cost = evaluate_choice(p, choice); cost && (!best || cost->total < *best)) best = cost->total;
+    std::size_t i = 0;
+    while (i < p.nodes.size() && ++choice.strategies[i] == static_cast<int>(p.nodes[i].costs.size()))
+      choice.strategies[i++] = 0;
+    if (i == p.nodes.size()) return best;
+  }
+}
+
+SolveOptions budget(std::int64_t iterations) {
+  SolveOptions options;
+  options.iterations = iterations;
+  return options;
+}
+
+TEST(SolveSharding, FindsTheExhaustiveOptimumOnRandomSmallProblems) {
+  std::mt19937_64 rng(15);
+  int feasible = 0, infeasible = 0, binding = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const ShardingProblem p = random_problem(rng);
+    const std::optional<std::int64_t> optimum = exhaustive_optimum(p);
+    const Expected<ShardingResult> result = solve_sharding(p, budget(200));
+    if (!optimum) {
+      EXPECT_FALSE(result.has_value()) << "trial " << trial << ": no choice is feasible, but the solver found one";
+      ++infeasible;
+      continue;
+    }
+    ASSERT_TRUE(result.has_value()) << "trial " << trial << ": " << result.error().to_string();
+    ++feasible;
+    EXPECT_EQ(result->cost.total, *optimum) << "trial " << trial;
+    const Expected<ChoiceCost> check = evaluate_choice(p, result->choice);
+    ASSERT_TRUE(check.has_value()) << check.error().to_string();
+    EXPECT_EQ(check->total, result->cost.total);
+    if (p.usage_limit != kForbidden && check->peak_usage == p.usage_limit) ++binding;
+  }
+  EXPECT_GT(feasible, 200);
+  EXPECT_GT(infeasible, 10);
+  EXPECT_GT(binding, 20);  // the limit decides many cases
+}
+
+TEST(SolveSharding, LocalSearchAloneStaysFeasibleAndNeverBeatsTheOptimum) {
+  std::mt19937_64 rng(16);
+  int optimal = 0, solved = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const ShardingProblem p = random_problem(rng);
+    const std::optional<std::int64_t> optimum = exhaustive_optimum(p);
+    SolveOptions options = budget(300);
+    options.milp_max_cells = 0;
+    const Expected<ShardingResult> result = solve_sharding(p, options);
+    if (!result) continue;  // it may miss a choice avoiding forbidden pairs; never claims a wrong one
+    ASSERT_TRUE(optimum.has_value()) << "trial " << trial;
+    ASSERT_TRUE(evaluate_choice(p, result->choice).has_value()) << "trial " << trial;
+    EXPECT_GE(result->cost.total, *optimum);
+    ++solved;
+    optimal += result->cost.total == *optimum;
+  }
+  EXPECT_GT(solved, 150);
+  EXPECT_GT(optimal, solved * 3 / 4) << optimal << " of " << solved;
+}
+
+// A chain whose every node can save cost by using more memory, under a limit that lets only some do.
+ShardingProblem tight_chain(int n, std::int64_t limit) {
+  ShardingProblem p;
+  for (int i = 0; i < n; ++i) p.nodes.push_back({"", i, i + 3, {10, 1}, {1, 4}});
+  for (int i = 0; i + 1 < n; ++i) p.edges.push_back({i, i + 1, {0, 2, 2, 0}});
+  p.usage_limit = limit;
+  return p;
+}
+
+TEST(SolveSharding, StaysUnderATightLimit) {
+  for (std::int64_t limit = 3; limit <= 12; limit += 3) {
+    const ShardingProblem p = tight_chain(40, limit);  // three nodes live at once: least usage 3
+    SolveOptions options = budget(500);
+    options.milp_max_cells = 0;  // the local search's own feasibility
+    const Expected<ShardingResult> result = solve_sharding(p, options);
+    ASSERT_TRUE(result.has_value()) << result.error().to_string();
+    EXPECT_LE(result->cost.peak_usage, limit);
+    EXPECT_TRUE(evaluate_choice(p, result->choice).has_value());
+  }
+}
+
+TEST(SolveSharding, RefusesALimitBelowTheLeastUsageNamingThePeak) {
+  const Expected<ShardingResult> result = solve_sharding(tight_chain(10, 2), budget(10));
+  ASSERT_FALSE(result.has_value());
+  EXPECT_NE(result.error().message.find("no choice fits the usage limit of 2"), std::string::npos)
+      << result.error().message;
+  EXPECT_NE(result.error().message.find("the peak is 3"), std::string::npos) << result.error().message;
+}
+
+TEST(SolveSharding, RefusesANodeWhoseStrategiesAreAllForbidden) {
+  ShardingProblem p = tight_chain(3, 100);
+  p.nodes[1].costs = {kForbidden, kForbidden};
+  const Expected<ShardingResult> result = solve_sharding(p, budget(10));
+  ASSERT_FALSE(result.has_value());
+  EXPECT_NE(result.error().message.find("node 1: every strategy is forbidden"), std::string::npos)
+      << result.error().message;
+}
+
+TEST(SolveSharding, IsDeterministicForASeedAndABudget) {
+  std::mt19937_64 rng(17);
+  ShardingProblem p = tight_chain(300, 500);
+  for (ShardingNode& node : p.nodes) {
+    node.costs = {static_cast<std::int64_t>(rng() % 100), static_cast<std::int64_t>(rng() % 100), 5};
+    node.usages = {1, 3, static_cast<std::int64_t>(rng() % 5)};
+  }
+  for (ShardingEdge& edge : p.edges) {
+    edge.costs.clear();
+    for (int c = 0; c < 9; ++c) edge.costs.push_back(static_cast<std::int64_t>(rng() % 50));
+  }
+  p.usage_limit = 7;
+  SolveOptions options = budget(3'000);
+  options.milp_max_cells = 0;
+  const auto first = solve_sharding(p, options);
+  const auto second = solve_sharding(p, options);
+  ASSERT_TRUE(first.has_value() && second.has_value());
+  EXPECT_EQ(first->choice.strategies, second->choice.strategies);
+  EXPECT_EQ(first->iterations, 2 * 3'000);  // two searches, the whole budget each
+}
+
+}  // namespace
+}  // namespace loom::search
