@@ -1,6 +1,7 @@
 // Pipeline schedules as order requests (order_pipeline.h).
 #include "loom/search/order_pipeline.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -109,8 +110,29 @@ Expected<PipelineRequest> pipeline_request(const PipelineOrderShape& shape) {
   return out;
 }
 
+Expected<std::vector<std::vector<int>>> pipeline_order(const PipelineRequest& pipeline,
+                                                       const std::vector<std::vector<plan::Block>>& devices) {
+  std::vector<std::vector<int>> order(devices.size());
+  for (std::size_t d = 0; d < devices.size(); ++d)
+    for (const plan::Block& block : devices[d]) {
+      const auto it = std::ranges::find(pipeline.blocks, block);
+      if (it == pipeline.blocks.end())
+        return fail(fmt::format("pipeline order: device {} runs {} of stage {}, which the request does not have", d,
+                                plan::to_string(block), block.stage));
+      order[d].push_back(static_cast<int>(it - pipeline.blocks.begin()));
+    }
+  return order;
+}
+
 Expected<PipelineOrder> search_pipeline_order(const PipelineOrderShape& shape) {
   LOOM_ASSIGN_OR_RETURN(PipelineRequest pipeline, pipeline_request(shape));
+  if (shape.table7 && shape.passes >= 2 && shape.pilot_upper_bound) {
+    LOOM_ASSIGN_OR_RETURN(const plan::ThreeFOneBSearch pilot,
+                          plan::search_three_f_one_b(shape.devices, shape.passes, shape.micro_batches, shape.costs));
+    LOOM_ASSIGN_OR_RETURN(auto order, pipeline_order(pipeline, pilot.devices));
+    LOOM_ASSIGN_OR_RETURN(const OrderEvaluation kept, evaluate_order(pipeline.request, order));
+    if (kept.violations.empty()) pipeline.request.initial_order = std::move(order);
+  }
   PipelineOrder out;
   LOOM_ASSIGN_OR_RETURN(out.solution, solve_order(pipeline.request));
   out.ticks_per_unit = pipeline.ticks_per_unit;

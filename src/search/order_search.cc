@@ -98,8 +98,8 @@ Expected<std::pair<std::vector<std::vector<int>>, OrderEvaluation>> timed(const 
                                                                            std::vector<std::vector<int>> order) {
   LOOM_ASSIGN_OR_RETURN(OrderEvaluation evaluation, evaluate_order(request, order));
   if (!evaluation.violations.empty())
-    return fail(fmt::format("order search: the order found breaks {}", join(evaluation.violations, "; ")),
-                "report this: the model and the evaluator disagree");
+    return fail(fmt::format("order search: the order breaks {}", join(evaluation.violations, "; ")),
+                "an initial order must keep every constraint; else report this: the model and the evaluator disagree");
   return std::pair{std::move(order), std::move(evaluation)};
 }
 
@@ -125,6 +125,10 @@ Expected<OrderSolution> solve_order(const OrderRequest& request) {
     best = std::move(found.second);
     return true;
   };
+  if (!request.initial_order.empty()) {
+    LOOM_ASSIGN_OR_RETURN(auto found, with_context(timed(request, request.initial_order), "the initial order"));
+    keep(std::move(found));
+  }
   if (auto greedy = request.greedy_upper_bound ? greedy_order(request, graph) : std::nullopt) {
     LOOM_ASSIGN_OR_RETURN(auto found, timed(request, std::move(*greedy)));
     keep(std::move(found));

@@ -107,6 +107,35 @@ TEST(SolveOrder, IsDeterministic) {
   }
 }
 
+// An initial order is the answer's upper bound; one that breaks a constraint is refused, named.
+TEST(SolveOrder, StartsFromAValidInitialOrderAndRefusesABrokenOne) {
+  std::mt19937 rng(21);
+  int checked = 0;
+  for (int i = 0; i < 100; ++i) {
+    OrderRequest r = random_request(rng);
+    r.greedy_upper_bound = false;
+    const Expected<OrderSolution> plain = solve_order(r);
+    if (!plain) continue;
+    // The optimum's order is kept; reversed per device it is mostly invalid.
+    r.initial_order = plain->order;
+    const Expected<OrderSolution> from_it = solve_order(r);
+    ASSERT_TRUE(from_it) << from_it.error().to_string();
+    EXPECT_EQ(from_it->makespan, plain->makespan) << i;
+    EXPECT_TRUE(from_it->proven_optimal) << i;
+    for (auto& blocks : r.initial_order) std::ranges::reverse(blocks);
+    const Expected<OrderEvaluation> e = evaluate_order(r, r.initial_order);
+    ASSERT_TRUE(e) << e.error().to_string();
+    const Expected<OrderSolution> broken = solve_order(r);
+    ASSERT_EQ(broken.has_value(), e->violations.empty()) << i;
+    if (!broken) {
+      EXPECT_NE(broken.error().message.find("the initial order: order search: the order breaks"), std::string::npos)
+          << broken.error().to_string();
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 20);
+}
+
 // x, y on one device; z and w on another. The constraints x -> y, y -> z, z -> x form a cycle.
 TEST(SolveOrder, NamesACycleOfOrderConstraints) {
   OrderRequest r;

@@ -40,6 +40,9 @@ struct PipelineOrderShape {
   std::vector<std::int64_t> memory_caps;  // per device, in activation units; empty: 1F1B's S - d
   OrderBudget budget;
   bool greedy_upper_bound = true;  // OrderRequest's
+  // With table7 and P >= 2: the pilot search's template (plan::search_three_f_one_b) as the initial
+  // order where it keeps the request's constraints and caps, so the answer is never slower than it.
+  bool pilot_upper_bound = true;
 };
 
 struct PipelineRequest {
@@ -51,6 +54,10 @@ struct PipelineRequest {
 // Errors: fewer than 1 device, pass or micro-batch; a cost not above 0 (W only when split) or not finite;
 // caps not one per device.
 Expected<PipelineRequest> pipeline_request(const PipelineOrderShape& shape);
+
+// A template as an order of the request's blocks. Errors: a block the request does not have.
+Expected<std::vector<std::vector<int>>> pipeline_order(const PipelineRequest& pipeline,
+                                                       const std::vector<std::vector<plan::Block>>& devices);
 
 struct PipelineOrder {
   std::vector<std::vector<plan::Block>> devices;  // per device, its blocks in order (a template)

@@ -46,8 +46,8 @@ struct OrderConstraint {
 // point on every machine (deterministic); the wall clock is a guard that, when it is what stops the
 // search, makes the result depend on the machine.
 struct OrderBudget {
-  std::uint64_t resource_limit = 20'000'000;  // Z3's rlimit per solver call (0: none)
-  double seconds = 10;                        // the whole search (0: none)
+  std::uint64_t resource_limit = 5'000'000;  // Z3's rlimit per solver call (0: none); ~2 s on this box
+  double seconds = 10;                       // the whole search (0: none)
 };
 
 struct OrderRequest {
@@ -60,6 +60,9 @@ struct OrderRequest {
   // Whether the search starts from the greedy order's makespan (order_bounds.h); off, the solver finds
   // every order itself (to measure it, and where the greedy would only slow it down).
   bool greedy_upper_bound = true;
+  // A known order (a template's, a pilot search's): the search starts from the better of it and the
+  // greedy's, so its answer is never slower. Empty: none.
+  std::vector<std::vector<int>> initial_order;
 };
 
 // "block 3 ('F3 s2')" or "block 3".

@@ -30,12 +30,13 @@ struct OrderSolution {
   std::int64_t makespan = 0;
   std::int64_t lower_bound = 0;         // no order ends before this (raised by every unsat answer)
   bool proven_optimal = false;          // lower_bound == makespan
-  bool from_solver = false;             // Z3 found the order (else the greedy's stood: the budget ran out)
+  bool from_solver = false;             // Z3 found the order (else the greedy's or the initial order stood)
   int solver_calls = 0;
   int decided_pairs = 0;                // pairs of one device's blocks left for the solver to order
 };
 
-// Errors: a request check_request refuses; constraints (with the data flow and the memory caps) that no
+// Errors: a request check_request refuses; an initial order evaluate_order refuses or finds violations in;
+// constraints (with the data flow and the memory caps) that no
 // order satisfies, naming a minimal conflicting set; a budget spent before any order was found.
 Expected<OrderSolution> solve_order(const OrderRequest& request);
 
