@@ -7,10 +7,13 @@
 //   o_ab ? s_b >= s_a + duration(a) : s_a >= s_b + duration(b)  for two blocks of one device not already
 //                                                             ordered by a path (one Boolean per pair)
 //   holds(b) + sum over a != b on b's device of holds(a) [a before b] - holds(a) [release(a) before b] <= cap
-//                                                             for every block b that holds memory
-// Bound tightening: a greedy order (order_bounds.h) gives an upper bound, the critical path and the
-// one-machine relaxation a lower bound; the solver is asked for C <= T, first at the lower bound (proving
-// the optimum at once where it is tight), then bisecting. Every answer is re-timed by evaluate_order, the
+//                                                             for every block b that holds memory, or, on a
+//                                                             device whose holders are first in first out,
+//                                                             the same as order edges (memory_edges)
+// Bound tightening: a greedy order (order_bounds.h) and the request's initial order give an upper bound,
+// the critical path and the one-machine relaxation a lower bound; the solver is asked for C <= T, first at
+// the lower bound (proving the optimum at once where it is tight), then bisecting; for each T the pairs
+// whose time windows allow one order are fixed first (window_graph), which refutes some T without a call. Every answer is re-timed by evaluate_order, the
 // independent evaluator. When no order satisfies the constraints, the error names a minimal conflicting
 // set of them (Z3's unsat core, shrunk one constraint at a time). Deterministic: a fixed seed, one
 // thread, and the budget counted in Z3's resource units (order_request.h, OrderBudget).
