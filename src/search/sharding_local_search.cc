@@ -263,18 +263,7 @@ bool LocalSearch::tree_move(int root, int size) {
     }
   }
   // The tree's cost at the current strategies: its nodes and every arc with an end in it.
-  auto tree_cost = [&] {
-    WideCost cost = 0;
-    for (int u : order) {
-      const int s = current_.strategies[static_cast<std::size_t>(u)];
-      cost += node_cost(u, s);
-      for (const Arc& arc : arcs_[static_cast<std::size_t>(u)]) {
-        const int t = current_.strategies[static_cast<std::size_t>(arc.other)];
-        if (!in_tree_[static_cast<std::size_t>(arc.other)] || arc.from) cost += arc_cost(arc, s, t);
-      }
-    }
-    return cost;
-  };
+  auto tree_cost = [&] { return marked_cost(order); };
   const WideCost present = tree_cost();
   auto usage_of = [&](int u, int s) { return core_.nodes[static_cast<std::size_t>(u)].usages[static_cast<std::size_t>(s)]; };
   auto increase = [&](int u, int s) { return usage_of(u, s) - usage_of(u, current_.strategies[static_cast<std::size_t>(u)]); };
