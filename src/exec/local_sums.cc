@@ -21,7 +21,8 @@ struct BoxSums {
 
 }  // namespace
 
-std::optional<std::vector<LocalSum>> plan_local_sums(const ProgramBuilder& builder, std::span<const BufferId> sources) {
+std::optional<std::vector<LocalSum>> plan_local_sums(const ProgramBuilder& builder, std::span<const BufferId> sources,
+                                                     bool single_parts) {
   std::map<Box, std::map<int, std::vector<BufferId>>> by_box;  // box -> device -> its parts there
   for (BufferId b : sources) by_box[normalized_box(builder.piece(b))][builder.device(b)].push_back(b);
   bool any = false;
@@ -51,14 +52,16 @@ std::optional<std::vector<LocalSum>> plan_local_sums(const ProgramBuilder& build
       sums.push_back({device, parts, std::move(label)});
     }
   }
-  if (!any) return std::nullopt;
+  if (!any && !single_parts) return std::nullopt;
   return sums;
 }
 
 NeedMap<BufferId> summed_in_place(ProgramBuilder& builder, const plan::Plan& plan, ir::OpId op, ir::TensorId tensor,
-                                  std::span<const BufferId> written, const CurrentSums& current) {
-  // What each device reads: one piece per device; the pieces of one box are parts of one count.
-  std::map<int, plan::SubTensor> reads;
+                                  const std::vector<plan::IndexRange>& box_read, std::span<const BufferId> written,
+                                  const CurrentSums& current) {
+  // What each device reads of each box (micro-batches read several): one piece per (device, box); the
+  // pieces of one box are parts of one count.
+  std::map<std::pair<int, Box>, plan::SubTensor> reads;
   std::map<Box, std::vector<int>> readers;  // box -> the devices reading a part of it
   const plan::OpLayout& layout = plan.layouts[op.index()];
   for (plan::SubOpId id : plan.parts[op.index()]) {
@@ -66,7 +69,8 @@ NeedMap<BufferId> summed_in_place(ProgramBuilder& builder, const plan::Plan& pla
     for (std::size_t i = 0; i < s.inputs.size(); ++i) {
       if (s.inputs[i].tensor != tensor || layout.shape_only(i)) continue;
       const plan::SubTensor piece = plan::normalized(s.inputs[i]);
-      const auto [at, fresh] = reads.try_emplace(s.device, piece);
+      if (piece.box != box_read) continue;
+      const auto [at, fresh] = reads.try_emplace({s.device, piece.box}, piece);
       if (piece.value.is_whole() || !(at->second == piece)) return {};
       if (fresh) readers[piece.box].push_back(s.device);
     }
@@ -75,9 +79,10 @@ NeedMap<BufferId> summed_in_place(ProgramBuilder& builder, const plan::Plan& pla
   std::map<std::pair<int, Box>, BufferId> summed;  // (device, box written) -> the device's sum there
   std::map<int, int> sent;                          // by device: the sums it sent
   for (const auto& [box, devices] : readers) {
-    const plan::SubTensor& first = reads.at(devices.front());
+    const auto read = [&](int device) -> const plan::SubTensor& { return reads.at({device, box}); };
+    const plan::SubTensor& first = read(devices.front());
     const std::int64_t count = first.value.count;
-    if (std::ranges::any_of(devices, [&](int d) { return reads.at(d).value.count != count; })) return {};
+    if (std::ranges::any_of(devices, [&](int d) { return read(d).value.count != count; })) return {};
     // The boxes the producers wrote that meet it, each held in several parts on each of its devices: the
     // tp parts' rows where one device reads them all, or rows of a box written whole (a tp-replicated
     // head's partial gradient of the whole table).
@@ -96,7 +101,7 @@ NeedMap<BufferId> summed_in_place(ProgramBuilder& builder, const plan::Plan& pla
     std::vector<BoxSums> per_box;  // aligned with `sources`; its maps point into its sums
     per_box.reserve(sources.size());
     for (const auto& [inner, parts] : sources) {
-      const auto sums = plan_local_sums(builder, parts);
+      const auto sums = plan_local_sums(builder, parts, /*single_parts=*/true);
       if (!sums) return {};
       BoxSums& b = per_box.emplace_back();
       b.sums = *sums;
@@ -117,11 +122,11 @@ NeedMap<BufferId> summed_in_place(ProgramBuilder& builder, const plan::Plan& pla
         const auto it = b.on.find(device);
         if (it == b.on.end()) continue;
         const std::int64_t rank = it->second->label.value.index;
-        const auto [known, fresh] = sum_for.try_emplace(reads.at(device).value.index, rank);
+        const auto [known, fresh] = sum_for.try_emplace(read(device).value.index, rank);
         if (fresh ? !taken.insert(rank).second : known->second != rank) return {};
       }
     for (int device : devices) {
-      const std::int64_t index = reads.at(device).value.index;
+      const std::int64_t index = read(device).value.index;
       if (sum_for.contains(index)) continue;
       std::int64_t rank = 0;
       while (taken.contains(rank)) ++rank;
@@ -134,7 +139,7 @@ NeedMap<BufferId> summed_in_place(ProgramBuilder& builder, const plan::Plan& pla
     // the replica that has sent least, then the nearest (tp ranks holding replicas of a head's sum send
     // one each); a reader of several boxes joins their sums (all named by the same rank).
     for (int device : devices) {
-      const plan::SubTensor& piece = reads.at(device);
+      const plan::SubTensor& piece = read(device);
       const std::int64_t rank = sum_for.at(piece.value.index);
       std::vector<BufferId> boxes;
       for (std::size_t i = 0; i < per_box.size(); ++i) {
@@ -143,7 +148,10 @@ NeedMap<BufferId> summed_in_place(ProgramBuilder& builder, const plan::Plan& pla
         });
         if (from->device != device) ++sent[from->device];
         auto [at, fresh] = summed.try_emplace({from->device, from->label.box});
-        if (fresh) at->second = builder.combine(from->device, current(from->parts), from->label);
+        if (fresh) {
+          const std::vector<BufferId> terms = current(from->parts);
+          at->second = terms.size() == 1 ? terms.front() : builder.combine(from->device, terms, from->label);
+        }
         boxes.push_back(builder.transfer(builder.slice(at->second, tiles[i].box), device, "partial sums summed where written"));
       }
       plan::SubTensor target{piece.tensor, box, plan::ValuePart{rank, count}};

@@ -24,7 +24,8 @@ struct LocalSum {
 // one box (nothing to sum) or some box's parts are not spread evenly: every holder of the box holds k
 // parts of one count n, and the distinct sets of indices the holders hold (replicas hold equal sets)
 // partition 0..n-1, giving m = n / k parts.
-std::optional<std::vector<LocalSum>> plan_local_sums(const ProgramBuilder& builder, std::span<const BufferId> sources);
+std::optional<std::vector<LocalSum>> plan_local_sums(const ProgramBuilder& builder, std::span<const BufferId> sources,
+                                                     bool single_parts = false);
 
 // The buffers holding `parts` now: partial sums already added into a running sum replaced by it
 // (gradient_accumulation.h).
@@ -37,7 +38,11 @@ using CurrentSums = std::function<std::vector<BufferId>(std::span<const BufferId
 // sent from a device holding it: the one that has sent fewest sums so far, then the nearest (tp ranks
 // holding replicas of a head's sum send one each; a pipeline's last stage sends its micro-batches' sum of
 // a tied embedding's gradient once). Keyed by (device, piece read); empty when not so.
+// Only the parts reading `box_read` (a normalized box) are served: each box read (a micro-batch's rows)
+// is decided when its first part is materialized, its producers written by then, and every check is made
+// before any instruction is emitted.
 NeedMap<BufferId> summed_in_place(ProgramBuilder& builder, const plan::Plan& plan, ir::OpId op, ir::TensorId tensor,
-                                  std::span<const BufferId> written, const CurrentSums& current);
+                                  const std::vector<plan::IndexRange>& box_read, std::span<const BufferId> written,
+                                  const CurrentSums& current);
 
 }  // namespace loom::exec::detail

@@ -1,6 +1,7 @@
 #include "loom/exec/materialize.h"
 
 #include <algorithm>
+#include <set>
 #include <unordered_map>
 
 #include "fetch.h"
@@ -194,10 +195,13 @@ class Materializer {
   Expected<BufferId> need_value_part(const SubOp& consumer, const SubTensor& piece) {
     auto [cache, fresh] = part_cache_.try_emplace({consumer.op.value, piece.tensor.value});
     if (fresh) cache->second.in_place = all_parts_in_place(consumer.op, piece.tensor);
-    if (fresh && !cache->second.in_place)  // else each device may add up the partial sums it holds
-      cache->second.buffers =
-          detail::summed_in_place(builder_, plan_, consumer.op, piece.tensor, written_[piece.tensor.index()],
-                                  [this](std::span<const BufferId> parts) { return residents_.current(parts); });
+    // Else each device may add up the partial sums it holds: decided per box read, when its first part is
+    // materialized (a later micro-batch's producers are not written yet).
+    const SubTensor read = normalized(piece);
+    if (!cache->second.in_place && cache->second.boxes_tried.insert(read.box).second)
+      cache->second.buffers.merge(
+          detail::summed_in_place(builder_, plan_, consumer.op, piece.tensor, read.box, written_[piece.tensor.index()],
+                                  [this](std::span<const BufferId> parts) { return residents_.current(parts); }));
     const NeedView view{consumer.device, &piece};
     if (auto it = cache->second.buffers.find(view); it != cache->second.buffers.end()) return it->second;
     BufferId b;
@@ -281,6 +285,7 @@ class Materializer {
   struct PartCache {
     bool in_place = false;
     NeedMap<BufferId> buffers;
+    std::set<std::vector<plan::IndexRange>> boxes_tried;  // boxes read that summed_in_place was asked for
   };
   std::map<std::pair<std::uint32_t, std::uint32_t>, PartCache> part_cache_;
 };
