@@ -9,11 +9,6 @@
 
 namespace loom::search {
 
-std::int64_t add_costs(std::int64_t a, std::int64_t b) {
-  if (a == kForbidden || b == kForbidden) return kForbidden;
-  return b > kForbidden - a ? kForbidden : a + b;
-}
-
 namespace {
 
 // Bounds on the work one step may do, so presolve stays a small part of a solve.

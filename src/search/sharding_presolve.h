@@ -20,9 +20,6 @@
 
 namespace loom::search {
 
-// a + b, saturating at kForbidden (which stays forbidden).
-std::int64_t add_costs(std::int64_t a, std::int64_t b);
-
 struct Presolved {
   ShardingProblem core;                 // same nodes as the original; fewer strategies and edges
   std::vector<std::vector<int>> kept;   // per node: the original strategy index of each core strategy

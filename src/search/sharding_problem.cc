@@ -13,11 +13,6 @@ std::string node_label(const ShardingProblem& problem, std::size_t i) {
   return name.empty() ? fmt::format("node {}", i) : fmt::format("node {} ('{}')", i, name);
 }
 
-std::int64_t saturating_add(std::int64_t a, std::int64_t b) {
-  if (a == kForbidden || b == kForbidden) return kForbidden;
-  return b > kForbidden - a ? kForbidden : a + b;
-}
-
 }  // namespace
 
 Expected<void> check_problem(const ShardingProblem& problem) {
@@ -64,7 +59,7 @@ Expected<ChoiceCost> evaluate_choice(const ShardingProblem& problem, const Shard
     const auto k = static_cast<std::size_t>(s);
     if (node.costs[k] == kForbidden || node.usages[k] == kForbidden)
       return fail(fmt::format("{}: strategy {} is forbidden", node_label(problem, i), s));
-    cost.total = saturating_add(cost.total, node.costs[k]);
+    cost.total = add_costs(cost.total, node.costs[k]);
     if (node.start < node.end && node.usages[k] != 0) {
       events.emplace_back(node.start, node.usages[k]);
       events.emplace_back(node.end, -node.usages[k]);
@@ -80,7 +75,7 @@ Expected<ChoiceCost> evaluate_choice(const ShardingProblem& problem, const Shard
       return fail(fmt::format("edge {} ({} -> {}): the pair of strategies ({}, {}) is forbidden", e, edge.from, edge.to,
                               choice.strategies[static_cast<std::size_t>(edge.from)],
                               choice.strategies[static_cast<std::size_t>(edge.to)]));
-    cost.total = saturating_add(cost.total, c);
+    cost.total = add_costs(cost.total, c);
   }
   std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first < b.first : a.second < b.second;

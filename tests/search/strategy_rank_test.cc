@@ -8,6 +8,7 @@
 
 #include "loom/plan/batch.h"
 #include "loom/policy/tensor_parallel.h"
+#include "loom/search/rank_correlation.h"
 #include "strategy_test_support.h"
 #include "testing/tied_gpt.h"
 
@@ -80,9 +81,9 @@ TEST(StrategyGraphRanking, PredictedCostRanksChoicesAsTheSimulatorDoes) {
                 cost::format_bytes(static_cast<double>(cost->peak_usage)).c_str(),
                 cost::format_bytes(static_cast<double>(peak.peak_bytes)).c_str());
   }
-  const double rho = testing::spearman(predicted, simulated);
+  const double rho = spearman(predicted, simulated);
   std::printf("Spearman rank correlation over %zu choices: step %.3f, peak memory %.3f\n", choices.size(), rho,
-              testing::spearman(predicted_peak, simulated_peak));
+              spearman(predicted_peak, simulated_peak));
   EXPECT_GE(rho, 0.8);
   // The optimum is the fastest simulated choice of these, or within 5 % of it.
   const double fastest = *std::min_element(simulated.begin(), simulated.end());

@@ -153,30 +153,4 @@ std::unique_ptr<api::Job> sharded_job(const ir::Graph& graph, int devices, Shard
   return std::move(*job);
 }
 
-// Spearman's rank correlation of two equally long series (ties take their mean rank).
-inline double spearman(std::span<const double> a, std::span<const double> b) {
-  const auto ranks = [](std::span<const double> x) {
-    std::vector<std::size_t> order(x.size());
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    std::sort(order.begin(), order.end(), [&](std::size_t i, std::size_t j) { return x[i] < x[j]; });
-    std::vector<double> rank(x.size());
-    for (std::size_t i = 0; i < order.size();) {
-      std::size_t j = i;
-      while (j + 1 < order.size() && x[order[j + 1]] == x[order[i]]) ++j;
-      for (std::size_t k = i; k <= j; ++k) rank[order[k]] = (static_cast<double>(i + j) / 2.0) + 1.0;
-      i = j + 1;
-    }
-    return rank;
-  };
-  const std::vector<double> ra = ranks(a), rb = ranks(b);
-  const double mean = (static_cast<double>(a.size()) + 1.0) / 2.0;
-  double cov = 0, va = 0, vb = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    cov += (ra[i] - mean) * (rb[i] - mean);
-    va += (ra[i] - mean) * (ra[i] - mean);
-    vb += (rb[i] - mean) * (rb[i] - mean);
-  }
-  return cov / std::sqrt(va * vb);
-}
-
 }  // namespace loom::search::testing

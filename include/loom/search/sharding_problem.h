@@ -20,6 +20,12 @@ namespace loom::search {
 // A cost or usage with this value marks a forbidden choice (the contest's marker).
 inline constexpr std::int64_t kForbidden = std::numeric_limits<std::int64_t>::max();
 
+// a + b for non-negative costs, saturating at kForbidden (which stays forbidden).
+constexpr std::int64_t add_costs(std::int64_t a, std::int64_t b) {
+  if (a == kForbidden || b == kForbidden) return kForbidden;
+  return b > kForbidden - a ? kForbidden : a + b;
+}
+
 struct ShardingNode {
   std::string name;                  // for messages ("h3.attn.qkv"); may be empty (contest instances)
   std::int64_t start = 0;            // live over [start, end); start == end: never live (no usage counted)
