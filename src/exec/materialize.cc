@@ -190,8 +190,10 @@ class Materializer {
   // decomposition (exec_plan.h). When every value part the op reads of the tensor lies ready on its own
   // device (e.g. a replicated op's backward reading the partial sums of a split one, or a tied weight's
   // gradient accumulation split over tp reading its box of a partial sum that a tp-replicated head
-  // wrote), it reads those in place or sliced, moving nothing; otherwise each is fetched as the whole
-  // times its fraction. Decided once per (op, tensor) and cached per op, so no op mixes the two.
+  // wrote), it reads those in place or sliced, moving nothing; otherwise the parts of each box read come
+  // as the producers' own parts or sums (local_sums.h: summed_in_place), else each is fetched as the whole
+  // times its fraction. In place is decided once per (op, tensor), the rest once per box read, so the
+  // parts summing to one box never mix two decompositions.
   Expected<BufferId> need_value_part(const SubOp& consumer, const SubTensor& piece) {
     auto [cache, fresh] = part_cache_.try_emplace({consumer.op.value, piece.tensor.value});
     if (fresh) cache->second.in_place = all_parts_in_place(consumer.op, piece.tensor);
