@@ -35,6 +35,9 @@ GpuSpec v100() { return {"V100-32GB", 0, 125 * kTFLOPs, 15.7 * kTFLOPs, 32 * kGi
 GpuSpec a100() { return {"A100-SXM-80GB", 312 * kTFLOPs, 312 * kTFLOPs, 19.5 * kTFLOPs, 80 * kGiB, 2000 * kGB}; }
 // H100: 989 TFLOP/s bf16/fp16 dense; fp32 67 TFLOP/s (NVIDIA datasheet, not in REFERENCE.md).
 GpuSpec h100() { return {"H100-SXM-80GB", 989 * kTFLOPs, 989 * kTFLOPs, 67 * kTFLOPs, 80 * kGiB, 3350 * kGB}; }
+// H200: the H100 SXM's tensor cores and clocks (989 TFLOP/s bf16/fp16 dense, 67 fp32) with 141 GB of HBM3e at
+// 4.8 TB/s (NVIDIA datasheet). Capacity as torch reads it on a lent H200: 143,771 MiB, 140 GiB.
+GpuSpec h200() { return {"H200-SXM-141GB", 989 * kTFLOPs, 989 * kTFLOPs, 67 * kTFLOPs, 140 * kGiB, 4800 * kGB}; }
 // RTX 3090: 24 GB, 936 GB/s. Training's fp16 and bf16 GEMMs accumulate in fp32 (cuBLAS
 // CUBLAS_COMPUTE_32F, PyTorch's default), which GeForce Ampere runs at half its fp16-accumulate rate:
 // 82 SMs × 4 tensor cores × 128 fp16 FMA/clock × 2 × 1.695 GHz = 142 TFLOP/s with fp16 accumulate,
@@ -108,6 +111,8 @@ const std::vector<Preset>& presets() {
        [] { return node_preset("dgx-a100", 8, a100(), {LinkKind::nvswitch, 300 * kGB, kNvlinkLatency}, LinkKind::infiniband, 8, 200, dgx_a100_host()); }},
       {"dgx-h100",  // 8 × H100, NVSwitch 900 GB/s per GPU (both directions), 8 × 400 Gb/s NDR IB
        [] { return node_preset("dgx-h100", 8, h100(), {LinkKind::nvswitch, 450 * kGB, kNvlinkLatency}, LinkKind::infiniband, 8, 400, dgx_h100_host()); }},
+      {"dgx-h200",  // 8 × H200, NVSwitch 900 GB/s per GPU (both directions), 8 × 400 Gb/s NDR IB; DGX H100's host
+       [] { return node_preset("dgx-h200", 8, h200(), {LinkKind::nvswitch, 450 * kGB, kNvlinkLatency}, LinkKind::infiniband, 8, 400, dgx_h100_host()); }},
       {"rtx3090-nvlink",  // Oases: 4 × RTX 3090, NVLink bridge 0–1 and 2–3 (112.5 GB/s both directions), else PCIe 4.0 via host
        [] {
          Cluster c = node_preset("rtx3090-nvlink", 4, rtx3090(), kPcie4HostStaged, LinkKind::infiniband, 1, 100, rtx3090_host());

@@ -47,6 +47,18 @@ TEST(MakeCluster, Rtx3090PricedAsGeForce) {
   EXPECT_FALSE(make_cluster("rtx3090")->bridge.has_value());
 }
 
+TEST(MakeCluster, H200IsH100ComputeWithMoreAndFasterMemory) {
+  const Cluster h200 = *make_cluster("dgx-h200");
+  const Cluster h100 = *make_cluster("dgx-h100");
+  EXPECT_EQ(h200.gpu.name, "H200-SXM-141GB");
+  EXPECT_DOUBLE_EQ(h200.gpu.peak_bf16, h100.gpu.peak_bf16);
+  EXPECT_DOUBLE_EQ(h200.gpu.peak_fp32, h100.gpu.peak_fp32);
+  EXPECT_DOUBLE_EQ(h200.gpu.memory_bandwidth, 4.8e12);
+  EXPECT_EQ(h200.gpu.memory_bytes, std::int64_t{140} << 30);
+  EXPECT_EQ(h200.intra, h100.intra);
+  EXPECT_DOUBLE_EQ(h200.inter.bandwidth, h100.inter.bandwidth);
+}
+
 TEST(MakeCluster, NodeCountSuffix) {
   Expected<Cluster> c = make_cluster("v100x8x2");
   ASSERT_TRUE(c.has_value());

@@ -74,6 +74,8 @@ def run_rank(directory, manifest, rank, comm=None, seed=1, device="cpu", steps=1
         program.step(rt)
         rt.finish()
         if timing is not None:
+            if str(device).startswith("cuda"):
+                torch.cuda.synchronize()  # the step ends when its kernels do, not when the host has issued them
             timing.setdefault("step_s", []).append(time.perf_counter() - start)
         losses.append(on_cpu(k for k in rt.kept if k[0] == manifest.get("loss")))
     if timing is not None:
