@@ -37,6 +37,13 @@ std::int64_t peak_of(const Job& r) {
   return m.max_memory_device < 0 ? 0 : m.per_device[static_cast<std::size_t>(m.max_memory_device)].peak_bytes;
 }
 
+// The device that sets the step: the busiest, the one with the least idle time (the first on ties).
+const sim::DeviceMetrics* busiest_device(const sim::StepMetrics& m) {
+  const auto by_idle = [](const sim::DeviceMetrics& a, const sim::DeviceMetrics& b) { return a.idle < b.idle; };
+  const auto it = std::ranges::min_element(m.per_device, by_idle);
+  return it == m.per_device.end() ? nullptr : &*it;
+}
+
 // a beats b: fits where b does not, else faster (fitting) or smaller (neither fits).
 bool better(const Job& a, const Job& b) {
   if (a.metrics.out_of_memory() != b.metrics.out_of_memory()) return !a.metrics.out_of_memory();
@@ -220,7 +227,8 @@ class Search {
     const search::Estimate& e = *estimates_[i];
     FinalistRow row{.configuration = search::describe(c), .family = std::string(search::name(c.family)),
                     .rank = rank_[i], .analytic_seconds = e.step_seconds, .analytic_peak = e.peak_bytes,
-                    .analytic_fits = e.fits};
+                    .analytic_fits = e.fits, .analytic_pipeline = e.pipeline_seconds,
+                    .analytic_sync = e.sync_seconds, .analytic_optimizer = e.optimizer_seconds};
     ++summary_.evaluated;
     bool fits = false;
     if (!planned) {
@@ -233,6 +241,11 @@ class Search {
       row.full_seconds = job.metrics.step_time;
       row.full_peak = peak_of(job);
       row.full_fits = fits = !job.metrics.out_of_memory();
+      if (const sim::DeviceMetrics* busiest = busiest_device(job.metrics)) {
+        row.full_compute = busiest->compute;
+        row.full_exposed_communication = busiest->exposed_communication;
+        row.full_idle = busiest->idle;
+      }
       if (!best_ || better(job, *best_)) {
         best_ = std::move(*planned);
         summary_.winner = static_cast<int>(summary_.finalists.size());

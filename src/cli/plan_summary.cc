@@ -142,6 +142,12 @@ std::string search_summary(const api::SearchSummary& search, bool explain) {
                        cell(r.analytic_seconds, r.analytic_peak, r.analytic_fits),
                        r.planned ? cell(r.full_seconds, r.full_peak, r.full_fits) : std::string("failed"),
                        static_cast<int>(i) == search.winner ? "  <- chosen" : "");
+    out += fmt::format("{:>6}analytic: pipeline {:.3f} s + dp/ZeRO sync {:.3f} s + optimizer {:.3f} s", "",
+                       r.analytic_pipeline, r.analytic_sync, r.analytic_optimizer);
+    if (r.planned)
+      out += fmt::format("; full, busiest device: compute {:.3f} s + exposed comm {:.3f} s + idle {:.3f} s",
+                         r.full_compute, r.full_exposed_communication, r.full_idle);
+    out += "\n";
   }
   out += "      (! : does not fit in memory)\n";
   for (const api::FinalistRow& r : search.finalists)
@@ -184,11 +190,17 @@ nlohmann::ordered_json plan_json(const api::Job& job, const std::optional<api::S
                           {"analytic_step_seconds", r.analytic_seconds},
                           {"analytic_peak_bytes", r.analytic_peak},
                           {"analytic_fits", r.analytic_fits},
+                          {"analytic_pipeline_seconds", r.analytic_pipeline},
+                          {"analytic_sync_seconds", r.analytic_sync},
+                          {"analytic_optimizer_seconds", r.analytic_optimizer},
                           {"planned", r.planned}};
       if (r.planned) {
         row["step_seconds"] = r.full_seconds;
         row["peak_bytes"] = r.full_peak;
         row["fits"] = r.full_fits;
+        row["compute_seconds"] = r.full_compute;
+        row["exposed_communication_seconds"] = r.full_exposed_communication;
+        row["idle_seconds"] = r.full_idle;
       } else {
         row["error"] = r.error;
       }

@@ -8,7 +8,8 @@ small=(--model gpt3-125m --layers 2 --seq 256 --global-batch 8 --gpus 4)
 expect auto 0 "$LOOM" plan "${small[@]}" --policy auto --explain --out "$tmp/a" &&
   contains auto-search "search     auto: " && contains auto-priced " priced from " &&
   contains auto-finalists "finalist (in planning order)" && contains auto-chosen "<- chosen" &&
-  contains auto-why "why        " && contains auto-policy "policy     auto -> "
+  contains auto-why "why        " && contains auto-policy "policy     auto -> " &&
+  contains auto-analytic-parts "analytic: pipeline " && contains auto-full-parts "full, busiest device: compute "
 # Deterministic: the same choice and byte-identical files.
 expect auto-again 0 "$LOOM" plan "${small[@]}" --policy auto --out "$tmp/b"
 for f in plan.json exec.json; do
@@ -18,6 +19,17 @@ done
 out=$("$LOOM" plan "${small[@]}" --policy auto --json --out "$tmp/j" 2>"$tmp/j.err")
 if python3 -c 'import json,sys; d=json.load(sys.stdin); s=d["search"]; assert s["baseline"]=="auto" and s["priced"]>0 and s["evaluated"]>=1 and s["finalists"][s["winner"]]["fits"]' <<<"$out"; then
   pass=$((pass+1)); else fail "auto-json: no search summary"; fi
+# Each finalist's parts add up: analytic pipeline + sync + optimizer = its analytic step; on the busiest device
+# of its full plan, compute + exposed communication + idle = its full step.
+if python3 -c '
+import json,sys
+for r in json.load(sys.stdin)["search"]["finalists"]:
+    a = r["analytic_pipeline_seconds"] + r["analytic_sync_seconds"] + r["analytic_optimizer_seconds"]
+    assert abs(a - r["analytic_step_seconds"]) <= 1e-9 * max(1, a), r
+    if r["planned"]:
+        f = r["compute_seconds"] + r["exposed_communication_seconds"] + r["idle_seconds"]
+        assert abs(f - r["step_seconds"]) <= 1e-6 * r["step_seconds"], r' <<<"$out"; then
+  pass=$((pass+1)); else fail "auto-json-parts: the finalists parts do not add up to their steps"; fi
 if [ -s "$tmp/j.err" ]; then fail "auto-json-quiet: stderr not empty: $(head -2 "$tmp/j.err")"; else pass=$((pass+1)); fi
 # A budget spent at once still returns a plan, planned in full, and says so.
 expect auto-budget 0 "$LOOM" plan "${small[@]}" --policy auto --budget 0.000001 --out "$tmp/c" &&

@@ -42,10 +42,19 @@ struct FinalistRow {
   double analytic_seconds = 0;
   std::int64_t analytic_peak = 0;
   bool analytic_fits = true;
+  // Where the analytic step goes (search::Estimate): forward and backward of every micro-batch with the
+  // bubble, exposed dp / ZeRO communication, optimizer.
+  double analytic_pipeline = 0;
+  double analytic_sync = 0;
+  double analytic_optimizer = 0;
   bool planned = false;       // planned in full (false: its plan failed, error says why)
   double full_seconds = 0;
   std::int64_t full_peak = 0;
   bool full_fits = false;
+  // Where the full step goes on the busiest device, the one with the least idle time (sim::DeviceMetrics).
+  double full_compute = 0;
+  double full_exposed_communication = 0;
+  double full_idle = 0;
   std::string error;
 };
 
