@@ -5,25 +5,13 @@
 
 #include <string>
 
+#include "bert_group.h"
 #include "loom/api/job.h"
 
 namespace loom::api {
 namespace {
 
-JobOptions bert_group(int layers, std::string tp_layers) {
-  JobOptions o;
-  o.model = "bert-1.3b";
-  o.layers = layers;
-  o.cluster = "rtx3090-nvlinkx8";
-  o.gpus = 4;
-  o.tp = 4;
-  o.global_batch = 16;
-  o.dtype = ir::DType::f16;
-  o.recompute = policy::Recompute::full;
-  o.overlap = policy::Overlap::oases;
-  o.tp_layers = std::move(tp_layers);
-  return o;
-}
+using testing::bert_group;
 
 // The boundary between a tp-2 and a tp-4 layer sums its gradient with reduce-scatter chains and
 // transfers: the overlap pass moves no chain across a transfer (before, device 0's reduce-scatter moved
