@@ -179,7 +179,8 @@ const std::vector<OptionField>& table() {
        LOOM_TEXT(layout_cluster)},
       {"policy", "--policy", {}, G::parallel, K::text,
        "Policy: dp, tp, dp-tp, pp, megatron, coshard, interlaced, zero; or a search: auto (the whole space, "
-       "docs/search.md), or a baseline's grid: megatron-best, deepspeed-best",
+       "docs/search.md), or a baseline's grid: megatron-best, deepspeed-best; or oases (megatron with --overlap oases "
+       "and the Oases planner's --tp-layers auto)",
        LOOM_TEXT(policy)},
       {"dp", "--dp", {}, G::parallel, K::whole, "Data-parallel degree (default: the GPUs over tp x pp)",
        LOOM_WHOLE(dp, 1, kMaxDegree)},

@@ -180,13 +180,20 @@ Expected<std::unique_ptr<Job>> oases_plan(const JobOptions& requested, std::opti
                            .full_peak = peak,
                            .full_fits = !m.out_of_memory()});
     s.winner = 0;
+    // Per degree, what one more layer adds inside a run of that degree: D(t, t) - A(t).
     std::string terms;
     for (std::size_t d = 0; d < request.degrees.size(); ++d)
-      terms += fmt::format("{}tp {} {:.4f} s {}", d ? ", " : "", request.degrees[d], node[d],
+      terms += fmt::format("{}tp {} {:.4f} s {}", d ? ", " : "", request.degrees[d], node[d] + reshard[d][d],
                            cost::format_bytes(static_cast<double>(layer_bytes[d])));
+    std::string boundaries;
+    for (std::size_t a = 0; a < request.degrees.size(); ++a)
+      for (std::size_t b = 0; b < request.degrees.size(); ++b)
+        if (a != b)
+          boundaries += fmt::format("{}{}->{} {:+.4f} s", boundaries.empty() ? "" : ", ", request.degrees[a],
+                                    request.degrees[b], reshard[a][b] - (reshard[a][a] + reshard[b][b]) / 2);
     s.why = fmt::format("tp layers {} predicted {:.4f} s a step against {:.4f} s at uniform tp {} ({:+.2f}%{}), "
-                        "{} of {} per device{}; solved exactly in {:.2f} ms ({} Pareto states) from {} slices; a "
-                        "layer costs {} (outside the layers {:.4f} s)",
+                        "{} of {} per device{}; solved exactly in {:.2f} ms ({} Pareto states) from {} slices; one "
+                        "more layer costs {}; a boundary between degrees {}{}",
                         spec, kept_choice.seconds, uniform.seconds, config.tp,
                         100 * (kept_choice.seconds / uniform.seconds - 1),
                         uniform.bytes > request.memory_limit ? ", which does not fit" : "",
@@ -197,7 +204,8 @@ Expected<std::unique_ptr<Job>> oases_plan(const JobOptions& requested, std::opti
                                           policy::to_string(policy::runs_of(optimum)),
                                           100 * (1 - choice.seconds / uniform.seconds), 100 * kNoise, config.tp)
                             : std::string(),
-                        1e3 * solve_seconds, choice.states, slices.size(), terms, outside);
+                        1e3 * solve_seconds, choice.states, slices.size(), terms, boundaries.empty() ? "-" : "",
+                        boundaries);
     s.seconds = clock.seconds();
     *summary = std::move(s);
   }

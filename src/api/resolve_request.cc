@@ -68,7 +68,8 @@ Expected<void> check_policy(std::string_view name) {
   const auto known = policy::known_policies();
   if (std::none_of(known.begin(), known.end(), [&](const policy::PolicyInfo& p) { return p.name == name; }))
     return fail(fmt::format("unknown policy '{}'", name),
-                fmt::format("use one of {}, or a search: auto, megatron-best, deepspeed-best", policy::known_policy_names()));
+                fmt::format("use one of {}, or a search: auto, megatron-best, deepspeed-best, oases",
+                            policy::known_policy_names()));
   return {};
 }
 
