@@ -80,6 +80,9 @@ Expected<std::unique_ptr<Job>> oases_plan(const JobOptions& requested, std::opti
   JobOptions base = resolved_oases_policy(requested);
   if (base.tp_layers != "auto") return plan_job(base);
   base.tp_layers.clear();
+  if (base.policy != "megatron")
+    return fail(fmt::format("--tp-layers auto runs the Oases planner on the policy megatron, not {}", base.policy),
+                "use --policy megatron (or oases) with --tp-layers auto");
   if (plans_a_graph(base))
     return fail("the Oases planner prices slices of a preset's layers (--layers 1 and 2); a graph file keeps its depth",
                 "plan a --model preset or an --arch family, or give the degrees: --tp-layers 2x8,4x16");

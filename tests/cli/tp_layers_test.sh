@@ -38,5 +38,7 @@ expect bad-policy nonzero "$LOOM" plan --model gpt3-125m --shrink --gpus 4 --pol
   contains bad-policy-msg "per-layer degrees of the policy megatron, not dp"
 expect bad-pipeline nonzero "$LOOM" plan --model gpt3-125m --shrink --tp 2 --pp 2 --gpus 4 --tp-layers auto \
   --out "$tmp/e" && contains bad-pipeline-msg "the Oases planner prices one pipeline stage, but pp is 2"
+expect bad-search nonzero "$LOOM" plan --model gpt3-125m --shrink --gpus 4 --policy auto --tp-layers auto \
+  --out "$tmp/e" && contains bad-search-msg "runs the Oases planner on the policy megatron, not auto"
 [ ! -e "$tmp/e" ] && pass=$((pass+1)) || fail "a refused plan wrote files"
 finish

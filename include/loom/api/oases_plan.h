@@ -31,7 +31,7 @@ bool uses_oases_planner(const JobOptions& options);
 // The planner's job. `summary` gets "oases planner": the degree assignments in the space, the slices,
 // the solver's states, the wall-clock, the chosen plan as its one finalist (predicted and simulated),
 // and why (the spec, the prediction against the uniform degree, the solver's time).
-// Errors: a pipeline (pp > 1; the planner prices one stage), a graph file (the slices resize a preset's
+// Errors: a policy other than megatron, a pipeline (pp > 1; the planner prices one stage), a graph file (the slices resize a preset's
 // depth), a model without numbered layers, a slice that cannot be planned at the group's degree, and
 // no assignment within the device memory (naming the least it needs).
 Expected<std::unique_ptr<Job>> oases_plan(const JobOptions& options, std::optional<SearchSummary>* summary = nullptr);
