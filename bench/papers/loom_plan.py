@@ -10,7 +10,8 @@ import time
 
 def run_plan(loom, flags, timeout):
     """`loom plan FLAGS --json`: the plan's description, step, throughput, MFU and its most loaded device's
-    peak memory and time split, or {"error": first line of stderr} where it is refused or times out."""
+    peak memory and time split (and a search's summary, "search", where the plan came from one), or
+    {"error": first line of stderr} where it is refused or times out."""
     with tempfile.TemporaryDirectory() as out:
         cmd = [loom, "plan", *flags, "--out", out, "--json"]
         start = time.monotonic()
@@ -37,6 +38,7 @@ def run_plan(loom, flags, timeout):
         "exposed_comm_s": worst["exposed_communication_s"],
         "idle_s": worst["idle_s"],
         "wall_s": wall,
+        **({"search": doc["search"]} if "search" in doc else {}),
     }
 
 
@@ -74,3 +76,11 @@ def read_saved(path):
     with open(path) as f:
         saved = json.load(f)
     return saved, datetime.datetime.fromisoformat(saved["date"])
+
+
+def saved_or_fresh(args):
+    """(tables, started): a --replay document's tables and date, or none and now."""
+    if args.replay:
+        saved, started = read_saved(args.replay)
+        return saved["tables"], started
+    return {}, datetime.datetime.now(datetime.timezone.utc)

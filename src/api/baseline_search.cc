@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "loom/api/auto_search.h"
+#include "loom/api/oases_plan.h"
 
 namespace loom::api {
 
@@ -32,6 +33,7 @@ Expected<BaselineResult> best_baseline(const JobOptions& options, bool progress)
 
 Expected<std::unique_ptr<Job>> plan_or_search(const JobOptions& options, std::optional<SearchSummary>* search,
                                               bool progress) {
+  if (uses_oases_planner(options) || options.policy == "oases") return oases_plan(options, search);
   if (!is_search(options.policy)) return plan_job(options);
   LOOM_ASSIGN_OR_RETURN(BaselineResult searched,
                         options.policy == "auto" ? auto_search(options, progress) : best_baseline(options, progress));

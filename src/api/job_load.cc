@@ -51,8 +51,9 @@ Expected<bool> decide_fold(const Job& job, const ir::Graph& forward) {
   // are fixed where it was traced.
   // The fold replays forward and backward segments; a zero-bubble schedule's W blocks have none yet.
   // 3F1B's chunks are the model's passes, which the fold's slice does not know: planned explicitly.
+  // Per-layer degrees (layer_tp) are planned explicitly: the fold's slice is built at one tp.
   const bool foldable = o.policy == "megatron" && c.zero == 0 && !plans_a_graph(o) && !plan::splits_backward(c.schedule) &&
-                        c.schedule != plan::ScheduleKind::three_f_one_b;
+                        c.schedule != plan::ScheduleKind::three_f_one_b && c.layer_tp.empty();
   if (o.fold == Fold::off) return false;
   if (o.fold == Fold::on) {
     if (!foldable)

@@ -179,7 +179,8 @@ const std::vector<OptionField>& table() {
        LOOM_TEXT(layout_cluster)},
       {"policy", "--policy", {}, G::parallel, K::text,
        "Policy: dp, tp, dp-tp, pp, megatron, coshard, interlaced, zero; or a search: auto (the whole space, "
-       "docs/search.md), or a baseline's grid: megatron-best, deepspeed-best",
+       "docs/search.md), or a baseline's grid: megatron-best, deepspeed-best; or oases (megatron with --overlap oases "
+       "and the Oases planner's --tp-layers auto)",
        LOOM_TEXT(policy)},
       {"dp", "--dp", {}, G::parallel, K::whole, "Data-parallel degree (default: the GPUs over tp x pp)",
        LOOM_WHOLE(dp, 1, kMaxDegree)},
@@ -242,6 +243,11 @@ const std::vector<OptionField>& table() {
        "Overlap tensor parallelism's collectives with compute: none, or oases (each tensor-parallel block as 2 "
        "sub-batches, one's all-reduce beside the other's compute; tp > 1; with pp, the 1f1b or gpipe schedule)",
        LOOM_NAMED(overlap, policy::parse_overlap)},
+      {"tp_layers", "--tp-layers", {}, G::parallel, K::text,
+       "Per-layer tensor-parallel degrees inside the tp group, as runs DEGREExLAYERS (2x8,4x16: the first 8 layers "
+       "tp 2, as 2 data-parallel copies in a tp-4 group, the next 16 tp 4); auto: chosen by the Oases planner "
+       "(docs/search.md); policy megatron",
+       LOOM_TEXT(tp_layers)},
       {"bucket_cap_mb", "--bucket-cap-mb", {}, G::passes, K::real,
        "Gradient buckets of the data-parallel all-reduce, MiB, as DDP's bucket_cap_mb (first bucket 1 MiB); 0: every "
        "gradient reduced on its own, blocking",

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "loom/api/baseline_search.h"
+#include "loom/policy/layer_degrees.h"
 #include "loom/api/job.h"
 #include "loom/cost/compute_model.h"
 #include "loom/exec/check.h"
@@ -85,6 +86,7 @@ std::string describe(const std::string& policy, const policy::ParallelConfig& c)
                                          : std::string(policy == "coshard" ? "the first quarter" : "all"),
                         policy::to_string(c.coshard.ops));
   if (c.overlap != policy::Overlap::none) text += fmt::format(", {} overlap", policy::name(c.overlap));
+  if (!c.layer_tp.empty()) text += fmt::format(", tp layers {}", policy::to_string(policy::runs_of(c.layer_tp)));
   return text;
 }
 

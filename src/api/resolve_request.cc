@@ -7,6 +7,7 @@
 #include "loom/api/baseline_search.h"
 #include "loom/core/suggest.h"
 #include "loom/frontend/model_file.h"
+#include "loom/policy/layer_degrees.h"
 
 namespace loom::api {
 namespace {
@@ -63,11 +64,12 @@ Expected<int> resolve_micro_batches(const JobOptions& o, const policy::ParallelC
 }
 
 Expected<void> check_policy(std::string_view name) {
-  if (is_search(name)) return {};
+  if (is_search(name) || name == "oases") return {};
   const auto known = policy::known_policies();
   if (std::none_of(known.begin(), known.end(), [&](const policy::PolicyInfo& p) { return p.name == name; }))
     return fail(fmt::format("unknown policy '{}'", name),
-                fmt::format("use one of {}, or a search: auto, megatron-best, deepspeed-best", policy::known_policy_names()));
+                fmt::format("use one of {}, or a search: auto, megatron-best, deepspeed-best, oases",
+                            policy::known_policy_names()));
   return {};
 }
 
@@ -185,6 +187,7 @@ JobOptions with_config(JobOptions o, const policy::ParallelConfig& c) {
   o.recompute = c.recompute;
   o.coshard = c.coshard;
   o.overlap = c.overlap;
+  o.tp_layers = c.layer_tp.empty() ? std::string() : policy::to_string(policy::runs_of(c.layer_tp));
   return o;
 }
 
@@ -211,6 +214,18 @@ Expected<ResolvedRequest> resolve_request(const JobOptions& o, const cluster::Cl
   r.config.recompute = o.recompute;
   r.config.coshard = o.coshard;
   r.config.overlap = o.overlap;
+  if (!o.tp_layers.empty()) {
+    if (o.tp_layers == "auto")
+      return fail("--tp-layers auto is chosen by the Oases planner, which this path does not run",
+                  "plan it with `loom plan` (api::plan_or_search), or give the degrees: --tp-layers 2x8,4x16");
+    if (o.policy != "megatron")
+      return fail(fmt::format("--tp-layers {} sets per-layer degrees of the policy megatron, not {}", o.tp_layers,
+                              o.policy),
+                  "use --policy megatron (or oases), or drop --tp-layers");
+    LOOM_ASSIGN_OR_RETURN(const std::vector<policy::DegreeRun> runs,
+                          with_context(policy::parse_layer_degrees(o.tp_layers), "option --tp-layers"));
+    r.config.layer_tp = policy::expand(runs);
+  }
   return r;
 }
 

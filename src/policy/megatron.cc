@@ -7,6 +7,7 @@
 #include "loom/plan/schedule.h"
 #include "loom/policy/coshard.h"
 #include "loom/policy/interlaced.h"
+#include "loom/policy/layer_degrees.h"
 #include "loom/policy/passes.h"
 #include "loom/policy/policy.h"
 #include "loom/policy/recompute_policy.h"
@@ -52,6 +53,28 @@ Expected<void> check_coshard(const CoshardConfig& coshard) {
                             std::max(coshard.parts, 1)),
                 "set the parts per device above 1 (--coshard C), or use the policy 'coshard'");
   return {};
+}
+
+// Per-layer degrees (layer_degrees.h) replace the one tp of the layers; the options that derive their
+// splits or devices from that one tp are refused beside them.
+Expected<void> check_layer_tp(const Plan& plan, const ParallelConfig& config) {
+  if (config.layer_tp.empty()) return {};
+  const std::string spec = to_string(runs_of(config.layer_tp));
+  const std::pair<bool, const char*> refused[] = {{config.sequence_parallel, "sequence parallelism"},
+                                                  {config.zero > 0, "ZeRO"},
+                                                  {config.coshard.parts > 1, "coshard"},
+                                                  {config.interlaced, "the interlaced pipeline"}};
+  for (const auto& [on, what] : refused)
+    if (on)
+      return fail(fmt::format("tp layers {}: per-layer degrees do not combine with {}", spec, what),
+                  fmt::format("drop --tp-layers, or {}", what));
+  const std::vector<int> ordinals = layer_ordinals(*plan.graph);
+  const int layers = ordinals.empty() ? 0 : std::ranges::max(ordinals) + 1;
+  if (layers == 0)
+    return fail(fmt::format("tp layers {}: '{}' has no numbered layers (op names like 'layers.3.attn')", spec,
+                            plan.graph->name),
+                "give per-layer degrees only to a model built of numbered layers");
+  return check_layer_degrees(config.layer_tp, config.tp, layers);
 }
 
 Expected<void> check_fresh(const Plan& plan) {
@@ -130,6 +153,7 @@ Expected<void> megatron(Plan& plan, const ParallelConfig& requested, const ir::O
   LOOM_RETURN_IF_ERROR(check_interleaving(config));
   if (config.interlaced) LOOM_RETURN_IF_ERROR(check_interlaced(config));
   LOOM_RETURN_IF_ERROR(check_fresh(plan));
+  LOOM_RETURN_IF_ERROR(check_layer_tp(plan, config));
   LOOM_ASSIGN_OR_RETURN(TensorParallelLayout tensor_parallel,
                         tensor_parallel_layout(plan, config.tp, config.sequence_parallel));
   std::optional<InterlacedLayout> interlaced;

@@ -6,6 +6,7 @@
 
 #include "loom/ir/graph.h"
 #include "loom/plan/batch.h"
+#include "loom/policy/stages.h"
 
 namespace loom::policy::detail {
 namespace {
@@ -46,6 +47,24 @@ std::vector<int> tensor_stages(const ir::Graph& graph, const std::vector<int>& o
   return stage;
 }
 
+// By OpId, forward ops: the layer's degree from config.layer_tp, tp outside the layers (and without it).
+std::vector<int> op_degrees(const ir::Graph& graph, const ParallelConfig& config) {
+  std::vector<int> degree(graph.ops.size(), config.tp);
+  if (config.layer_tp.empty()) return degree;
+  const std::vector<int> layer = policy::layer_ordinals(graph);
+  for (std::size_t i = 0; i < graph.ops.size(); ++i)
+    if (layer[i] >= 0 && static_cast<std::size_t>(layer[i]) < config.layer_tp.size())
+      degree[i] = config.layer_tp[static_cast<std::size_t>(layer[i])];
+  return degree;
+}
+
+// By TensorId: the degree of its first forward reader or writer (tp when none).
+std::vector<int> tensor_degrees(const ir::Graph& graph, const std::vector<int>& op_degree, int tp) {
+  std::vector<int> degree = tensor_stages(graph, op_degree);
+  for (int& d : degree) d = d > 0 ? d : tp;
+  return degree;
+}
+
 // The pipeline rank of each op from its stage in program order: chunk c of rank s is stage c * pp + s.
 std::vector<int> pipeline_ranks(std::vector<int> stages, const ParallelConfig& config) {
   for (int& s : stages)
@@ -69,6 +88,8 @@ Composer::Composer(Plan& plan, const ParallelConfig& config, TensorParallelLayou
       virtual_stage_(std::move(stages)),
       stage_(pipeline_ranks(virtual_stage_, config)),
       tensor_stage_(tensor_stages(graph_, stage_)),
+      op_tp_(op_degrees(graph_, config)),
+      tensor_tp_(tensor_degrees(graph_, op_tp_, config.tp)),
       batch_(plan::batch_identifiers(plan)),
       batch_dims_(tensor_batch_dims(plan, batch_)),
       producers_(ir::producers(*plan.graph)),

@@ -48,6 +48,20 @@ class Composer {
 
  private:
   int device(int stage, int r, int j) const { return device_of(c_, stage, r, j); }
+  // Per-layer degrees (ParallelConfig::layer_tp): an op at degree t splits its batch dp x (tp / t) ways
+  // (replica e) and then t ways (rank k); replica e, rank k is dp rank e / (tp / t) and tp rank
+  // (e mod (tp / t)) x t + k, so a copy's t ranks are neighbours (one NVLink pair at t = 2).
+  struct GroupRank {
+    int r = 0;
+    int j = 0;
+  };
+  GroupRank group_rank(int degree, int e, int k) const {
+    const int copies = c_.tp / degree;
+    return {e / copies, (e % copies) * degree + k};
+  }
+  // The degree of a forward op (its layer's; tp outside the layers), and of a tensor's owner op.
+  int op_tp(const ir::Op& op) const { return op_tp_[op.id.index()]; }
+  int tensor_tp(ir::TensorId t) const { return t.valid() ? tensor_tp_[t.index()] : c_.tp; }
   // The stage of a tensor: a parameter's is its first forward reader's, an activation's its producer's.
   int stage_of(ir::TensorId t) const { return t.valid() ? tensor_stage_[t.index()] : 0; }
   std::size_t block_slot(int virtual_stage, int r, int j) const {
@@ -127,6 +141,8 @@ class Composer {
   std::vector<int> virtual_stage_;  // by OpId, forward ops: the stage in program order (chunk * pp + rank)
   std::vector<int> stage_;         // by OpId, forward ops: the pipeline rank
   std::vector<int> tensor_stage_;  // by TensorId
+  std::vector<int> op_tp_;         // by OpId, forward ops: the tensor-parallel degree (layer_tp)
+  std::vector<int> tensor_tp_;     // by TensorId: its first forward reader's or writer's degree
   std::vector<std::optional<std::string>> batch_;
   std::vector<int> batch_dims_;
   std::vector<ir::OpId> producers_;  // by TensorId: the op writing it

@@ -35,7 +35,10 @@ Expected<void> Composer::place_follower(const ir::Op& op) {
                                                                            : identifier_at(batch_dims_[owner.index()]);
   // The shared ops' tensors (policy/interlaced.h) are split over all pp x tp devices of the replica.
   const bool spread = shared(owner);
-  const int ways = spread ? c_.tp * c_.pp : c_.tp;
+  // The owner's layer degree t (layer_tp): dp x (tp / t) data-parallel replicas of t ranks each.
+  const int degree = tensor_tp(owner);
+  const int replicas = c_.dp * (c_.tp / degree);
+  const int ways = spread ? c_.tp * c_.pp : degree;
   const std::optional<std::string> tensor =
       owner.valid() ? identifier_at((spread ? interlaced_->tensor_dims : tp_layout_.tensor_dims)[owner.index()])
                     : std::nullopt;
@@ -49,7 +52,7 @@ Expected<void> Composer::place_follower(const ir::Op& op) {
                                         [&](int r, int j) { return device(stage, r, j); }, local),
                         context);
   // Partial sums of every micro-batch and dp rank: value parts k x dp + r of micro_batches x dp.
-  const std::int64_t sums = c_.micro_batches * c_.dp;
+  const std::int64_t sums = std::int64_t{c_.micro_batches} * replicas;
   // Split over dp, not per micro-batch: rank r's accumulation reads part r of dp of each input (its tp
   // rank's rows of it), which every device holding that input's partial sums adds up over its
   // micro-batches as they come (exec/gradient_accumulation.h) and cuts to the rows read (local_sums.h),
@@ -65,15 +68,16 @@ Expected<void> Composer::place_follower(const ir::Op& op) {
     LOOM_ASSIGN_OR_RETURN(pieces, with_context(split(plan_, whole, data, c_.micro_batches), context));
   }
   for (SubOpId piece : pieces) {
-    LOOM_ASSIGN_OR_RETURN(std::vector<SubOpId> dp_parts, with_context(split(plan_, piece, data, c_.dp), context));
-    for (int r = 0; r < c_.dp; ++r) {
+    LOOM_ASSIGN_OR_RETURN(std::vector<SubOpId> dp_parts, with_context(split(plan_, piece, data, replicas), context));
+    for (int e = 0; e < replicas; ++e) {
       LOOM_ASSIGN_OR_RETURN(
           std::vector<SubOpId> tp_parts,
-          with_context(split(plan_, dp_parts[static_cast<std::size_t>(r)], tensor_split, ways), context));
-      for (int j = 0; j < ways; ++j) {
+          with_context(split(plan_, dp_parts[static_cast<std::size_t>(e)], tensor_split, ways), context));
+      for (int k = 0; k < ways; ++k) {
         LOOM_ASSIGN_OR_RETURN(const std::vector<SubOpId> parts,
-                              with_context(split(plan_, tp_parts[static_cast<std::size_t>(j)], local.algo, local.parts),
+                              with_context(split(plan_, tp_parts[static_cast<std::size_t>(k)], local.algo, local.parts),
                                            context));
+        const auto [r, j] = spread ? GroupRank{e, k} : group_rank(degree, e, k);
         for (SubOpId part : parts)
           LOOM_RETURN_IF_ERROR(plan::assign(plan_, part, spread ? shared_device(r, j) : device(stage, r, j)));
       }

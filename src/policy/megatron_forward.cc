@@ -15,7 +15,9 @@ using plan::SubOpId;
 using plan::TransAlgo;
 
 Expected<void> Composer::check_batch() const {
-  const int parts = c_.dp * c_.micro_batches;
+  // The layers at the lowest degree split each dp rank's batch tp / degree ways more (layer_tp).
+  const int lowest = c_.layer_tp.empty() ? c_.tp : std::ranges::min(c_.layer_tp);
+  const int parts = c_.dp * c_.micro_batches * (c_.tp / lowest);
   for (ir::TensorId in : graph_.inputs) {
     const ir::FullTensor& t = graph_.tensor(in);
     if (t.shape.rank() == 0 || t.shape[0] % parts == 0) continue;
@@ -25,8 +27,10 @@ Expected<void> Composer::check_batch() const {
         reader = fmt::format(", read by op '{}'", op.name);
         break;
       }
-    return fail(fmt::format("batch {} of input '{}' {}{} is not divisible into dp {} x {} micro-batches", t.shape[0],
-                            t.name, t.shape.to_string(), reader, c_.dp, c_.micro_batches),
+    return fail(fmt::format("batch {} of input '{}' {}{} is not divisible into dp {} x {} micro-batches{}", t.shape[0],
+                            t.name, t.shape.to_string(), reader, c_.dp, c_.micro_batches,
+                            lowest < c_.tp ? fmt::format(" x {} copies of the tp-{} layers", c_.tp / lowest, lowest)
+                                           : std::string()),
                 "choose dp x micro_batches dividing the batch, or build the model with another batch");
   }
   return {};
@@ -107,16 +111,21 @@ Expected<void> Composer::place_forward(const ir::Op& op, const std::vector<SubOp
   // gradients there (one all-reduce of their output gradient, none of their weights' gradients).
   const TransAlgo tensor = tensor_split ? TransAlgo{*tensor_split}
                                         : TransAlgo{plan::ReplicateAlgo{.redundant_backward = true}};
+  // At a layer degree t below tp (layer_tp), the batch splits dp x (tp / t) ways: replica e is data-parallel
+  // copy e mod (tp / t) of dp rank e / (tp / t) (group_rank).
+  const int degree = op_tp(op);
+  const int replicas = c_.dp * (c_.tp / degree);
   for (std::size_t k = 0; k < pieces.size(); ++k) {
     LOOM_ASSIGN_OR_RETURN(std::vector<SubOpId> dp_parts,
-                          with_context(split(plan_, pieces[k], data, c_.dp), fmt::format("data parallelism {}", c_.dp)));
-    for (int r = 0; r < c_.dp; ++r) {
+                          with_context(split(plan_, pieces[k], data, replicas), fmt::format("data parallelism {}", replicas)));
+    for (int e = 0; e < replicas; ++e) {
       LOOM_ASSIGN_OR_RETURN(std::vector<SubOpId> tp_parts,
-                            with_context(split(plan_, dp_parts[static_cast<std::size_t>(r)], tensor, c_.tp),
-                                         fmt::format("tensor parallelism {}", c_.tp)));
-      for (int j = 0; j < c_.tp; ++j) {
+                            with_context(split(plan_, dp_parts[static_cast<std::size_t>(e)], tensor, degree),
+                                         fmt::format("tensor parallelism {}", degree)));
+      for (int k_tp = 0; k_tp < degree; ++k_tp) {
+        const auto [r, j] = group_rank(degree, e, k_tp);
         LOOM_ASSIGN_OR_RETURN(const std::vector<SubOpId> parts,
-                              coshard(op, tp_parts[static_cast<std::size_t>(j)], part_slot(k, r, j)));
+                              coshard(op, tp_parts[static_cast<std::size_t>(k_tp)], part_slot(k, r, j)));
         for (SubOpId part : parts) {
           LOOM_RETURN_IF_ERROR(plan::assign(plan_, part, device(stage, r, j)));
           if (batch) blocks_[block_slot(virtual_stage, r, j)][k].push_back(part);

@@ -75,6 +75,9 @@ struct JobOptions {
   // default), op classes (attention and MLP).
   policy::CoshardConfig coshard;
   policy::Overlap overlap = policy::Overlap::none;  // Oases' overlapped tensor parallelism (policy/overlap.h)
+  // Per-layer tensor-parallel degrees (policy/layer_degrees.h): "" every layer at tp; "2x8,4x16"; "auto":
+  // chosen by the Oases planner (api/oases_plan.h; also what --policy oases sets).
+  std::string tp_layers;
   Fold fold = Fold::automatic;
   bool layout_search = true;           // materialize with the RVD layout search (false: p2p fallback only)
   double bucket_cap_mb = 25;           // gradient buckets (exec/passes.h), MiB as DDP's bucket_cap_mb; 0: none

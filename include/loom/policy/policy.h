@@ -70,6 +70,10 @@ struct ParallelConfig {
   // nnScaler's interlaced pipeline (policy/interlaced.h; policy 'interlaced'): the embedding table's
   // lookups and the tied LM head spread over all pp x tp devices of a replica, interleaved with 1F1B.
   bool interlaced = false;
+  // Per-layer tensor-parallel degrees (policy/layer_degrees.h; policy 'megatron'), by layer ordinal:
+  // each divides tp, a layer at degree t running tp / t data-parallel copies inside its tp group; the
+  // ops outside the layers stay at tp. Empty: every layer at tp.
+  std::vector<int> layer_tp;
   // By OpId: the predicted seconds of each forward op at this tp degree, its forward, backward and
   // recomputation (the job fills it from the compute model, api/stage_costs.h). megatron_stages balances
   // pipeline stages of whole layers by it; empty: by training FLOPs.
@@ -129,7 +133,10 @@ Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const Par
 // along the same identifier on the same device, the parts' chains ordered and recomputed (coshard.h).
 // Errors name the op and the dimension: a batch not divisible by dp x micro_batches, heads (or another
 // split dimension) not divisible by tp (or tp x coshard parts), fewer balanced stages than pp, or a plan
-// already transformed; and what coshard_plan reports. `notes`, when given, gets the interlaced order chosen.
+// already transformed; and what coshard_plan reports. With layer_tp, each layer's ops split over its own
+// degree t inside the tp group (batch tp / t ways more, then t ways), degrees that do not divide tp or
+// runs that miss the layers refused (check_layer_degrees), as are sequence parallelism, ZeRO, coshard and
+// the interlaced pipeline beside them. `notes`, when given, gets the interlaced order chosen.
 Expected<void> megatron(plan::Plan& plan, const ParallelConfig& config,
                         const ir::OpCatalog& catalog = ops::builtin_ops(), PolicyNotes* notes = nullptr);
 

@@ -137,6 +137,18 @@ std::vector<Reduction> reductions_of(const ExecPlan& exec, const std::vector<Ins
     r.valid = std::any_of(program.begin() + static_cast<std::ptrdiff_t>(r.ready + 1),
                           program.begin() + static_cast<std::ptrdiff_t>(r.first_use),
                           [](const Instruction& in) { return std::holds_alternative<Compute>(in); });
+    // A chain's blocking reduce-scatters move up to the writer and its all-gathers down to the reader: not
+    // across a send or receive, whose partner may wait on them (a layout mixing collectives and transfers,
+    // as between layers of different tensor-parallel degrees).
+    const auto transfers = [&](std::size_t from, std::size_t to) {
+      return std::any_of(program.begin() + static_cast<std::ptrdiff_t>(from),
+                         program.begin() + static_cast<std::ptrdiff_t>(std::max(from, to)), [](const Instruction& in) {
+                           return std::holds_alternative<Send>(in) || std::holds_alternative<Recv>(in);
+                         });
+    };
+    if (!r.scatters.empty() &&
+        (transfers(r.ready + 1, r.places.front()) || transfers(r.places.back() + 1, r.first_use)))
+      r.valid = false;
     if (!r.valid) continue;
     r.order = 1 + starts_after[r.ready];
     starts_after[r.ready] += 1 + static_cast<int>(r.scatters.size());
