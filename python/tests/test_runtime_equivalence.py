@@ -8,6 +8,7 @@ import pytest
 import torch
 from conftest import emit_shrunk, loom_runner
 
+from loom.runtime import programs
 from loom.runtime.launch import LaunchError, launch
 
 RTOL = 1e-5
@@ -118,6 +119,7 @@ def test_crashed_rank_stops_the_job_naming_it(run_loom, tmp_path):
     module = directory / "rank_1.py"
     text = module.read_text().replace("def step(rt):\n", "def step(rt):\n    raise ValueError('boom in rank one')\n", 1)
     module.write_text(text)
+    programs.restamp(directory)
     with pytest.raises(LaunchError, match=r"rank 1 failed: ValueError: boom in rank one"):
         launch(directory, timeout=60)
 
@@ -175,5 +177,6 @@ def test_collectives_place_by_boxes_whatever_the_member_order(single_device, run
                         keyword.value.elts.reverse()
                 reversed_calls += 1
         path.write_text(ast.unparse(tree))
+    programs.restamp(directory)
     assert reversed_calls > 0
     assert worst_error(single_device["gpt3-125m"], launch(directory, timeout=120))[1] <= RTOL

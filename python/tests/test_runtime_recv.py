@@ -14,6 +14,7 @@ import socket
 import torch
 import torch.multiprocessing as mp
 
+from loom.runtime import programs
 from loom.runtime.initial import initial_value
 from loom.runtime.launch import load_manifest, read_timing, train
 
@@ -27,7 +28,8 @@ TENSORS = {
     "u": {"role": "activation", "dtype": "f32", "shape": [4], "init": "zeros"},
     "v": {"role": "activation", "dtype": "f32", "shape": [4], "init": "zeros"},
 }
-MANIFEST = {"format": 1, "world_size": 2, "description": "recv then independent compute", "groups": [], "loads": [],
+MANIFEST = {"format": 2, "world_size": 2, "description": "recv then independent compute", "groups": [], "loads": [[], []],
+            "plan_id": "0" * 64,  # written by hand: no ExecPlan to hash (restamp records the programs' sha256)
             "ranks": ["rank_0.py", "rank_1.py"], "tensors": TENSORS,
             "sub_ops": {"0": {"name": "add", "type": "add", "attrs": {}, "inputs": [SPEC, SPEC], "outputs": [SPEC],
                               "shape_only": []}}}
@@ -58,6 +60,7 @@ def write_program(directory):
     (directory / "manifest.json").write_text(json.dumps(MANIFEST))
     for rank, text in PROGRAMS.items():
         (directory / f"rank_{rank}.py").write_text(text)
+    programs.restamp(directory)
     return directory
 
 

@@ -10,6 +10,7 @@
 
 #include "buffer_names.h"
 #include "donated_inputs.h"
+#include "loom/core/sha256.h"
 #include "loom/core/strings.h"
 #include "loom/exec/instruction_buffers.h"
 #include "loom/plan/residence.h"
@@ -326,7 +327,7 @@ Expected<RankPrograms> emit_rank_programs(const exec::ExecPlan& exec, std::strin
   const std::vector<std::string> names = detail::buffer_variables(exec);
 
   RankPrograms out;
-  json manifest{{"format", 1},
+  json manifest{{"format", 2},
                 {"world_size", exec.num_devices},
                 {"description", std::string(description)},
                 {"loss", graph.loss.valid() ? json(graph.tensor(graph.loss).name) : json(nullptr)}};
@@ -375,6 +376,12 @@ Expected<RankPrograms> emit_rank_programs(const exec::ExecPlan& exec, std::strin
   manifest["loads"] = loads;
   manifest["tensors"] = tensors;
   manifest["sub_ops"] = sub_ops;
+  // Ties the files to this plan (docs/codegen.md, "The manifest"): each module's sha256, and the plan id, a
+  // hash of everything emitted from the ExecPlan (this manifest's other fields and every module's digest).
+  json digests = json::array();
+  for (const std::string& module : out.modules) digests.push_back(sha256_hex(module));
+  manifest["rank_sha256"] = digests;
+  manifest["plan_id"] = sha256_hex(manifest_text(manifest));
   out.manifest = manifest_text(manifest);
   return out;
 }

@@ -9,6 +9,7 @@
 
 #include "../../src/codegen/buffer_names.h"
 #include "testing/policy_plans.h"
+#include "loom/core/sha256.h"
 #include "loom/core/strings.h"
 
 namespace loom::codegen {
@@ -98,6 +99,25 @@ TEST(RankPrograms, SameExecPlanSameText) {
   ASSERT_TRUE(a && b);
   EXPECT_EQ(a->modules, b->modules);
   EXPECT_EQ(a->manifest, b->manifest);
+}
+
+// The manifest ties the files to the plan: each module's sha256 (what the launcher checks before starting),
+// and a plan id that changes with the plan (here: dp 2 against tp 2, and another description).
+TEST(RankPrograms, ManifestHoldsEachModulesDigestAndThePlanId) {
+  auto dp = policy_plan(shrunk_training_graph("gpt3-125m", ir::DType::f32), "dp", {.dp = 2});
+  auto tp = policy_plan(shrunk_training_graph("gpt3-125m", ir::DType::f32), "tp", {.tp = 2});
+  Expected<RankPrograms> a = emit_rank_programs(dp->exec, "x"), b = emit_rank_programs(tp->exec, "x"),
+                         c = emit_rank_programs(dp->exec, "y");
+  ASSERT_TRUE(a && b && c);
+  const nlohmann::json ma = nlohmann::json::parse(a->manifest), mb = nlohmann::json::parse(b->manifest),
+                       mc = nlohmann::json::parse(c->manifest);
+  EXPECT_EQ(ma["format"], 2);
+  ASSERT_EQ(ma["rank_sha256"].size(), a->modules.size());
+  for (std::size_t r = 0; r < a->modules.size(); ++r) EXPECT_EQ(ma["rank_sha256"][r], sha256_hex(a->modules[r]));
+  const std::string id = ma["plan_id"];
+  EXPECT_EQ(id.size(), 64u);
+  EXPECT_NE(id, mb["plan_id"]);
+  EXPECT_NE(id, mc["plan_id"]);
 }
 
 // A folded step (exec/fold.h) holds programs for class representatives only: it is its own type, which

@@ -5,13 +5,15 @@ can place the others' data without asking. One process group per distinct group 
 every rank in the manifest's order at start (torch.distributed needs all ranks to create each group).
 Point to point as exec_plan.h defines it: a send is an isend (waited at the step's end), a recv an irecv
 returned in flight (Incoming), waited by its first reader (Runtime) or at the step's end.
-gloo in torch 2.13 has every collective used here; where a build lacks one (reduce_scatter and
-all_to_all on older gloo), the fallback builds it from all_reduce or all_gather and says so once.
+Which path a collective takes is decided once, from the backend (native_collectives), never from an
+exception: a collective that raises (a timeout, a lost peer) is an error and propagates, so every rank keeps
+issuing the same collectives in the same order. Every process group has the launcher's timeout (--timeout),
+and each blocking call is bracketed for the launcher's watchdog (heartbeat.py).
 The same code runs NCCL with tensors on cuda. Inputs may be strided views (a transpose's output: compute.py);
 what goes on the wire is made dense here, at the communication boundary.
 """
 
-import warnings
+import functools
 
 import torch
 import torch.distributed as dist
@@ -22,18 +24,54 @@ from . import geometry
 # torch 2.13 renames reduce_scatter_tensor (deprecated there) to reduce_scatter_single; 2.11 has only the former.
 _REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 
+REDUCE_SCATTER_TENSOR = "reduce_scatter_tensor"  # an even split's sum, each member keeping its chunk
+ALL_TO_ALL_SINGLE = "all_to_all_single"  # one flat exchange with a split size per member (sizes may differ)
+
+
+def native_collectives(backend, torch_version=torch.__version__):
+    """The collectives `backend` runs natively (the others go through their fallback: reduce-scatter as an
+    all-reduce and a slice, all-to-all as an all-gather and a placement). NCCL has both. gloo has
+    reduce_scatter_tensor from torch 2.2 (ProcessGroupGloo::_reduce_scatter_base) and alltoall_base, which takes
+    split sizes, so members' pieces may differ (its list form, dist.all_to_all, needs equal chunks). Other
+    backends (mpi, ucc, a plugin): none assumed."""
+    major, minor = (int(part) for part in torch_version.split("+")[0].split(".")[:2])
+    if backend == "nccl":
+        return frozenset({REDUCE_SCATTER_TENSOR, ALL_TO_ALL_SINGLE})
+    if backend == "gloo":
+        return frozenset({ALL_TO_ALL_SINGLE} | ({REDUCE_SCATTER_TENSOR} if (major, minor) >= (2, 2) else set()))
+    return frozenset()
+
+
+def _blocking(method):
+    """Brackets a call that may wait for other ranks for the launcher's watchdog (Communicator.heartbeat)."""
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        beat = self.heartbeat
+        if beat is None:
+            return method(self, *args, **kwargs)
+        beat.enter()
+        result = method(self, *args, **kwargs)
+        beat.leave()
+        return result
+    return call
+
 
 class Communicator:
-    def __init__(self, rank, world_size, groups, device):
+    """`timeout` (a datetime.timedelta): every process group's, so a collective waits at most that long (None:
+    torch's default, 30 minutes on gloo, whatever the world group has). `heartbeat`: the launcher's progress
+    record (heartbeat.Heartbeat), or None."""
+
+    def __init__(self, rank, world_size, groups, device, timeout=None, heartbeat=None):
         self.rank, self.world_size, self.device = rank, world_size, device
+        self.heartbeat = heartbeat
+        self.native = native_collectives(dist.get_backend())
         self.groups = {}
         for ranks in groups:  # the same order on every rank
             key = tuple(sorted(ranks))
             if key not in self.groups:
-                self.groups[key] = dist.new_group(list(key))
+                self.groups[key] = dist.new_group(list(key), timeout=timeout)
         self.pending = []  # sends in flight, waited at the step's end
         self.incoming = set()  # receives in flight that no reader waited for yet (finish waits them)
-        self.fallbacks = set()
         # Gradient buckets' flat buffers, kept across steps as DDP keeps its own: bucket key -> buffers, the
         # k-th start of a key in a step filling the k-th. A buffer's sums are read until the step's end.
         self._bucket_buffers = {}
@@ -46,11 +84,6 @@ class Communicator:
             return self.groups[tuple(sorted(ranks))]
         except KeyError:
             raise RuntimeError(f"rank {self.rank}: group {tuple(ranks)} is not in the manifest's groups") from None
-
-    def _fallback(self, what, error):
-        if what not in self.fallbacks:
-            self.fallbacks.add(what)
-            warnings.warn(f"loom.runtime: {what} unavailable on this backend ({error}); using its fallback")
 
     # --- asynchronous collectives (docs/codegen.md, "Gradient buckets", "Parameter prefetch") -------------
 
@@ -106,6 +139,7 @@ class Communicator:
         work = dist.all_gather(gathered, flat, group=self._group(group), async_op=True)
         return _Gathered(work, gathered, pieces, sizes, [tensor_outs[me][0] for tensor_outs in outs], tag)
 
+    @_blocking
     def wait(self, handle):
         handle.work.wait()
         return handle.result()
@@ -130,6 +164,7 @@ class Communicator:
 
     # --- sum kinds --------------------------------------------------------------------------------
 
+    @_blocking
     def all_reduce(self, x, group, tag, ins, outs):
         group, ins, outs = _rank_order(group, ins, outs)
         me = group.index(self.rank)
@@ -141,49 +176,49 @@ class Communicator:
         inputs = self._all_inputs(x, group, ins)
         return geometry.sum_pieces(list(zip(inputs, ins)), outs[me][0])
 
+    @_blocking
     def reduce_scatter(self, x, group, tag, ins, outs):
         group, ins, outs = _rank_order(group, ins, outs)
-        dim = _even_split_dim(ins, outs)
-        if dim is not None and "reduce_scatter_tensor" not in self.fallbacks:
-            moved = x.movedim(dim, 0).contiguous()
-            out = torch.empty((moved.shape[0] // len(group), *moved.shape[1:]), dtype=x.dtype, device=x.device)
-            try:
-                _REDUCE_SCATTER(out, moved, group=self._group(group))
-                return out.movedim(0, dim).contiguous()
-            except (RuntimeError, NotImplementedError) as e:
-                self._fallback("reduce_scatter_tensor", e)
-        return self.all_reduce(x, group, tag, ins, outs)
+        dim = _even_split_dim(ins, outs) if REDUCE_SCATTER_TENSOR in self.native else None
+        if dim is None:  # an uneven split, or a backend without it: the sum everywhere, each keeping its box
+            return self.all_reduce.__wrapped__(self, x, group, tag, ins, outs)
+        moved = x.movedim(dim, 0).contiguous()
+        out = torch.empty((moved.shape[0] // len(group), *moved.shape[1:]), dtype=x.dtype, device=x.device)
+        _REDUCE_SCATTER(out, moved, group=self._group(group))
+        return out.movedim(0, dim).contiguous()
 
     # --- gather kinds -----------------------------------------------------------------------------
 
+    @_blocking
     def all_gather(self, x, group, tag, ins, outs):
         group, ins, outs = _rank_order(group, ins, outs)
         me = group.index(self.rank)
         inputs = self._all_inputs(x, group, ins)
         return geometry.gather_pieces(list(zip(inputs, ins)), outs[me][0], f"all-gather tag {tag}")
 
+    @_blocking
     def all_to_all(self, x, group, tag, ins, outs):
-        """Member j receives from each member i the part of i's input that j's output holds."""
+        """Member j receives from each member i the part of i's input that j's output holds: one flat
+        all_to_all_single with a split size per member (a backend without it: all-gather and place)."""
+        if ALL_TO_ALL_SINGLE not in self.native:
+            return self.all_gather.__wrapped__(self, x, group, tag, ins, outs)
         group, ins, outs = _rank_order(group, ins, outs)
         me = group.index(self.rank)
-        if "all_to_all" not in self.fallbacks:
-            try:
-                send = [geometry.place(out_box, x, ins[me][0]) for out_box, _ in outs]
-                send_flat = [values[mask].contiguous() for values, mask in send]
-                recv_sizes = [int(geometry.place(outs[me][0], torch.zeros(geometry.local_shape(box), device=x.device),
-                                                 box)[1].sum()) for box, _ in ins]
-                received = [torch.empty(n, dtype=x.dtype, device=x.device) for n in recv_sizes]
-                dist.all_to_all(received, send_flat, group=self._group(group))
-                pieces = []
-                for i, (box, _) in enumerate(ins):
-                    _, mask = geometry.place(outs[me][0], torch.zeros(geometry.local_shape(box), device=x.device), box)
-                    values = torch.zeros(mask.shape, dtype=x.dtype, device=x.device)
-                    values[mask] = received[i]
-                    pieces.append((values, mask))
-                return _assemble_distinct(pieces, ins, outs[me][0], tag)
-            except (RuntimeError, NotImplementedError) as e:
-                self._fallback("all_to_all", e)
-        return self.all_gather(x, group, tag, ins, outs)
+        send = [geometry.place(out_box, x, ins[me][0]) for out_box, _ in outs]
+        send_flat = torch.cat([values[mask].reshape(-1) for values, mask in send])
+        masks = [geometry.place(outs[me][0], torch.zeros(geometry.local_shape(box), device=x.device), box)[1]
+                 for box, _ in ins]
+        recv_sizes = [int(mask.sum()) for mask in masks]
+        received = torch.empty(sum(recv_sizes), dtype=x.dtype, device=x.device)
+        dist.all_to_all_single(received, send_flat, output_split_sizes=recv_sizes,
+                               input_split_sizes=[int(mask.sum()) for _, mask in send], group=self._group(group))
+        pieces, start = [], 0
+        for mask, n in zip(masks, recv_sizes):
+            values = torch.zeros(mask.shape, dtype=x.dtype, device=x.device)
+            values[mask] = received[start:start + n]
+            start += n
+            pieces.append((values, mask))
+        return _assemble_distinct(pieces, ins, outs[me][0], tag)
 
     # --- point to point ---------------------------------------------------------------------------
 
@@ -203,11 +238,16 @@ class Communicator:
         """The received tensor, once the data is there: gloo blocks the rank until it arrives; NCCL makes the
         current stream wait for the receive (the host goes on, the reader's kernels run after the data)."""
         if incoming.work is not None:
-            incoming.work.wait()
-            incoming.work = None
-            self.incoming.discard(incoming)
+            self._wait_receive(incoming)
         return incoming.buffer
 
+    @_blocking
+    def _wait_receive(self, incoming):
+        incoming.work.wait()
+        incoming.work = None
+        self.incoming.discard(incoming)
+
+    @_blocking
     def finish(self):
         for work, _ in self.pending:
             work.wait()
@@ -217,7 +257,7 @@ class Communicator:
         self._buckets_in_flight.clear()
         self._bucket_starts.clear()
         for incoming in list(self.incoming):  # received, but read by no instruction
-            self.arrived(incoming)
+            self._wait_receive.__wrapped__(self, incoming)
 
 
 class Incoming:

@@ -2,18 +2,23 @@
 DIR/manifest.json (torch.multiprocessing, gloo on CPU or NCCL with --device cuda, MASTER_ADDR localhost
 and a free port), runs N training steps of DIR/rank_<r>.py in each (each step loads what the previous one
 updated, and a new batch), prints the loss of every step and writes the assembled results of the last step
-(the loss and every updated persistent tensor) to DIR/results/values.pt, the losses to losses.pt. Every
-collective has a timeout, and the launcher stops the job as soon as a rank fails, naming the rank and the
-cause, instead of hanging. `--save CKPT` writes a sharded checkpoint after the last step, `--resume CKPT`
-starts from one saved by this or any other plan of the same model (checkpoint.py).
+(the loss and every updated persistent tensor) to DIR/results/values.pt, the losses to losses.pt. The rank
+programs are checked against the manifest's checksums before any starts (programs.py). Every collective and
+transfer waits at most --timeout seconds (a run itself may take as long as it takes); the launcher watches
+each rank's progress (heartbeat.py) and stops the job as soon as a rank fails or stops, naming the rank, where
+it was and the cause, and ends every rank (supervise.py). `--save CKPT` writes a sharded checkpoint after the
+last step, `--resume CKPT` starts from one saved by this or any other plan of the same model (checkpoint.py).
 """
 
 import argparse
 import datetime
+import faulthandler
 import importlib.util
 import json
+import math
 import os
 import pathlib
+import signal
 import socket
 import sys
 import time
@@ -21,25 +26,15 @@ import traceback
 
 import torch
 
-from . import checkpoint, forms
+from . import checkpoint, files, forms, heartbeat, supervise
 from . import results as results_mod
 from .allocator import keep_freed_memory
 from .compute import OPTIMIZERS
+from .errors import LaunchError
+from .programs import check_programs, load_manifest
 from .runtime import Runtime, on_cpu
 
-
-class LaunchError(RuntimeError):
-    """A rank failed or the job ran past its timeout; the message names the rank and the cause."""
-
-
-def load_manifest(directory):
-    path = pathlib.Path(directory) / "manifest.json"
-    if not path.is_file():
-        raise LaunchError(f"{path} does not exist: write it with `loom plan ... --emit {directory}`")
-    manifest = json.loads(path.read_text())
-    if manifest.get("format") != 1:
-        raise LaunchError(f"{path}: manifest format {manifest.get('format')} is not 1 (regenerate it)")
-    return manifest
+__all__ = ["LaunchError", "load_manifest", "launch", "train", "read_timing", "run_rank", "main"]
 
 
 def _rank_module(directory, rank):
@@ -51,12 +46,12 @@ def _rank_module(directory, rank):
 
 
 def run_rank(directory, manifest, rank, comm=None, seed=1, device="cpu", steps=1, timing=None, initial=None,
-             batches=None, start_step=0):
+             batches=None, start_step=0, progress=None):
     """`steps` steps of rank's program; returns (the loss's kept triples of every step, all kept triples of
     the last step). A `timing` dict, when given, receives the wall seconds of every step ("step_s") and, per
     instruction kind, the seconds and calls summed over the steps after the first (the only step when there
     is one: "kinds", _instrument). `initial`, `start_step`: as Runtime's; `batches`: per step, the inputs'
-    whole values (else generated)."""
+    whole values (else generated); `progress`: the rank's heartbeat (told each step's number)."""
     if batches is not None and len(batches) < steps:
         raise LaunchError(f"{len(batches)} batches for {steps} steps")
     rt = Runtime(manifest, rank, comm=comm, seed=seed, device=device, initial=initial, start_step=start_step)
@@ -64,6 +59,8 @@ def run_rank(directory, manifest, rank, comm=None, seed=1, device="cpu", steps=1
     kinds = _instrument(rt, manifest) if timing is not None else None
     losses = []
     for step in range(steps):
+        if progress is not None:
+            progress.phase(heartbeat.STEPPING, step=start_step + step + 1)
         if step:
             rt.next_step()
         if kinds is not None and step == 1:
@@ -129,7 +126,8 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _worker(rank, directory, port, seed, device, timeout, out_dir, steps, timed=False, values=None, save=None):
+def _worker(rank, directory, port, seed, device, timeout, out_dir, steps, timed=False, values=None, save=None,
+            slots=None):
     import torch.distributed as dist
 
     from .comm import Communicator
@@ -138,30 +136,52 @@ def _worker(rank, directory, port, seed, device, timeout, out_dir, steps, timed=
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
     keep_freed_memory()  # a step's freed tensors stay for the next step (allocator.py)
+    beat = heartbeat.Heartbeat(slots, rank)
+    stack = open(out_dir / f"rank_{rank}.stack", "w")  # noqa: SIM115 (open while the rank lives)
+    faulthandler.register(signal.SIGUSR1, file=stack, all_threads=False)  # where it is, when the launcher asks
     try:
         manifest = load_manifest(directory)
         world = manifest["world_size"]
         backend = "nccl" if device == "cuda" else "gloo"
         if device == "cuda":
             torch.cuda.set_device(rank % torch.cuda.device_count())
-        dist.init_process_group(backend, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=timeout))
+        limit = datetime.timedelta(seconds=timeout)
+        dist.init_process_group(backend, rank=rank, world_size=world, timeout=limit)
         dev = f"cuda:{torch.cuda.current_device()}" if device == "cuda" else "cpu"
-        comm = Communicator(rank, world, manifest["groups"], torch.device(dev))
+        comm = Communicator(rank, world, manifest["groups"], torch.device(dev), timeout=limit, heartbeat=beat)
         timing = {} if timed else None
         given = torch.load(values) if values else {}  # a file: tensors do not travel well as process arguments
         loss_kept, kept = run_rank(directory, manifest, rank, comm=comm, seed=seed, device=dev, steps=steps,
-                                   timing=timing, **given)
-        torch.save((loss_kept, kept), out_dir / f"rank_{rank}.pt")
+                                   timing=timing, progress=beat, **given)
+        beat.phase(heartbeat.SAVING)
+        files.save_atomically((loss_kept, kept), out_dir / f"rank_{rank}.pt")
         if save:
-            checkpoint.save(save, manifest, rank, kept, given.get("start_step", 0) + steps)
+            checkpoint.save(save, manifest, rank, kept, given.get("start_step", 0) + steps,
+                            gather=_gathered(dist, beat))
         if timed:
-            torch.save(timing, out_dir / f"rank_{rank}.timing.pt")
+            files.save_atomically(timing, out_dir / f"rank_{rank}.timing.pt")
+        beat.phase(heartbeat.FINISHING)
+        beat.enter()
         dist.barrier()
+        beat.leave()
         dist.destroy_process_group()
+        beat.phase(heartbeat.DONE)
     except BaseException as e:  # noqa: BLE001 (any failure must reach the launcher with its rank)
-        cause = f"{type(e).__name__}: {e}"
-        (out_dir / f"rank_{rank}.error").write_text(cause + "\n\n" + traceback.format_exc())
+        beat.failed()
+        report = {"cause": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+        files.write_text_atomically(out_dir / f"rank_{rank}.error", json.dumps(report))
         sys.exit(1)
+
+
+def _gathered(dist, beat):
+    """all_gather_object over every rank, bracketed for the watchdog: the checkpoint's barrier."""
+    def gather(obj):
+        everyone = [None] * dist.get_world_size()
+        beat.enter()
+        dist.all_gather_object(everyone, obj)
+        beat.leave()
+        return everyone
+    return gather
 
 
 def launch(directory, seed=1, device="cpu", timeout=300.0, out=None, steps=1):
@@ -183,13 +203,15 @@ def train(directory, steps, seed=1, device="cpu", timeout=300.0, out=None, timed
     values = {"initial": initial, "batches": batches, "start_step": start_step}
     if steps < 1:
         raise LaunchError(f"--steps {steps}: a run has at least one step")
+    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+        raise LaunchError(f"--timeout {timeout}: the seconds one collective may wait, a positive number")
     directory = pathlib.Path(directory)
     manifest = load_manifest(directory)
-    world = int(manifest["world_size"])
+    check_programs(directory, manifest)
+    world = manifest["world_size"]
     out_dir = pathlib.Path(out) if out else directory / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in list(out_dir.glob("rank_*.pt")) + list(out_dir.glob("rank_*.error")):
-        stale.unlink()
+    _remove_results(out_dir)
     if world == 1:
         timing = {} if timed else None
         try:
@@ -198,9 +220,9 @@ def train(directory, steps, seed=1, device="cpu", timeout=300.0, out=None, timed
         except Exception as e:  # noqa: BLE001 (reported as a multi-rank failure is)
             raise LaunchError(f"rank 0 failed: {type(e).__name__}: {e}") from e
         if timed:
-            torch.save(timing, out_dir / "rank_0.timing.pt")
+            files.save_atomically(timing, out_dir / "rank_0.timing.pt")
         if save:
-            checkpoint.save(save, manifest, 0, kept, start_step + steps)
+            checkpoint.save(save, manifest, 0, kept, start_step + steps, gather=lambda obj: [obj])
     else:
         given = out_dir / "given_values.pt"
         torch.save(values, given)
@@ -209,11 +231,19 @@ def train(directory, steps, seed=1, device="cpu", timeout=300.0, out=None, timed
     losses = [results_mod.assemble(manifest, step_kept).get(manifest.get("loss")) for step_kept in loss_kept]
     losses = [None if loss is None else float(loss) for loss in losses]
     values = results_mod.assemble(manifest, kept)
-    torch.save(values, out_dir / "values.pt")
-    torch.save(losses, out_dir / "losses.pt")
     if timed:
-        torch.save([torch.load(out_dir / f"rank_{r}.timing.pt") for r in range(world)], out_dir / "timing.pt")
+        files.save_atomically([torch.load(out_dir / f"rank_{r}.timing.pt") for r in range(world)], out_dir / "timing.pt")
+    files.save_atomically(losses, out_dir / "losses.pt")
+    files.save_atomically(values, out_dir / "values.pt")  # last: its presence says the run completed
     return losses, values
+
+
+def _remove_results(out_dir):
+    """An earlier run's files in OUT, so a failed run leaves none that look like its own."""
+    for pattern in ("values.pt", "losses.pt", "timing.pt", "given_values.pt", "rank_*.pt", "rank_*.error",
+                    "rank_*.stack", "rank_*.timing.pt"):
+        for stale in out_dir.glob(pattern):
+            stale.unlink()
 
 
 def read_timing(out):
@@ -222,21 +252,18 @@ def read_timing(out):
     return torch.load(pathlib.Path(out) / "timing.pt")
 
 
-class _PortTaken(LaunchError):
-    """Rank 0's store could not listen on the port picked for it: another process took it meanwhile."""
-
-
 def _spawn(directory, world, seed, device, timeout, out_dir, steps, timed=False, values=None, save=None):
     # The port is free when picked but only bound when rank 0 starts its store; a process starting beside
     # (another launch, a test) may take it first. Then the whole launch runs again on a new port.
     for attempt in range(3):
         try:
             return _spawn_once(directory, world, seed, device, timeout, out_dir, steps, timed, values, save)
-        except _PortTaken:
+        except supervise.PortTaken:
             if attempt == 2:
                 raise
-            for stale in pathlib.Path(out_dir).glob("rank_*.error"):
-                stale.unlink()
+            for pattern in ("rank_*.error", "rank_*.stack"):
+                for stale in pathlib.Path(out_dir).glob(pattern):
+                    stale.unlink()
     raise AssertionError("unreachable")
 
 
@@ -248,33 +275,18 @@ def _spawn_once(directory, world, seed, device, timeout, out_dir, steps, timed=F
     context = mp.get_context("forkserver")
     context.set_forkserver_preload(["torch", "torch.distributed", "loom.runtime.runtime", "loom.runtime.comm"])
     port = _free_port()
+    slots = heartbeat.slots_for(context, world)
     processes = [context.Process(target=_worker,
                                  args=(r, str(directory), port, seed, device, timeout, out_dir, steps, timed, values,
-                                       save),
+                                       save, slots),
                                  daemon=True) for r in range(world)]
-    for p in processes:
-        p.start()
-    deadline = time.monotonic() + timeout + 30
     try:
-        while any(p.is_alive() for p in processes):
-            for rank, p in enumerate(processes):
-                if p.exitcode not in (None, 0):
-                    cause = _cause(out_dir, rank, p.exitcode)
-                    error = _PortTaken if "EADDRINUSE" in cause else LaunchError
-                    raise error(f"rank {rank} failed: {cause}")
-            if time.monotonic() > deadline:
-                stuck = [r for r, p in enumerate(processes) if p.is_alive()]
-                raise LaunchError(f"ranks {stuck} did not finish within {timeout:g} s (a hang: see docs/codegen.md)")
-            time.sleep(0.05)
-        for rank, p in enumerate(processes):
-            if p.exitcode != 0:
-                raise LaunchError(f"rank {rank} failed: {_cause(out_dir, rank, p.exitcode)}")
-    finally:
         for p in processes:
-            if p.is_alive():
-                p.terminate()
-        for p in processes:
-            p.join(5)
+            p.start()
+    except BaseException:
+        supervise.tear_down([p for p in processes if p.pid is not None])
+        raise
+    supervise.supervise(processes, slots, directory, out_dir, timeout)
     loss_kept, kept = [[] for _ in range(steps)], []
     for rank in range(world):
         rank_losses, rank_kept = torch.load(out_dir / f"rank_{rank}.pt")
@@ -284,19 +296,14 @@ def _spawn_once(directory, world, seed, device, timeout, out_dir, steps, timed=F
     return loss_kept, kept
 
 
-def _cause(out_dir, rank, exitcode):
-    error = out_dir / f"rank_{rank}.error"
-    if error.is_file():
-        return error.read_text().splitlines()[0]
-    return f"exit code {exitcode} (no error report: killed?)"
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m loom.runtime.launch", description=__doc__.split("\n\n")[0])
     parser.add_argument("dir", help="directory written by `loom plan ... --emit DIR`")
     parser.add_argument("--seed", type=int, default=1, help="seed of the initial values (as `loom verify --seed`)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds any collective may wait")
+    parser.add_argument("--timeout", type=float, default=300.0,
+                        help="seconds any one collective or transfer may wait (default 300); a run itself may take "
+                             "any time. A rank that stops making progress that long while others wait is named")
     parser.add_argument("--out", help="results directory (default DIR/results)")
     parser.add_argument("--steps", type=int, default=1, help="optimizer steps to run (default 1)")
     parser.add_argument("--save", metavar="CKPT", help="after the last step, write a sharded checkpoint to CKPT")
@@ -304,7 +311,8 @@ def main(argv=None):
                         help="start from checkpoint CKPT (saved by any plan of the same model: resharded)")
     args = parser.parse_args(argv)
     try:
-        initial, start_step = checkpoint.load(args.resume) if args.resume else (None, 0)
+        initial, start_step = checkpoint.load(args.resume, manifest=load_manifest(args.dir)) if args.resume \
+            else (None, 0)
         losses, values = train(args.dir, args.steps, seed=args.seed, device=args.device, timeout=args.timeout,
                                out=args.out, initial=initial, start_step=start_step, save=args.save)
     except (LaunchError, results_mod.ResultError, checkpoint.CheckpointError, ValueError) as e:
