@@ -254,6 +254,17 @@ Expected<std::vector<Candidate>> ConstraintChecker::restrict(const std::vector<C
   std::vector<EntryName> entries;              // every entry some candidate breaks, in file order
   for (const Candidate& candidate : candidates) {
     std::vector<Violation> v = violations({candidate.config, candidate.micro_batch_size, offload});
+    // The space turns sequence parallelism on wherever the model takes it; where its splits (norms,
+    // dropouts and residual adds along the sequence) break the file, the same configuration without it.
+    if (!v.empty() && candidate.config.sequence_parallel) {
+      Candidate plain = candidate;
+      plain.config.sequence_parallel = false;
+      if (violations({plain.config, plain.micro_batch_size, offload}).empty()) {
+        kept.push_back(std::move(plain));
+        broken.emplace_back();
+        continue;
+      }
+    }
     if (v.empty()) kept.push_back(candidate);
     for (const Violation& one : v)
       if (std::ranges::find(entries, one.entry) == entries.end()) entries.push_back(one.entry);

@@ -262,6 +262,23 @@ TEST(ConstrainedSearch, TpRestrictedToTwoReturnsATpTwoPlan) {
   EXPECT_NE(deepspeed.error().message.find("deepspeed-best's grid"), std::string::npos);
 }
 
+// Sequence parallelism splits the norms along the sequence: replicating them keeps tp 2 without it.
+TEST(ConstrainedSearch, SequenceParallelOffWhereItsSplitsBreakTheFile) {
+  const std::string text = "degrees: {tp: [2]}\nreplicate: [layers.*.ln1]";
+  auto result = search_with(text);
+  ASSERT_TRUE(result) << result.error().to_string();
+  const api::Job& job = *result->best;
+  EXPECT_EQ(job.request.config.tp, 2);
+  EXPECT_FALSE(job.request.config.sequence_parallel);
+  auto free = search_with("degrees: {tp: [2]}");
+  ASSERT_TRUE(free);
+  EXPECT_TRUE(free->best->request.config.sequence_parallel);  // the space's own choice where the model takes it
+  auto c = parse(text);
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(plan_violations(*c, job.plan, job.request.config).empty());
+  EXPECT_FALSE(plan_violations(*c, free->best->plan, free->best->request.config).empty());
+}
+
 TEST(ConstrainedSearch, PlacementPinsTheStages) {
   const std::string text = "placement:\n  stages: 2\n  layers.0-1: stage 0\n  layers.2-3: stage 1";
   auto result = search_with(text);

@@ -142,7 +142,8 @@ class ConstraintChecker {
   // and stage partitions are computed once per (tp, sp) and (pp, chunks).
   std::vector<Violation> violations(const ConfigView& view);
 
-  // The candidates that satisfy every entry, in their order. Errors when none does: the entry that alone
+  // The candidates that satisfy every entry, in their order; a candidate with sequence parallelism that
+  // breaks the file but keeps it without is kept without. Errors when none does: the entry that alone
   // admits none of them, else the two entries that together admit none (both named), else all entries.
   // `space` names the candidates in the message ("auto's space", "megatron-best's grid").
   Expected<std::vector<Candidate>> restrict(const std::vector<Candidate>& candidates, std::string_view space,
