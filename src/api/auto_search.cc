@@ -366,6 +366,14 @@ Expected<std::vector<search::Candidate>> constrain_space(const Job& loaded, std:
   return checker->restrict(candidates, space, loaded.options.offload);
 }
 
+Expected<BaselineResult> with_space(Expected<BaselineResult> result, int space) {
+  if (result && !result->best->options.constraints.empty()) {
+    result->summary.constraints = result->best->options.constraints;
+    result->summary.space = space;
+  }
+  return result;
+}
+
 Expected<BaselineResult> search_candidates(const JobOptions& options, const Job& loaded,
                                            const std::vector<search::Candidate>& candidates, bool baseline_rule,
                                            bool progress) {
@@ -384,13 +392,15 @@ Expected<PricedSpace> price_space(const Job& loaded) {
 Expected<BaselineResult> auto_search(const JobOptions& options, bool progress) {
   LOOM_ASSIGN_OR_RETURN(const std::unique_ptr<Job> loaded, load_job(options));
   LOOM_ASSIGN_OR_RETURN(const search::SpaceFacts facts, space_facts(*loaded));
+  std::vector<search::Candidate> space = search::enumerate_space(facts);
+  const int space_size = static_cast<int>(space.size());
   LOOM_ASSIGN_OR_RETURN(const std::vector<search::Candidate> candidates,
-                        constrain_space(*loaded, search::enumerate_space(facts), "auto's space"));
+                        constrain_space(*loaded, std::move(space), "auto's space"));
   if (candidates.empty())
     return fail(fmt::format("auto has no configuration of {} GPUs for a global batch of {}", facts.gpus,
                             facts.global_batch),
                 "choose a global batch divisible by the data-parallel degrees (--global-batch)");
-  return search_candidates(options, *loaded, candidates, false, progress);
+  return with_space(search_candidates(options, *loaded, candidates, false, progress), space_size);
 }
 
 }  // namespace loom::api

@@ -12,18 +12,17 @@ namespace loom::api {
 bool is_baseline(std::string_view policy) { return policy == "megatron-best" || policy == "deepspeed-best"; }
 bool is_search(std::string_view policy) { return is_baseline(policy) || policy == "auto"; }
 
-Expected<std::vector<BaselineCandidate>> baseline_candidates(const Job& loaded) {
+namespace {
+
+// The baseline's whole grid, before any constraint file.
+Expected<std::vector<BaselineCandidate>> baseline_grid(const Job& loaded) {
   const std::string& baseline = loaded.options.policy;
   if (!is_baseline(baseline))
     return fail(fmt::format("unknown baseline '{}'", baseline), "use megatron-best or deepspeed-best");
   LOOM_ASSIGN_OR_RETURN(const search::SpaceFacts facts, space_facts(loaded));
   const bool megatron = baseline == "megatron-best";
-  LOOM_ASSIGN_OR_RETURN(
-      std::vector<BaselineCandidate> out,
-      constrain_space(loaded,
-                      search::enumerate_space(facts, {.megatron = megatron, .zero = !megatron, .mixed = false,
-                                                      .zero_bubble = false}),
-                      fmt::format("{}'s grid", baseline)));
+  std::vector<BaselineCandidate> out = search::enumerate_space(
+      facts, {.megatron = megatron, .zero = !megatron, .mixed = false, .zero_bubble = false});
   if (out.empty())
     return fail(fmt::format("{} has no configuration of {} GPUs for a global batch of {}", baseline, facts.gpus,
                             facts.global_batch),
@@ -31,10 +30,20 @@ Expected<std::vector<BaselineCandidate>> baseline_candidates(const Job& loaded) 
   return out;
 }
 
+}  // namespace
+
+Expected<std::vector<BaselineCandidate>> baseline_candidates(const Job& loaded) {
+  LOOM_ASSIGN_OR_RETURN(std::vector<BaselineCandidate> grid, baseline_grid(loaded));
+  return constrain_space(loaded, std::move(grid), fmt::format("{}'s grid", loaded.options.policy));
+}
+
 Expected<BaselineResult> best_baseline(const JobOptions& options, bool progress) {
   LOOM_ASSIGN_OR_RETURN(const std::unique_ptr<Job> loaded, load_job(options));
-  LOOM_ASSIGN_OR_RETURN(const std::vector<BaselineCandidate> candidates, baseline_candidates(*loaded));
-  return search_candidates(options, *loaded, candidates, true, progress);
+  LOOM_ASSIGN_OR_RETURN(std::vector<BaselineCandidate> grid, baseline_grid(*loaded));
+  const int space = static_cast<int>(grid.size());
+  LOOM_ASSIGN_OR_RETURN(const std::vector<BaselineCandidate> candidates,
+                        constrain_space(*loaded, std::move(grid), fmt::format("{}'s grid", options.policy)));
+  return with_space(search_candidates(options, *loaded, candidates, true, progress), space);
 }
 
 namespace {

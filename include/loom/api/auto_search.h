@@ -68,6 +68,10 @@ Expected<std::optional<search::ConstraintChecker>> job_constraints(const Job& lo
 Expected<std::vector<search::Candidate>> constrain_space(const Job& loaded, std::vector<search::Candidate> candidates,
                                                          std::string_view space);
 
+// A search's result with its summary naming the constraint file and the space before it (`space`
+// candidates); the result as it is without a file.
+Expected<BaselineResult> with_space(Expected<BaselineResult> result, int space);
+
 // The space's facts of a loaded job (GPUs, node size, global batch, layers, which tp degrees take
 // sequence parallelism).
 Expected<search::SpaceFacts> space_facts(const Job& loaded);
