@@ -51,6 +51,7 @@ namespace {
 // An explicit policy's configuration against the job's constraint file: refused with the entries it breaks.
 Expected<void> check_explicit(const Job& loaded) {
   LOOM_ASSIGN_OR_RETURN(std::optional<search::ConstraintChecker> checker, job_constraints(loaded));
+  if (!checker) return {};
   const policy::ParallelConfig& config = loaded.request.config;
   const std::int64_t per_step = std::int64_t{config.dp} * config.micro_batches;
   const std::int64_t samples = static_cast<std::int64_t>(loaded.workload.samples_per_step);
