@@ -53,6 +53,9 @@ Expected<void> check_explicit(const Job& loaded) {
   LOOM_ASSIGN_OR_RETURN(std::optional<search::ConstraintChecker> checker, job_constraints(loaded));
   if (!checker) return {};
   const policy::ParallelConfig& config = loaded.request.config;
+  if (!config.layer_tp.empty())
+    return fail("per-layer tensor-parallel degrees (--tp-layers) are not checked against a constraint file yet",
+                "leave out --constraints, or give one tp for every layer (docs/constraints.md)");
   const std::int64_t per_step = std::int64_t{config.dp} * config.micro_batches;
   const std::int64_t samples = static_cast<std::int64_t>(loaded.workload.samples_per_step);
   const std::vector<search::Violation> broken =
