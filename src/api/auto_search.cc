@@ -353,6 +353,27 @@ Expected<search::SpaceFacts> space_facts(const Job& loaded) {
       .sequence_parallel = [sp](int tp) { return sp.contains(tp) && sp.at(tp); }};
 }
 
+Expected<std::optional<search::ConstraintChecker>> job_constraints(const Job& loaded) {
+  if (loaded.options.constraints.empty()) return std::nullopt;
+  LOOM_ASSIGN_OR_RETURN(search::PlanConstraints constraints, search::read_plan_constraints(loaded.options.constraints));
+  return search::ConstraintChecker::bind(std::move(constraints), loaded.graph, loaded.catalog, loaded.request.gpus);
+}
+
+Expected<std::vector<search::Candidate>> constrain_space(const Job& loaded, std::vector<search::Candidate> candidates,
+                                                         std::string_view space) {
+  LOOM_ASSIGN_OR_RETURN(std::optional<search::ConstraintChecker> checker, job_constraints(loaded));
+  if (!checker) return candidates;
+  return checker->restrict(candidates, space, loaded.options.offload);
+}
+
+Expected<BaselineResult> with_space(Expected<BaselineResult> result, int space) {
+  if (result && !result->best->options.constraints.empty()) {
+    result->summary.constraints = result->best->options.constraints;
+    result->summary.space = space;
+  }
+  return result;
+}
+
 Expected<BaselineResult> search_candidates(const JobOptions& options, const Job& loaded,
                                            const std::vector<search::Candidate>& candidates, bool baseline_rule,
                                            bool progress) {
@@ -371,12 +392,15 @@ Expected<PricedSpace> price_space(const Job& loaded) {
 Expected<BaselineResult> auto_search(const JobOptions& options, bool progress) {
   LOOM_ASSIGN_OR_RETURN(const std::unique_ptr<Job> loaded, load_job(options));
   LOOM_ASSIGN_OR_RETURN(const search::SpaceFacts facts, space_facts(*loaded));
-  const std::vector<search::Candidate> candidates = search::enumerate_space(facts);
+  std::vector<search::Candidate> space = search::enumerate_space(facts);
+  const int space_size = static_cast<int>(space.size());
+  LOOM_ASSIGN_OR_RETURN(const std::vector<search::Candidate> candidates,
+                        constrain_space(*loaded, std::move(space), "auto's space"));
   if (candidates.empty())
     return fail(fmt::format("auto has no configuration of {} GPUs for a global batch of {}", facts.gpus,
                             facts.global_batch),
                 "choose a global batch divisible by the data-parallel degrees (--global-batch)");
-  return search_candidates(options, *loaded, candidates, false, progress);
+  return with_space(search_candidates(options, *loaded, candidates, false, progress), space_size);
 }
 
 }  // namespace loom::api

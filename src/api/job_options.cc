@@ -256,6 +256,11 @@ const std::vector<OptionField>& table() {
        "A search's time limit in seconds (--policy auto, megatron-best, deepspeed-best): the best plan found when it is "
        "spent; 0: none",
        LOOM_REAL(budget, 0, 1e9)},
+      {"constraints", "--constraints", {}, G::parallel, K::text,
+       "A constraint file (YAML or JSON, docs/constraints.md) restricting the search (auto, megatron-best, "
+       "deepspeed-best) or checked against an explicit policy: per-op partitions, replication, stage placement, "
+       "schedules, degrees",
+       LOOM_TEXT(constraints)},
       {"prefetch_depth", "--prefetch-depth", {}, G::passes, K::whole,
        "ZeRO-3 parameter all-gathers started ahead of the one being read, as DeepSpeed's stage-3 prefetcher (1: "
        "the next module's while the current one computes); 0: every gather blocking where it is read",

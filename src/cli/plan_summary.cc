@@ -126,10 +126,11 @@ nlohmann::ordered_json typed(const api::OptionField& f, const std::string& text)
 
 std::string search_summary(const api::SearchSummary& search, bool explain) {
   std::string out = fmt::format(
-      "search     {}: {} configurations, {} priced from {} measured slices, {} planned in full ({} not applicable), "
+      "search     {}: {}{} configurations{}, {} priced from {} measured slices, {} planned in full ({} not applicable), "
       "{:.1f} s{}\n",
-      search.baseline, search.candidates, search.priced, search.slices, search.evaluated, search.failed, search.seconds,
-      search.budget_spent ? " (budget spent)" : "");
+      search.baseline, search.candidates, search.constraints.empty() ? "" : fmt::format(" of {}", search.space),
+      search.constraints.empty() ? "" : fmt::format(" within {}", search.constraints), search.priced, search.slices,
+      search.evaluated, search.failed, search.seconds, search.budget_spent ? " (budget spent)" : "");
   if (!explain) return out;
   out += fmt::format("{:>4}  {:<64} {:>22}  {:>22}\n", "rank", "finalist (in planning order)", "analytic step, peak",
                      "full step, peak");
@@ -208,6 +209,8 @@ nlohmann::ordered_json plan_json(const api::Job& job, const std::optional<api::S
     }
     out["search"] = {{"baseline", search->baseline},
                      {"candidates", search->candidates},
+                     {"constraints", search->constraints},
+                     {"space", search->space},
                      {"priced", search->priced},
                      {"slices", search->slices},
                      {"evaluated", search->evaluated},

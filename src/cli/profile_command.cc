@@ -238,7 +238,7 @@ void add_profile_command(CLI::App& app) {
       "profile", "Measure the ops of a model's plan on this machine's device and merge them into a profile database");
   add_job_flags(cmd, &args->job, {api::OptionGroup::model, api::OptionGroup::sizes, api::OptionGroup::cluster,
                                   api::OptionGroup::parallel},
-                {"cluster", "profile"});
+                {"cluster", "profile", "constraints"});
   cmd->add_option("--db", args->db, "Profile database (JSON) to extend; created when missing")->required();
   cmd->add_option("--device-name", args->device_name,
                   "File the measurements under this device name (default: the timer's device matched to a known GPU, or cpu)");

@@ -116,7 +116,7 @@ void add_verify_command(CLI::App& app) {
   add_job_flags(cmd, &args->job,
                 {api::OptionGroup::model, api::OptionGroup::sizes, api::OptionGroup::optimizer, api::OptionGroup::cluster,
                  api::OptionGroup::parallel, api::OptionGroup::passes},
-                {"shrink", "cluster", "profile"});
+                {"shrink", "cluster", "profile", "constraints"});
   cmd->add_flag("--full", args->full, "Keep the preset's full size (slow: float64 on this CPU)");
   cmd->add_flag("--fallback-only", args->fallback_only, "Move data with sends only (no layout search)");
   cmd->add_option("--seed", args->seed, "Seed of the initial values")->capture_default_str();

@@ -8,19 +8,14 @@
 #include "loom/api/auto_search.h"
 #include "loom/api/resolve_request.h"
 #include "loom/search/rank_correlation.h"
+#include "testing/small_search_job.h"
 
 namespace loom::api {
 namespace {
 
+using testing::small_search_job;
 JobOptions small_job(const std::string& model, const std::string& policy, int gpus = 4) {
-  JobOptions o;
-  o.model = model;
-  o.layers = 4;
-  o.seq = 256;
-  o.global_batch = 16;
-  o.gpus = gpus;
-  o.policy = policy;
-  return o;
+  return small_search_job(model, policy, gpus);
 }
 
 // Every plannable candidate of gpt3-125m on 4 GPUs planned in full: the analytic step times rank the

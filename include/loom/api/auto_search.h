@@ -32,6 +32,7 @@
 #include "loom/api/baseline_search.h"
 #include "loom/api/job.h"
 #include "loom/search/analytic_cost.h"
+#include "loom/search/plan_constraints.h"
 #include "loom/search/plan_space.h"
 
 namespace loom::api {
@@ -45,7 +46,8 @@ Expected<BaselineResult> search_candidates(const JobOptions& options, const Job&
                                            const std::vector<search::Candidate>& candidates, bool baseline_rule,
                                            bool progress);
 
-// `--policy auto`: the whole space. Errors: as search_candidates.
+// `--policy auto`: the whole space, within options.constraints when given. Errors: as search_candidates
+// and constrain_space.
 Expected<BaselineResult> auto_search(const JobOptions& options, bool progress = false);
 
 // auto's whole space of a loaded job, each candidate priced (nullopt: its class could not be measured,
@@ -56,6 +58,19 @@ struct PricedSpace {
   std::vector<std::optional<search::Estimate>> estimates;  // aligned with candidates
 };
 Expected<PricedSpace> price_space(const Job& loaded);
+
+// The loaded job's constraint file (options.constraints) bound to its graph and GPUs; nullopt when none is
+// given. Errors: those of search::read_plan_constraints and ConstraintChecker::bind.
+Expected<std::optional<search::ConstraintChecker>> job_constraints(const Job& loaded);
+
+// `candidates` within the job's constraint file (all of them without one), in their order; `space` names
+// them in errors ("auto's space"). Errors: job_constraints', and none left (the entries that exclude all).
+Expected<std::vector<search::Candidate>> constrain_space(const Job& loaded, std::vector<search::Candidate> candidates,
+                                                         std::string_view space);
+
+// A search's result with its summary naming the constraint file and the space before it (`space`
+// candidates); the result as it is without a file.
+Expected<BaselineResult> with_space(Expected<BaselineResult> result, int space);
 
 // The space's facts of a loaded job (GPUs, node size, global batch, layers, which tp degrees take
 // sequence parallelism).

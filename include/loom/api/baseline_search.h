@@ -60,7 +60,9 @@ struct FinalistRow {
 
 struct SearchSummary {
   std::string baseline;  // the search: "auto", "megatron-best", "deepspeed-best"
-  int candidates = 0;    // enumerated
+  int candidates = 0;    // enumerated (within the constraint file, when one is given)
+  std::string constraints;  // the constraint file (options.constraints); "": none
+  int space = 0;            // enumerated before the constraint file narrowed them (0: no file)
   int evaluated = 0;     // planned in full (the finalists)
   int failed = 0;        // candidates the policy could not apply (a slice or a finalist that failed)
   int priced = 0;        // priced analytically

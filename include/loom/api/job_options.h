@@ -90,6 +90,9 @@ struct JobOptions {
   // A search's time limit in seconds (api/auto_search.h): pricing and planning stop when spent, the best
   // plan so far kept; 0: none.
   double budget = 0;
+  // A constraint file (search/plan_constraints.h, docs/constraints.md): the searches plan only within it,
+  // an explicit policy is refused where it breaks it; "": none.
+  std::string constraints;
 };
 
 // Which commands take a field: a command registers the groups it needs.
