@@ -171,12 +171,12 @@ class Search {
 
   std::vector<std::size_t> finalists(bool baseline_rule) {
     std::vector<std::size_t> picked;
+    // A baseline's pick that auto picked too stays a baseline's pick: it is never dropped below.
     const auto add = [&](const std::vector<std::size_t>& some, bool follows) {
-      for (std::size_t i : some)
-        if (std::ranges::find(picked, i) == picked.end()) {
-          picked.push_back(i);
-          if (follows) follows_recompute_.insert(i);
-        }
+      for (std::size_t i : some) {
+        if (std::ranges::find(picked, i) == picked.end()) picked.push_back(i);
+        if (follows) follows_recompute_.insert(i);
+      }
     };
     for (search::Family family : {search::Family::megatron, search::Family::zero, search::Family::mixed}) {
       if (baseline_rule) {
@@ -268,7 +268,7 @@ class Search {
       if (!summary_.finalists.empty() && budget_spent()) return;
       std::vector<std::size_t> pair;
       for (; at < queue.size() && pair.size() < 2; ++at)
-        if (planned_.insert(queue[at]).second) pair.push_back(queue[at]);
+        if (planned_.insert(queue[at]).second && !bounded_out(queue[at])) pair.push_back(queue[at]);
       if (pair.empty()) continue;
       std::vector<Expected<std::unique_ptr<Job>>> jobs;
       for (std::size_t k = 0; k < pair.size(); ++k) jobs.emplace_back(fail("not planned"));
@@ -284,6 +284,23 @@ class Search {
             queue.insert(queue.begin() + static_cast<std::ptrdiff_t>(at), *next);
           }
     }
+  }
+
+  // A finalist slow to plan whose analytic step is no faster than the best fitting full step so far is
+  // skipped (auto_search.h, step 4), with a row saying so.
+  bool bounded_out(std::size_t i) {
+    const search::Estimate& e = *estimates_[i];
+    if (e.cheap || !best_ || best_->metrics.out_of_memory() || e.step_seconds < best_->metrics.step_time) return false;
+    FinalistRow row{.configuration = search::describe(candidates_[i]), .family = std::string(search::name(candidates_[i].family)),
+                    .rank = rank_[i], .analytic_seconds = e.step_seconds, .analytic_peak = e.peak_bytes,
+                    .analytic_fits = e.fits, .analytic_pipeline = e.pipeline_seconds,
+                    .analytic_sync = e.sync_seconds, .analytic_optimizer = e.optimizer_seconds, .skipped = true};
+    row.error = fmt::format("skipped: slow to plan in full ({} sub-ops, unfolded) and priced at {:.4f} s, no faster "
+                            "than the {:.4f} s already planned",
+                            e.explicit_sub_ops, e.step_seconds, best_->metrics.step_time);
+    ++summary_.skipped;
+    summary_.finalists.push_back(std::move(row));
+    return true;
   }
 
   Expected<void> plan_finalists(const std::vector<std::size_t>& order) {

@@ -126,11 +126,13 @@ nlohmann::ordered_json typed(const api::OptionField& f, const std::string& text)
 
 std::string search_summary(const api::SearchSummary& search, bool explain) {
   std::string out = fmt::format(
-      "search     {}: {}{} configurations{}, {} priced from {} measured slices, {} planned in full ({} not applicable), "
+      "search     {}: {}{} configurations{}, {} priced from {} measured slices, {} planned in full ({} not applicable{}), "
       "{:.1f} s{}\n",
       search.baseline, search.candidates, search.constraints.empty() ? "" : fmt::format(" of {}", search.space),
       search.constraints.empty() ? "" : fmt::format(" within {}", search.constraints), search.priced, search.slices,
-      search.evaluated, search.failed, search.seconds, search.budget_spent ? " (budget spent)" : "");
+      search.evaluated, search.failed,
+      search.skipped > 0 ? fmt::format(", {} slow to plan skipped by the bound", search.skipped) : std::string(),
+      search.seconds, search.budget_spent ? " (budget spent)" : "");
   if (!explain) return out;
   out += fmt::format("{:>4}  {:<64} {:>22}  {:>22}\n", "rank", "finalist (in planning order)", "analytic step, peak",
                      "full step, peak");
@@ -141,7 +143,7 @@ std::string search_summary(const api::SearchSummary& search, bool explain) {
     };
     out += fmt::format("{:>4}  {:<64} {:>22}  {:>22}{}\n", r.rank, r.configuration,
                        cell(r.analytic_seconds, r.analytic_peak, r.analytic_fits),
-                       r.planned ? cell(r.full_seconds, r.full_peak, r.full_fits) : std::string("failed"),
+                       r.planned ? cell(r.full_seconds, r.full_peak, r.full_fits) : std::string(r.skipped ? "skipped" : "failed"),
                        static_cast<int>(i) == search.winner ? "  <- chosen" : "");
     out += fmt::format("{:>6}analytic: pipeline {:.3f} s + dp/ZeRO sync {:.3f} s + optimizer {:.3f} s", "",
                        r.analytic_pipeline, r.analytic_sync, r.analytic_optimizer);
@@ -194,7 +196,8 @@ nlohmann::ordered_json plan_json(const api::Job& job, const std::optional<api::S
                           {"analytic_pipeline_seconds", r.analytic_pipeline},
                           {"analytic_sync_seconds", r.analytic_sync},
                           {"analytic_optimizer_seconds", r.analytic_optimizer},
-                          {"planned", r.planned}};
+                          {"planned", r.planned},
+                          {"skipped", r.skipped}};
       if (r.planned) {
         row["step_seconds"] = r.full_seconds;
         row["peak_bytes"] = r.full_peak;
@@ -215,6 +218,7 @@ nlohmann::ordered_json plan_json(const api::Job& job, const std::optional<api::S
                      {"slices", search->slices},
                      {"evaluated", search->evaluated},
                      {"not_applicable", search->failed},
+                     {"skipped", search->skipped},
                      {"seconds", search->seconds},
                      {"budget_spent", search->budget_spent},
                      {"finalists", std::move(finalists)},

@@ -13,7 +13,10 @@
 //                  next recomputation.
 //      auto drops its own picks that are slow to plan in full (an explicit plan above job.h's fold
 //      threshold: ZeRO on tens of GPUs) unless priced 10 % faster than the best cheap pick, and plans the
-//      cheap finalists first.
+//      cheap finalists first. Then every search skips a finalist slow to plan whose analytic step is no
+//      faster than the best fitting full step already planned: the analytic step prices what the full path
+//      prices less what it cannot see (bench_auto_rank: it is below the full step on the finalists
+//      measured), so such a finalist would not win, and planning it would take tens of seconds to minutes.
 //      k is small because the analytic ranking puts the full path's optimum among its first few
 //      (bench/bench_auto_rank.cc reports the rank correlation and where the optimum falls) and one full
 //      plan of a large job takes seconds. When no finalist fits in full, the next candidates in rank

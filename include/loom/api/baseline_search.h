@@ -47,7 +47,8 @@ struct FinalistRow {
   double analytic_pipeline = 0;
   double analytic_sync = 0;
   double analytic_optimizer = 0;
-  bool planned = false;       // planned in full (false: its plan failed, error says why)
+  bool planned = false;       // planned in full (false: its plan failed or it was skipped, error says why)
+  bool skipped = false;       // slow to plan and bounded out by a faster full plan (auto_search.h, step 4)
   double full_seconds = 0;
   std::int64_t full_peak = 0;
   bool full_fits = false;
@@ -65,6 +66,7 @@ struct SearchSummary {
   int space = 0;            // enumerated before the constraint file narrowed them (0: no file)
   int evaluated = 0;     // planned in full (the finalists)
   int failed = 0;        // candidates the policy could not apply (a slice or a finalist that failed)
+  int skipped = 0;       // finalists slow to plan in full, skipped by the bound (auto_search.h, step 4)
   int priced = 0;        // priced analytically
   int slices = 0;        // classes measured (search_facts.h)
   double seconds = 0;    // wall-clock of the whole search (never written into files)

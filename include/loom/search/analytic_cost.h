@@ -18,7 +18,8 @@
 //               reduce-scatter and the parameters' all-gather at the step's end; ZeRO 2: a reduce-scatter
 //               per micro-batch behind its backward, the all-gather at the end; ZeRO 3: per micro-batch the
 //               parameters gathered for forward and backward and the gradients reduce-scattered,
-//               prefetched behind compute (exposed: what exceeds it). ZeRO's collectives are one per
+//               prefetched behind compute (exposed: what exceeds it, and at least every collective's
+//               latency, which a prefetch one reader ahead does not hide). ZeRO's collectives are one per
 //               parameter tensor, each paying the launch latency and α.
 // Memory on the worst stage: parameters P, gradients G, optimizer states O of its layers (ZeRO 1: O/dp;
 // 2: also G/dp; 3: also P/dp plus one layer gathered whole; "/dp" for the parameters dp divides, the
@@ -137,6 +138,8 @@ class AnalyticCoster {
   // `tensors` collectives of `kind` moving `bytes` together (ZeRO's one per parameter or gradient).
   double zero_traffic(comm::Primitive kind, const std::vector<std::vector<int>>& groups, std::int64_t bytes,
                       double tensors) const;
+  // The latency of those collectives alone (each moving one byte): what prefetching cannot hide.
+  double zero_latency(comm::Primitive kind, const std::vector<std::vector<int>>& groups, double tensors) const;
 
   const CostFacts& facts_;
   comm::AlphaBetaCostModel comm_;
