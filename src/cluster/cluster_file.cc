@@ -5,15 +5,13 @@
 #include <charconv>
 #include <cmath>
 #include <exception>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <span>
-#include <sstream>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
 
+#include "loom/core/input_file.h"
 #include "loom/core/strings.h"
 
 namespace loom::cluster {
@@ -259,20 +257,12 @@ Expected<Cluster> parse_cluster_yaml(std::string_view text, std::string_view sou
 }
 
 Expected<Cluster> load_cluster_file(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    return fail(fmt::format("cannot open cluster file '{}': {}", path,
-                            std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"),
-                "check the path; a cluster file ends in .yaml, .yml or .json, and `loom clusters` lists the presets");
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (!ec && size > kMaxFileBytes)
-    return fail(fmt::format("cluster file '{}' is {} bytes, more than the 16 MiB limit", path, size),
-                "a cluster file is a few dozen lines; check the path");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(fmt::format("cannot read cluster file '{}'", path), "check the file's permissions");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_cluster_yaml(text.str(), path);
+  LOOM_ASSIGN_OR_RETURN(const std::string text,
+                        read_input_file(path, "cluster file",
+                                        "a cluster file ends in .yaml, .yml or .json and is a few dozen lines; "
+                                        "`loom clusters` lists the presets",
+                                        kMaxFileBytes));
+  return parse_cluster_yaml(text, path);
 }
 
 std::string cluster_to_yaml(const Cluster& c) {

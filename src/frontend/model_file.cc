@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "loom/core/input_file.h"
 #include "loom/core/strings.h"
 #include "loom/core/suggest.h"
-#include "loom/frontend/text_file.h"
 #include "loom/models/families.h"
 
 namespace loom::frontend {
@@ -112,7 +112,7 @@ Expected<ModelSpec> parse_model_yaml(std::string_view text, std::string_view sou
 
 Expected<models::ModelPreset> load_model_file(const std::string& path) {
   LOOM_ASSIGN_OR_RETURN(const std::string text,
-                        read_text_file(path, "model file",
+                        read_input_file(path, "model file",
                                        "check the path; `loom models --write-files DIR` writes the presets' files"));
   LOOM_ASSIGN_OR_RETURN(const ModelSpec spec, parse_model_yaml(text, path));
   return with_context(models::preset_of(spec, models::FieldNaming::file_key), fmt::format("model file '{}'", path));

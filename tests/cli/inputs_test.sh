@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Input guards (docs/inputs.md; issue 17 "Inputs"): every file input is read only when it is a regular file
+# under a size limit, so /dev/zero and a FIFO are refused at once, naming the input (they aborted with
+# bad_alloc or blocked forever). `timeout` turns a hang into a failure here.
+source "$(dirname "$0")/cli_lib.sh"
+
+mkfifo "$tmp/fifo"
+small=(--layers 2 --seq 256 --global-batch 8 --gpus 4)
+for bad in /dev/zero "$tmp/fifo"; do
+  kind=$([ "$bad" = /dev/zero ] && echo "a character device" || echo "a FIFO (named pipe)")
+  expect "from $bad" nonzero timeout 20 "$LOOM" graph --from "$bad" &&
+    contains "from $bad names it" "$bad: cannot read the graph file: it is $kind, not a regular file"
+  expect "graph $bad" nonzero timeout 20 "$LOOM" plan --graph "$bad" --gpus 4 --out "$tmp/o" &&
+    contains "graph $bad names it" "$bad: cannot read the graph file: it is $kind"
+  expect "profile $bad" nonzero timeout 20 "$LOOM" plan --model gpt3-125m "${small[@]}" --profile "$bad" --out "$tmp/o" &&
+    contains "profile $bad names it" "$bad: cannot read the profile database: it is $kind"
+  expect "db $bad" nonzero timeout 20 "$LOOM" profile --model gpt3-125m "${small[@]}" --db "$bad" --dry-run --device-name cpu &&
+    contains "db $bad names it" "$bad: cannot read the profile database: it is $kind"
+  expect "model-file $bad" nonzero timeout 20 "$LOOM" plan --model-file "$bad" "${small[@]}" --out "$tmp/o" &&
+    contains "model-file $bad names it" "$bad: cannot read the model file: it is $kind"
+  expect "cluster $bad" nonzero timeout 20 "$LOOM" plan --model gpt3-125m "${small[@]}" --cluster "$bad" --out "$tmp/o"
+  expect "results $bad" nonzero timeout 20 "$LOOM" profile --model gpt3-125m "${small[@]}" --db "$tmp/db.json" \
+    --results "$bad" --device-name cpu && contains "results $bad names it" "$bad: cannot read the timer results: it is $kind"
+  expect "iopddl $bad" nonzero timeout 20 "$LOOM" solve-iopddl "$bad" &&
+    contains "iopddl $bad names it" "$bad: cannot read the IOPDDL instance: it is $kind"
+done
+# A cluster file path must end in .yaml, .yml or .json, so the guard is reached through a FIFO so named.
+mkfifo "$tmp/fifo.yaml"
+expect "cluster fifo" nonzero timeout 20 "$LOOM" plan --model gpt3-125m "${small[@]}" --cluster "$tmp/fifo.yaml" --out "$tmp/o" &&
+  contains "cluster fifo names it" "$tmp/fifo.yaml: cannot read the cluster file: it is a FIFO (named pipe)"
+
+finish
