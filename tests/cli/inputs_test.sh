@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Input guards (docs/inputs.md; issue 17 "Inputs"): every file input is read only when it is a regular file
+# Input guards (docs/files.md; issue 17 "Inputs"): every file input is read only when it is a regular file
 # under a size limit, so /dev/zero and a FIFO are refused at once, naming the input (they aborted with
 # bad_alloc or blocked forever). `timeout` turns a hang into a failure here.
 source "$(dirname "$0")/cli_lib.sh"
