@@ -29,4 +29,23 @@ mkfifo "$tmp/fifo.yaml"
 expect "cluster fifo" nonzero timeout 20 "$LOOM" plan --model gpt3-125m "${small[@]}" --cluster "$tmp/fifo.yaml" --out "$tmp/o" &&
   contains "cluster fifo names it" "$tmp/fifo.yaml: cannot read the cluster file: it is a FIFO (named pipe)"
 
+# Pricing does not depend on the cluster's size: a 4-GPU plan on a valid 65,536-node cluster file (161 s
+# before) is the same plan, with the same predictions, as on one node.
+"$LOOM" clusters --yaml dgx-a100 > "$tmp/one.yaml"
+sed 's/^nodes: 1$/nodes: 65536/' "$tmp/one.yaml" > "$tmp/huge.yaml"
+grep -q '^nodes: 65536$' "$tmp/huge.yaml" && pass=$((pass+1)) || fail "huge cluster: the file was not made"
+plan4=(plan --model gpt3-125m "${small[@]}" --policy megatron --tp 2 --dp 2 --json)
+expect "one node" 0 "$LOOM" "${plan4[@]}" --cluster "$tmp/one.yaml" --out "$tmp/one" && one=$out
+expect "65536 nodes" 0 timeout 120 "$LOOM" "${plan4[@]}" --cluster "$tmp/huge.yaml" --out "$tmp/huge" && huge=$out
+for f in plan.json exec.json trace.json; do
+  cmp -s "$tmp/one/$f" "$tmp/huge/$f" && pass=$((pass+1)) || fail "huge cluster: $f differs from one node's"
+done
+python3 - "$one" "$huge" <<'PY' && pass=$((pass+1)) || fail "huge cluster: the predictions differ"
+import json, sys
+one, huge = (json.loads(t) for t in sys.argv[1:])
+a, b = one["summary"], huge["summary"]
+for key in ("step_time_s", "mfu", "per_device"):
+    assert a[key] == b[key], (key, a[key], b[key])
+PY
+
 finish
