@@ -95,7 +95,12 @@ Expected<ModelSpec> read_spec(const YAML::Node& root, std::string_view source) {
 Expected<ModelSpec> parse_model_yaml(std::string_view text, std::string_view source) {
   YAML::Node root;
   try {
-    root = YAML::Load(std::string(text));
+    const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
+    if (documents.size() > 1)
+      return fail(fmt::format("model file '{}' holds {} YAML documents (separated by '---'), not one", source,
+                              documents.size()),
+                  "a model file describes one model: keep one document, one file per model");
+    if (!documents.empty()) root = documents.front();
   } catch (const YAML::Exception& e) {
     return fail(fmt::format("model file '{}': malformed YAML at line {}, column {}: {}", source, e.mark.line + 1,
                             e.mark.column + 1, e.msg),
