@@ -15,6 +15,7 @@
 
 #include "loom/core/atomic_file.h"
 #include "loom/core/input_file.h"
+#include "loom/core/json_error.h"
 
 namespace loom::cost {
 namespace {
@@ -78,7 +79,7 @@ Expected<ProfileDb> ProfileDb::parse(const std::string& text, const std::string&
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
-    return fail(fmt::format("{}: not valid JSON: {}", source, e.what()), "the profile database is a JSON file");
+    return fail(fmt::format("{}: {}", source, describe_json_error(e.what())), "the profile database is a JSON file");
   }
   if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_array())
     return fail(fmt::format("{}: not a profile database", source), std::string(kFormatHint));

@@ -8,6 +8,7 @@
 
 #include "loom/core/atomic_file.h"
 #include "loom/core/input_file.h"
+#include "loom/core/json_error.h"
 
 namespace loom::search {
 namespace {
@@ -111,9 +112,13 @@ Expected<std::string> gunzip(const std::string& data, const std::string& path) {
 }  // namespace
 
 Expected<ShardingProblem> parse_iopddl(const std::string& text, const std::string& where) {
-  Json root = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded())
-    return fail(fmt::format("{}: not valid JSON", where), "an IOPDDL instance is one JSON object {\"problem\": ...}");
+  Json root;
+  try {
+    root = Json::parse(text);
+  } catch (const Json::exception& e) {
+    return fail(fmt::format("{}: {}", where, describe_json_error(e.what())),
+                "an IOPDDL instance is one JSON object {\"problem\": ...}");
+  }
   const Reader r{where};
   LOOM_ASSIGN_OR_RETURN(const Json* problem, r.member(root, "the file", "problem"));
   ShardingProblem out;
