@@ -48,4 +48,14 @@ for key in ("step_time_s", "mfu", "per_device"):
     assert a[key] == b[key], (key, a[key], b[key])
 PY
 
+# The explicit plan's memory is estimated before planning and refused with the option that avoids it: under
+# --fold off (175B on 1024 GPUs climbed past 13 GB) and for ZeRO-3 on 512 GPUs (18 GB under the sub-op limit).
+expect fold-off-175b nonzero timeout 60 "$LOOM" plan --model gpt3-175b --cluster dgx-a100x128 --dp 8 --tp 8 --pp 16 \
+  --microbatches 64 --interleave 2 --global-batch 512 --fold off --out "$tmp/o175" &&
+  contains fold-off-175b-msg "GiB to plan, over Loom's limit of 14.31 GiB; policy megatron is planned unfolded" &&
+  contains fold-off-175b-hint "hint: drop --fold off"
+expect zero3-512 nonzero timeout 60 "$LOOM" plan --model gpt3-1.3b --cluster dgx-a100x64 --policy zero --zero 3 --gpus 512 \
+  --global-batch 512 --microbatches 1 --out "$tmp/z512" && contains zero3-512-msg "policy zero with ZeRO-3 cannot be folded"
+[ -e "$tmp/o175" ] || [ -e "$tmp/z512" ] && fail "refused plans wrote files" || pass=$((pass+1))
+
 finish

@@ -43,8 +43,9 @@
 namespace loom::api {
 
 // An explicit (unfolded) plan above this many sub-ops (ops x dp x tp x micro-batches, estimated) folds
-// when it can (Fold::automatic); one above kExplicitSubOpLimit that cannot is refused rather than planned
-// for minutes.
+// when it can (Fold::automatic); one whose planning memory exceeds what kExplicitSubOpLimit sub-ops take
+// (ZeRO's sub-ops weigh more, by dp: job_load.cc) and that does not fold, --fold off included, is refused
+// before planning rather than planned for minutes and many GB.
 inline constexpr std::int64_t kFoldAboveSubOps = 300'000;
 inline constexpr std::int64_t kExplicitSubOpLimit = 3'000'000;
 
