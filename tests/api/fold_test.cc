@@ -153,14 +153,19 @@ TEST(Fold, RefusesWhatItCannotFold) {
   EXPECT_NE(indivisible.error().message.find("does not divide"), std::string::npos) << indivisible.error().message;
 }
 
-// A job too large to plan explicitly that cannot fold is refused at once, naming the reason.
-TEST(Fold, RefusesAnExplicitPlanTooLargeToBuild) {
+// GPT-3 175B on 1024 GPUs as Megatron-LM plans it (dp 8 x tp 8 x pp 16, 64 micro-batches, interleaved).
+JobOptions gpt3_175b_on_1024(int zero) {
   JobOptions request;
   request.model = "gpt3-175b";
   request.global_batch = 512;
   request.cluster = "dgx-a100x128";
   request.policy = "megatron";
-  request = with_config(request, {.dp = 8, .tp = 8, .pp = 16, .micro_batches = 64, .virtual_stages = 2, .zero = 1});
+  return with_config(request, {.dp = 8, .tp = 8, .pp = 16, .micro_batches = 64, .virtual_stages = 2, .zero = zero});
+}
+
+// A job too large to plan explicitly that cannot fold is refused at once, naming the reason.
+TEST(Fold, RefusesAnExplicitPlanTooLargeToBuild) {
+  const JobOptions request = gpt3_175b_on_1024(1);
   auto refused = plan_job(request);
   ASSERT_FALSE(refused.has_value());
   EXPECT_NE(refused.error().message.find("cannot be folded"), std::string::npos) << refused.error().message;
@@ -170,13 +175,8 @@ TEST(Fold, RefusesAnExplicitPlanTooLargeToBuild) {
 // The explicit plan's memory is estimated before planning, under --fold off too (175B on 1024 GPUs unfolded
 // climbed past 13 GB with no output in 600 s), and refused naming the option that avoids it.
 TEST(Fold, FoldOffIsRefusedBeforePlanningWhenTheExplicitPlanIsTooLarge) {
-  JobOptions request;
-  request.model = "gpt3-175b";
-  request.global_batch = 512;
-  request.cluster = "dgx-a100x128";
-  request.policy = "megatron";
+  JobOptions request = gpt3_175b_on_1024(0);
   request.fold = Fold::off;
-  request = with_config(request, {.dp = 8, .tp = 8, .pp = 16, .micro_batches = 64, .virtual_stages = 2});
   auto refused = load_job(request);
   ASSERT_FALSE(refused.has_value());
   EXPECT_NE(refused.error().message.find("GiB to plan, over Loom's limit of 14.31 GiB; policy megatron is planned "
