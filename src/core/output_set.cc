@@ -44,6 +44,8 @@ Expected<Descriptor> open_and_lock(const std::string& dir, std::chrono::millisec
   if (handle.fd < 0) return fail(fmt::format("{}: cannot open the output directory ({})", dir, std::strerror(errno)));
   const auto deadline = std::chrono::steady_clock::now() + wait;
   while (::flock(handle.fd, LOCK_EX | LOCK_NB) != 0) {
+    // A file system without locks (some network mounts): write unlocked rather than not at all.
+    if (errno == ENOLCK || errno == EOPNOTSUPP || errno == ENOSYS) break;
     if (errno != EWOULDBLOCK && errno != EINTR)
       return fail(fmt::format("{}: cannot lock the output directory ({})", dir, std::strerror(errno)));
     if (std::chrono::steady_clock::now() >= deadline)
