@@ -7,6 +7,7 @@
 #include "loom/api/baseline_search.h"
 #include "loom/api/job.h"
 #include "loom/cluster/presets.h"
+#include "loom/core/strings.h"
 #include "loom/frontend/graph_file.h"
 #include "loom/ir/autograd.h"
 #include "loom/models/zoo.h"
@@ -43,6 +44,40 @@ sim::Workload workload_of(const ir::Graph& graph) {
 
 std::string zero_text(int zero) { return zero > 0 ? fmt::format(" with ZeRO-{}", zero) : std::string(); }
 
+// The memory planning an explicit plan takes, per sub-op, measured on gpt3-125m (dp 16-128, 2-12 layers):
+// about 5 KiB without ZeRO; ZeRO's parameter gathers and gradient shards add pieces and sends per rank,
+// about 64 bytes more per data-parallel rank (9 KiB at dp 64, 13 KiB at dp 128).
+// (In doubles: the product of the degrees of a nonsense request must not overflow.)
+constexpr double kPlanBytesPerSubOp = 5 << 10;
+constexpr double kZeroPlanBytesPerRank = 64;
+// The explicit plan's memory limit: what kExplicitSubOpLimit sub-ops take without ZeRO (about 14 GiB).
+constexpr double kExplicitPlanBytesLimit = static_cast<double>(kExplicitSubOpLimit) * kPlanBytesPerSubOp;
+
+// Forward ops x dp x tp x micro-batches x 3 (forward, backward, accumulations): the explicit plan's sub-ops.
+double explicit_sub_ops(std::int64_t forward_ops, const policy::ParallelConfig& c, int micro_batches) {
+  return 3.0 * static_cast<double>(forward_ops) * c.dp * c.tp * micro_batches;
+}
+
+double explicit_plan_bytes(std::int64_t forward_ops, const policy::ParallelConfig& c, int micro_batches) {
+  const double per_sub_op = kPlanBytesPerSubOp + (c.zero > 0 ? kZeroPlanBytesPerRank * c.dp : 0);
+  return explicit_sub_ops(forward_ops, c, micro_batches) * per_sub_op;
+}
+
+// What brings an explicit plan under the memory limit: folding, where the policy folds; else the most
+// micro-batches that fit.
+std::string smaller_plan_hint(std::int64_t forward_ops, const policy::ParallelConfig& c, bool foldable) {
+  if (foldable) return "drop --fold off: --fold auto plans it folded (one micro-batch of one replica, repeated)";
+  int fits = c.micro_batches;
+  while (fits > 1 && explicit_plan_bytes(forward_ops, c, fits) > kExplicitPlanBytesLimit) --fits;
+  const std::string fewer =
+      fits < c.micro_batches && explicit_plan_bytes(forward_ops, c, fits) <= kExplicitPlanBytesLimit
+          ? fmt::format("--microbatches {} or fewer, or ", fits)
+          : std::string();
+  return fmt::format("plan {}fewer GPUs (--gpus, --dp), or fold it (--policy megatron without --zero or a zero-bubble "
+                     "--schedule)",
+                     fewer);
+}
+
 // Whether to fold (job.h): on request, or automatically for a large megatron plan.
 Expected<bool> decide_fold(const Job& job, const ir::Graph& forward) {
   const JobOptions& o = job.options;
@@ -54,7 +89,6 @@ Expected<bool> decide_fold(const Job& job, const ir::Graph& forward) {
   // Per-layer degrees (layer_tp) are planned explicitly: the fold's slice is built at one tp.
   const bool foldable = o.policy == "megatron" && c.zero == 0 && !plans_a_graph(o) && !plan::splits_backward(c.schedule) &&
                         c.schedule != plan::ScheduleKind::three_f_one_b && c.layer_tp.empty();
-  if (o.fold == Fold::off) return false;
   if (o.fold == Fold::on) {
     if (!foldable)
       return fail(plans_a_graph(o)
@@ -65,18 +99,21 @@ Expected<bool> decide_fold(const Job& job, const ir::Graph& forward) {
                   "use --policy megatron without --zero or a zero-bubble schedule (nor 3f1b) on a --model preset, or --fold off");
     return true;
   }
-  // The training graph has about three ops per forward op (forward, backward, accumulations).
-  const std::int64_t estimate = 3 * static_cast<std::int64_t>(forward.ops.size()) * c.dp * c.tp * c.micro_batches;
-  if (foldable && (c.dp > 1 || c.micro_batches > 1) && estimate > kFoldAboveSubOps) return true;
-  if (estimate > kExplicitSubOpLimit)
-    return fail(fmt::format("the explicit plan would hold about {} sub-ops (ops x dp x tp x micro-batches), over Loom's "
-                            "limit of {} (minutes and many GB to plan), and policy {}{}{} cannot be folded",
-                            estimate, kExplicitSubOpLimit, o.policy, zero_text(c.zero),
+  const auto forward_ops = static_cast<std::int64_t>(forward.ops.size());
+  const double estimate = explicit_sub_ops(forward_ops, c, c.micro_batches);
+  const double bytes = explicit_plan_bytes(forward_ops, c, c.micro_batches);
+  // Refused before planning, also under --fold off (175B on 1024 GPUs unfolded climbed past 13 GB).
+  if (bytes > kExplicitPlanBytesLimit && !(o.fold == Fold::automatic && foldable))
+    return fail(fmt::format("the explicit plan would hold about {:.0f} sub-ops (ops x dp x tp x micro-batches) and take "
+                            "about {} to plan, over Loom's limit of {}; policy {}{}{} {}",
+                            estimate, human_bytes(bytes), human_bytes(kExplicitPlanBytesLimit), o.policy,
+                            zero_text(c.zero),
                             plan::splits_backward(c.schedule) ? fmt::format(" with schedule {}", plan::name(c.schedule))
-                                                              : std::string()),
-                "fold it (--policy megatron without --zero or a zero-bubble --schedule), or plan fewer dp ranks or "
-                "micro-batches");
-  return false;
+                                                              : std::string(),
+                            foldable ? "is planned unfolded (--fold off)" : "cannot be folded"),
+                smaller_plan_hint(forward_ops, c, foldable));
+  if (o.fold == Fold::off) return false;
+  return foldable && (c.dp > 1 || c.micro_batches > 1) && estimate > static_cast<double>(kFoldAboveSubOps);
 }
 
 // A zero-bubble schedule orders the backward's weight parts apart: the graph's backward ops are split.

@@ -1,10 +1,15 @@
 // `loom`: the command-line entry point. Each subcommand lives in its own file (commands.h).
+#include <csignal>
+
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
 #include "usage_error.h"
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) makes write() fail with EFBIG, which the writers report naming the file,
+  // instead of killing the process halfway through a set of files.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"Loom: parallelization plans for deep-learning training"};
   app.require_subcommand(1);
   loom::cli::add_models_command(app);

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "loom/core/atomic_file.h"
+#include "loom/core/output_set.h"
 #include "loom/core/strings.h"
 #include "loom/core/suggest.h"
 #include "loom/frontend/model_file.h"
@@ -79,10 +79,10 @@ Expected<void> write_model_files(const std::vector<PresetRow>& rows, const std::
   std::error_code ec;
   if (!std::filesystem::is_directory(directory, ec))
     return fail(fmt::format("--write-files: '{}' is not a directory", directory), "create it first");
-  for (const auto& [preset, params] : rows) {
-    const std::string path = (std::filesystem::path(directory) / (preset->name + ".yaml")).string();
-    LOOM_RETURN_IF_ERROR(write_file_atomically(path, frontend::model_to_yaml(preset->spec), "the model file"));
-  }
+  OutputSet set;
+  for (const auto& [preset, params] : rows)
+    set.add(directory, preset->name + ".yaml", frontend::model_to_yaml(preset->spec), "the model file");
+  LOOM_RETURN_IF_ERROR(set.commit());
   fmt::print("wrote {} model files to {}\n", rows.size(), directory);
   return {};
 }

@@ -48,24 +48,28 @@ int run_plan(const PlanArgs& args) {
     if (search) fmt::print("{}", search_summary(*search, args.explain));
     fmt::print("{}", plan_summary(job));
   }
-  Expected<std::vector<std::string>> files = api::write_plan_files(job, args.out);
-  if (!files) return report(files.error());
-  std::vector<std::string> programs;
-  if (!args.emit.empty()) {
-    Expected<std::vector<std::string>> emitted = api::write_rank_programs(job, args.emit);
-    if (!emitted) return report(with_context(emitted.error(), "option --emit"));
-    programs = std::move(*emitted);
-  }
+  // The reports and the rank programs are one set: a failure (a folded plan for --emit, a full disk) leaves
+  // every previous file as it was.
+  OutputSet set;
+  if (Expected<void> added = api::add_plan_files(job, args.out, set); !added) return report(added.error());
+  if (!args.emit.empty())
+    if (Expected<void> added = api::add_rank_programs(job, args.emit, set); !added)
+      return report(with_context(added.error(), "option --emit"));
+  Expected<std::vector<std::string>> written = set.commit();
+  if (!written) return report(written.error());
+  constexpr std::size_t kPlanFiles = 4;
+  const std::vector<std::string> files(written->begin(), written->begin() + kPlanFiles);
+  const std::vector<std::string> programs(written->begin() + kPlanFiles, written->end());
   if (args.json) {
     nlohmann::ordered_json out = plan_json(job, search);
-    out["files"] = *files;
+    out["files"] = files;
     if (!programs.empty()) out["emitted"] = programs;
     fmt::print("{}\n", out.dump(2));
   } else {
-    fmt::print("wrote      {}\n", join(*files, ", "));
+    fmt::print("wrote      {}\n", join(files, ", "));
     if (!programs.empty())
       fmt::print("emitted    {} rank modules and manifest.json in {}\n", programs.size() - 1, args.emit);
-    fmt::print("report     {}\n", files->back());
+    fmt::print("report     {}\n", files.back());
   }
   if (job.metrics.out_of_memory())
     return report(Error{fmt::format("the plan does not fit in GPU memory ({} devices over capacity{})",

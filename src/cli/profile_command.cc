@@ -2,17 +2,15 @@
 // its sub-ops that the database lacks, has the Python timer (python/loom_profile) measure them on this
 // machine's device, and merges the measurements into the database. The device name the keys are filed
 // under comes from the timer (a CUDA device matched to a known GPU's name, or "cpu") unless given.
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "commands.h"
 #include "loom/cluster/presets.h"
 #include "loom/core/atomic_file.h"
+#include "loom/core/input_file.h"
 #include "loom/cost/compute_model.h"
 #include "loom/cost/profile_requests.h"
 #include "loom/cost/roofline_check.h"
@@ -40,11 +38,7 @@ struct ProfileArgs {
 };
 
 Expected<std::string> read_text(const std::string& path, std::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(fmt::format("{}: cannot open {} ({})", path, what, std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return std::move(text).str();
+  return read_input_file(path, what, "the timer (python/loom_profile) writes it");
 }
 
 // The training graph of the preset, planned under the policy (the job's first two stages).
@@ -84,7 +78,7 @@ cluster::GpuSpec gpu_named(const std::string& name) {
 Expected<cost::TimerResults> probe_device(const TimerSetup& timer, const TempDir& dir) {
   const std::string out = (dir.path() / "device.json").string();
   LOOM_RETURN_IF_ERROR(run_timer(timer, {"--probe", "--out", out}));
-  LOOM_ASSIGN_OR_RETURN(std::string text, read_text(out, "the timer's device report"));
+  LOOM_ASSIGN_OR_RETURN(std::string text, read_text(out, "timer's device report"));
   return cost::parse_timer_results(text, out, "");
 }
 
@@ -142,7 +136,7 @@ int run_profile(const ProfileArgs& args) {
   }
   std::optional<cost::TimerResults> given_results;
   if (!args.results_in.empty()) {
-    Expected<std::string> text = read_text(args.results_in, "the timer results");
+    Expected<std::string> text = read_text(args.results_in, "timer results");
     if (!text) return report(with_context(text.error(), "option --results"));
     // Keys get their device below, once it is known (the file may name it).
     Expected<cost::TimerResults> parsed = cost::parse_timer_results(*text, args.results_in, "");
@@ -201,7 +195,7 @@ int run_profile(const ProfileArgs& args) {
     if (Expected<void> written = write_file_atomically(requests_path, request_text, "the profile requests"); !written)
       return report(written.error());
     if (Expected<void> ran = run_timer(*timer, {requests_path, "--out", results_path}); !ran) return report(ran.error());
-    Expected<std::string> text = read_text(results_path, "the timer results");
+    Expected<std::string> text = read_text(results_path, "timer results");
     if (!text) return report(text.error());
     Expected<cost::TimerResults> parsed = cost::parse_timer_results(*text, results_path, device);
     if (!parsed) return report(parsed.error());

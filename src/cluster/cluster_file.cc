@@ -5,15 +5,14 @@
 #include <charconv>
 #include <cmath>
 #include <exception>
-#include <filesystem>
-#include <fstream>
 #include <limits>
+#include <set>
 #include <span>
-#include <sstream>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
 
+#include "loom/core/input_file.h"
 #include "loom/core/strings.h"
 
 namespace loom::cluster {
@@ -40,6 +39,17 @@ std::string known(std::span<const std::string_view> fields) {
   return join(names, ", ");
 }
 
+// The values a cluster field may take: per second rates from 1 (byte, FLOP, parameter) to 1e18, a latency up
+// to a second (links take microseconds), a contention up to 100.
+struct Range {
+  double min = 1, max = 1e18;
+  bool zero_ok = false;
+};
+constexpr Range kRate{};
+constexpr Range kPeak{.zero_ok = true};
+constexpr Range kLatency{.min = 0, .max = 1, .zero_ok = true};
+constexpr Range kContention{.min = 0, .max = 100};
+
 // Reads fields of one file, turning every problem into an Error that names the file and the field.
 class Reader {
  public:
@@ -49,11 +59,17 @@ class Reader {
     return fail(fmt::format("cluster file '{}': field '{}' {}", source_, field, what), std::move(hint));
   }
 
-  // Every key of `map` must be one of `fields`: a misspelt key is an error, not silently ignored.
+  // Every key of `map` must be one of `fields`, once: a misspelt key is an error, not silently ignored, and so
+  // is a repeated one (yaml-cpp keeps both and its lookups see the first).
   Expected<void> check_keys(const YAML::Node& map, std::string_view prefix,
                             std::span<const std::string_view> fields) const {
+    std::set<std::string> seen;
     for (const auto& item : map) {
       const std::string key = item.first.IsScalar() ? item.first.Scalar() : std::string("<non-scalar key>");
+      if (!seen.insert(key).second)
+        return fail(fmt::format("cluster file '{}': field '{}{}' is given twice (again at line {})", source_, prefix, key,
+                                item.first.Mark().line + 1),
+                    "keep one of them");
       bool found = false;
       for (std::string_view f : fields) found = found || key == f;
       if (!found)
@@ -90,9 +106,10 @@ class Reader {
     return node.Scalar();
   }
 
-  // A finite number >= `min` (> 0 when `positive`).
-  Expected<double> number(const YAML::Node& map, std::string_view prefix, std::string_view key, bool positive,
+  // A finite number within `range` (zero allowed only where range.zero_ok).
+  Expected<double> number(const YAML::Node& map, std::string_view prefix, std::string_view key, Range range,
                           std::string_view unit) const {
+    const bool positive = !range.zero_ok;
     LOOM_ASSIGN_OR_RETURN(YAML::Node node, child(map, prefix, key));
     const std::string field = fmt::format("{}{}", prefix, key);
     const std::string hint = fmt::format("give a number in {}, e.g. 1.5e11", unit);
@@ -105,6 +122,11 @@ class Reader {
       return error(field, fmt::format("is not a number: '{}'", node.Scalar()), hint);
     if (value < 0) return error(field, fmt::format("is negative: {}", node.Scalar()), hint);
     if (positive && value == 0) return error(field, "is zero", fmt::format("give a positive number in {}", unit));
+    // Past these a prediction is nonsense or overflows (a latency of 1e308 s made the step time inf).
+    if (value != 0 && (value < range.min || value > range.max))
+      return error(field, fmt::format("is out of range: {}", node.Scalar()),
+                   fmt::format("give a number in {} from {:g} to {:g}{}", unit, range.min, range.max,
+                               range.zero_ok && range.min > 0 ? " (or 0)" : ""));
     return value;
   }
 
@@ -140,8 +162,8 @@ class Reader {
     Expected<LinkKind> parsed = parse_link_kind(trim(kind));
     if (!parsed) return error(prefix + "kind", parsed.error().message, parsed.error().hint);
     tier.kind = *parsed;
-    LOOM_ASSIGN_OR_RETURN(tier.bandwidth, number(node, prefix, "bandwidth", true, "bytes/s (one direction, per GPU)"));
-    LOOM_ASSIGN_OR_RETURN(tier.latency, number(node, prefix, "latency", false, "seconds"));
+    LOOM_ASSIGN_OR_RETURN(tier.bandwidth, number(node, prefix, "bandwidth", kRate, "bytes/s (one direction, per GPU)"));
+    LOOM_ASSIGN_OR_RETURN(tier.latency, number(node, prefix, "latency", kLatency, "seconds"));
     return tier;
   }
 
@@ -161,15 +183,15 @@ class Reader {
 
     LOOM_ASSIGN_OR_RETURN(YAML::Node gpu, mapping(root, "", "gpu", kGpuFields));
     LOOM_ASSIGN_OR_RETURN(c.gpu.name, text(gpu, "gpu.", "name"));
-    LOOM_ASSIGN_OR_RETURN(c.gpu.peak_bf16, number(gpu, "gpu.", "peak_bf16", false, "FLOP/s (0 where there is no bf16 path)"));
-    LOOM_ASSIGN_OR_RETURN(c.gpu.peak_fp16, number(gpu, "gpu.", "peak_fp16", false, "FLOP/s"));
-    LOOM_ASSIGN_OR_RETURN(c.gpu.peak_fp32, number(gpu, "gpu.", "peak_fp32", false, "FLOP/s"));
+    LOOM_ASSIGN_OR_RETURN(c.gpu.peak_bf16, number(gpu, "gpu.", "peak_bf16", kPeak, "FLOP/s (0 where there is no bf16 path)"));
+    LOOM_ASSIGN_OR_RETURN(c.gpu.peak_fp16, number(gpu, "gpu.", "peak_fp16", kPeak, "FLOP/s"));
+    LOOM_ASSIGN_OR_RETURN(c.gpu.peak_fp32, number(gpu, "gpu.", "peak_fp32", kPeak, "FLOP/s"));
     if (c.gpu.peak_bf16 == 0 && c.gpu.peak_fp16 == 0 && c.gpu.peak_fp32 == 0)
       return error("gpu.peak_fp32", "is zero, as are peak_bf16 and peak_fp16",
                    "give at least one peak in FLOP/s, e.g. peak_fp32: 1.95e13");
     LOOM_ASSIGN_OR_RETURN(c.gpu.memory_bytes,
                           integer(gpu, "gpu.", "memory_bytes", 1, std::numeric_limits<std::int64_t>::max() / 2));
-    LOOM_ASSIGN_OR_RETURN(c.gpu.memory_bandwidth, number(gpu, "gpu.", "memory_bandwidth", true, "bytes/s"));
+    LOOM_ASSIGN_OR_RETURN(c.gpu.memory_bandwidth, number(gpu, "gpu.", "memory_bandwidth", kRate, "bytes/s"));
 
     LOOM_ASSIGN_OR_RETURN(c.intra, link(root, "intra"));
     LOOM_ASSIGN_OR_RETURN(c.inter, link(root, "inter"));
@@ -179,10 +201,10 @@ class Reader {
     }
     LOOM_ASSIGN_OR_RETURN(const std::int64_t nics, integer(root, "", "nics_per_node", 1, kMaxNics));
     c.nics_per_node = static_cast<int>(nics);
-    LOOM_ASSIGN_OR_RETURN(c.nic_bandwidth, number(root, "", "nic_bandwidth", true, "bytes/s (one NIC, one direction)"));
+    LOOM_ASSIGN_OR_RETURN(c.nic_bandwidth, number(root, "", "nic_bandwidth", kRate, "bytes/s (one NIC, one direction)"));
     if (root["comm_contention"].IsDefined()) {  // optional: 1, no slowdown
       LOOM_ASSIGN_OR_RETURN(c.comm_contention,
-                            number(root, "", "comm_contention", true, "slowdown of communication beside compute"));
+                            number(root, "", "comm_contention", kContention, "slowdown of communication beside compute"));
       if (c.comm_contention < 1)
         return error("comm_contention", fmt::format("is below 1: {}", c.comm_contention),
                      "give 1 (communication beside compute runs at full speed) or a measured slowdown above it");
@@ -198,7 +220,7 @@ class Reader {
     LOOM_ASSIGN_OR_RETURN(YAML::Node node, mapping(root, "", "host", kHostFields));
     HostSpec h;
     if (node["pcie_bandwidth"].IsDefined()) {
-      LOOM_ASSIGN_OR_RETURN(h.pcie_bandwidth, number(node, "host.", "pcie_bandwidth", true, "bytes/s (one GPU's link, one direction)"));
+      LOOM_ASSIGN_OR_RETURN(h.pcie_bandwidth, number(node, "host.", "pcie_bandwidth", kRate, "bytes/s (one GPU's link, one direction)"));
     }
     if (node["gpus_per_pcie_switch"].IsDefined()) {
       LOOM_ASSIGN_OR_RETURN(const std::int64_t n, integer(node, "host.", "gpus_per_pcie_switch", 1, gpus_per_node));
@@ -206,7 +228,7 @@ class Reader {
     }
     if (node["cpu_adam_params_per_second"].IsDefined()) {
       LOOM_ASSIGN_OR_RETURN(h.cpu_adam_params_per_second,
-                            number(node, "host.", "cpu_adam_params_per_second", true, "parameters/s (one node's CPUs)"));
+                            number(node, "host.", "cpu_adam_params_per_second", kRate, "parameters/s (one node's CPUs)"));
     }
     if (node["memory_bytes"].IsDefined()) {
       LOOM_ASSIGN_OR_RETURN(h.memory_bytes, integer(node, "host.", "memory_bytes", 1, std::numeric_limits<std::int64_t>::max() / 2));
@@ -243,7 +265,12 @@ bool is_cluster_file_path(std::string_view text) {
 Expected<Cluster> parse_cluster_yaml(std::string_view text, std::string_view source) {
   YAML::Node root;
   try {
-    root = YAML::Load(std::string(text));
+    const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
+    if (documents.size() > 1)
+      return fail(fmt::format("cluster file '{}' holds {} YAML documents (separated by '---'), not one", source,
+                              documents.size()),
+                  "a cluster file describes one cluster: keep one document, one file per cluster");
+    if (!documents.empty()) root = documents.front();
   } catch (const YAML::Exception& e) {
     return fail(fmt::format("cluster file '{}': malformed YAML at line {}, column {}: {}", source, e.mark.line + 1,
                             e.mark.column + 1, e.msg),
@@ -259,20 +286,12 @@ Expected<Cluster> parse_cluster_yaml(std::string_view text, std::string_view sou
 }
 
 Expected<Cluster> load_cluster_file(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    return fail(fmt::format("cannot open cluster file '{}': {}", path,
-                            std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"),
-                "check the path; a cluster file ends in .yaml, .yml or .json, and `loom clusters` lists the presets");
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (!ec && size > kMaxFileBytes)
-    return fail(fmt::format("cluster file '{}' is {} bytes, more than the 16 MiB limit", path, size),
-                "a cluster file is a few dozen lines; check the path");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(fmt::format("cannot read cluster file '{}'", path), "check the file's permissions");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_cluster_yaml(text.str(), path);
+  LOOM_ASSIGN_OR_RETURN(const std::string text,
+                        read_input_file(path, "cluster file",
+                                        "a cluster file ends in .yaml, .yml or .json and is a few dozen lines; "
+                                        "`loom clusters` lists the presets",
+                                        kMaxFileBytes));
+  return parse_cluster_yaml(text, path);
 }
 
 std::string cluster_to_yaml(const Cluster& c) {

@@ -14,20 +14,20 @@ namespace {
 using cluster::Cluster;
 using cluster::LinkTier;
 
-// Per-node bytes crossing the node boundary in one step, out and in.
+// Per-node bytes crossing the node boundary in one step, out and in: only the nodes the step touches, so
+// pricing a step costs the same on a 65,536-node cluster as on one node.
 struct NicLoad {
-  std::vector<double> out, in;
-  explicit NicLoad(int nodes) : out(static_cast<std::size_t>(nodes), 0), in(static_cast<std::size_t>(nodes), 0) {}
+  std::map<int, double> out, in;
   void add(const Cluster& c, int src, int dst, double bytes) {
-    out[static_cast<std::size_t>(c.node_of(src))] += bytes;
-    in[static_cast<std::size_t>(c.node_of(dst))] += bytes;
+    out[c.node_of(src)] += bytes;
+    in[c.node_of(dst)] += bytes;
   }
   double time(const Cluster& c) const {
     const double nic = c.node_nic_bandwidth();
     if (nic <= 0) return 0;
     double worst = 0;
-    for (double b : out) worst = std::max(worst, b / nic);
-    for (double b : in) worst = std::max(worst, b / nic);
+    for (const auto& [node, b] : out) worst = std::max(worst, b / nic);
+    for (const auto& [node, b] : in) worst = std::max(worst, b / nic);
     return worst;
   }
 };
@@ -75,19 +75,20 @@ double AlphaBetaCostModel::step_time(const Step& step) const {
     if (options_.share_nics && c.node_of(a) != c.node_of(b)) link.bandwidth = c.nic_bandwidth;
     return link;
   };
-  NicLoad nics(c.nodes);
+  NicLoad nics;
   double worst = 0;
   if (step.primitive == Primitive::p2p) {
-    std::vector<double> send(static_cast<std::size_t>(c.device_count()), 0), recv(send.size(), 0);
+    std::map<int, double> send, recv;  // seconds per device the step touches
     for (const Transfer& t : step.transfers) {
       if (t.src == t.dst || t.bytes == 0) continue;
       const LinkTier link = flow(t.src, t.dst);
       const double seconds = link.latency + static_cast<double>(t.bytes) / link.bandwidth;
-      send[static_cast<std::size_t>(t.src)] += seconds;
-      recv[static_cast<std::size_t>(t.dst)] += seconds;
+      send[t.src] += seconds;
+      recv[t.dst] += seconds;
       if (c.node_of(t.src) != c.node_of(t.dst)) nics.add(c, t.src, t.dst, static_cast<double>(t.bytes));
     }
-    for (std::size_t i = 0; i < send.size(); ++i) worst = std::max({worst, send[i], recv[i]});
+    for (const auto& [device, seconds] : send) worst = std::max(worst, seconds);
+    for (const auto& [device, seconds] : recv) worst = std::max(worst, seconds);
     // Summing received value parts: a memory-bound kernel reading both operands and writing the sum.
     if (step.summed_bytes > 0 && c.gpu.memory_bandwidth > 0)
       worst += 3.0 * static_cast<double>(step.summed_bytes) / c.gpu.memory_bandwidth;

@@ -5,18 +5,17 @@
 #include <unistd.h>
 
 #include <cassert>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "loom/core/atomic_file.h"
+#include "loom/core/input_file.h"
+#include "loom/core/json_error.h"
 
 namespace loom::cost {
 namespace {
@@ -80,7 +79,7 @@ Expected<ProfileDb> ProfileDb::parse(const std::string& text, const std::string&
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
-    return fail(fmt::format("{}: not valid JSON: {}", source, e.what()), "the profile database is a JSON file");
+    return fail(fmt::format("{}: {}", source, describe_json_error(e.what())), "the profile database is a JSON file");
   }
   if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_array())
     return fail(fmt::format("{}: not a profile database", source), std::string(kFormatHint));
@@ -103,14 +102,9 @@ Expected<ProfileDb> ProfileDb::parse(const std::string& text, const std::string&
 }
 
 Expected<ProfileDb> ProfileDb::load(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return fail(fmt::format("{}: is a directory, not a profile database", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(fmt::format("{}: cannot open the profile database ({})", path, std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return fail(fmt::format("{}: error while reading the profile database", path));
-  return parse(std::move(text).str(), path);
+  LOOM_ASSIGN_OR_RETURN(std::string text,
+                        read_input_file(path, "profile database", "`loom profile --db FILE` writes one"));
+  return parse(std::move(text), path);
 }
 
 std::string ProfileDb::to_json() const {

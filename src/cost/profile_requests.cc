@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "loom/core/json_error.h"
+
 namespace loom::cost {
 namespace {
 
@@ -193,7 +195,7 @@ Expected<TimerResults> parse_timer_results(const std::string& text, const std::s
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
-    return fail(fmt::format("{}: not valid JSON: {}", source, e.what()), std::string(kResultsHint));
+    return fail(fmt::format("{}: {}", source, describe_json_error(e.what())), std::string(kResultsHint));
   }
   if (!doc.is_object() || !doc.contains("results") || !doc["results"].is_array())
     return fail(fmt::format("{}: not a timer results file", source), std::string(kResultsHint));

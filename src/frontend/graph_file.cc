@@ -2,15 +2,12 @@
 // validates; writing goes through a temporary file renamed into place, so readers never see half a graph.
 #include "loom/frontend/graph_file.h"
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "loom/core/atomic_file.h"
+#include "loom/core/input_file.h"
 #include "loom/frontend/custom_op_section.h"
-#include "loom/frontend/text_file.h"
 #include "loom/ir/graph_json.h"
 #include "loom/ir/validate.h"
 
@@ -18,7 +15,7 @@ namespace loom::frontend {
 namespace {
 
 Expected<std::string> read_file(const std::string& path) {
-  return read_text_file(path, "graph file", "check the path; `loom graph --json` writes one");
+  return read_input_file(path, "graph file", "check the path; `loom graph --json` writes one");
 }
 
 // Ops written without an annotation (the Python tracer leaves it out: annotations are the registry's

@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "loom/core/input_file.h"
 #include "loom/core/strings.h"
 #include "loom/core/suggest.h"
-#include "loom/frontend/text_file.h"
 #include "loom/models/families.h"
 
 namespace loom::frontend {
@@ -95,7 +95,12 @@ Expected<ModelSpec> read_spec(const YAML::Node& root, std::string_view source) {
 Expected<ModelSpec> parse_model_yaml(std::string_view text, std::string_view source) {
   YAML::Node root;
   try {
-    root = YAML::Load(std::string(text));
+    const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
+    if (documents.size() > 1)
+      return fail(fmt::format("model file '{}' holds {} YAML documents (separated by '---'), not one", source,
+                              documents.size()),
+                  "a model file describes one model: keep one document, one file per model");
+    if (!documents.empty()) root = documents.front();
   } catch (const YAML::Exception& e) {
     return fail(fmt::format("model file '{}': malformed YAML at line {}, column {}: {}", source, e.mark.line + 1,
                             e.mark.column + 1, e.msg),
@@ -112,7 +117,7 @@ Expected<ModelSpec> parse_model_yaml(std::string_view text, std::string_view sou
 
 Expected<models::ModelPreset> load_model_file(const std::string& path) {
   LOOM_ASSIGN_OR_RETURN(const std::string text,
-                        read_text_file(path, "model file",
+                        read_input_file(path, "model file",
                                        "check the path; `loom models --write-files DIR` writes the presets' files"));
   LOOM_ASSIGN_OR_RETURN(const ModelSpec spec, parse_model_yaml(text, path));
   return with_context(models::preset_of(spec, models::FieldNaming::file_key), fmt::format("model file '{}'", path));

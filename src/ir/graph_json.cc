@@ -28,6 +28,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "loom/core/json_error.h"
+
 namespace loom::ir {
 namespace {
 
@@ -440,11 +442,7 @@ Expected<Graph> graph_from_json(std::string_view text) {
   try {
     root = Json::parse(text);
   } catch (const Json::exception& e) {
-    // e.what() reads "[json.exception.parse_error.101] parse error at line 3, column 7: ..."; drop the tag.
-    std::string what = e.what();
-    if (const std::size_t tag_end = what.find("] "); what.starts_with("[json.exception") && tag_end != std::string::npos)
-      what.erase(0, tag_end + 2);
-    return fail(fmt::format("malformed JSON: {}", what), "the graph file must be a single JSON document");
+    return fail(describe_json_error(e.what()), "the graph file must be a single JSON document");
   }
   // The accessors used by read_graph check types before every get<>(), so they should not throw;
   // the catch keeps that promise even if one is missed.

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "loom/core/json_error.h"
 #include "loom/plan/recompute.h"
 #include "loom/plan/residence.h"
 
@@ -230,8 +231,12 @@ std::string plan_to_json(const Plan& plan) {
 
 Expected<Plan> plan_from_json(std::string_view text, const ir::Graph& graph, const ir::OpCatalog& catalog,
                               std::string_view source) {
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return fail(fmt::format("{}: malformed JSON", source), "pass a plan.json written by `loom plan`");
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& e) {
+    return fail(fmt::format("{}: {}", source, describe_json_error(e.what())), "pass a plan.json written by `loom plan`");
+  }
   LOOM_ASSIGN_OR_RETURN(Plan fresh, make_plan(graph, catalog));
   try {
     return Reader(graph, source).read(doc, std::move(fresh));

@@ -4,12 +4,11 @@
 #include <zlib.h>
 
 #include <array>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "loom/core/atomic_file.h"
+#include "loom/core/input_file.h"
+#include "loom/core/json_error.h"
 
 namespace loom::search {
 namespace {
@@ -113,9 +112,13 @@ Expected<std::string> gunzip(const std::string& data, const std::string& path) {
 }  // namespace
 
 Expected<ShardingProblem> parse_iopddl(const std::string& text, const std::string& where) {
-  Json root = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded())
-    return fail(fmt::format("{}: not valid JSON", where), "an IOPDDL instance is one JSON object {\"problem\": ...}");
+  Json root;
+  try {
+    root = Json::parse(text);
+  } catch (const Json::exception& e) {
+    return fail(fmt::format("{}: {}", where, describe_json_error(e.what())),
+                "an IOPDDL instance is one JSON object {\"problem\": ...}");
+  }
   const Reader r{where};
   LOOM_ASSIGN_OR_RETURN(const Json* problem, r.member(root, "the file", "problem"));
   ShardingProblem out;
@@ -170,19 +173,10 @@ Expected<ShardingProblem> parse_iopddl(const std::string& text, const std::strin
 }
 
 Expected<ShardingProblem> read_iopddl(const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status))
-    return fail(fmt::format("{}: no such file", path), "give the path of an IOPDDL instance (.json or .json.gz)");
-  if (!std::filesystem::is_regular_file(status))
-    return fail(fmt::format("{}: not a regular file", path), "give the path of an IOPDDL instance (.json or .json.gz)");
-  if (static_cast<std::int64_t>(std::filesystem::file_size(path, ec)) > kMaxIopddlBytes)
-    return fail(fmt::format("{}: larger than {} bytes", path, kMaxIopddlBytes), "IOPDDL instances are at most tens of MiB");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(fmt::format("{}: cannot be opened for reading", path), "check its permissions");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  std::string data = std::move(buffer).str();
+  LOOM_ASSIGN_OR_RETURN(std::string data,
+                        read_input_file(path, "IOPDDL instance",
+                                        "give the path of an IOPDDL instance (.json or .json.gz, at most tens of MiB)",
+                                        static_cast<std::uintmax_t>(kMaxIopddlBytes)));
   if (data.size() >= 2 && static_cast<unsigned char>(data[0]) == 0x1f && static_cast<unsigned char>(data[1]) == 0x8b) {
     LOOM_ASSIGN_OR_RETURN(data, gunzip(data, path));
   }

@@ -153,18 +153,63 @@ TEST(Fold, RefusesWhatItCannotFold) {
   EXPECT_NE(indivisible.error().message.find("does not divide"), std::string::npos) << indivisible.error().message;
 }
 
-// A job too large to plan explicitly that cannot fold is refused at once, naming the reason.
-TEST(Fold, RefusesAnExplicitPlanTooLargeToBuild) {
+// GPT-3 175B on 1024 GPUs as Megatron-LM plans it (dp 8 x tp 8 x pp 16, 64 micro-batches, interleaved).
+JobOptions gpt3_175b_on_1024(int zero) {
   JobOptions request;
   request.model = "gpt3-175b";
   request.global_batch = 512;
   request.cluster = "dgx-a100x128";
   request.policy = "megatron";
-  request = with_config(request, {.dp = 8, .tp = 8, .pp = 16, .micro_batches = 64, .virtual_stages = 2, .zero = 1});
+  return with_config(request, {.dp = 8, .tp = 8, .pp = 16, .micro_batches = 64, .virtual_stages = 2, .zero = zero});
+}
+
+// A job too large to plan explicitly that cannot fold is refused at once, naming the reason.
+TEST(Fold, RefusesAnExplicitPlanTooLargeToBuild) {
+  const JobOptions request = gpt3_175b_on_1024(1);
   auto refused = plan_job(request);
   ASSERT_FALSE(refused.has_value());
   EXPECT_NE(refused.error().message.find("cannot be folded"), std::string::npos) << refused.error().message;
   EXPECT_NE(refused.error().message.find("ZeRO-1"), std::string::npos) << refused.error().message;
+}
+
+// The explicit plan's memory is estimated before planning, under --fold off too (175B on 1024 GPUs unfolded
+// climbed past 13 GB with no output in 600 s), and refused naming the option that avoids it.
+TEST(Fold, FoldOffIsRefusedBeforePlanningWhenTheExplicitPlanIsTooLarge) {
+  JobOptions request = gpt3_175b_on_1024(0);
+  request.fold = Fold::off;
+  auto refused = load_job(request);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("GiB to plan, over Loom's limit of 14.31 GiB; policy megatron is planned "
+                                         "unfolded (--fold off)"),
+            std::string::npos)
+      << refused.error().message;
+  EXPECT_TRUE(refused.error().hint.starts_with("drop --fold off")) << refused.error().hint;
+}
+
+// ZeRO's gathers and shards cost memory per data-parallel rank: ZeRO-3 on 512 GPUs (under the sub-op count
+// that refuses a plain plan) is refused by its memory; where fewer micro-batches fit, the hint says how many.
+TEST(Fold, ZeroPlansAreRefusedByTheirMemoryWithTheMicroBatchesThatFit) {
+  JobOptions request;
+  request.model = "gpt3-1.3b";
+  request.cluster = "dgx-a100x64";
+  request.policy = "zero";
+  request.global_batch = 512;
+  request = with_config(request, {.dp = 512, .micro_batches = 1, .zero = 3});
+  auto refused = load_job(request);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("714240 sub-ops"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("policy zero with ZeRO-3 cannot be folded"), std::string::npos);
+  EXPECT_TRUE(refused.error().hint.starts_with("plan fewer GPUs")) << refused.error().hint;
+
+  request.cluster = "dgx-a100x8";
+  request.global_batch = 4096;
+  request = with_config(request, {.dp = 64, .micro_batches = 64, .zero = 1});
+  auto fewer = load_job(request);
+  ASSERT_FALSE(fewer.has_value());
+  EXPECT_TRUE(fewer.error().hint.starts_with("plan --microbatches 18 or fewer")) << fewer.error().hint;
+  request.global_batch = 64 * 18;
+  request = with_config(request, {.dp = 64, .micro_batches = 18, .zero = 1});
+  EXPECT_TRUE(load_job(request).has_value());  // the hint's count is under the limit
 }
 
 // automatic folds a job whose explicit plan would be large, and leaves a small one explicit.

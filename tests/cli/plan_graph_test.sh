@@ -36,6 +36,6 @@ expect baseline-deepspeed 0 "$LOOM" plan --graph "$tmp/traced.json" --policy dee
 expect fold 1 "$LOOM" plan --graph "$tmp/traced.json" --fold on --dp 2 --gpus 2 && contains fold-msg "a graph file cannot be folded"
 expect missing nonzero "$LOOM" plan --graph "$tmp/none.json" && contains missing-msg "none.json"
 echo '{"format": "loom-graph"' > "$tmp/bad.json"
-expect malformed 1 "$LOOM" plan --graph "$tmp/bad.json" && contains malformed-msg "$tmp/bad.json: malformed JSON"
+expect malformed 1 "$LOOM" plan --graph "$tmp/bad.json" && contains malformed-msg "$tmp/bad.json: line 2 column 1: malformed JSON: syntax error"
 
 finish

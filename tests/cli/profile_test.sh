@@ -58,7 +58,7 @@ expect graph-json 0 "$LOOM" graph --model gpt3-125m --layers 2 --forward-only --
 expect graph-dry-run 0 "$LOOM" profile --graph "$tmp/g.json" --policy dp --gpus 2 --db "$tmp/graph.json" --dry-run \
   --device-name cpu && contains graph-dry-run-model "model      $tmp/g.json" && contains graph-dry-run-keys "to measure"
 expect broken-db nonzero "$LOOM" profile --model gpt3-125m --shrink --db "$tmp/broken.json" --dry-run --device-name cpu
-contains broken-db-msg "broken.json: not valid JSON"
+contains broken-db-msg "broken.json: line 2 column 1: malformed JSON: syntax error"
 echo '{"version": 1, "entries": [{"op": "add", "shapes": [[2]], "dtype": "f32", "device": "cpu", "seconds": -1}]}' > "$tmp/negative.json"
 expect bad-entry nonzero "$LOOM" profile --model gpt3-125m --shrink --db "$tmp/negative.json" --dry-run --device-name cpu
 contains bad-entry-msg "entry 0: \"seconds\" must be positive"
@@ -78,7 +78,7 @@ contains no-torch-hint "make setup"
 [ -e "$tmp/x.json" ] && fail "no-torch: a database was written"
 echo '{"version": 1, "results": [' > "$tmp/bad-results.json"
 expect bad-results nonzero "$LOOM" profile --model gpt3-125m --shrink --db "$tmp/x.json" --results "$tmp/bad-results.json"
-contains bad-results-msg "bad-results.json: not valid JSON"
+contains bad-results-msg "bad-results.json: line 2 column 1: malformed JSON: syntax error"
 echo '{"version": 1, "device": {"type": "cpu", "name": "cpu"}, "results": []}' > "$tmp/empty-results.json"
 expect empty-results nonzero "$LOOM" profile --model gpt3-125m --shrink --db "$tmp/x.json" --results "$tmp/empty-results.json"
 contains empty-results-msg "the timer returned nothing for"

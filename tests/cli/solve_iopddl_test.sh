@@ -20,7 +20,7 @@ python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["strategies"] =
   && pass=$((pass+1)) || fail "json: not the summary"
 
 expect "missing file" nonzero "$LOOM" solve-iopddl "$tmp/absent.json"
-contains "missing file names it" "absent.json: no such file"
+contains "missing file names it" "absent.json: cannot read the IOPDDL instance: no such file"
 expect "directory" nonzero "$LOOM" solve-iopddl "$tmp"
 contains "directory" "not a regular file"
 echo '{"problem": {"nodes": {"intervals": [[0, 1]], "costs": [["a"]], "usages": [[1]]}, "edges": {"nodes": [], "costs": []}}}' > "$tmp/bad.json"

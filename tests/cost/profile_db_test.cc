@@ -60,7 +60,8 @@ TEST_F(ProfileDbFile, RoundTripsAndSavesDeterministically) {
   f32.dtype = ir::DType::f32;
   EXPECT_EQ(loaded->find(f32), std::nullopt);
   EXPECT_EQ(loaded->to_json(), db.to_json());
-  EXPECT_FALSE(fs::exists(path("p.json") + ".tmp." + std::to_string(::getpid())));
+  for (const auto& entry : fs::directory_iterator(fs::path(path("p.json")).parent_path()))
+    EXPECT_FALSE(entry.path().filename().string().starts_with(".loom-staging")) << "a staging directory was left";
 }
 
 TEST_F(ProfileDbFile, AcceptsDtypeAliases) {
@@ -72,7 +73,7 @@ TEST_F(ProfileDbFile, AcceptsDtypeAliases) {
 }
 
 TEST_F(ProfileDbFile, BadFilesNameTheFileAndEntry) {
-  EXPECT_NE(error_of("{not json").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of("{not json").find(": line 1 column 3: malformed JSON: syntax error"), std::string::npos);
   EXPECT_NE(error_of("[]").find("not a profile database"), std::string::npos);
   EXPECT_NE(error_of(R"({"version": 7, "entries": []})").find("unsupported profile version 7"), std::string::npos);
   const std::string ok = R"({"op": "add", "shapes": [[4]], "dtype": "f32", "device": "A100", "seconds": 1e-6})";
@@ -94,7 +95,7 @@ TEST_F(ProfileDbFile, BadFilesNameTheFileAndEntry) {
   EXPECT_NE(e.find("entry 1 repeats the key of entry 0"), std::string::npos) << e;
   auto missing = ProfileDb::load(path("nope.json"));
   ASSERT_FALSE(missing);
-  EXPECT_NE(missing.error().message.find("nope.json: cannot open"), std::string::npos);
+  EXPECT_NE(missing.error().message.find("nope.json: cannot read the profile database: no such file"), std::string::npos);
 }
 
 TEST_F(ProfileDbFile, SaveIntoAMissingDirectoryFailsCleanly) {

@@ -90,13 +90,13 @@ TEST_F(GraphFile, LoadingAMissingFileNamesIt) {
   const std::string file = path("missing.json");
   Expected<ir::Graph> loaded = load_graph_file(file, ops::builtin_ops());
   ASSERT_FALSE(loaded);
-  EXPECT_EQ(loaded.error().message, fmt::format("{}: cannot open the graph file (No such file or directory)", file));
+  EXPECT_EQ(loaded.error().message, fmt::format("{}: cannot read the graph file: no such file", file));
 }
 
 TEST_F(GraphFile, LoadingADirectoryIsAnError) {
   Expected<ir::Graph> loaded = load_graph_file(dir_.string(), ops::builtin_ops());
   ASSERT_FALSE(loaded);
-  EXPECT_EQ(loaded.error().message, fmt::format("{}: is a directory, not a graph file", dir_.string()));
+  EXPECT_EQ(loaded.error().message, fmt::format("{}: cannot read the graph file: it is a directory, not a regular file", dir_.string()));
 }
 
 TEST_F(GraphFile, ParseErrorsArePrefixedWithThePath) {
@@ -109,7 +109,7 @@ TEST_F(GraphFile, ParseErrorsArePrefixedWithThePath) {
   write(file, "{\"format\": ");
   loaded = load_graph_file(file, ops::builtin_ops());
   ASSERT_FALSE(loaded);
-  EXPECT_TRUE(loaded.error().message.starts_with(file + ": malformed JSON: ")) << loaded.error().message;
+  EXPECT_TRUE(loaded.error().message.starts_with(file + ": line ")) << loaded.error().message;
 }
 
 TEST_F(GraphFile, ValidationErrorsArePrefixedWithThePath) {

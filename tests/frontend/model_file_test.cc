@@ -120,6 +120,9 @@ TEST(ParseModelYaml, BadFilesNameTheFileAndTheField) {
       "model file 'bad.yaml': unknown field 'layer' | did you mean 'layers'?"));
   EXPECT_EQ(error_of("family: gpt\nhidden: 64\nhidden: 128\n"),
             "model file 'bad.yaml': field 'hidden' is given twice | keep one of them");
+  EXPECT_TRUE(error_of("family: gpt\nhidden: 64\n---\nfamily: llama\n")
+                  .starts_with("model file 'bad.yaml' holds 2 YAML documents (separated by '---'), not one"));
+  EXPECT_FALSE(error_of("---\nfamily: gpt\n").starts_with("model file 'bad.yaml' holds"));  // one document opened by ---
   EXPECT_TRUE(error_of("family: gpt\nhidden: [64]\n")
                   .starts_with("model file 'bad.yaml': field 'hidden' is not a single value"));
   EXPECT_TRUE(error_of("family: gpt\nhidden:\n").starts_with("model file 'bad.yaml': field 'hidden' has no value"));

@@ -207,8 +207,8 @@ TEST(GraphJson, RejectsOtherFormatsAndVersions) {
 
 TEST(GraphJson, MalformedJsonIsAnErrorWithThePosition) {
   const std::string message = error_of("{\"format\": \"loom-graph\",\n \"version\": }");
-  EXPECT_TRUE(message.starts_with("malformed JSON: parse error at line 2, column 13")) << message;
-  EXPECT_TRUE(error_of("").starts_with("malformed JSON: ")) << error_of("");
+  EXPECT_TRUE(message.starts_with("line 2 column 13: malformed JSON: syntax error")) << message;
+  EXPECT_TRUE(error_of("").starts_with("line 1 column 1: malformed JSON: ")) << error_of("");
 }
 
 TEST(GraphJson, RunsTheStructuralChecks) {

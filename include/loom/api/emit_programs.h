@@ -7,11 +7,15 @@
 
 #include "loom/api/job.h"
 #include "loom/core/error.h"
+#include "loom/core/output_set.h"
 
 namespace loom::api {
 
-// Writes DIR/rank_<r>.py for every rank and DIR/manifest.json (created when missing, each file
-// atomically); returns their paths. A folded plan is refused (codegen needs every rank's program).
+// Adds DIR/rank_<r>.py for every rank, then DIR/manifest.json, to `set` (written all or none by
+// OutputSet::commit). A folded plan is refused (codegen needs every rank's program).
+Expected<void> add_rank_programs(const Job& job, const std::string& dir, OutputSet& set);
+
+// add_rank_programs as a set of its own, committed; returns the paths written.
 Expected<std::vector<std::string>> write_rank_programs(const Job& job, const std::string& dir);
 
 }  // namespace loom::api

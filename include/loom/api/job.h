@@ -25,6 +25,7 @@
 #include "loom/api/resolve_request.h"
 #include "loom/cluster/cluster.h"
 #include "loom/core/error.h"
+#include "loom/core/output_set.h"
 #include "loom/cost/memory_model.h"
 #include "loom/cost/profile_db.h"
 #include "loom/exec/exec_plan.h"
@@ -42,8 +43,9 @@
 namespace loom::api {
 
 // An explicit (unfolded) plan above this many sub-ops (ops x dp x tp x micro-batches, estimated) folds
-// when it can (Fold::automatic); one above kExplicitSubOpLimit that cannot is refused rather than planned
-// for minutes.
+// when it can (Fold::automatic); one whose planning memory exceeds what kExplicitSubOpLimit sub-ops take
+// (ZeRO's sub-ops weigh more, by dp: job_load.cc) and that does not fold, --fold off included, is refused
+// before planning rather than planned for minutes and many GB.
 inline constexpr std::int64_t kFoldAboveSubOps = 300'000;
 inline constexpr std::int64_t kExplicitSubOpLimit = 3'000'000;
 
@@ -119,9 +121,12 @@ Expected<std::unique_ptr<Job>> plan_job(const JobOptions& options);
 // "megatron: dp 2 x tp 4 x pp 2, 8 micro-batches, 1f1b" — the policy and its degrees, for tables.
 std::string describe(const std::string& policy, const policy::ParallelConfig& config);
 
-// Writes plan.json, exec.json, trace.json and report.html into `dir` (created when missing), each
-// atomically; returns their paths. The files depend only on the options, so two runs give byte-identical
-// files. Needs a simulated job.
+// Adds plan.json, exec.json, trace.json and report.html in `dir` to `set` (written all or none by
+// OutputSet::commit). The files depend only on the options, so two runs give byte-identical files. Needs a
+// simulated job.
+Expected<void> add_plan_files(const Job& job, const std::string& dir, OutputSet& set);
+
+// add_plan_files as a set of its own, committed; returns the paths written.
 Expected<std::vector<std::string>> write_plan_files(const Job& job, const std::string& dir);
 
 }  // namespace loom::api

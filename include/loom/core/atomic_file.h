@@ -1,5 +1,5 @@
-// Writing a file so readers never see half of it: the text goes to a temporary file beside the target
-// (so the rename stays on one file system), which is then renamed into place.
+// Writing one file so readers never see half of it: a set of one file (output_set.h), staged beside the
+// target and renamed into place, under the directory's lock.
 #pragma once
 
 #include <string>
@@ -10,8 +10,8 @@
 namespace loom {
 
 // `what` names the content in errors ("the graph", "the profile database"). Errors: a missing
-// directory, a directory at `path`, an unwritable directory, a failed write (disk full), a failed
-// rename; the temporary file is removed on every error.
+// directory, a target that is not a regular file (a directory, a symlink, a FIFO, a device), an unwritable
+// directory, a failed write (disk full, a file-size limit), a failed rename; nothing is left behind on error.
 Expected<void> write_file_atomically(const std::string& path, std::string_view text, std::string_view what);
 
 }  // namespace loom
