@@ -20,10 +20,13 @@ Expected<std::vector<std::string>> write_plan_files(const Job& job, const std::s
   const sim::ReportLabels labels{.model = job.options.model.empty() ? job.graph.name : job.options.model,
                                  .cluster = job.cluster.name,
                                  .policy = job.description};
+  LOOM_ASSIGN_OR_RETURN(const std::vector<sim::TraceTrack> tracks,
+                        with_context(sim::trace_tracks(step_programs(job), job.sim, job.options.trace_devices),
+                                     "option --trace-devices"));
   const std::vector<std::pair<std::string, std::string>> files = {
       {"plan.json", plan::plan_to_json(job.plan)},
       {"exec.json", job.folded ? exec::exec_to_json(job.slice, &job.step.shape) : exec::exec_to_json(job.exec)},
-      {"trace.json", job.folded ? sim::chrome_trace_json(job.step, job.sim) : sim::chrome_trace_json(job.exec, job.sim)},
+      {"trace.json", sim::chrome_trace_json(step_programs(job), job.sim, tracks)},
       {"report.html", job.folded ? sim::html_report(labels, job.step, job.sim, job.metrics, job.memory)
                                  : sim::html_report(labels, job.exec, job.sim, job.metrics, job.memory)},
   };

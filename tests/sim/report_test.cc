@@ -139,7 +139,7 @@ TEST(ChromeTraceOfClasses, OneProcessPerSimulatedDevice) {
     if (e["ph"] == "M" && e["name"] == "process_name") processes[e["pid"].get<int>()] = e["args"]["name"];
     events += e["ph"] == "X";
   }
-  EXPECT_EQ(processes, (std::map<int, std::string>{{0, "device 0 (for devices 0-3)"}}));
+  EXPECT_EQ(processes, (std::map<int, std::string>{{0, "class 0: device 0 (for devices 0-3)"}}));
   EXPECT_EQ(events, r.sim.events.size());
 }
 
