@@ -12,6 +12,7 @@ import torch
 
 FORMAT = "loom-graph"
 VERSION = 1
+SIZES_VERSION = 1  # the "sizes" section (src/frontend/graph_sizes.h, docs/json.md)
 
 _DTYPES = {
     torch.float64: "f64",
@@ -124,6 +125,59 @@ class GraphBuilder:
             "tensors": tensors,
             "ops": ops,
         }
+
+
+def _batch_term(size, other, batch, other_batch):
+    """A size of the graph at `batch` that is `other` at `other_batch`: itself when equal, else "K*batch" when it
+    is K times the batch at both; else a ValueError."""
+    if size == other:
+        return size
+    if size % batch == 0 and other == size // batch * other_batch:
+        k = size // batch
+        return "batch" if k == 1 else f"{k}*batch"
+    raise ValueError(f"is {size} at batch {batch} and {other} at batch {other_batch}, not a multiple of the batch")
+
+
+def batch_sizes(graph, other, batch, other_batch):
+    """The "sizes" section of `graph` (traced at `batch`) from `other`, the same module traced at `other_batch`:
+    every tensor size and integer attribute that moved with the batch, as "K*batch". A ValueError names the
+    first thing that differs otherwise (another op, a size that is not a multiple of the batch, a constant
+    whose elements depend on the batch)."""
+    if len(graph["tensors"]) != len(other["tensors"]) or len(graph["ops"]) != len(other["ops"]):
+        raise ValueError(f"the graph at batch {other_batch} has other tensors or ops than at batch {batch}")
+    tensors, attrs = [], []
+    for t, u in zip(graph["tensors"], other["tensors"]):
+        if t["role"] != u["role"] or len(t["shape"]) != len(u["shape"]):  # names may count traces (loss_0, loss_1)
+            raise ValueError(f"tensor {t['id']} is '{t['name']}' {t['shape']} at batch {batch} and '{u['name']}' "
+                             f"{u['shape']} at batch {other_batch}")
+        if t["shape"] == u["shape"]:
+            continue
+        if "value" in t:
+            raise ValueError(f"tensor '{t['name']}' holds constant elements whose shape depends on the batch")
+        try:
+            shape = [_batch_term(a, b, batch, other_batch) for a, b in zip(t["shape"], u["shape"])]
+        except ValueError as e:
+            raise ValueError(f"tensor '{t['name']}' {t['shape']} {e}") from None
+        tensors.append({"id": t["id"], "shape": shape})
+    for op, other_op in zip(graph["ops"], other["ops"]):
+        if op["type"] != other_op["type"] or op["attrs"].keys() != other_op["attrs"].keys():
+            raise ValueError(f"op {op['id']} is '{op['name']}' ({op['type']}) at batch {batch} and '{other_op['name']}' "
+                             f"({other_op['type']}) at batch {other_batch}")
+        for name, value in sorted(op["attrs"].items()):
+            moved = other_op["attrs"][name]
+            if value == moved:
+                continue
+            try:
+                if isinstance(value, int) and isinstance(moved, int) and not isinstance(value, bool):
+                    term = _batch_term(value, moved, batch, other_batch)
+                elif isinstance(value, list) and isinstance(moved, list) and len(value) == len(moved):
+                    term = [_batch_term(a, b, batch, other_batch) for a, b in zip(value, moved)]
+                else:
+                    raise ValueError(f"is {value!r} at batch {batch} and {moved!r} at batch {other_batch}")
+            except ValueError as e:
+                raise ValueError(f"op '{op['name']}' attribute '{name}' {e}") from None
+            attrs.append({"op": op["id"], "name": name, "value": term})
+    return {"version": SIZES_VERSION, "symbols": {"batch": batch}, "tensors": tensors, "attrs": attrs}
 
 
 def save_graph(graph, path):

@@ -11,6 +11,7 @@ Unknown ops are all collected and reported in one UnsupportedOpsError.
 """
 
 import operator
+import warnings
 from collections import OrderedDict
 
 import torch
@@ -18,7 +19,7 @@ import torch.fx as fx
 import torch.nn as nn
 
 from . import capture, custom_ops, fused_projection, lowering
-from .graph_json import GraphBuilder, dtype_name
+from .graph_json import GraphBuilder, batch_sizes, dtype_name
 from .lowering import T
 
 _HINT = ('register the function that holds such ops with loom.register_op(fn, "annotation") (docs/custom_ops.md): '
@@ -419,7 +420,7 @@ def _find_loss(output, shape):
                      f"pass loss=lambda outputs, batch: {scalars[0][0]} (or the one to train)")
 
 
-def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=None):
+def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=None, batch_dim=0):
     """Traces `module` on `example_inputs` into the engine's graph JSON (a dict; see save_graph).
 
     example_inputs: a tensor, a tuple (by position) or a dict (by argument name) of example tensors; the
@@ -429,8 +430,46 @@ def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=N
     loss: None when the module returns the loss: a scalar, a dict or HuggingFace ModelOutput with "loss", or
       a tuple (or dict) whose only scalar is the loss, as `(logits, loss)`; several scalars are an error
       asking for loss=. Else loss(outputs, batch) -> scalar, traced into the graph (batch: the inputs by name).
+    batch_dim: the dimension of the example tensors that is the batch (the first tensor's size there is the
+      batch; every tensor with that size there grows with it). The module is traced a second time at
+      batch + 1 and the sizes that moved are recorded in the graph's "sizes" section, so `loom plan --graph
+      --global-batch N` plans it at any batch (docs/json.md). None: not recorded (the graph plans at its own
+      batch only); a model whose sizes do not follow the batch linearly gets no section and a warning.
     """
     inputs = capture.named_inputs(module, example_inputs)
+    graph = _trace_once(module, inputs, concrete_args, leaf_modules, loss)
+    batch = _batch_of(inputs, batch_dim)
+    if batch is None:
+        return graph
+    grown = {name: _grow_batch(value, batch_dim, batch) for name, value in inputs.items()}
+    try:
+        other = _trace_once(module, grown, concrete_args, leaf_modules, loss)
+        sizes = batch_sizes(graph, other, batch, batch + 1)
+    except Exception as e:  # any failure at the other batch only costs the resizing
+        warnings.warn(f"loom.trace: the graph records no batch sizes (it plans at batch {batch} only): traced at "
+                      f"batch {batch + 1}, {e}", stacklevel=2)
+        return graph
+    return {**graph, "sizes": sizes}
+
+
+def _batch_of(inputs, batch_dim):
+    """The first example tensor's size at `batch_dim`; None when not recorded."""
+    if batch_dim is None:
+        return None
+    for value in inputs.values():
+        if isinstance(value, torch.Tensor) and value.dim() > batch_dim:
+            return int(value.shape[batch_dim])
+    return None
+
+
+def _grow_batch(value, batch_dim, batch):
+    """An example tensor with batch + 1 samples (its first repeated); anything else as it is."""
+    if isinstance(value, torch.Tensor) and value.dim() > batch_dim and value.shape[batch_dim] == batch:
+        return torch.cat([value, value.narrow(batch_dim, 0, 1)], dim=batch_dim)
+    return value
+
+
+def _trace_once(module, inputs, concrete_args, leaf_modules, loss):
     gm, fixed, aliases = capture.trace_module(module, inputs, concrete_args, tuple(leaf_modules))
     if loss is not None:
         gm = capture.append_loss(gm, loss, inputs, aliases)

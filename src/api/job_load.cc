@@ -20,8 +20,8 @@ namespace {
 // The model at the options' sizes (a preset, a model file, --arch), or the traced graph.
 Expected<ir::Graph> load_forward(const JobOptions& o, ops::CustomCatalog& catalog) {
   if (!plans_a_graph(o)) return with_context(build_model_of(o), "model");
-  if (!o.graph_file.empty()) return frontend::load_graph_file(o.graph_file, catalog);
-  return frontend::load_graph_text(o.graph_text, "the graph JSON", catalog);
+  if (!o.graph_file.empty()) return frontend::load_graph_file(o.graph_file, catalog, o.global_batch);
+  return frontend::load_graph_text(o.graph_text, "the graph JSON", catalog, o.global_batch);
 }
 
 // The batch of the graph's first input: the global batch a preset was built at or a graph was traced at.

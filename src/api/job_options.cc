@@ -274,6 +274,14 @@ const std::vector<OptionField>& table() {
       {"fold", "--fold", {}, G::fold, K::text,
        "Plan one micro-batch of one replica and repeat it (megatron without ZeRO): auto (large jobs), on, off",
        LOOM_NAMED(fold, parse_fold)},
+      {"trace_devices", "--trace-devices", {}, G::report, K::text,
+       "The devices trace.json draws: classes (one track per device class, named by the devices it stands for), "
+       "all, or ids and ranges such as 0,5 or 0-3,8",
+       [](JobOptions& o, std::string_view t) -> Expected<void> {
+         LOOM_ASSIGN_OR_RETURN(o.trace_devices, sim::parse_trace_devices(t));
+         return {};
+       },
+       [](const JobOptions& o) { return sim::to_string(o.trace_devices); }},
   };
   return fields;
 }

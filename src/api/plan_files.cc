@@ -16,12 +16,13 @@ Expected<void> add_plan_files(const Job& job, const std::string& dir, OutputSet&
   const sim::ReportLabels labels{.model = job.options.model.empty() ? job.graph.name : job.options.model,
                                  .cluster = job.cluster.name,
                                  .policy = job.description};
+  LOOM_ASSIGN_OR_RETURN(const std::vector<sim::TraceTrack> tracks,
+                        with_context(sim::trace_tracks(step_programs(job), job.sim, job.options.trace_devices),
+                                     "option --trace-devices"));
   set.add(dir, "plan.json", plan::plan_to_json(job.plan), "plan.json");
   set.add(dir, "exec.json", job.folded ? exec::exec_to_json(job.slice, &job.step.shape) : exec::exec_to_json(job.exec),
           "exec.json");
-  set.add(dir, "trace.json",
-          job.folded ? sim::chrome_trace_json(job.step, job.sim) : sim::chrome_trace_json(job.exec, job.sim),
-          "trace.json");
+  set.add(dir, "trace.json", sim::chrome_trace_json(step_programs(job), job.sim, tracks), "trace.json");
   set.add(dir, "report.html",
           job.folded ? sim::html_report(labels, job.step, job.sim, job.metrics, job.memory)
                      : sim::html_report(labels, job.exec, job.sim, job.metrics, job.memory),

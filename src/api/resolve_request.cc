@@ -106,9 +106,9 @@ Expected<void> check_options(const JobOptions& o) {
       if (models::given(o.arch, field))
         return fail(fmt::format("{} describes an architecture, but no --arch FAMILY is given", models::flag(field)),
                     "add --arch (gpt, llama, ...), or drop it to plan a preset or file at its own sizes");
-  if (plans_a_graph(o) && (o.global_batch != 0 || o.seq != 0 || o.layers != 0 || o.vocab != 0))
-    return fail("--global-batch, --seq, --layers and --vocab resize a preset; a graph file keeps the sizes it was traced "
-                "at",
+  if (plans_a_graph(o) && (o.seq != 0 || o.layers != 0 || o.vocab != 0))
+    return fail("--seq, --layers and --vocab resize a preset; a graph file keeps the sizes it was traced at (its batch "
+                "alone resizes, by --global-batch)",
                 "trace the model again with other example inputs");
   if (plans_a_graph(o) && o.attention != models::AttentionImpl::fused)
     return fail("--attention builds a preset's attention; a graph file keeps the ops it was traced with",

@@ -47,7 +47,8 @@ Expected<api::JobOptions> model_options(const GraphArgs& args) {
 
 // `catalog`: the built-ins, plus the custom ops (loom.register_op) a --from file defines.
 Expected<ir::Graph> load_or_build(const GraphArgs& args, ops::CustomCatalog& catalog) {
-  if (!args.from.empty()) return frontend::load_graph_file(args.from, catalog);
+  // --batch resizes a traced graph by its "sizes" section (frontend/graph_sizes.h).
+  if (!args.from.empty()) return frontend::load_graph_file(args.from, catalog, args.batch);
   LOOM_ASSIGN_OR_RETURN(const api::JobOptions options, model_options(args));
   LOOM_ASSIGN_OR_RETURN(ir::Graph forward, api::build_model_of(options));
   if (args.forward_only) return forward;
@@ -115,7 +116,7 @@ void add_graph_command(CLI::App& app) {
   add_job_flags(cmd, &args->job, {api::OptionGroup::model, api::OptionGroup::sizes},
                 {"model", "graph_file", "global_batch", "seq", "layers", "dtype", "attention"});
   const auto positive_up_to = [](std::int64_t max) { return CLI::Range(std::int64_t{1}, max); };
-  cmd->add_option("--batch", args->batch, "Global batch (samples per step); default: the preset's")
+  cmd->add_option("--batch", args->batch, "Global batch (samples per step); default: the preset's, or the batch a --from graph was traced at")
       ->check(positive_up_to(models::kMaxBatchOrSeq));
   cmd->add_option("--seq", args->seq, "Sequence length, or image side for vision models; default: the preset's")
       ->check(positive_up_to(models::kMaxBatchOrSeq));

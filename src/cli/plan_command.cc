@@ -20,6 +20,10 @@ namespace {
 constexpr auto kJobGroups = {api::OptionGroup::model, api::OptionGroup::sizes, api::OptionGroup::optimizer,
                              api::OptionGroup::cluster, api::OptionGroup::parallel, api::OptionGroup::fold,
                              api::OptionGroup::passes};
+// `loom plan` writes the report files, which the report group shapes.
+constexpr auto kPlanGroups = {api::OptionGroup::model, api::OptionGroup::sizes, api::OptionGroup::optimizer,
+                              api::OptionGroup::cluster, api::OptionGroup::parallel, api::OptionGroup::fold,
+                              api::OptionGroup::passes, api::OptionGroup::report};
 
 struct PlanArgs {
   JobFlags job;
@@ -124,7 +128,7 @@ int run_compare(const CompareArgs& args) {
 void add_plan_command(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   CLI::App* cmd = app.add_subcommand("plan", "Plan, simulate and report a model on a cluster under a policy");
-  add_job_flags(cmd, &args->job, kJobGroups);
+  add_job_flags(cmd, &args->job, kPlanGroups);
   cmd->add_option("--out", args->out, "Directory for plan.json, exec.json, trace.json, report.html")
       ->capture_default_str();
   cmd->add_option("--emit", args->emit,

@@ -8,6 +8,7 @@
 #include "loom/core/atomic_file.h"
 #include "loom/core/input_file.h"
 #include "loom/frontend/custom_op_section.h"
+#include "loom/frontend/graph_sizes.h"
 #include "loom/ir/graph_json.h"
 #include "loom/ir/validate.h"
 
@@ -46,10 +47,33 @@ Expected<void> resolve_missing_annotations(ir::Graph& graph, const ir::OpCatalog
   return {};
 }
 
-// Parses, resolves and validates the graph text (without its custom-op section) against `catalog`.
-Expected<ir::Graph> read_graph(const std::string& path, const std::string& text, const ir::OpCatalog& catalog) {
-  Expected<ir::Graph> graph = ir::graph_from_json(text);
+// The batch of the graph's first input: the one it was traced at.
+std::int64_t traced_batch(const ir::Graph& graph) {
+  if (graph.inputs.empty() || graph.tensor(graph.inputs.front()).shape.rank() == 0) return 0;
+  return graph.tensor(graph.inputs.front()).shape[0];
+}
+
+// The graph at `batch` (0: as traced) from its sizes section; a graph without one only at its own batch.
+Expected<void> resize(ir::Graph& graph, const std::optional<GraphSizes>& sizes, std::int64_t batch) {
+  if (batch == 0) return {};
+  if (sizes) return resize_graph(graph, *sizes, batch);
+  if (batch == traced_batch(graph)) return {};
+  return fail(fmt::format("the graph was traced at batch {} and does not record which of its sizes are the batch (no "
+                          "\"sizes\" section), so it cannot be planned at --global-batch {}",
+                          traced_batch(graph), batch),
+              "trace it again with loom.trace (which records them), or drop --global-batch");
+}
+
+// Parses, resizes to `batch`, resolves and validates the graph text (without its custom-op section)
+// against `catalog`.
+Expected<ir::Graph> read_graph(const std::string& path, const std::string& text, const ir::OpCatalog& catalog,
+                               std::int64_t batch) {
+  Expected<SplitSizes> split = split_sizes(text);
+  if (!split) return std::unexpected(with_context(std::move(split).error(), path));
+  Expected<ir::Graph> graph = ir::graph_from_json(split->graph_json);
   if (!graph) return std::unexpected(with_context(std::move(graph).error(), path));
+  if (Expected<void> resized = resize(*graph, split->sizes, batch); !resized)
+    return std::unexpected(with_context(std::move(resized).error(), path));
   if (Expected<void> resolved = resolve_missing_annotations(*graph, catalog); !resolved)
     return std::unexpected(with_context(std::move(resolved).error(), path));
   if (Expected<void> valid = ir::validate_graph(*graph, catalog); !valid)
@@ -64,25 +88,26 @@ Expected<SplitGraphText> read_split(const std::string& path) {
 
 }  // namespace
 
-Expected<ir::Graph> load_graph_file(const std::string& path, const ir::OpCatalog& catalog) {
+Expected<ir::Graph> load_graph_file(const std::string& path, const ir::OpCatalog& catalog, std::int64_t batch) {
   LOOM_ASSIGN_OR_RETURN(SplitGraphText split, read_split(path));
   if (!split.custom_ops.empty())
     return fail(fmt::format("{}: the graph uses custom ops ({} ...), which this command does not take", path,
                             split.custom_ops.front().type),
                 "plan it with `loom plan --graph FILE` (docs/custom_ops.md)");
-  return read_graph(path, split.graph_json, catalog);
+  return read_graph(path, split.graph_json, catalog, batch);
 }
 
-Expected<ir::Graph> load_graph_file(const std::string& path, ops::CustomCatalog& catalog) {
+Expected<ir::Graph> load_graph_file(const std::string& path, ops::CustomCatalog& catalog, std::int64_t batch) {
   LOOM_ASSIGN_OR_RETURN(std::string text, read_file(path));
-  return load_graph_text(text, path, catalog);
+  return load_graph_text(text, path, catalog, batch);
 }
 
-Expected<ir::Graph> load_graph_text(const std::string& text, const std::string& label, ops::CustomCatalog& catalog) {
+Expected<ir::Graph> load_graph_text(const std::string& text, const std::string& label, ops::CustomCatalog& catalog,
+                                    std::int64_t batch) {
   LOOM_ASSIGN_OR_RETURN(SplitGraphText split, with_context(split_custom_ops(text), label));
   for (const ops::CustomOpSpec& spec : split.custom_ops)
     LOOM_RETURN_IF_ERROR(with_context(catalog.add(spec), label));
-  return read_graph(label, split.graph_json, catalog);
+  return read_graph(label, split.graph_json, catalog, batch);
 }
 
 Expected<void> save_graph_file(const ir::Graph& graph, const std::string& path) {

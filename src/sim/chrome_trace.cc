@@ -5,7 +5,6 @@
 #include <iterator>
 
 #include "loom/exec/instruction_buffers.h"
-#include "loom/sim/device_groups.h"
 
 namespace loom::sim {
 namespace {
@@ -48,7 +47,7 @@ void append_quoted(fmt::memory_buffer& out, std::string_view text) {
 
 // Written directly rather than through a JSON tree: a folded 1024-GPU step has ~500k events, and the
 // tree took seconds to build and dump.
-std::string chrome_trace_json(const exec::ExecPlan& exec, const SimResult& result) {
+std::string chrome_trace_json(const exec::ExecPlan& exec, const SimResult& result, std::span<const TraceTrack> tracks) {
   fmt::memory_buffer out;
   auto it = std::back_inserter(out);
   fmt::format_to(it, "{{\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
@@ -57,32 +56,46 @@ std::string chrome_trace_json(const exec::ExecPlan& exec, const SimResult& resul
     if (!first) out.push_back(',');
     first = false;
   };
-  // One process per simulated device, named for the devices whose times it gives.
-  for (const DeviceGroup& group : device_groups(result)) {
-    const int d = group.representative;
-    const std::string label = group.devices.size() == 1 ? fmt::format("device {}", d)
-                                                        : fmt::format("device {} (for devices {})", d, device_ranges(group.devices));
+  for (const TraceTrack& track : tracks) {
+    const int d = track.device;
     separator();
     fmt::format_to(it, "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":", d);
-    append_quoted(out, label);
+    append_quoted(out, track.label);
     fmt::format_to(it, "}}}},{{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_index\":{}}}}}", d, d);
     for (Stream stream : {Stream::compute, Stream::communication, Stream::host, Stream::pcie})
       fmt::format_to(it, ",{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":\"{}\"}}}}", d,
                      static_cast<int>(stream), name(stream));
   }
-  for (const Event& e : result.events) {
-    separator();
-    fmt::format_to(it, "{{\"name\":");
-    append_quoted(out, e.name);
-    fmt::format_to(it, ",\"cat\":\"{}\",\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{},\"tid\":{},\"args\":{{\"kind\":\"{}\",\"instruction\":{}",
-                   name(e.kind), e.start * 1e6, (e.end - e.start) * 1e6, e.device, static_cast<int>(e.stream), name(e.kind),
-                   e.instruction);
-    if (e.kind == EventKind::collective || e.kind == EventKind::send || e.kind == EventKind::recv)
-      fmt::format_to(it, ",\"bytes\":{}", bytes_moved(exec, e));
-    fmt::format_to(it, "}}}}");
+  // SimResult's events are by device: each track's are one run of them.
+  std::vector<std::pair<std::size_t, std::size_t>> runs(result.devices.size(), {0, 0});
+  for (std::size_t i = 0; i < result.events.size(); ++i) {
+    const auto d = static_cast<std::size_t>(result.events[i].device);
+    if (d >= runs.size()) continue;
+    if (runs[d].first == runs[d].second) runs[d].first = i;
+    runs[d].second = i + 1;
+  }
+  for (const TraceTrack& track : tracks) {
+    const auto source = static_cast<std::size_t>(track.source);
+    if (source >= runs.size()) continue;
+    for (std::size_t i = runs[source].first; i < runs[source].second; ++i) {
+      const Event& e = result.events[i];
+      separator();
+      fmt::format_to(it, "{{\"name\":");
+      append_quoted(out, e.name);
+      fmt::format_to(it, ",\"cat\":\"{}\",\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{},\"tid\":{},\"args\":{{\"kind\":\"{}\",\"instruction\":{}",
+                     name(e.kind), e.start * 1e6, (e.end - e.start) * 1e6, track.device, static_cast<int>(e.stream),
+                     name(e.kind), e.instruction);
+      if (e.kind == EventKind::collective || e.kind == EventKind::send || e.kind == EventKind::recv)
+        fmt::format_to(it, ",\"bytes\":{}", bytes_moved(exec, e));
+      fmt::format_to(it, "}}}}");
+    }
   }
   fmt::format_to(it, "]}}\n");
   return fmt::to_string(out);
+}
+
+std::string chrome_trace_json(const exec::ExecPlan& exec, const SimResult& result) {
+  return chrome_trace_json(exec, result, class_tracks(exec, result));
 }
 
 std::string chrome_trace_json(const exec::FoldedStep& folded, const SimResult& result) {

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <numeric>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -12,6 +13,7 @@
 #include "loom/sim/device_groups.h"
 #include "loom/sim/memory_over_time.h"
 #include "loom/sim/summary_table.h"
+#include "loom/sim/timeline_sample.h"
 
 namespace loom::sim {
 namespace {
@@ -40,9 +42,11 @@ std::string escape(std::string_view text) {
 // The event kinds the timeline colours; computes by the pass of their op.
 constexpr std::array<std::string_view, 7> kKinds = {"forward", "backward", "optimizer", "local", "collective", "send", "recv"};
 
+constexpr int kLocal = 3;
+
 int kind_of(const exec::ExecPlan& exec, const Event& e) {
   switch (e.kind) {
-    case EventKind::local: return 3;
+    case EventKind::local: return kLocal;
     case EventKind::collective: return 4;
     case EventKind::send: return 5;
     case EventKind::copy: return 5;  // a transfer too (GPU <-> host), coloured as a send
@@ -69,6 +73,32 @@ struct Timeline {
   std::vector<std::string> notes;
 };
 
+// Each lane's budget split between its rows: a row needing less than half leaves the rest to the other.
+std::array<std::size_t, 2> row_budgets(std::size_t budget, const std::array<std::size_t, 2>& events) {
+  const std::size_t compute = std::min(events[0], std::max(budget / 2, budget - std::min(budget, events[1])));
+  return {std::max<std::size_t>(compute, 1), std::max<std::size_t>(budget - compute, 1)};
+}
+
+// A box of several events: coloured by the kind that fills most of it (their one kind, unless the budget
+// forced kinds together), named by its first and last.
+json box_event(const exec::ExecPlan& exec, const SimResult& sim, std::span<const std::size_t> row, const TimelineBox& box,
+               int lane, int row_index) {
+  const Event& first = sim.events[row[box.first]];
+  if (box.count() == 1)
+    return {lane, row_index, micros(first.start), micros(first.end - first.start), kind_of(exec, first), first.name};
+  std::array<double, kKinds.size()> busy{};
+  for (std::size_t k = box.first; k < box.last; ++k) {
+    const Event& e = sim.events[row[k]];
+    busy[static_cast<std::size_t>(kind_of(exec, e))] += e.end - e.start;
+  }
+  // Locals (gradient sums, scales) sit between the ops of a pass: they colour a box only when alone.
+  if (std::ranges::any_of(busy, [&](double t) { return t > 0 && &t != &busy[kLocal]; })) busy[kLocal] = 0;
+  const auto kind = static_cast<int>(std::ranges::max_element(busy) - busy.begin());
+  const Event& last = sim.events[row[box.last - 1]];
+  return {lane, row_index, micros(box.start), micros(box.end - box.start), kind,
+          fmt::format("{} events: {} ... {}", box.count(), first.name, last.name)};
+}
+
 Timeline timeline(const exec::ExecPlan& exec, const SimResult& sim, const std::vector<DeviceGroup>& groups,
                   const HtmlOptions& options) {
   Timeline t;
@@ -81,23 +111,40 @@ Timeline timeline(const exec::ExecPlan& exec, const SimResult& sim, const std::v
   if (lanes < groups.size())
     t.notes.push_back(fmt::format("The timeline shows the first {} of {} lanes (groups of devices sharing their times).",
                                   lanes, groups.size()));
-  std::vector<std::size_t> shown;
+  // Per lane, its compute row and its communication row (every other stream), events by start.
+  std::vector<std::array<std::vector<std::size_t>, 2>> rows(lanes);
   for (std::size_t i = 0; i < sim.events.size(); ++i) {
     const auto d = static_cast<std::size_t>(sim.events[i].device);
-    if (d < lane_of.size() && lane_of[d] >= 0) shown.push_back(i);
+    if (d < lane_of.size() && lane_of[d] >= 0)
+      rows[static_cast<std::size_t>(lane_of[d])][sim.events[i].stream == Stream::compute ? 0 : 1].push_back(i);
   }
-  if (shown.size() > options.max_events) {
-    const std::size_t total = shown.size();
-    std::ranges::stable_sort(shown, std::greater<>{}, [&](std::size_t i) { return sim.events[i].end - sim.events[i].start; });
-    shown.resize(options.max_events);
-    std::ranges::sort(shown);
-    t.notes.push_back(fmt::format("The timeline draws the {} longest of its {} events.", options.max_events, total));
+  std::size_t total = 0;
+  for (auto& lane : rows)
+    for (auto& row : lane) {
+      std::ranges::stable_sort(row, {}, [&](std::size_t i) { return sim.events[i].start; });
+      total += row.size();
+    }
+  const std::size_t lane_budget = std::max<std::size_t>(options.max_events / std::max<std::size_t>(lanes, 1), 2);
+  for (std::size_t lane = 0; lane < lanes; ++lane) {
+    const std::array<std::size_t, 2> budgets = row_budgets(lane_budget, {rows[lane][0].size(), rows[lane][1].size()});
+    for (int r = 0; r < 2; ++r) {
+      const std::vector<std::size_t>& row = rows[lane][static_cast<std::size_t>(r)];
+      std::vector<Span> spans;
+      spans.reserve(row.size());
+      for (std::size_t i : row) {
+        const int kind = kind_of(exec, sim.events[i]);
+        spans.push_back({sim.events[i].start, sim.events[i].end, kind == kLocal ? -1 : kind});
+      }
+      for (const TimelineBox& box : sample_row(spans, sim.step_time, budgets[static_cast<std::size_t>(r)]))
+        t.events.push_back(box_event(exec, sim, row, box, static_cast<int>(lane), r));
+    }
   }
-  for (std::size_t i : shown) {
-    const Event& e = sim.events[i];
-    t.events.push_back({lane_of[static_cast<std::size_t>(e.device)], e.stream == Stream::compute ? 0 : 1, micros(e.start),
-                        micros(e.end - e.start), kind_of(exec, e), e.name});
-  }
+  if (t.events.size() < total)
+    t.notes.push_back(fmt::format(
+        "The timeline draws {} boxes for its {} events (at most {} per lane): in each row, events shorter than a "
+        "window of the step are merged into one box per window and kind (\"k events\"), so every part of the step "
+        "shows.",
+        t.events.size(), total, lane_budget));
   return t;
 }
 

@@ -24,7 +24,11 @@ expect compare-graph 0 "$LOOM" compare --graph "$tmp/traced.json" --gpus 4 && co
 
 expect both 1 "$LOOM" plan --graph "$tmp/traced.json" --model gpt3-125m && contains both-msg "exactly one of --model NAME, --model-file FILE, --arch FAMILY or --graph FILE"
 expect neither 1 "$LOOM" plan --policy dp && contains neither-msg "exactly one of --model NAME, --model-file FILE, --arch FAMILY or --graph FILE"
-expect resize 1 "$LOOM" plan --graph "$tmp/traced.json" --global-batch 16 && contains resize-msg "a graph file keeps the sizes"
+# A graph without a "sizes" section plans at its own batch only (docs/json.md).
+expect resize nonzero "$LOOM" plan --graph "$tmp/traced.json" --global-batch 16 &&
+  contains resize-msg "the graph was traced at batch 8 and does not record which of its sizes are the batch"
+expect same-batch 0 "$LOOM" plan --graph "$tmp/traced.json" --global-batch 8 --gpus 2 --out "$tmp/same"
+expect resize-seq 1 "$LOOM" plan --graph "$tmp/traced.json" --seq 32 && contains resize-seq-msg "a graph file keeps the sizes"
 # The baselines' searches over a graph file: the same candidates and the same choice as on the preset it came from.
 expect baseline 0 "$LOOM" plan --graph "$tmp/traced.json" --policy megatron-best --gpus 4 --out "$tmp/mb" &&
   contains baseline-search "search     megatron-best: 42 configurations, 42 priced" &&

@@ -21,6 +21,7 @@
 #include "loom/policy/coshard.h"
 #include "loom/policy/overlap.h"
 #include "loom/policy/recompute_policy.h"
+#include "loom/sim/trace_devices.h"
 
 namespace loom::api {
 
@@ -93,10 +94,13 @@ struct JobOptions {
   // A constraint file (search/plan_constraints.h, docs/constraints.md): the searches plan only within it,
   // an explicit policy is refused where it breaks it; "": none.
   std::string constraints;
+
+  // The devices trace.json draws (sim/trace_devices.h): default one track per device class.
+  sim::TraceDevices trace_devices;
 };
 
 // Which commands take a field: a command registers the groups it needs.
-enum class OptionGroup : std::uint8_t { model, sizes, optimizer, cluster, parallel, fold, passes };
+enum class OptionGroup : std::uint8_t { model, sizes, optimizer, cluster, parallel, fold, passes, report };
 
 enum class ValueKind : std::uint8_t { whole, real, flag, text };
 

@@ -6,7 +6,8 @@
 //   - a timeline: one lane per simulated device (one per device class when classes were simulated
 //     once, labelled with the devices it stands for), each with a compute and a communication row;
 //     events coloured by kind (forward, backward, optimizer, local, collective, send, recv), with their
-//     names as tooltips. Huge plans draw their longest `max_events` events and say so;
+//     names as tooltips. A lane over its share of `max_events` merges short events into one box per
+//     window of the step (timeline_sample.h), so every part of the step shows, and the page says so;
 //   - memory: each device's peak as a bar stacked by tensor role against the GPU's capacity, and the
 //     memory-over-time curve of the device with the largest peak (memory_over_time.h);
 //   - the per-device time breakdown: compute, exposed communication and idle as shares of the step.
@@ -27,7 +28,7 @@
 namespace loom::sim {
 
 struct HtmlOptions {
-  std::size_t max_events = 20000;        // timeline events drawn (the longest first); the page says so
+  std::size_t max_events = 20000;        // timeline boxes drawn, split evenly over the lanes (timeline_sample.h)
   std::size_t max_lanes = 64;            // timeline lanes drawn (the first groups); the page says so
   std::size_t max_bars = 512;            // devices in the bar charts (else one bar per group, or the first)
   std::size_t max_memory_points = 2000;  // points of the memory curve (downsample keeps its envelope)
