@@ -40,7 +40,11 @@ def _engine():
 
 def plan(model=None, graph=None, *, graph_file=None, policy="megatron", cluster="dgx-a100", **options):
     """Plans, checks and simulates a job; returns the engine's PlanResult (description, step_time, mfu,
-    peak_memory per device, out_of_memory, summary(), emit(), write_files(dir), write_programs(dir)).
+    peak_memory per device, out_of_memory, summary(), emit(), verify(), write_files(dir), write_programs(dir)).
+
+    policy: a built-in policy's name, or a Python function policy(plan, resource) that builds the plan with
+    the primitives (loom.policy); the engine resolves the degrees for it as for megatron (resource.config)
+    and checks, materializes and simulates what it builds.
 
     model: a preset name (`loom models`); graph: a traced graph (loom.trace's dict, or its JSON text);
     graph_file: a graph JSON file. options: the engine's request fields (dp, tp, pp, micro_batches, zero,
@@ -49,6 +53,10 @@ def plan(model=None, graph=None, *, graph_file=None, policy="megatron", cluster=
     does not know). Raises PlanError with the engine's message."""
     if isinstance(graph, dict):
         graph = json.dumps(graph, separators=(",", ":"))
+    if callable(policy):
+        name = "python:" + getattr(policy, "__name__", type(policy).__name__)
+        return _engine().plan_with_policy(policy, name, model=model or "", graph=graph or "",
+                                          graph_file=str(graph_file or ""), cluster=cluster, **options)
     return _engine().plan(model=model or "", graph=graph or "", graph_file=str(graph_file or ""), policy=policy,
                           cluster=cluster, **options)
 

@@ -94,6 +94,17 @@ Expected<void> apply_policy(Job& job) {
   LOOM_RETURN_IF_ERROR(expect_stage(job, Stage::loaded, "apply_policy"));
   if (is_search(job.options.policy))
     return fail(fmt::format("{} is a search, not a policy", job.options.policy), "plan it with plan_or_search");
+  return apply_policy(job, [&](plan::Plan& plan, const policy::ParallelConfig& config) -> Expected<void> {
+    policy::PolicyNotes notes;
+    LOOM_RETURN_IF_ERROR(with_context(policy::apply_policy(plan, job.options.policy, config, job.catalog, &notes),
+                                      fmt::format("policy {}", job.options.policy)));
+    if (!notes.schedule.empty()) job.description += ", " + notes.schedule;
+    return {};
+  });
+}
+
+Expected<void> apply_policy(Job& job, const PolicyFunction& policy) {
+  LOOM_RETURN_IF_ERROR(expect_stage(job, Stage::loaded, "apply_policy"));
   const StageClock clock;
   policy::ParallelConfig config = job.request.config;
   if (balances_stages(config)) {
@@ -113,10 +124,7 @@ Expected<void> apply_policy(Job& job) {
     LOOM_ASSIGN_OR_RETURN(job.step.shape, fold_shape(config, std::move(op_stage)));
   }
   const policy::ParallelConfig applied = job.folded ? slice_config(config) : config;
-  policy::PolicyNotes notes;
-  LOOM_RETURN_IF_ERROR(with_context(policy::apply_policy(job.plan, job.options.policy, applied, job.catalog, &notes),
-                                    fmt::format("policy {}", job.options.policy)));
-  if (!notes.schedule.empty()) job.description += ", " + notes.schedule;
+  LOOM_RETURN_IF_ERROR(policy(job.plan, applied));
   if (job.options.offload != exec::Offload::none)
     job.description += fmt::format(", ZeRO-Offload ({})", exec::name(job.options.offload));
   job.slice_devices = policy::device_count(applied);

@@ -2,11 +2,15 @@
 // plan(**keywords) takes the engine's job options by their keywords (api/job_options.h, the table the
 // CLI's flags come from; keywords() lists them with their defaults), runs api::plan_or_search, and returns
 // the job as a PlanResult; engine errors raise PlanError with the engine's message and hint. No planning
-// logic lives here.
+// logic lives here. Policies written in Python (plan_with_policy) get the plan's primitives and the built-in
+// policies' helpers (plan_object.h, policy_helpers.h, policy_function.h).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include "loom/api/baseline_search.h"
+#include "plan_object.h"
+#include "policy_function.h"
+#include "policy_helpers.h"
 #include "raise.h"
 #include "request_keywords.h"
 #include "result_object.h"
@@ -18,6 +22,9 @@ namespace loom::bindings {
 void bind_module(py::module_& m) {
   py::register_exception<PlanFailure>(m, "PlanError", PyExc_RuntimeError);
   bind_plan_result(m);
+  bind_plan(m);
+  bind_policy_helpers(m);
+  bind_policy_function(m);
   m.def(
       "plan",
       [](const py::kwargs& keywords) {

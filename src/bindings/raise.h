@@ -3,6 +3,8 @@
 #pragma once
 
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
 
 #include "loom/core/error.h"
 
@@ -15,6 +17,13 @@ struct PlanFailure : std::runtime_error {
 // Throws PlanFailure with "message" and, when there is one, "\nhint: hint" (as `loom` prints them).
 [[noreturn]] inline void raise(const Error& error) {
   throw PlanFailure(error.hint.empty() ? error.message : error.message + "\nhint: " + error.hint);
+}
+
+// The value of an engine result, or PlanFailure with its error.
+template <class T>
+T checked(Expected<T> result) {
+  if (!result) raise(result.error());
+  if constexpr (!std::is_void_v<T>) return std::move(*result);
 }
 
 }  // namespace loom::bindings

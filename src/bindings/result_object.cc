@@ -7,6 +7,7 @@
 #include "loom/api/emit_programs.h"
 #include "loom/api/job.h"
 #include "loom/api/memory_advice.h"
+#include "loom/api/verify_job.h"
 #include "loom/codegen/rank_programs.h"
 #include "loom/policy/recompute_policy.h"
 #include "raise.h"
@@ -71,9 +72,28 @@ py::dict emit(const api::Job& r) {
   return d;
 }
 
-std::vector<std::string> written(Expected<std::vector<std::string>> paths) {
-  if (!paths) raise(paths.error());
-  return std::move(*paths);
+py::dict error_dict(const verify::ErrorStat& e) {
+  py::dict d;
+  d["max_abs"] = e.max_abs;
+  d["max_rel"] = e.max_rel;
+  d["worst"] = e.worst;
+  return d;
+}
+
+// `loom verify`'s proof of this job's plan (api::verify_job): the largest errors against one device.
+py::dict verify_result(const api::Job& r, std::uint64_t seed) {
+  const api::VerifyReport proof = checked([&] {
+    py::gil_scoped_release unlocked;
+    return api::verify_job(r, seed);
+  }());
+  py::dict d;
+  d["worst"] = proof.worst();
+  d["activation"] = error_dict(proof.comparison.activation);
+  d["gradient"] = error_dict(proof.comparison.gradient);
+  d["updated"] = error_dict(proof.comparison.updated);
+  d["loss"] = error_dict(proof.comparison.loss);
+  d["closed_step"] = error_dict(proof.closed.error);
+  return d;
 }
 
 }  // namespace
@@ -101,18 +121,21 @@ void bind_plan_result(py::module_& m) {
       .def("summary", &summary, "the numbers above as a dict")
       .def("emit", &emit,
            "the per-rank PyTorch programs: {'manifest': manifest.json text, 'modules': [rank_<r>.py text by rank]}")
+      .def("verify", &verify_result, py::arg("seed") = 1,
+           "`loom verify`'s proof: every device's program run with the float64 reference kernels against one device; "
+           "returns the largest relative error ('worst') and each class's {max_abs, max_rel, worst}")
       .def(
           "write_files",
           [](const api::Job& r, const std::string& dir) {
             py::gil_scoped_release unlocked;
-            return written(api::write_plan_files(r, dir));
+            return checked(api::write_plan_files(r, dir));
           },
           py::arg("dir"), "writes plan.json, exec.json, trace.json and report.html into dir; returns their paths")
       .def(
           "write_programs",
           [](const api::Job& r, const std::string& dir) {
             py::gil_scoped_release unlocked;
-            return written(api::write_rank_programs(r, dir));
+            return checked(api::write_rank_programs(r, dir));
           },
           py::arg("dir"), "writes rank_<r>.py and manifest.json into dir (as `loom plan --emit`); returns their paths")
       .def("__repr__", [](const api::Job& r) {

@@ -16,6 +16,7 @@
 // Each stage is the library's own function; nothing here decides a plan.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -104,6 +105,13 @@ Expected<std::unique_ptr<Job>> load_job(const JobOptions& options, ir::Graph tra
 
 // The policy over a fresh plan of the job's graph. Errors: a policy that cannot split the model.
 Expected<void> apply_policy(Job& job);
+
+// A policy given as a function (the Python bindings' policies, written with the primitives): it transforms
+// the job's fresh plan under the resolved degrees (op_seconds filled as for the built-in policies).
+using PolicyFunction = std::function<Expected<void>(plan::Plan&, const policy::ParallelConfig&)>;
+
+// apply_policy with `policy` in the built-in policy's place: the same fresh plan, config and stage.
+Expected<void> apply_policy(Job& job, const PolicyFunction& policy);
 
 // Materializes, checks and passes the plan (and unfolds a folded one).
 Expected<void> materialize(Job& job);
