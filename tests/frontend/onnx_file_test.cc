@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -241,6 +242,104 @@ TEST(OnnxToGraph, MapsEachOpOfAGptBlockOntoTheRegistry) {
   EXPECT_EQ(g->inputs.size(), 2u);
   EXPECT_EQ(g->tensor(g->loss).shape.rank(), 0u);
   EXPECT_EQ(std::get<std::int64_t>(find_op(*g, "loss")->attrs.at("ignore_index")), -100);
+}
+
+// One node on x [2, 3, 4] (f32) and, where it takes them, constant operands; then ReduceSum to the loss.
+struct OneOp {
+  std::string onnx;
+  std::vector<std::string> registry;  // the ops it becomes, in order (ReduceSum's sum not included)
+  std::function<void(Model&, onnx::NodeProto*)> setup = [](Model&, onnx::NodeProto*) {};
+  std::vector<std::string> extra_inputs = {};
+};
+
+TEST(OnnxToGraph, MapsEachOpTypeOnItsOwn) {
+  const auto axis = [](std::int64_t a) { return [a](Model&, onnx::NodeProto* n) { set_int(n, "axis", a); }; };
+  const std::vector<OneOp> cases = {
+      {"Sub", {"sub"}, {}, {"x"}},
+      {"Max", {"maximum"}, {}, {"x"}},
+      {"Min", {"minimum"}, {}, {"x"}},
+      {"Exp", {"exp"}},
+      {"Log", {"log"}},
+      {"Neg", {"neg"}},
+      {"Abs", {"abs"}},
+      {"Sigmoid", {"sigmoid"}},
+      {"Relu", {"relu"}},
+      {"LogSoftmax", {"log_softmax"}, axis(-1)},
+      {"Gelu", {"gelu"}, [](Model&, onnx::NodeProto* n) {
+         onnx::AttributeProto* a = n->add_attribute();
+         a->set_name("approximate");
+         a->set_type(onnx::AttributeProto::STRING);
+         a->set_s("tanh");
+       }},
+      {"Flatten", {"reshape"}, axis(1)},
+      {"Dropout", {}},
+      {"Identity", {}},
+      {"Transpose", {"permute"}},
+      {"Mul", {"scale"}, [](Model& m, onnx::NodeProto*) { m.floats("c", {3.0f}, {}); }, {"c"}},
+      {"Div", {"scale"}, [](Model& m, onnx::NodeProto*) { m.floats("c", {4.0f}, {}); }, {"c"}},
+      {"Add", {"add"}, [](Model& m, onnx::NodeProto*) { m.floats("c", {1, 2, 3, 4}, {4}); }, {"c"}},
+      {"Pow", {"square"}, [](Model& m, onnx::NodeProto*) { m.floats("c", {2.0f}, {}); }, {"c"}},
+      {"Squeeze", {"unsqueeze", "squeeze"}},  // x is unsqueezed at dim 1 first (below)
+      {"Gather", {"slice", "squeeze"}, [](Model& m, onnx::NodeProto* n) { m.ints("c", {1}, true); set_int(n, "axis", 2); },
+       {"c"}},
+      {"Gather", {"index_select"}, [](Model& m, onnx::NodeProto* n) { m.ints("c", {2, 0}); set_int(n, "axis", 1); },
+       {"c"}},
+      {"Slice", {"slice.dim0", "slice"},
+       [](Model& m, onnx::NodeProto*) {
+         m.ints("starts", {1, 0});
+         m.ints("ends", {2, -1});
+         m.ints("axes", {0, 2});
+       },
+       {"starts", "ends", "axes"}},
+      {"Gemm", {"transpose", "matmul", "scale", "scale", "add"},
+       [](Model& m, onnx::NodeProto* n) {
+         m.initializer("w", {4, 5});
+         m.initializer("b", {5});
+         set_int(n, "transA", 1);
+         set_float(n, "alpha", 2.0f);
+         set_float(n, "beta", 0.5f);
+       },
+       {"w", "b"}},
+      {"Expand", {"expand"}, [](Model& m, onnx::NodeProto*) { m.ints("c", {3, 2, 3, 4}); }, {"c"}},
+      {"ReduceSum", {"sum"}, [](Model& m, onnx::NodeProto*) { m.ints("c", {1}); }, {"c"}},
+      {"Cast", {"cast"}, [](Model&, onnx::NodeProto* n) { set_int(n, "to", TensorProto::DOUBLE); }},
+  };
+  for (const OneOp& c : cases) {
+    SCOPED_TRACE(c.onnx + " -> " + (c.registry.empty() ? "(none)" : c.registry.back()));
+    Model m;
+    m.input(c.onnx == "Gemm" ? "x0" : "x", c.onnx == "Gemm" ? std::vector<std::int64_t>{4, 3}
+                                                             : std::vector<std::int64_t>{2, 3, 4});
+    std::string x = "x";
+    if (c.onnx == "Gemm") x = "x0";
+    if (c.onnx == "Squeeze") {
+      m.ints("ax", {1});
+      m.node("Unsqueeze", {"x", "ax"}, {"xu"});
+      x = "xu";
+    }
+    std::vector<std::string> inputs = {x};
+    inputs.insert(inputs.end(), c.extra_inputs.begin(), c.extra_inputs.end());
+    onnx::NodeProto* n = m.node(c.onnx, inputs, {"y"}, "/the/op");
+    if (c.setup) c.setup(m, n);
+    // Constants the setup added come after the node: move the node to the end to keep the order.
+    onnx::GraphProto* g = m.graph();
+    int at = 0;
+    while (g->node(at).name() != "/the/op") ++at;
+    for (int k = at; k + 1 < g->node_size(); ++k) g->mutable_node()->SwapElements(k, k + 1);
+    set_int(m.node("ReduceSum", {"y"}, {"loss"}, "/loss"), "keepdims", 0);
+    m.output("loss");
+    Expected<ir::Graph> graph = read(m);
+    ASSERT_TRUE(graph) << graph.error().to_string();
+    std::vector<std::string> types;
+    for (const ir::Op& op : graph->ops) types.push_back(op.type);
+    ASSERT_EQ(types.back(), "sum");
+    types.pop_back();
+    std::vector<std::string> expected;
+    for (const std::string& r : c.registry) expected.push_back(r.substr(0, r.find('.')));
+    EXPECT_EQ(types, expected);
+    if (!c.registry.empty()) {
+      EXPECT_EQ(graph->ops[graph->ops.size() - 2].name, "the.op");
+    }
+  }
 }
 
 TEST(OnnxToGraph, FoldsConstantComputationsIntoBuffersHoldingTheirElements) {
