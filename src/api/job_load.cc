@@ -9,6 +9,7 @@
 #include "loom/cluster/presets.h"
 #include "loom/core/strings.h"
 #include "loom/frontend/graph_file.h"
+#include "loom/frontend/onnx_file.h"
 #include "loom/ir/autograd.h"
 #include "loom/models/zoo.h"
 #include "loom/policy/policy.h"
@@ -20,6 +21,11 @@ namespace {
 // The model at the options' sizes (a preset, a model file, --arch), or the traced graph.
 Expected<ir::Graph> load_forward(const JobOptions& o, ops::CustomCatalog& catalog) {
   if (!plans_a_graph(o)) return with_context(build_model_of(o), "model");
+  if (frontend::is_onnx_path(o.graph_file)) {
+    LOOM_ASSIGN_OR_RETURN(const frontend::OnnxOptions onnx,
+                          with_context(frontend::parse_onnx_dims(o.onnx_dims), "option --onnx-dim"));
+    return frontend::load_onnx_file(o.graph_file, catalog, onnx);
+  }
   if (!o.graph_file.empty()) return frontend::load_graph_file(o.graph_file, catalog, o.global_batch);
   return frontend::load_graph_text(o.graph_text, "the graph JSON", catalog, o.global_batch);
 }

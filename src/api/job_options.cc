@@ -133,8 +133,11 @@ const std::vector<OptionField>& table() {
       {"rope_base", "--rope-base", {"--rotary-base"}, G::model, K::real, "--arch: RoPE theta", LOOM_ARCH(rope_base)},
       {"norm_eps", "--norm-eps", {"--norm-epsilon"}, G::model, K::real, "--arch: RMSNorm epsilon", LOOM_ARCH(norm_eps)},
       {"graph_file", "--graph", {}, G::model, K::text,
-       "A graph JSON file (written by the Python tracer or `loom graph --json`) instead of --model",
+       "A graph file instead of --model: JSON (written by the Python tracer or `loom graph --json`) or an ONNX model "
+       "(.onnx, docs/onnx.md)",
        LOOM_TEXT(graph_file)},
+      {"onnx_dims", "--onnx-dim", {}, G::model, K::text,
+       "Sizes of an ONNX model's symbolic input dims, NAME=SIZE[,NAME=SIZE...] (docs/onnx.md)", LOOM_TEXT(onnx_dims)},
       {"global_batch", "--global-batch", {"--batch", "batch", "--global-batch-size"}, G::sizes, K::whole,
        "Samples per step (default: the preset's)", LOOM_WHOLE(global_batch, 1, kMaxCount)},
       {"seq", "--seq", {"--seq-length"}, G::sizes, K::whole, "Sequence length or image side (default: the preset's)",

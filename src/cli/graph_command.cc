@@ -7,6 +7,7 @@
 #include "loom/api/resolve_request.h"
 #include "loom/core/strings.h"
 #include "loom/frontend/graph_file.h"
+#include "loom/frontend/onnx_file.h"
 #include "loom/ir/autograd.h"
 #include "loom/ir/graph_stats.h"
 #include "loom/ir/graph_text.h"
@@ -48,9 +49,18 @@ Expected<api::JobOptions> model_options(const GraphArgs& args) {
 // `catalog`: the built-ins, plus the custom ops (loom.register_op) a --from file defines.
 Expected<ir::Graph> load_or_build(const GraphArgs& args, ops::CustomCatalog& catalog) {
   // --batch resizes a traced graph by its "sizes" section (frontend/graph_sizes.h).
-  if (!args.from.empty()) return frontend::load_graph_file(args.from, catalog, args.batch);
-  LOOM_ASSIGN_OR_RETURN(const api::JobOptions options, model_options(args));
-  LOOM_ASSIGN_OR_RETURN(ir::Graph forward, api::build_model_of(options));
+  if (!args.from.empty() && !frontend::is_onnx_path(args.from))
+    return frontend::load_graph_file(args.from, catalog, args.batch);
+  ir::Graph forward;
+  if (frontend::is_onnx_path(args.from)) {  // an ONNX model is the forward graph: autograd as for a preset
+    LOOM_ASSIGN_OR_RETURN(const api::JobOptions options, job_options(args.job));
+    LOOM_ASSIGN_OR_RETURN(const frontend::OnnxOptions onnx,
+                          with_context(frontend::parse_onnx_dims(options.onnx_dims), "option --onnx-dim"));
+    LOOM_ASSIGN_OR_RETURN(forward, frontend::load_onnx_file(args.from, catalog, onnx));
+  } else {
+    LOOM_ASSIGN_OR_RETURN(const api::JobOptions options, model_options(args));
+    LOOM_ASSIGN_OR_RETURN(forward, api::build_model_of(options));
+  }
   if (args.forward_only) return forward;
   ir::OptimizerOptions optimizer;
   LOOM_ASSIGN_OR_RETURN(optimizer.kind, with_context(ir::parse_optimizer(args.optimizer), "option --optimizer"));
@@ -111,7 +121,7 @@ void add_graph_command(CLI::App& app) {
   auto args = std::make_shared<GraphArgs>();
   CLI::App* cmd = app.add_subcommand("graph", "Build a training graph and print its ops, FLOPs and memory");
   cmd->add_option("--model", args->model, "Model preset (see `loom models`)");
-  cmd->add_option("--from", args->from, "Read the graph from a JSON file written by --json");
+  cmd->add_option("--from", args->from, "Read the graph from a JSON file written by --json, or an ONNX model (.onnx, docs/onnx.md)");
   // The other model sources and sizes `loom plan` takes; this command's own flags below keep their ranges.
   add_job_flags(cmd, &args->job, {api::OptionGroup::model, api::OptionGroup::sizes},
                 {"model", "graph_file", "global_batch", "seq", "layers", "dtype", "attention"});

@@ -40,6 +40,7 @@ struct JobOptions {
   models::ModelSpec arch;
   std::string graph_file;  // or a graph JSON file (`loom.trace`), planned at its traced sizes
   std::string graph_text;  // or that JSON itself (the bindings); "the graph JSON" in errors
+  std::string onnx_dims;   // sizes of an ONNX graph file's symbolic dims: "batch=8,seq=128"; "": none
   // A preset's sizes (a graph keeps those it was traced at); with --arch, the architecture's.
   std::int64_t global_batch = 0;      // samples per step; 0: the preset's
   std::int64_t seq = 0;               // sequence length or image side; 0: the preset's
