@@ -96,8 +96,8 @@ def test_bad_files_are_errors_naming_the_file_and_the_fix(gpt2, run_loom, tmp_pa
     cut = tmp_path / "cut.onnx"
     cut.write_bytes(data[: len(data) // 2])
     for path, message, hint in [
-        (str(tmp_path), "is a directory", None),
-        (str(tmp_path / "missing.onnx"), "cannot open the ONNX model", "check the path"),
+        (str(tmp_path), "cannot read the graph file: it is a directory", "regular files only"),
+        (str(tmp_path / "missing.onnx"), "cannot read the ONNX model: no such file", "check the path"),
         (str(cut), "not a readable ONNX model", "export it again"),
     ]:
         result = run_loom("plan", "--graph", path, "--policy", "dp", "--gpus", "2")
