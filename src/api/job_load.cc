@@ -12,6 +12,7 @@
 #include "loom/frontend/onnx_file.h"
 #include "loom/ir/autograd.h"
 #include "loom/models/zoo.h"
+#include "loom/policy/plan_size.h"
 #include "loom/policy/policy.h"
 #include "stage_clock.h"
 
@@ -50,24 +51,9 @@ sim::Workload workload_of(const ir::Graph& graph) {
 
 std::string zero_text(int zero) { return zero > 0 ? fmt::format(" with ZeRO-{}", zero) : std::string(); }
 
-// The memory planning an explicit plan takes, per sub-op, measured on gpt3-125m (dp 16-128, 2-12 layers):
-// about 5 KiB without ZeRO; ZeRO's parameter gathers and gradient shards add pieces and sends per rank,
-// about 64 bytes more per data-parallel rank (9 KiB at dp 64, 13 KiB at dp 128).
-// (In doubles: the product of the degrees of a nonsense request must not overflow.)
-constexpr double kPlanBytesPerSubOp = 5 << 10;
-constexpr double kZeroPlanBytesPerRank = 64;
-// The explicit plan's memory limit: what kExplicitSubOpLimit sub-ops take without ZeRO (about 14 GiB).
-constexpr double kExplicitPlanBytesLimit = static_cast<double>(kExplicitSubOpLimit) * kPlanBytesPerSubOp;
-
-// Forward ops x dp x tp x micro-batches x 3 (forward, backward, accumulations): the explicit plan's sub-ops.
-double explicit_sub_ops(std::int64_t forward_ops, const policy::ParallelConfig& c, int micro_batches) {
-  return 3.0 * static_cast<double>(forward_ops) * c.dp * c.tp * micro_batches;
-}
-
-double explicit_plan_bytes(std::int64_t forward_ops, const policy::ParallelConfig& c, int micro_batches) {
-  const double per_sub_op = kPlanBytesPerSubOp + (c.zero > 0 ? kZeroPlanBytesPerRank * c.dp : 0);
-  return explicit_sub_ops(forward_ops, c, micro_batches) * per_sub_op;
-}
+using policy::explicit_plan_bytes;
+using policy::explicit_sub_ops;
+const double kExplicitPlanBytesLimit = policy::explicit_plan_bytes_limit();
 
 // What brings an explicit plan under the memory limit: folding, where the policy folds; else the most
 // micro-batches that fit.

@@ -6,13 +6,12 @@
 #include <cmath>
 
 #include "loom/plan/schedule_eval.h"
+#include "loom/policy/plan_size.h"
 
 namespace loom::search {
 namespace {
 
 constexpr std::int64_t kBucketBytes = 25LL << 20;  // DDP's bucket_cap_mb (exec/passes.h's default)
-constexpr std::int64_t kExplicitSubOpLimit = 3'000'000;  // api/job.h: an explicit plan above is refused
-constexpr std::int64_t kFoldAboveSubOps = 300'000;       // api/job.h: a larger megatron plan folds
 
 // What a collective's member sends: 2 (n - 1) / n S for an all-reduce, (n - 1) / n S otherwise.
 std::int64_t sent(comm::Primitive kind, std::size_t n, std::int64_t bytes) {
@@ -230,9 +229,11 @@ Expected<Estimate> AnalyticCoster::price(const Candidate& candidate) {
                           (c.pp == 1 ? 1 : std::min(chunks_in_flight, c.micro_batches));
   e.peak_bytes = held_state.total() + static_cast<std::int64_t>(held) + f.workspace;
   e.fits = e.peak_bytes <= facts_.device_memory;
-  e.explicit_sub_ops = 3LL * facts_.forward_ops * c.dp * c.tp * c.micro_batches;
-  e.plannable = foldable(candidate, facts_.preset) || e.explicit_sub_ops <= kExplicitSubOpLimit;
-  e.cheap = foldable(candidate, facts_.preset) || e.explicit_sub_ops <= kFoldAboveSubOps;
+  e.explicit_sub_ops = static_cast<std::int64_t>(policy::explicit_sub_ops(facts_.forward_ops, c, c.micro_batches));
+  // The job pipeline's own estimate (policy/plan_size.h): a finalist it would refuse is not plannable.
+  e.plannable = foldable(candidate, facts_.preset) ||
+                policy::explicit_plan_bytes(facts_.forward_ops, c, c.micro_batches) <= policy::explicit_plan_bytes_limit();
+  e.cheap = foldable(candidate, facts_.preset) || e.explicit_sub_ops <= policy::kFoldAboveSubOps;
   return e;
 }
 

@@ -38,17 +38,17 @@
 #include "loom/ops/custom_ops.h"
 #include "loom/ops/registry.h"
 #include "loom/plan/plan.h"
+#include "loom/policy/plan_size.h"
 #include "loom/sim/metrics.h"
 #include "loom/sim/simulator.h"
 
 namespace loom::api {
 
-// An explicit (unfolded) plan above this many sub-ops (ops x dp x tp x micro-batches, estimated) folds
-// when it can (Fold::automatic); one whose planning memory exceeds what kExplicitSubOpLimit sub-ops take
-// (ZeRO's sub-ops weigh more, by dp: job_load.cc) and that does not fold, --fold off included, is refused
-// before planning rather than planned for minutes and many GB.
-inline constexpr std::int64_t kFoldAboveSubOps = 300'000;
-inline constexpr std::int64_t kExplicitSubOpLimit = 3'000'000;
+// An explicit (unfolded) plan above kFoldAboveSubOps sub-ops folds when it can (Fold::automatic); one
+// whose planning memory exceeds what kExplicitSubOpLimit sub-ops take and that does not fold, --fold off
+// included, is refused before planning (policy/plan_size.h, shared with the search).
+using policy::kExplicitSubOpLimit;
+using policy::kFoldAboveSubOps;
 
 // Wall-clock seconds of each stage (printed by the CLI; never written into the deterministic files).
 struct StageSeconds {

@@ -112,9 +112,9 @@ struct Estimate {
   double optimizer_seconds = 0;
   std::int64_t peak_bytes = 0;
   bool fits = true;             // peak_bytes within the device's memory
-  bool plannable = true;        // the full path would plan it (folds, or its explicit plan is under the limit)
-  std::int64_t explicit_sub_ops = 0;  // the full path's size estimate (job.h: 3 x forward ops x dp x tp x m)
-  // Cheap to plan in full: it folds, or its explicit plan is under job.h's fold threshold (larger explicit
+  bool plannable = true;        // the full path would plan it (folds, or under policy/plan_size.h's limit)
+  std::int64_t explicit_sub_ops = 0;  // the full path's size estimate (policy/plan_size.h: 3 x forward ops x dp x tp x m)
+  // Cheap to plan in full: it folds, or its explicit plan is under plan_size.h's fold threshold (larger explicit
   // plans take tens of seconds to minutes).
   bool cheap = true;
 };

@@ -1,0 +1,26 @@
+// How large an explicit (unfolded) plan gets, estimated before planning: shared by the job pipeline, which
+// folds or refuses a large plan (api/job_load.cc), and the search, which must not pick a finalist the
+// pipeline would refuse (search/analytic_cost.h).
+#pragma once
+
+#include <cstdint>
+
+#include "loom/policy/policy.h"
+
+namespace loom::policy {
+
+// An explicit plan above this many sub-ops folds when it can (api::Fold::automatic).
+inline constexpr std::int64_t kFoldAboveSubOps = 300'000;
+// One whose planning memory exceeds what this many sub-ops take (ZeRO's sub-ops weigh more, by dp) and
+// that does not fold is refused before planning rather than planned for minutes and many GB.
+inline constexpr std::int64_t kExplicitSubOpLimit = 3'000'000;
+
+// Forward ops x dp x tp x micro-batches x 3 (forward, backward, accumulations): the explicit plan's sub-ops.
+// In doubles: the product of the degrees of a nonsense request must not overflow.
+double explicit_sub_ops(std::int64_t forward_ops, const ParallelConfig& c, int micro_batches);
+// The memory planning them takes (measured on gpt3-125m, plan_size.cc).
+double explicit_plan_bytes(std::int64_t forward_ops, const ParallelConfig& c, int micro_batches);
+// What kExplicitSubOpLimit sub-ops take without ZeRO (about 14 GiB).
+double explicit_plan_bytes_limit();
+
+}  // namespace loom::policy
