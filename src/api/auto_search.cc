@@ -221,14 +221,19 @@ class Search {
     return job;
   }
 
-  // Records candidate i's full plan; whether it fits.
-  bool record(std::size_t i, Expected<std::unique_ptr<Job>> planned) {
+  // Candidate i's finalist row as the costing priced it.
+  FinalistRow analytic_row(std::size_t i) const {
     const search::Candidate& c = candidates_[i];
     const search::Estimate& e = *estimates_[i];
-    FinalistRow row{.configuration = search::describe(c), .family = std::string(search::name(c.family)),
-                    .rank = rank_[i], .analytic_seconds = e.step_seconds, .analytic_peak = e.peak_bytes,
-                    .analytic_fits = e.fits, .analytic_pipeline = e.pipeline_seconds,
-                    .analytic_sync = e.sync_seconds, .analytic_optimizer = e.optimizer_seconds};
+    return {.configuration = search::describe(c), .family = std::string(search::name(c.family)), .rank = rank_[i],
+            .analytic_seconds = e.step_seconds, .analytic_peak = e.peak_bytes, .analytic_fits = e.fits,
+            .analytic_pipeline = e.pipeline_seconds, .analytic_sync = e.sync_seconds,
+            .analytic_optimizer = e.optimizer_seconds};
+  }
+
+  // Records candidate i's full plan; whether it fits.
+  bool record(std::size_t i, Expected<std::unique_ptr<Job>> planned) {
+    FinalistRow row = analytic_row(i);
     ++summary_.evaluated;
     bool fits = false;
     if (!planned) {
@@ -291,10 +296,8 @@ class Search {
   bool bounded_out(std::size_t i) {
     const search::Estimate& e = *estimates_[i];
     if (e.cheap || !best_ || best_->metrics.out_of_memory() || e.step_seconds < best_->metrics.step_time) return false;
-    FinalistRow row{.configuration = search::describe(candidates_[i]), .family = std::string(search::name(candidates_[i].family)),
-                    .rank = rank_[i], .analytic_seconds = e.step_seconds, .analytic_peak = e.peak_bytes,
-                    .analytic_fits = e.fits, .analytic_pipeline = e.pipeline_seconds,
-                    .analytic_sync = e.sync_seconds, .analytic_optimizer = e.optimizer_seconds, .skipped = true};
+    FinalistRow row = analytic_row(i);
+    row.skipped = true;
     row.error = fmt::format("skipped: slow to plan in full ({} sub-ops, unfolded) and priced at {:.4f} s, no faster "
                             "than the {:.4f} s already planned",
                             e.explicit_sub_ops, e.step_seconds, best_->metrics.step_time);

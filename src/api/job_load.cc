@@ -11,6 +11,7 @@
 #include "loom/frontend/graph_file.h"
 #include "loom/frontend/onnx_file.h"
 #include "loom/ir/autograd.h"
+#include "loom/ir/graph_stats.h"
 #include "loom/models/zoo.h"
 #include "loom/policy/plan_size.h"
 #include "loom/policy/policy.h"
@@ -31,17 +32,11 @@ Expected<ir::Graph> load_forward(const JobOptions& o, ops::CustomCatalog& catalo
   return frontend::load_graph_text(o.graph_text, "the graph JSON", catalog, o.global_batch);
 }
 
-// The batch of the graph's first input: the global batch a preset was built at or a graph was traced at.
-std::int64_t batch_of(const ir::Graph& graph) {
-  if (graph.inputs.empty() || graph.tensor(graph.inputs.front()).shape.rank() == 0) return 0;
-  return graph.tensor(graph.inputs.front()).shape[0];
-}
-
 // The samples and tokens one step processes: the batch of the graph's first input, times its second
 // dimension for token models (an integer input: token ids).
 sim::Workload workload_of(const ir::Graph& graph) {
   sim::Workload w;
-  w.samples_per_step = static_cast<double>(batch_of(graph));
+  w.samples_per_step = static_cast<double>(ir::batch_of(graph));
   if (graph.inputs.empty()) return w;
   const ir::FullTensor& first = graph.tensor(graph.inputs.front());
   if (!ir::is_floating(first.dtype) && first.shape.rank() >= 2)
@@ -151,7 +146,7 @@ Expected<std::unique_ptr<Job>> load_job(const JobOptions& options) {
   // The sizes a preset is built at do not depend on the degrees, so the model comes first and its
   // global batch resolves the micro-batches.
   LOOM_ASSIGN_OR_RETURN(ir::Graph forward, load_forward(options, j.catalog));
-  const std::int64_t global_batch = batch_of(forward);
+  const std::int64_t global_batch = ir::batch_of(forward);
   LOOM_ASSIGN_OR_RETURN(j.request, resolve_request(options, j.cluster, global_batch));
   if (j.layout_cluster.device_count() < j.request.gpus)
     return fail(fmt::format("--layout-cluster '{}' has {} GPUs, the job needs {}", j.layout_cluster.name,
@@ -186,7 +181,7 @@ Expected<std::unique_ptr<Job>> load_job(const JobOptions& options, ir::Graph tra
   j.options.fold = Fold::off;
   LOOM_ASSIGN_OR_RETURN(j.cluster, with_context(cluster::make_cluster(options.cluster), "cluster"));
   LOOM_ASSIGN_OR_RETURN(j.layout_cluster, layout_cluster_of(options, j.cluster));
-  LOOM_ASSIGN_OR_RETURN(j.request, resolve_request(j.options, j.cluster, batch_of(training_graph)));
+  LOOM_ASSIGN_OR_RETURN(j.request, resolve_request(j.options, j.cluster, ir::batch_of(training_graph)));
   j.workload = workload_of(training_graph);
   j.description = describe(options.policy, j.request.config);
   j.graph = std::move(training_graph);

@@ -2,7 +2,6 @@
 // validates; writing goes through a temporary file renamed into place, so readers never see half a graph.
 #include "loom/frontend/graph_file.h"
 
-
 #include <fmt/format.h>
 
 #include "loom/core/atomic_file.h"
@@ -10,6 +9,7 @@
 #include "loom/frontend/custom_op_section.h"
 #include "loom/frontend/graph_sizes.h"
 #include "loom/ir/graph_json.h"
+#include "loom/ir/graph_stats.h"
 #include "loom/ir/validate.h"
 
 namespace loom::frontend {
@@ -47,20 +47,14 @@ Expected<void> resolve_missing_annotations(ir::Graph& graph, const ir::OpCatalog
   return {};
 }
 
-// The batch of the graph's first input: the one it was traced at.
-std::int64_t traced_batch(const ir::Graph& graph) {
-  if (graph.inputs.empty() || graph.tensor(graph.inputs.front()).shape.rank() == 0) return 0;
-  return graph.tensor(graph.inputs.front()).shape[0];
-}
-
 // The graph at `batch` (0: as traced) from its sizes section; a graph without one only at its own batch.
 Expected<void> resize(ir::Graph& graph, const std::optional<GraphSizes>& sizes, std::int64_t batch) {
   if (batch == 0) return {};
   if (sizes) return resize_graph(graph, *sizes, batch);
-  if (batch == traced_batch(graph)) return {};
+  if (batch == ir::batch_of(graph)) return {};
   return fail(fmt::format("the graph was traced at batch {} and does not record which of its sizes are the batch (no "
                           "\"sizes\" section), so it cannot be planned at --global-batch {}",
-                          traced_batch(graph), batch),
+                          ir::batch_of(graph), batch),
               "trace it again with loom.trace (which records them), or drop --global-batch");
 }
 

@@ -76,4 +76,9 @@ Expected<GraphStats> compute_stats(const Graph& graph, const OpCatalog& catalog)
   return stats;
 }
 
+std::int64_t batch_of(const Graph& graph) {
+  if (graph.inputs.empty() || graph.tensor(graph.inputs.front()).shape.rank() == 0) return 0;
+  return graph.tensor(graph.inputs.front()).shape[0];
+}
+
 }  // namespace loom::ir

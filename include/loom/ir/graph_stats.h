@@ -32,4 +32,8 @@ Expected<std::vector<double>> op_flops(const Graph& graph, const OpCatalog& cata
 
 Expected<GraphStats> compute_stats(const Graph& graph, const OpCatalog& catalog);
 
+// The batch of the graph's first input (its first dimension): the batch a preset was built at or a graph
+// was traced at; 0 for a graph without inputs or with a scalar one.
+std::int64_t batch_of(const Graph& graph);
+
 }  // namespace loom::ir
