@@ -14,6 +14,7 @@ Expected<void> add_rank_programs(const Job& r, const std::string& dir, OutputSet
     const std::string name = codegen::rank_module_file(static_cast<int>(rank));
     set.add(dir, name, std::move(programs.modules[rank]), name);
   }
+  set.remove_stale(dir, "rank_", ".py");  // an earlier emit's programs beyond this plan's ranks
   // Last: renamed into place after the programs it lists.
   set.add(dir, "manifest.json", std::move(programs.manifest), "manifest.json");
   return {};

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "loom/core/strings.h"
@@ -118,6 +119,31 @@ void OutputSet::add(std::string dir, std::string name, std::string text, std::st
   files_.push_back(File{dir.empty() ? "." : std::move(dir), std::move(name), std::move(text), std::move(what)});
 }
 
+void OutputSet::remove_stale(std::string dir, std::string prefix, std::string suffix) {
+  families_.push_back(Family{dir.empty() ? "." : std::move(dir), std::move(prefix), std::move(suffix)});
+}
+
+void OutputSet::remove_stale_files() const {
+  for (const Family& family : families_) {
+    std::error_code ec;
+    const fs::path dir = fs::canonical(family.dir, ec);
+    if (ec) continue;
+    std::set<std::string> written;
+    for (const File& file : files_)
+      if (fs::equivalent(file.dir, dir, ec)) written.insert(file.name);
+    if (written.empty()) continue;  // not a directory of this set: not locked by this writer
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (written.contains(name) || !entry.is_regular_file(ec) || !name.starts_with(family.prefix) ||
+          !name.ends_with(family.suffix) || name.size() <= family.prefix.size() + family.suffix.size())
+        continue;
+      const std::string_view middle =
+          std::string_view(name).substr(family.prefix.size(), name.size() - family.prefix.size() - family.suffix.size());
+      if (std::ranges::all_of(middle, [](char c) { return c >= '0' && c <= '9'; })) fs::remove(entry.path(), ec);
+    }
+  }
+}
+
 Expected<std::vector<std::string>> OutputSet::commit(std::chrono::milliseconds lock_wait) const {
   // 1-2. The directories, created when missing, each once (by its canonical path, in that order).
   std::map<std::string, Target> targets;
@@ -179,6 +205,7 @@ Expected<std::vector<std::string>> OutputSet::commit(std::chrono::milliseconds l
       return fail(fmt::format("{}: cannot move {} into place ({})", paths[i], files_[i].what, std::strerror(error)));
     }
   }
+  remove_stale_files();  // still under the locks
   for (auto& [key, target] : targets) {
     ::rmdir(target.staging.c_str());
     target.staged = false;

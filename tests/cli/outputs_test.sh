@@ -62,4 +62,10 @@ expect lock-wait 0 "$LOOM" plan "${small[@]}" --policy megatron --tp 2 --out "$t
 wait "$holder"
 [ "$(md5sum < "$tmp/o/plan.json")" != "$plan_before" ] && pass=$((pass+1)) || fail "lock-wait: the new set is not in place"
 
+# A re-emit with fewer ranks removes the earlier emit's programs beyond them (the manifest lists 2 of 4).
+expect fewer-ranks 0 "$LOOM" plan --model gpt3-125m --layers 2 --seq 256 --global-batch 8 --gpus 2 --policy dp \
+  --out "$tmp/o" --emit "$tmp/e"
+[ "$(cd "$tmp/e" && ls rank_*.py | tr '\n' ' ')" = "rank_0.py rank_1.py " ] && pass=$((pass+1)) ||
+  fail "fewer-ranks: stale rank programs left: $(ls "$tmp/e")"
+
 finish

@@ -64,6 +64,34 @@ TEST_F(OutputSetTest, CommitWritesEveryFileInOrderAndLeavesNoStaging) {
   EXPECT_EQ(entries(dir_ / "out"), (std::vector<std::string>{"a.json", "b.json"}));
 }
 
+TEST_F(OutputSetTest, StaleFilesOfAFamilyAreRemovedOnceTheSetIsInPlace) {
+  fs::create_directories(dir_ / "out");
+  for (const char* name : {"rank_0.py", "rank_1.py", "rank_2.py", "rank_x.py", "rank_3.pyc", "other.py"})
+    std::ofstream(path(std::string("out/") + name)) << "old";
+  fs::create_directories(dir_ / "out/rank_9.py");  // not a regular file: left alone
+  OutputSet set;
+  set.add(path("out"), "rank_0.py", "new", "rank_0.py");
+  set.remove_stale(path("out"), "rank_", ".py");
+  set.remove_stale(path("elsewhere"), "rank_", ".py");  // no file of the set there: untouched, not created
+  ASSERT_TRUE(set.commit());
+  EXPECT_EQ(entries(dir_ / "out"),
+            (std::vector<std::string>{"other.py", "rank_0.py", "rank_3.pyc", "rank_9.py", "rank_x.py"}));
+  EXPECT_EQ(read(path("out/rank_0.py")), "new");
+  EXPECT_FALSE(fs::exists(dir_ / "elsewhere"));
+}
+
+TEST_F(OutputSetTest, AFailedSetRemovesNothing) {
+  fs::create_directories(dir_ / "out");
+  std::ofstream(path("out/rank_5.py")) << "old";
+  fs::create_directories(dir_ / "out/manifest.json");  // refused target: the set fails before writing
+  OutputSet set;
+  set.add(path("out"), "rank_0.py", "new", "rank_0.py");
+  set.add(path("out"), "manifest.json", "{}", "manifest.json");
+  set.remove_stale(path("out"), "rank_", ".py");
+  EXPECT_FALSE(set.commit());
+  EXPECT_EQ(read(path("out/rank_5.py")), "old");
+}
+
 TEST_F(OutputSetTest, TwoDirectoriesAreOneSetAndOneDirectoryIsLockedOnce) {
   OutputSet set = set_of(path("x"), "1");
   set.add(path("y"), "m.json", "2", "m.json");

@@ -32,13 +32,22 @@ class OutputSet {
   // Writes the set; returns the paths written (DIR/NAME), in the order added.
   Expected<std::vector<std::string>> commit(std::chrono::milliseconds lock_wait = kOutputLockWait) const;
 
+  // Once the set is in place, files in DIR named PREFIX<digits>SUFFIX that it did not write are removed
+  // (rank_7.py of an earlier 8-rank emit after a 4-rank one), so the directory holds one set, not two mixed.
+  void remove_stale(std::string dir, std::string prefix, std::string suffix);
+
   bool empty() const { return files_.empty(); }
 
  private:
   struct File {
     std::string dir, name, text, what;
   };
+  struct Family {
+    std::string dir, prefix, suffix;
+  };
+  void remove_stale_files() const;
   std::vector<File> files_;
+  std::vector<Family> families_;
 };
 
 // The name prefix of staging directories (".loom-staging-<pid>"); one found while holding the directory's
