@@ -192,6 +192,18 @@ def _load_program(text, rank):
     return module
 
 
+def default_group_timeout(device):
+    """The timeout the user gave init_process_group (a datetime.timedelta), or None. The plan's own groups
+    take it: torch's new_group would otherwise give each of them its 30-minute default, so a rank that
+    stopped would be reported only half an hour later."""
+    import torch.distributed as dist
+
+    try:
+        return dist.distributed_c10d._get_default_group()._get_backend(device).options._timeout
+    except (AttributeError, RuntimeError, ValueError):  # no default group, or a backend without options
+        return None
+
+
 class ParallelModule:
     """This rank's program of a plan, with the runtime that runs it (loom.runtime.Runtime)."""
 
@@ -208,7 +220,8 @@ class ParallelModule:
         self._model = model
         first = next(iter(model.parameters()), None)
         device = torch.device("cpu") if first is None or first.device.type == "cpu" else first.device
-        comm = Communicator(rank, world, self.manifest["groups"], device) if world > 1 else None
+        comm = (Communicator(rank, world, self.manifest["groups"], device, timeout=default_group_timeout(device))
+                if world > 1 else None)
         self._initial = _rank0_state(module_state(model, self.manifest), world)
         self._runtime = Runtime(self.manifest, rank, comm=comm, device=device, initial=self._initial)
         self._inputs = sorted(n for n, e in self.manifest["tensors"].items() if e.get("role") == "input")

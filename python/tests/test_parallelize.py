@@ -5,6 +5,7 @@ and the rank programs of a plan, engine errors as loom.PlanError, and a GPT-2 tr
 import json
 import pathlib
 import subprocess
+import sys
 
 import pytest
 
@@ -182,3 +183,16 @@ def test_loom_run_parallelize_gpt2_equals_torch(engine, loom_binary, nproc, scri
         assert got == pytest.approx(want, rel=RTOL), f"step {step}: loom {got}, torch {want}"
     # state_dict gathers the trained weights: within rounding noise of torch's (Adam moves them ~lr = 1e-3 a step).
     assert result["weights_max_abs_diff"] < 5e-5
+
+
+def test_plan_groups_take_the_default_groups_timeout():
+    # In a child process: init_process_group is process-wide state.
+    code = ("import datetime, torch, torch.distributed as dist\n"
+            "from loom.api import default_group_timeout\n"
+            "assert default_group_timeout(torch.device('cpu')) is None\n"
+            "dist.init_process_group('gloo', store=dist.HashStore(), rank=0, world_size=1,\n"
+            "                        timeout=datetime.timedelta(seconds=77))\n"
+            "print(default_group_timeout(torch.device('cpu')).total_seconds())\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split()[-1] == "77.0"
