@@ -14,6 +14,7 @@
 
 #include "loom/core/input_file.h"
 #include "loom/core/strings.h"
+#include "loom/core/yaml_document.h"
 
 namespace loom::cluster {
 namespace {
@@ -263,21 +264,9 @@ bool is_cluster_file_path(std::string_view text) {
 }
 
 Expected<Cluster> parse_cluster_yaml(std::string_view text, std::string_view source) {
-  YAML::Node root;
-  try {
-    const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
-    if (documents.size() > 1)
-      return fail(fmt::format("cluster file '{}' holds {} YAML documents (separated by '---'), not one", source,
-                              documents.size()),
-                  "a cluster file describes one cluster: keep one document, one file per cluster");
-    if (!documents.empty()) root = documents.front();
-  } catch (const YAML::Exception& e) {
-    return fail(fmt::format("cluster file '{}': malformed YAML at line {}, column {}: {}", source, e.mark.line + 1,
-                            e.mark.column + 1, e.msg),
-                fmt::format("a cluster file is YAML (or JSON); {}", kSchemaHint));
-  } catch (const std::exception& e) {
-    return fail(fmt::format("cluster file '{}': cannot parse: {}", source, e.what()), std::string(kSchemaHint));
-  }
+  LOOM_ASSIGN_OR_RETURN(const YAML::Node root,
+                        load_one_yaml_document(text, source, {.what = "cluster file", .one = "one cluster",
+                                                              .schema = kSchemaHint}));
   try {
     return Reader(source).cluster(root);
   } catch (const std::exception& e) {  // yaml-cpp may throw on odd node shapes; never let it escape

@@ -15,6 +15,7 @@
 #include "loom/core/input_file.h"
 #include "loom/core/strings.h"
 #include "loom/core/suggest.h"
+#include "loom/core/yaml_document.h"
 #include "loom/models/families.h"
 
 namespace loom::frontend {
@@ -93,21 +94,9 @@ Expected<ModelSpec> read_spec(const YAML::Node& root, std::string_view source) {
 }  // namespace
 
 Expected<ModelSpec> parse_model_yaml(std::string_view text, std::string_view source) {
-  YAML::Node root;
-  try {
-    const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
-    if (documents.size() > 1)
-      return fail(fmt::format("model file '{}' holds {} YAML documents (separated by '---'), not one", source,
-                              documents.size()),
-                  "a model file describes one model: keep one document, one file per model");
-    if (!documents.empty()) root = documents.front();
-  } catch (const YAML::Exception& e) {
-    return fail(fmt::format("model file '{}': malformed YAML at line {}, column {}: {}", source, e.mark.line + 1,
-                            e.mark.column + 1, e.msg),
-                fmt::format("a model file is YAML (or JSON); {}", kSchemaHint));
-  } catch (const std::exception& e) {
-    return fail(fmt::format("model file '{}': cannot parse: {}", source, e.what()), std::string(kSchemaHint));
-  }
+  LOOM_ASSIGN_OR_RETURN(const YAML::Node root,
+                        load_one_yaml_document(text, source, {.what = "model file", .one = "one model",
+                                                              .schema = kSchemaHint}));
   try {
     return read_spec(root, source);
   } catch (const std::exception& e) {  // yaml-cpp may throw on odd node shapes; never let it escape

@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "loom/core/strings.h"
+#include "loom/core/yaml_document.h"
 #include "loom/search/plan_constraints.h"
 
 namespace loom::search {
@@ -276,13 +277,9 @@ Expected<void> read_degrees(const Reader& r, const YAML::Node& node, const Entry
 
 Expected<PlanConstraints> parse_plan_constraints(std::string_view text, std::string_view source) {
   const Reader r(source);
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const std::exception& e) {
-    return fail(fmt::format("constraints file '{}' is not valid YAML or JSON: {}", source, e.what()),
-                fmt::format("fix the syntax at the line named; {}", kDoc));
-  }
+  LOOM_ASSIGN_OR_RETURN(const YAML::Node root,
+                        load_one_yaml_document(text, source, {.what = "constraints file",
+                                                              .one = "one set of constraints", .schema = kDoc}));
   PlanConstraints out{.source = std::string(source)};
   if (root.IsNull()) return out;  // an empty file constrains nothing
   if (!root.IsMap())

@@ -116,7 +116,10 @@ TEST(ParsePlanConstraints, EachErrorNamesFileEntryAndFix) {
     EXPECT_NE(e.hint.find("docs/constraints.md"), std::string::npos) << e.hint;
   }
   const Error syntax = parse_error("degrees: {tp: [2");
-  EXPECT_NE(syntax.message.find("not valid YAML or JSON"), std::string::npos) << syntax.message;
+  EXPECT_NE(syntax.message.find("malformed YAML at line"), std::string::npos) << syntax.message;
+  // A second document was silently ignored (YAML::Load reads the first).
+  const Error two = parse_error("degrees: {tp: [2]}\n---\nschedule: [1f1b]\n");
+  EXPECT_NE(two.message.find("holds 2 YAML documents"), std::string::npos) << two.message;
   const Error missing = read_plan_constraints("/nonexistent/c.yaml").error();
   EXPECT_NE(missing.message.find("/nonexistent/c.yaml"), std::string::npos);
 }
