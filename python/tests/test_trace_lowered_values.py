@@ -33,7 +33,7 @@ def evaluate(graph, model, inputs):
     for t in tensors:
         dtype = _TORCH[t["dtype"]]
         if t["role"] == "parameter":
-            values[t["id"]] = params[t["name"]].detach()
+            values[t["id"]] = params[t["name"]].detach().view(t["shape"])  # a fused projection's [k, P, n]
         elif t["role"] == "input":
             values[t["id"]] = inputs[t["name"]]
         elif t["role"] == "buffer" and "updates" not in t:  # an updated buffer is computed by its ops
