@@ -24,6 +24,8 @@ from torch.utils import _pytree as pytree
 from .capture import _Outputs  # a dict output read by key or attribute in a loss function
 
 _MODEL = "model"  # the wrapper's attribute holding the user's module (stripped from module paths)
+_SHAPE_ONLY = {getattr(torch.ops.aten, name) for name in (  # their values depend on no operand's elements
+    "zeros_like", "ones_like", "full_like", "empty_like", "new_zeros", "new_ones", "new_full", "new_empty")}
 _CHECKS = {torch.ops.aten._assert_tensor_metadata.default, torch.ops.aten._assert_scalar.default,
            torch.ops.aten._assert_async.msg, torch.ops.aten.sym_constrain_range_for_size.default}
 
@@ -161,6 +163,10 @@ def _record(gm, placeholders, traced):
             values[node] = None
             continue
         reads = [n for n in pytree.tree_leaves((node.args, node.kwargs)) if isinstance(n, fx.Node)]
+        if getattr(node.target, "overloadpacket", None) in _SHAPE_ONLY:  # zeros_like(x): a constant whatever x is
+            args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda n: _stand_in(values[n]))
+            values[node] = _evaluate(node.target, args, kwargs)
+            continue
         if any(n in dynamic for n in reads):
             dynamic.add(node)
             values[node] = pytree.tree_map(_as_meta, node.meta.get("val"))
@@ -180,6 +186,13 @@ def _evaluate(target, args, kwargs):
     args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.to(device), (args, kwargs))
     with torch.no_grad():
         return target(*args, **kwargs)
+
+
+def _stand_in(value):
+    """A traced operand of a shape-only op: zeros of its shape and dtype (on the CPU; its values are not read)."""
+    if isinstance(value, torch.Tensor) and value.device.type == "meta":
+        return torch.zeros(value.shape, dtype=value.dtype)
+    return value
 
 
 def _as_meta(value):

@@ -284,7 +284,11 @@ class Lowering:
         order = self.__dict__.setdefault("_order", {n: k for k, n in enumerate(self.gm.graph.nodes)})
         if any(order[u] < order[node] and u.target not in (operator.setitem, "__setitem__") for u in x_node.users):
             return None
-        x, index, v = args
+        return self.write(*args)
+
+    def write(self, x, index, v):
+        """x with x[index] = v, as a new value (None where not lowered): where(mask, v placed in x's shape, x),
+        the mask a constant true on the written region. Basic indexing only (slices of step 1, integers)."""
         if not isinstance(x, (T, torch.Tensor)):
             return None
         base = self.tensor(x)
@@ -427,7 +431,7 @@ def _find_loss(output, shape, leaf=T):
                      f"pass loss=lambda outputs, batch: {scalars[0][0]} (or the one to train)")
 
 
-def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=None, batch_dim=0, capture="fx"):
+def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=None, batch_dim=0, capture="auto"):
     """Traces `module` on `example_inputs` into the engine's graph JSON (a dict; see save_graph).
 
     example_inputs: a tensor, a tuple (by position) or a dict (by argument name) of example tensors; the
@@ -442,13 +446,26 @@ def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=N
       batch + 1 and the sizes that moved are recorded in the graph's "sizes" section, so `loom plan --graph
       --global-batch N` plans it at any batch (docs/json.md). None: not recorded (the graph plans at its own
       batch only); a model whose sizes do not follow the batch linearly gets no section and a warning.
-    capture: "fx" (torch.fx; HuggingFace's tracer for its models; every node run on the examples) or "export"
+    capture: "fx" (torch.fx; HuggingFace's tracer for its models; every node run on the examples), "export"
       (torch.export at the ATen level on fake tensors: the newest transformers, and parameters on the meta
-      device, whose elements are never read; docs/capture.md). leaf_modules and loom.register_op's functions
-      kept whole are the fx route's.
+      device, whose elements are never read; docs/capture.md) or "auto": fx, and export where fx fails
+      (transformers 5 has no torch.fx tracer; 4.5x's masks defeat it; a model on meta). leaf_modules and
+      loom.register_op's functions kept whole are the fx route's.
     """
-    if capture not in _CAPTURES:
-        raise ValueError(f"capture={capture!r}: choose one of {', '.join(map(repr, _CAPTURES))}")
+    if capture not in (*_CAPTURES, "auto"):
+        raise ValueError(f"capture={capture!r}: choose one of {', '.join(map(repr, (*_CAPTURES, 'auto')))}")
+    options = dict(concrete_args=concrete_args, leaf_modules=leaf_modules, loss=loss, batch_dim=batch_dim)
+    if capture == "auto":
+        if leaf_modules or _on_meta(module):
+            return trace(module, example_inputs, **options, capture="fx" if leaf_modules else "export")
+        try:
+            return trace(module, example_inputs, **options, capture="fx")
+        except Exception as fx_error:  # noqa: BLE001: any failure of fx is a reason to try export
+            try:
+                return trace(module, example_inputs, **options, capture="export")
+            except Exception as export_error:
+                fx_error.add_note(f"capture='export' failed too: {type(export_error).__name__}: {export_error}")
+                raise fx_error from None
     if capture == "export" and leaf_modules:
         raise ValueError("leaf_modules applies to capture='fx' (torch.export traces through every module)")
     inputs = fx_capture.named_inputs(module, example_inputs)
@@ -466,6 +483,10 @@ def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=N
                       f"batch {batch + 1}, {e}", stacklevel=2)
         return graph
     return {**graph, "sizes": sizes}
+
+
+def _on_meta(module):
+    return any(p.device.type == "meta" for p in module.parameters())
 
 
 def _batch_of(inputs, batch_dim):

@@ -108,5 +108,35 @@ def test_every_unknown_aten_op_is_listed_with_where_it_occurs():
 
 
 def test_an_unknown_capture_route_is_refused():
-    with pytest.raises(ValueError, match="capture='dynamo'.*'fx', 'export'"):
+    with pytest.raises(ValueError, match="capture='dynamo'.*'fx', 'export', 'auto'"):
         loom.trace(nn.Linear(2, 1), {"input": torch.randn(3, 2)}, loss=lambda out, b: out.sum(), capture="dynamo")
+
+
+class LoopsOverRows(nn.Module):
+    """len(x) steers a Python loop: torch.fx's proxies refuse it; torch.export runs it on the example's sizes."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return sum(self.proj(x[i]).tanh().sum() for i in range(len(x)))
+
+
+def test_auto_takes_export_where_fx_fails():
+    torch.manual_seed(0)
+    module, inputs = LoopsOverRows(), {"x": torch.randn(3, 4)}
+    with pytest.raises(Exception, match="len"):
+        loom.trace(module, inputs, capture="fx", batch_dim=None)
+    graph = loom.trace(module, inputs, batch_dim=None)  # capture="auto"
+    with torch.no_grad():
+        want = module(**inputs).item()
+    assert math.isclose(loss_of(graph, evaluate(graph, module, inputs)), want, rel_tol=1e-5)
+
+
+def test_auto_captures_a_model_on_meta_through_export():
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(_tiny_llama_config())
+    ids = torch.randint(0, 128, (2, 16))
+    batch = {"input_ids": ids, "labels": ids}
+    assert loom.trace(model, batch) == loom.trace(model, batch, capture="export")

@@ -9,6 +9,7 @@ get here: the capture evaluates them (positions, masks, rotary tables) and the l
 
 import torch
 
+from .base import Meta, T
 from .compute import (
     _addmm, _baddbmm, _binary, _cross_entropy, _dropout, _einsum, _embedding, _gather, _gelu, _layer_norm,
     _linear, _logical_and, _matmul, _mse_loss, _nll_loss, _pow, _rms_norm, _rsub, _sdpa, _softmax, _stack, _unary,
@@ -82,6 +83,34 @@ def _select(cx, args, kwargs, value):
     return _getitem(cx, [args[0], (slice(None),) * dim + (int(a["index"]),)], {}, value)
 
 
+def _slice_scatter(cx, args, kwargs, value):
+    """x with a slice of it written (torch.export's functional form of `x[:, a:b] = v` or an in-place op on a
+    view): the fx route's write (Lowering.write)."""
+    a = named_arguments(cx.node.target, args, kwargs)
+    dim = a["dim"] % len(value.shape)
+    return cx.write(a["self"], (slice(None),) * dim + (slice(a["start"], a["end"], a["step"]),), a["src"])
+
+
+def _select_scatter(cx, args, kwargs, value):
+    a = named_arguments(cx.node.target, args, kwargs)
+    dim = a["dim"] % len(value.shape)
+    return cx.write(a["self"], (slice(None),) * dim + (int(a["index"]),), a["src"])
+
+
+def _copy(cx, args, kwargs, value):
+    """copy(self, src): src's values in self's shape and dtype (torch.export's functional form of `x.copy_(src)`
+    and of writes into new tensors)."""
+    src = named_arguments(cx.node.target, args, kwargs)["src"]
+    if not isinstance(src, T):  # self is traced, src not: the result is src's constant values
+        return cx.constant(torch.broadcast_to(torch.as_tensor(src), value.shape).to(value.dtype).contiguous())
+    if cx.torch_dtype(src) != value.dtype:
+        src = cx.emit("cast", [src], {"dtype": cx.dtype_name(value.dtype)}, Meta(cx.shape(src), value.dtype),
+                      suffix="cast")
+    if list(cx.shape(src)) != list(value.shape):
+        return cx.emit("expand", [src], {"shape": list(value.shape)}, value)
+    return cx.alias(src, value)
+
+
 def _squeeze_dims(cx, args, kwargs, value):
     a = named_arguments(cx.node.target, args, kwargs)
     dims = a.get("dim")
@@ -146,7 +175,8 @@ _PACKETS = {
     aten.permute: _via(_permute, ("self", "dims")),
     aten.transpose: _via(_transpose, ("self", "dim0", "dim1")), aten.t: _via(_t, ("self",)),
     aten.expand: _via(_expand, ("self",)),
-    aten.slice: _slice, aten.select: _select,
+    aten.slice: _slice, aten.select: _select, aten.slice_scatter: _slice_scatter,
+    aten.select_scatter: _select_scatter, aten.copy: _copy,
     aten.unsqueeze: _via(_unsqueeze, ("self", "dim")), aten.squeeze: _squeeze_dims,
     aten.cat: _via(_concat, ("tensors", "dim")), aten.stack: _via(_stack, ("tensors", "dim")),
     aten.split: _via(_split, ("self", "split_size", "dim")),
