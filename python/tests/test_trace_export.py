@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from test_torch_reference import build_model, make_batches
 from test_trace_lowered_values import evaluate, loss_of
 
@@ -140,3 +141,28 @@ def test_auto_captures_a_model_on_meta_through_export():
     ids = torch.randint(0, 128, (2, 16))
     batch = {"input_ids": ids, "labels": ids}
     assert loom.trace(model, batch) == loom.trace(model, batch, capture="export")
+
+
+class BandAttention(nn.Module):
+    """Attention under a constant boolean mask that is not causal (each query sees itself and its neighbours)."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(x.shape[0], x.shape[1], 3, 2, 4).permute(2, 0, 3, 1, 4)
+        i = torch.arange(x.shape[1])
+        band = (i[:, None] - i[None, :]).abs() <= 1
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=band).pow(2).mean()
+
+
+@pytest.mark.parametrize("capture", ["fx", "export"])
+def test_a_constant_boolean_mask_becomes_the_additive_bias(capture):
+    torch.manual_seed(0)
+    module, inputs = BandAttention(), {"x": torch.randn(2, 5, 8)}
+    graph = loom.trace(module, inputs, capture=capture, batch_dim=None)
+    assert any(op["type"] == "scaled_dot_product_attention" and len(op["inputs"]) == 4 for op in graph["ops"])
+    with torch.no_grad():
+        want = module(**inputs).item()
+    assert math.isclose(loss_of(graph, evaluate(graph, module, inputs)), want, rel_tol=1e-5)

@@ -198,8 +198,11 @@ def _sdpa(cx, args, kwargs, value):
         if isinstance(mask, T) and not causal and cx.torch_dtype(mask).is_floating_point \
                 and cx.shape(q)[-3] == cx.shape(k)[-3]:
             return _attention_with_bias(cx, q, k, v, mask, attrs, value)
-        if isinstance(mask, T) or mask.dtype == torch.bool:
-            return None  # a boolean or computed mask: the engine takes an additive constant bias (or causal)
+        if isinstance(mask, T):
+            return None  # a computed boolean mask: the engine takes an additive constant bias (or causal)
+        if mask.dtype == torch.bool:  # a constant one: the additive bias that keeps the same keys
+            dtype = cx.torch_dtype(q)
+            mask = torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, torch.finfo(dtype).min)
         inputs.append(cx.tensor(mask))
     return cx.emit("scaled_dot_product_attention", inputs, attrs, value)
 
