@@ -2,6 +2,7 @@
 
     python -m loom.coverage [--families causal-lm,seq2seq-lm,image-classification] [--limit N]
                             [--models GPT2LMHeadModel,...] [--match] [--loom build/loom] [--json out.json]
+                            [--capture auto|fx|export]
 
 For every model class transformers maps to causal LM, seq-to-seq LM or image classification: build it
 from its default config shrunk (2 layers, hidden 64, 4 heads, vocabulary 512, 32x32 images; random
@@ -288,7 +289,7 @@ def check_match(loom_binary, path, workdir, name, timeout=180):
     return ""
 
 
-def check_model(family, name, loom_binary, workdir, timeout=180, match=False):
+def check_model(family, name, loom_binary, workdir, timeout=180, match=False, capture="auto"):
     """One row of the report: {family, model, built, traced, dp, tp, match, reason}; match is None when it
     was not checked (not asked, or the class does not plan both ways)."""
     import transformers
@@ -302,7 +303,7 @@ def check_model(family, name, loom_binary, workdir, timeout=180, match=False):
             row["built"] = True
             inputs = example_inputs(config, family, cls)
             graph = loom.trace(model, inputs, loss=None if "labels" in inspect.signature(cls.forward).parameters
-                               else _classification_loss)
+                               else _classification_loss, capture=capture)
             row["traced"] = True
     except Exception as e:  # noqa: BLE001: every failure is a row of the report
         row["reason"] = ("" if row["built"] else "does not build: ") + _reason(e)
@@ -325,7 +326,7 @@ def check_model(family, name, loom_binary, workdir, timeout=180, match=False):
                     model.double()
                     inputs = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
                     graph = loom.trace(model, inputs, loss=None if "labels" in inspect.signature(cls.forward)
-                                       .parameters else _classification_loss)
+                                       .parameters else _classification_loss, capture=capture)
             except Exception as e:  # noqa: BLE001
                 row["match"], row["reason"] = False, "float64 trace: " + _reason(e)
                 return row
@@ -391,6 +392,8 @@ def main(argv=None):
     parser.add_argument("--match", action="store_true",
                         help="also train one step of the dp 2, tp 2 and 1-device plans and compare (slower)")
     parser.add_argument("--json", default="", help="also write the rows and the shares to this file")
+    parser.add_argument("--capture", default="auto", choices=("auto", "fx", "export"),
+                        help="loom.trace's capture route (default: its own, auto)")
     args = parser.parse_args(argv)
     families = [f for f in args.families.split(",") if f]
     unknown = [f for f in families if f not in FAMILIES]
@@ -414,7 +417,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="loom-coverage-") as workdir:
         for family, name in classes:
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                row = check_model(family, name, args.loom, workdir, args.timeout, args.match)
+                row = check_model(family, name, args.loom, workdir, args.timeout, args.match, args.capture)
             rows.append(row)
             print(f"{family:<21} {name:<50} traced {row['traced']!s:<5} dp {row['dp']!s:<5} tp {row['tp']!s:<5} "
                   f"match {row['match']!s:<5} {row['reason']}", file=sys.stderr, flush=True)

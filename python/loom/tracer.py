@@ -18,7 +18,7 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 
-from . import capture, custom_ops, fused_projection, lowering
+from . import capture as fx_capture, custom_ops, export_capture, fused_projection, lowering
 from .graph_json import GraphBuilder, batch_sizes, dtype_name
 from .lowering import T
 
@@ -61,6 +61,8 @@ def _public_name(target):
 
 
 def _target_name(node):
+    if isinstance(node.target, torch._ops.OpOverload):
+        return str(node.target)  # aten.linear.default
     if node.op == "call_method":
         return f"Tensor.{node.target}"
     target = node.target
@@ -85,8 +87,9 @@ def _scope(node):
 
 
 class Lowering:
-    def __init__(self, gm, values, parameter_names, name, buffer_names=None):
+    def __init__(self, gm, values, parameter_names, name, buffer_names=None, functions=None):
         self.gm = gm
+        self.functions = lowering.FUNCTIONS if functions is None else functions  # call_function handlers
         self.values = values
         self.graph = GraphBuilder(name)
         self.parameter_names = parameter_names  # id(parameter) -> its first module path
@@ -175,7 +178,8 @@ class Lowering:
             self._keep_alive.append(x)
             name = self.folded_names.get(key) or f"{self._name()}.const{len(self.constants)}"
             self.constants[key] = self._new_tensor(name, "buffer", x)
-            self.graph.set_value(self.constants[key], x)  # the model's own numbers, not drawn ones
+            if x.device.type != "meta":  # on meta (from a model built there) only its shape and dtype are known
+                self.graph.set_value(self.constants[key], x)  # the model's own numbers, not drawn ones
         return self.constants[key]
 
     def state_buffer(self, b):
@@ -220,6 +224,8 @@ class Lowering:
         return output
 
     def _placeholder(self, name, value, inputs):
+        if isinstance(value, nn.Parameter):  # torch.export lifts parameters to placeholders
+            return self._parameter(value)
         if isinstance(value, torch.Tensor) and name in inputs:
             return self._new_tensor(name, "input", value)
         return value
@@ -253,7 +259,7 @@ class Lowering:
                 target = type(module).__module__ + "." + type(module).__qualname__
                 result = handler(self, module, args, kwargs, value) if handler else None
             else:
-                table = lowering.METHODS if node.op == "call_method" else lowering.FUNCTIONS
+                table = lowering.METHODS if node.op == "call_method" else self.functions
                 handler = table.get(node.target) if isinstance(node.target, str) or _hashable(node.target) else None
                 target = _target_name(node)
                 result = handler(self, args, kwargs, value) if handler else None
@@ -278,7 +284,11 @@ class Lowering:
         order = self.__dict__.setdefault("_order", {n: k for k, n in enumerate(self.gm.graph.nodes)})
         if any(order[u] < order[node] and u.target not in (operator.setitem, "__setitem__") for u in x_node.users):
             return None
-        x, index, v = args
+        return self.write(*args)
+
+    def write(self, x, index, v):
+        """x with x[index] = v, as a new value (None where not lowered): where(mask, v placed in x's shape, x),
+        the mask a constant true on the written region. Basic indexing only (slices of step 1, integers)."""
         if not isinstance(x, (T, torch.Tensor)):
             return None
         base = self.tensor(x)
@@ -390,26 +400,27 @@ def _has_tensor(x):
     return False
 
 
-def _traced_leaves(output, path="outputs"):
+def _traced_leaves(output, leaf, path="outputs"):
     """(path, traced tensor) of every traced tensor in the output, nested tuples, lists and dicts walked."""
-    if isinstance(output, T):
+    if isinstance(output, leaf):
         yield path, output
     elif isinstance(output, dict):
         for key, value in output.items():
-            yield from _traced_leaves(value, f"{path}[{key!r}]")
+            yield from _traced_leaves(value, leaf, f"{path}[{key!r}]")
     elif isinstance(output, (tuple, list)):
         for k, value in enumerate(output):
-            yield from _traced_leaves(value, f"{path}[{k}]")
+            yield from _traced_leaves(value, leaf, f"{path}[{k}]")
 
 
-def _find_loss(output, shape):
+def _find_loss(output, shape, leaf=T):
     """The scalar the model (or the loss function) returns: itself; a dict's, a HuggingFace ModelOutput's or a
     named tuple's "loss"; else the only 0-d traced tensor among the outputs (`(logits, loss)`). None or
-    several: a ValueError asking for loss=."""
+    several: a ValueError asking for loss=. leaf: the type of a traced tensor (the lowering's T; torch.Tensor
+    for the outputs of the module that torch.export runs)."""
     named = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
-    if isinstance(named, T) and shape(named) == []:
+    if isinstance(named, leaf) and shape(named) == []:
         return named
-    scalars = [(path, t) for path, t in _traced_leaves(output) if shape(t) == []]
+    scalars = [(path, t) for path, t in _traced_leaves(output, leaf) if shape(t) == []]
     if len(scalars) == 1:
         return scalars[0][1]
     if not scalars:
@@ -420,7 +431,7 @@ def _find_loss(output, shape):
                      f"pass loss=lambda outputs, batch: {scalars[0][0]} (or the one to train)")
 
 
-def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=None, batch_dim=0):
+def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=None, batch_dim=0, capture="auto"):
     """Traces `module` on `example_inputs` into the engine's graph JSON (a dict; see save_graph).
 
     example_inputs: a tensor, a tuple (by position) or a dict (by argument name) of example tensors; the
@@ -435,21 +446,47 @@ def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=N
       batch + 1 and the sizes that moved are recorded in the graph's "sizes" section, so `loom plan --graph
       --global-batch N` plans it at any batch (docs/json.md). None: not recorded (the graph plans at its own
       batch only); a model whose sizes do not follow the batch linearly gets no section and a warning.
+    capture: "fx" (torch.fx; HuggingFace's tracer for its models; every node run on the examples), "export"
+      (torch.export at the ATen level on fake tensors: the newest transformers, and parameters on the meta
+      device, whose elements are never read; docs/capture.md) or "auto": fx, and export where fx fails
+      (transformers 5 has no torch.fx tracer; 4.5x's masks defeat it; a model on meta). leaf_modules and
+      loom.register_op's functions kept whole are the fx route's.
     """
-    inputs = capture.named_inputs(module, example_inputs)
-    graph = _trace_once(module, inputs, concrete_args, leaf_modules, loss)
+    if capture not in (*_CAPTURES, "auto"):
+        raise ValueError(f"capture={capture!r}: choose one of {', '.join(map(repr, (*_CAPTURES, 'auto')))}")
+    options = dict(concrete_args=concrete_args, leaf_modules=leaf_modules, loss=loss, batch_dim=batch_dim)
+    if capture == "auto":
+        if leaf_modules or _on_meta(module):
+            return trace(module, example_inputs, **options, capture="fx" if leaf_modules else "export")
+        try:
+            return trace(module, example_inputs, **options, capture="fx")
+        except Exception as fx_error:  # noqa: BLE001: any failure of fx is a reason to try export
+            try:
+                return trace(module, example_inputs, **options, capture="export")
+            except Exception as export_error:
+                fx_error.add_note(f"capture='export' failed too: {type(export_error).__name__}: {export_error}")
+                raise fx_error from None
+    if capture == "export" and leaf_modules:
+        raise ValueError("leaf_modules applies to capture='fx' (torch.export traces through every module)")
+    inputs = fx_capture.named_inputs(module, example_inputs)
+    trace_once = _CAPTURES[capture]
+    graph = trace_once(module, inputs, concrete_args, leaf_modules, loss)
     batch = _batch_of(inputs, batch_dim)
     if batch is None:
         return graph
     grown = {name: _grow_batch(value, batch_dim, batch) for name, value in inputs.items()}
     try:
-        other = _trace_once(module, grown, concrete_args, leaf_modules, loss)
+        other = trace_once(module, grown, concrete_args, leaf_modules, loss)
         sizes = batch_sizes(graph, other, batch, batch + 1)
     except Exception as e:  # any failure at the other batch only costs the resizing
         warnings.warn(f"loom.trace: the graph records no batch sizes (it plans at batch {batch} only): traced at "
                       f"batch {batch + 1}, {e}", stacklevel=2)
         return graph
     return {**graph, "sizes": sizes}
+
+
+def _on_meta(module):
+    return any(p.device.type == "meta" for p in module.parameters())
 
 
 def _batch_of(inputs, batch_dim):
@@ -470,26 +507,42 @@ def _grow_batch(value, batch_dim, batch):
 
 
 def _trace_once(module, inputs, concrete_args, leaf_modules, loss):
-    gm, fixed, aliases = capture.trace_module(module, inputs, concrete_args, tuple(leaf_modules))
+    gm, fixed, aliases = fx_capture.trace_module(module, inputs, concrete_args, tuple(leaf_modules))
     if loss is not None:
-        gm = capture.append_loss(gm, loss, inputs, aliases)
+        gm = fx_capture.append_loss(gm, loss, inputs, aliases)
     # The recording run executes the module: training-mode batch norms update their running statistics in
     # place. Tracing must not change the model, and the graph starts from the statistics as they were.
     buffers = {id(b): (b, b.detach().clone()) for b in module.buffers()}
-    values = capture.record_values(gm, {**fixed, **inputs}, aliases)
+    values = fx_capture.record_values(gm, {**fixed, **inputs}, aliases)
     with torch.no_grad():
         for b, before in buffers.values():
             b.copy_(before)
+    return _lower(module, gm, values, inputs, aliases, lowering.FUNCTIONS)
+
+
+def _export_once(module, inputs, concrete_args, leaf_modules, loss):
+    find_loss = lambda outputs: _find_loss(outputs, lambda t: list(t.shape), torch.Tensor)  # noqa: E731
+    gm, values, aliases = export_capture.capture(module, inputs, concrete_args, loss, find_loss)
+    return _lower(module, gm, values, inputs, aliases, lowering.ATEN)
+
+
+def _lower(module, gm, values, inputs, aliases, functions):
+    """The graph JSON of a captured GraphModule whose every node has a value (concrete, or meta where only
+    its shape and dtype are known); parameters and buffers named by their module paths."""
     names = {}
     for path, p in module.named_parameters():
         names.setdefault(id(p), path)
     buffer_names = {}
     for path, b in module.named_buffers():
         buffer_names.setdefault(id(b), path)
-    lowering_ = Lowering(gm, values, names, type(module).__name__, buffer_names)
+    lowering_ = Lowering(gm, values, names, type(module).__name__, buffer_names, functions)
     output = lowering_.run(inputs, aliases)
     if lowering_.unsupported:
         raise UnsupportedOpsError(lowering_.unsupported)
     loss_tensor = _find_loss(output, lowering_.shape)
     fused_projection.split_fused_projections(lowering_.graph)
     return custom_ops.attach_definitions(lowering_.graph.finish(loss_tensor))  # loom.register_op's definitions
+
+
+_CAPTURES = {"fx": _trace_once, "export": _export_once}
+

@@ -137,7 +137,8 @@ def test_launch_without_manifest_names_the_fix(tmp_path):
         launch(tmp_path)
 
 
-def test_traced_transformers_gpt2_trains_as_one_device(run_loom, tmp_path):
+@pytest.mark.parametrize("capture", ["fx", "export"])
+def test_traced_transformers_gpt2_trains_as_one_device(capture, run_loom, tmp_path):
     # From a torch.nn.Module to per-rank programs: trace, plan with --graph, emit, run on 2 gloo processes.
     transformers = pytest.importorskip("transformers")
     import loom
@@ -145,8 +146,8 @@ def test_traced_transformers_gpt2_trains_as_one_device(run_loom, tmp_path):
     torch.manual_seed(0)
     config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=64)
     ids = torch.randint(0, 128, (4, 16))
-    loom.save_graph(loom.trace(transformers.GPT2LMHeadModel(config), {"input_ids": ids, "labels": ids}),
-                    tmp_path / "gpt2.json")
+    loom.save_graph(loom.trace(transformers.GPT2LMHeadModel(config), {"input_ids": ids, "labels": ids},
+                               capture=capture), tmp_path / "gpt2.json")
     values = {}
     for name, policy in {"single": ["--dp", "1", "--gpus", "1"], "dp2": ["--dp", "2", "--gpus", "2"]}.items():
         result = run_loom("plan", "--graph", str(tmp_path / "gpt2.json"), "--policy", "dp", *policy, "--out",

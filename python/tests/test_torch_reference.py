@@ -14,12 +14,16 @@ rounding noise of its gradient into a step of up to lr with an arbitrary sign. S
 |g| <= TINY max |g| of the tensor, torch's gradients) are held to Adam's bound instead, 2 lr a step, and
 counted; the rest of the tensor to rtol 1e-5.
 
+Both capture routes: torch.fx (every case) and torch.export (EXPORT_CASES: each model under one device, dp x tp
+and a pipeline; LOOM_EXPORT_ALL=1 runs every case through it too).
+
 Zoo presets (`loom plan --model`) are left out here: they have no torch module to train beside them
 (test_runtime_steps compares them with the engine's own 1-device program).
 """
 
 import copy
 import logging
+import os
 
 import pytest
 import torch
@@ -101,6 +105,14 @@ CASES = [
     ("gpt2", "coshard2-recompute-full", "adamw"), ("gpt2", "tp2-coshard2-recompute-collectives", "sgd"),
 ]
 
+# The export route on each model: one device, dp x tp, a pipeline, and GPT-2 / LLaMA's sequence parallelism.
+EXPORT_CASES = CASES if os.environ.get("LOOM_EXPORT_ALL") else [
+    ("gpt2", "single", "adamw"), ("gpt2", "dp2xtp2", "adamw"), ("gpt2", "pp2-1f1b", "sgd"), ("gpt2", "tp2-sp", "sgd"),
+    ("llama", "single", "sgd"), ("llama", "dp2xtp2", "adamw"), ("llama", "pp2-interleaved", "sgd"),
+    ("llama", "tp2-sp", "adamw"), ("t5", "single", "sgd"), ("t5", "dp2xtp2", "adamw"), ("t5", "pp2-1f1b", "sgd"),
+]
+CAPTURED_CASES = [(*case, "fx") for case in CASES] + [(*case, "export") for case in EXPORT_CASES]
+
 
 def build_model(name):
     torch.manual_seed(0)
@@ -152,31 +164,30 @@ def torch_training(model, batches, optimizer):
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
-    """{model: (module, batches, graph file)}, each traced once (on demand)."""
+    """{(model, capture): (module, batches, graph file)}, each traced once (on demand)."""
     logging.getLogger("torch.fx._symbolic_trace").setLevel(logging.ERROR)
     transformers.logging.set_verbosity_error()
     root = tmp_path_factory.mktemp("traced")
     cache = {}
 
-    def get(name):
-        if name not in cache:
+    def get(name, capture="fx"):
+        if (name, capture) not in cache:
             model, batches = build_model(name), make_batches(name)
-            path = root / f"{name}.json"
-            loom.save_graph(loom.trace(model, batches[0]), path)
-            cache[name] = (model, batches, path)
-        return cache[name]
+            path = root / f"{name}-{capture}.json"
+            loom.save_graph(loom.trace(model, batches[0], capture=capture), path)
+            cache[(name, capture)] = (model, batches, path)
+        return cache[(name, capture)]
 
     return get
 
 
 @pytest.fixture(scope="module")
-def torch_runs(traced):
+def torch_runs():
     cache = {}
 
     def get(name, optimizer):
-        if (name, optimizer) not in cache:
-            model, batches, _ = traced(name)
-            cache[(name, optimizer)] = torch_training(model, batches, optimizer)
+        if (name, optimizer) not in cache:  # the same weights as the traced module's (build_model seeds)
+            cache[(name, optimizer)] = torch_training(build_model(name), make_batches(name), optimizer)
         return cache[(name, optimizer)]
 
     return get
@@ -204,9 +215,9 @@ def parameter_errors(values, want, tiny, optimizer):
     return worst, where, exempt, total
 
 
-@pytest.mark.parametrize(("model", "plan", "optimizer"), CASES)
-def test_plan_trains_as_torch(model, plan, optimizer, traced, torch_runs, run_loom, tmp_path):
-    module, batches, graph = traced(model)
+@pytest.mark.parametrize(("model", "plan", "optimizer", "capture"), CAPTURED_CASES)
+def test_plan_trains_as_torch(model, plan, optimizer, capture, traced, torch_runs, run_loom, tmp_path):
+    module, batches, graph = traced(model, capture)
     result = run_loom("plan", "--graph", str(graph), "--dtype", "f32", *PLANS[plan], *OPTIMIZERS[optimizer][0],
                       "--out", str(tmp_path / "out"), "--emit", str(tmp_path / "emit"))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -218,8 +229,8 @@ def test_plan_trains_as_torch(model, plan, optimizer, traced, torch_runs, run_lo
     rel, where, exempt, total = parameter_errors(values, want, tiny, optimizer)
     spared = f"; {exempt} of {total} tiny-gradient elements past rtol (within Adam's bound)" \
         if optimizer == "adamw" else ""
-    print(f"{model} {plan} {optimizer}: losses {' '.join(f'{x:.8g}' for x in losses)} (max rel {loss_rel:.2e}); "
-          f"worst parameter rel {rel:.2e} ({where}){spared}")
+    print(f"{model} {plan} {optimizer} ({capture}): losses {' '.join(f'{x:.8g}' for x in losses)} "
+          f"(max rel {loss_rel:.2e}); worst parameter rel {rel:.2e} ({where}){spared}")
     assert loss_rel <= RTOL
     assert rel <= RTOL, f"{where}: relative error {rel:.3e}"
 

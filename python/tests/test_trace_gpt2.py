@@ -1,5 +1,5 @@
-"""A small GPT-2 from transformers (random init from a config, no weights downloaded): traced, saved, read
-by the engine and planned with `loom plan --graph`."""
+"""A small GPT-2 from transformers (random init from a config, no weights downloaded): traced (torch.fx and
+torch.export), saved, read by the engine and planned with `loom plan --graph`."""
 
 import math
 import re
@@ -12,13 +12,13 @@ import loom
 transformers = pytest.importorskip("transformers")
 
 
-@pytest.fixture(scope="module")
-def gpt2():
+@pytest.fixture(scope="module", params=["fx", "export"])
+def gpt2(request):
     torch.manual_seed(0)
     config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=64)
     model = transformers.GPT2LMHeadModel(config)
     ids = torch.randint(0, 128, (4, 16))
-    return model, loom.trace(model, {"input_ids": ids, "labels": ids})
+    return model, loom.trace(model, {"input_ids": ids, "labels": ids}, capture=request.param)
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ import loom
 transformers = pytest.importorskip("transformers")
 
 
-@pytest.fixture(scope="module")
-def traced(tmp_path_factory):
-    """A small GPT-2 traced at batch 2 and at batch 8, saved."""
+@pytest.fixture(scope="module", params=["fx", "export"])
+def traced(tmp_path_factory, request):
+    """A small GPT-2 traced at batch 2 and at batch 8 (by each capture route), saved."""
     torch.manual_seed(0)
     config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=64)
     model = transformers.GPT2LMHeadModel(config)
@@ -21,7 +21,7 @@ def traced(tmp_path_factory):
     directory = tmp_path_factory.mktemp("resize")
     files = {}
     for batch in (2, 8):
-        graph = loom.trace(model, {"input_ids": ids[:batch], "labels": ids[:batch]})
+        graph = loom.trace(model, {"input_ids": ids[:batch], "labels": ids[:batch]}, capture=request.param)
         files[batch] = directory / f"b{batch}.json"
         loom.save_graph(graph, files[batch])
     return files

@@ -7,12 +7,13 @@ when the node is not supported (it is then reported). Shapes are never computed 
 takes the recorded value's shape and the engine checks it against its own rules.
 """
 
+from .aten import ATEN
 from .base import Meta, T
 from .modules import MODULES
 from .moe import is_dense_moe, moe_handler
 from .tables import FUNCTIONS, METHODS
 
-__all__ = ["FUNCTIONS", "METHODS", "MODULES", "Meta", "T", "is_dense_moe", "module_handler"]
+__all__ = ["ATEN", "FUNCTIONS", "METHODS", "MODULES", "Meta", "T", "is_dense_moe", "module_handler"]
 
 
 def module_handler(module):

@@ -195,10 +195,34 @@ def _sdpa(cx, args, kwargs, value):
     if mask is not None and _is_causal_mask(mask, value.shape[-2], cx.shape(k)[-2]):
         attrs["causal"], mask = True, None  # HuggingFace's traced models spell causality as a constant mask
     if mask is not None:
-        if isinstance(mask, T) or mask.dtype == torch.bool:
-            return None  # a boolean or computed mask: the engine takes an additive constant bias (or causal)
+        if isinstance(mask, T) and not causal and cx.torch_dtype(mask).is_floating_point \
+                and cx.shape(q)[-3] == cx.shape(k)[-3]:
+            return _attention_with_bias(cx, q, k, v, mask, attrs, value)
+        if isinstance(mask, T):
+            return None  # a computed boolean mask: the engine takes an additive constant bias (or causal)
+        if mask.dtype == torch.bool:  # a constant one: the additive bias that keeps the same keys
+            dtype = cx.torch_dtype(q)
+            mask = torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, torch.finfo(dtype).min)
         inputs.append(cx.tensor(mask))
     return cx.emit("scaled_dot_product_attention", inputs, attrs, value)
+
+
+def _attention_with_bias(cx, q, k, v, bias, attrs, value):
+    """softmax(q k^T * scale + bias) v spelled out, for an additive bias computed from parameters (T5's
+    relative-position bias under transformers 5's SDPA attention): the registry op's bias is a constant."""
+    rank, dtype = cx.rank(q), cx.torch_dtype(q)
+    k_shape = cx.shape(k)
+    scores = list(cx.shape(q)[:-1]) + [k_shape[-2]]
+    kt = cx.emit("transpose", [k], {"dim0": rank - 2, "dim1": rank - 1},
+                 Meta(list(k_shape[:-2]) + [k_shape[-1], k_shape[-2]], dtype), suffix="key_t")
+    s = cx.emit("matmul", [q, kt], {}, Meta(scores, dtype), suffix="scores")
+    if attrs["scale"] != 1.0:
+        s = cx.emit("scale", [s], {"factor": attrs["scale"]}, Meta(scores, dtype), suffix="scaled")
+    s = cx.emit("add", [s, bias], {}, Meta(scores, dtype), suffix="biased")
+    p = cx.emit("softmax", [s], {"dim": rank - 1}, Meta(scores, dtype), suffix="probs")
+    if attrs.get("dropout"):
+        p = cx.emit("dropout", [p], {"p": attrs["dropout"]}, Meta(scores, dtype), suffix="dropout")
+    return cx.emit("matmul", [p, v], {}, value)
 
 
 def _is_causal_mask(mask, s, t):

@@ -1,0 +1,220 @@
+"""The ATen handler table: torch.export's operators (capture="export") mapped onto the torch-level handlers.
+
+An ATen op reaches its handler with its arguments named by the op's schema (defaults filled in), then
+passed in the form the torch-level handler reads (`F.linear(x, w, b)`, `torch.softmax(x, dim, dtype=)`),
+so each registry mapping is written once. Ops that only restate a layout (clone, alias, contiguous) are
+the same tensor; conversions are casts where the dtype changes. Ops computing only from constants never
+get here: the capture evaluates them (positions, masks, rotary tables) and the lowering folds them.
+"""
+
+import torch
+
+from .base import Meta, T
+from .compute import (
+    _addmm, _baddbmm, _binary, _cross_entropy, _dropout, _einsum, _embedding, _gather, _gelu, _layer_norm,
+    _linear, _logical_and, _matmul, _mse_loss, _nll_loss, _pow, _rms_norm, _rsub, _sdpa, _softmax, _stack, _unary,
+)
+from .shapes import (
+    _chunk, _clamp, _compare, _concat, _contiguous, _convert, _cumsum, _detach, _expand, _getitem, _index_select,
+    _masked_fill, _pad, _permute, _reduce, _reshape, _shape_only, _split, _squeeze, _t, _transpose, _unsqueeze,
+    _where,
+)
+
+aten = torch.ops.aten
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}  # ATen's reduction enum (at::Reduction)
+
+
+def named_arguments(op, args, kwargs):
+    """{schema argument name: value} of a call of ATen overload `op`, defaults filled in."""
+    named = {}
+    for k, argument in enumerate(op._schema.arguments):
+        if k < len(args) and not argument.kwarg_only:
+            named[argument.name] = args[k]
+        elif argument.name in kwargs:
+            named[argument.name] = kwargs[argument.name]
+        else:
+            named[argument.name] = argument.default_value if argument.has_default_value() else None
+    return named
+
+
+def _via(handler, positional, named=(), convert=None):
+    """An ATen op lowered by a torch-level handler: `positional` schema names passed by position, `named`
+    (torch keyword, schema name) pairs passed by keyword; `convert` rewrites the named arguments first."""
+    def lower(cx, args, kwargs, value):
+        a = named_arguments(cx.node.target, args, kwargs)
+        if convert is not None:
+            a = convert(a)
+            if a is None:
+                return None
+        return handler(cx, [a.get(n) for n in positional], {key: a[n] for key, n in named if n in a}, value)
+    return lower
+
+
+def _first_of_tuple(handler, count):
+    """An op returning (result, saved tensors for its backward): the result lowered, the rest not kept
+    (the engine derives its own backward; reading them is reported as unsupported)."""
+    def lower(cx, args, kwargs, value):
+        result = handler(cx, args, kwargs, value[0])
+        return None if result is None else (result,) + (None,) * (count - 1)
+    return lower
+
+
+def _reduction(a):
+    return {**a, "reduction": _REDUCTIONS.get(a["reduction"])}
+
+
+def _no_padding_index(a):
+    return {**a, "padding_idx": None if a["padding_idx"] in (None, -1) else a["padding_idx"]}
+
+
+def _no_rounding(a):
+    return a if a.get("rounding_mode") is None else None
+
+
+def _slice(cx, args, kwargs, value):
+    a = named_arguments(cx.node.target, args, kwargs)
+    dim = a["dim"] % cx.rank(args[0])
+    return _getitem(cx, [args[0], (slice(None),) * dim + (slice(a["start"], a["end"], a["step"]),)], {}, value)
+
+
+def _select(cx, args, kwargs, value):
+    a = named_arguments(cx.node.target, args, kwargs)
+    dim = a["dim"] % cx.rank(args[0])
+    return _getitem(cx, [args[0], (slice(None),) * dim + (int(a["index"]),)], {}, value)
+
+
+def _slice_scatter(cx, args, kwargs, value):
+    """x with a slice of it written (torch.export's functional form of `x[:, a:b] = v` or an in-place op on a
+    view): the fx route's write (Lowering.write)."""
+    a = named_arguments(cx.node.target, args, kwargs)
+    dim = a["dim"] % len(value.shape)
+    return cx.write(a["self"], (slice(None),) * dim + (slice(a["start"], a["end"], a["step"]),), a["src"])
+
+
+def _select_scatter(cx, args, kwargs, value):
+    a = named_arguments(cx.node.target, args, kwargs)
+    dim = a["dim"] % len(value.shape)
+    return cx.write(a["self"], (slice(None),) * dim + (int(a["index"]),), a["src"])
+
+
+def _copy(cx, args, kwargs, value):
+    """copy(self, src): src's values in self's shape and dtype (torch.export's functional form of `x.copy_(src)`
+    and of writes into new tensors)."""
+    src = named_arguments(cx.node.target, args, kwargs)["src"]
+    if not isinstance(src, T):  # self is traced, src not: the result is src's constant values
+        return cx.constant(torch.broadcast_to(torch.as_tensor(src), value.shape).to(value.dtype).contiguous())
+    if cx.torch_dtype(src) != value.dtype:
+        src = cx.emit("cast", [src], {"dtype": cx.dtype_name(value.dtype)}, Meta(cx.shape(src), value.dtype),
+                      suffix="cast")
+    if list(cx.shape(src)) != list(value.shape):
+        return cx.emit("expand", [src], {"shape": list(value.shape)}, value)
+    return cx.alias(src, value)
+
+
+def _squeeze_dims(cx, args, kwargs, value):
+    a = named_arguments(cx.node.target, args, kwargs)
+    dims = a.get("dim")
+    if isinstance(dims, (list, tuple)):
+        if len(dims) != 1:
+            return None
+        dims = dims[0]
+    return _squeeze(cx, [a["self"]] + ([] if dims is None else [dims]), {}, value)
+
+
+def _sdpa_grouped(cx, args, kwargs, value):
+    """scaled_dot_product_attention; enable_gqa (k and v with fewer heads) is the registry op's own
+    grouped-query form (hq = g * hk), so the flag is dropped."""
+    a = named_arguments(cx.node.target, args, kwargs)
+    return _sdpa(cx, [a["query"], a["key"], a["value"], a["attn_mask"], a["dropout_p"], a["is_causal"]],
+                 {"scale": a["scale"]}, value)
+
+
+_SAME = lambda cx, args, kwargs, value: _contiguous(cx, args[:1], {}, value)  # noqa: E731: layout only
+_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}
+_UNARY = ("neg", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt", "abs", "relu", "silu", "square")
+_COMPARE = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "minimum": "minimum",
+            "maximum": "maximum"}
+
+_PACKETS = {
+    **{getattr(aten, name): _via(_binary(type_), ("self", "other"), (("alpha", "alpha"),),
+                                 _no_rounding if name == "div" else None) for name, type_ in _BINARY.items()},
+    aten.rsub: _via(_rsub, ("self", "other"), (("alpha", "alpha"),)),
+    **{getattr(aten, name): _via(_unary(name), ("self",)) for name in _UNARY},
+    aten.pow: _via(_pow, ("self", "exponent")),
+    aten.gelu: _via(_gelu, ("self",), (("approximate", "approximate"),)),
+    aten.softmax: _via(_softmax("softmax"), ("self", "dim"), (("dtype", "dtype"),)),
+    aten._softmax: _via(_softmax("softmax"), ("self", "dim")),
+    aten.log_softmax: _via(_softmax("log_softmax"), ("self", "dim"), (("dtype", "dtype"),)),
+    aten._log_softmax: _via(_softmax("log_softmax"), ("self", "dim")),
+    aten.dropout: _via(_dropout, ("input", "p", "train")),
+    aten.native_dropout: _first_of_tuple(_via(_dropout, ("input", "p", "train")), 2),
+    aten.linear: _via(_linear, ("input", "weight", "bias")),
+    aten.addmm: _via(_addmm, ("self", "mat1", "mat2"), (("beta", "beta"), ("alpha", "alpha"))),
+    aten.baddbmm: _via(_baddbmm, ("self", "batch1", "batch2"), (("beta", "beta"), ("alpha", "alpha"))),
+    aten.mm: _via(_matmul, ("self", "mat2")), aten.bmm: _via(_matmul, ("self", "mat2")),
+    aten.matmul: _via(_matmul, ("self", "other")),
+    aten.einsum: _via(_einsum, ("equation", "tensors")),
+    aten.embedding: _via(_embedding, ("indices", "weight", "padding_idx"), convert=_no_padding_index),
+    aten.layer_norm: _via(_layer_norm, ("input", "normalized_shape", "weight", "bias", "eps")),
+    aten.native_layer_norm: _first_of_tuple(_via(_layer_norm, ("input", "normalized_shape", "weight", "bias",
+                                                                "eps")), 3),
+    aten.rms_norm: _via(_rms_norm, ("input", "normalized_shape", "weight", "eps")),
+    aten.scaled_dot_product_attention: _sdpa_grouped,
+    aten.cross_entropy_loss: _via(_cross_entropy, ("self", "target"), (
+        ("weight", "weight"), ("reduction", "reduction"), ("ignore_index", "ignore_index"),
+        ("label_smoothing", "label_smoothing")), convert=_reduction),
+    aten.nll_loss: _via(_nll_loss, ("self", "target"), (("weight", "weight"), ("reduction", "reduction"),
+                                                         ("ignore_index", "ignore_index")), convert=_reduction),
+    aten.nll_loss_nd: _via(_nll_loss, ("self", "target"), (("weight", "weight"), ("reduction", "reduction"),
+                                                            ("ignore_index", "ignore_index")), convert=_reduction),
+    aten.nll_loss_forward: _first_of_tuple(_via(_nll_loss, ("self", "target"), (
+        ("weight", "weight"), ("reduction", "reduction"), ("ignore_index", "ignore_index")), convert=_reduction), 2),
+    aten.mse_loss: _via(_mse_loss, ("self", "target"), (("reduction", "reduction"),), convert=_reduction),
+    aten.view: _via(_reshape("view"), ("self",)), aten._unsafe_view: _via(_reshape("view"), ("self",)),
+    aten.reshape: _via(_reshape("reshape"), ("self",)),
+    aten.permute: _via(_permute, ("self", "dims")),
+    aten.transpose: _via(_transpose, ("self", "dim0", "dim1")), aten.t: _via(_t, ("self",)),
+    aten.expand: _via(_expand, ("self",)),
+    aten.slice: _slice, aten.select: _select, aten.slice_scatter: _slice_scatter,
+    aten.select_scatter: _select_scatter, aten.copy: _copy,
+    aten.unsqueeze: _via(_unsqueeze, ("self", "dim")), aten.squeeze: _squeeze_dims,
+    aten.cat: _via(_concat, ("tensors", "dim")), aten.stack: _via(_stack, ("tensors", "dim")),
+    aten.split: _via(_split, ("self", "split_size", "dim")),
+    aten.split_with_sizes: _via(_split, ("self", "split_sizes", "dim")),
+    aten.chunk: _via(_chunk, ("self", "chunks", "dim")),
+    aten.to: _via(_convert, ("self",)), aten._to_copy: _via(_convert, ("self",)),
+    aten.type_as: _via(_convert, ("self",)),
+    aten.clone: _SAME, aten.contiguous: _SAME, aten.alias: _SAME, aten.lift_fresh_copy: _SAME,
+    aten.detach: _via(_detach, ("self",)),
+    aten.mean: _via(_reduce("mean"), ("self", "dim", "keepdim"), (("dtype", "dtype"),)),
+    aten.sum: _via(_reduce("sum"), ("self", "dim", "keepdim"), (("dtype", "dtype"),)),
+    aten.amax: _via(_reduce("amax"), ("self", "dim", "keepdim")),
+    aten.where: _via(_where, ("condition", "self", "other")),
+    aten.masked_fill: _via(_masked_fill, ("self", "mask", "value")),
+    aten.clamp: _via(_clamp, ("self", "min", "max")),
+    **{getattr(aten, name): _via(_compare(type_), ("self", "other")) for name, type_ in _COMPARE.items()},
+    aten.min: _via(_compare("minimum"), ("self", "other")), aten.max: _via(_compare("maximum"), ("self", "other")),
+    aten.logical_and: _via(_logical_and, ("self", "other")),
+    aten.cumsum: _via(_cumsum, ("self", "dim")),
+    aten.index_select: _via(_index_select, ("self", "dim", "index")),
+    aten.gather: _via(_gather, ("self", "dim", "index")),
+    aten.constant_pad_nd: _via(_pad, ("self", "pad"), (("value", "value"),)),
+    **{getattr(aten, name): _shape_only(empty=name.startswith(("empty", "new_empty")))
+       for name in ("zeros_like", "ones_like", "full_like", "empty_like", "new_zeros", "new_ones", "new_full",
+                    "new_empty")},
+}
+
+
+def _by_overload(packets):
+    """{ATen overload: handler} for every overload of each packet (add.Tensor and add.Scalar alike: the
+    handler reads the arguments by name). aten.min / aten.max only in their two-tensor form."""
+    table = {}
+    for packet, handler in packets.items():
+        for name in packet.overloads():
+            table[getattr(packet, name)] = handler
+    for reduction in (aten.min.default, aten.max.default, aten.min.dim, aten.max.dim):
+        table.pop(reduction, None)
+    return table
+
+
+ATEN = _by_overload(_PACKETS)
