@@ -16,6 +16,7 @@ void add_comm_command(CLI::App& app);    // comm_command.cc
 void add_verify_command(CLI::App& app);  // verify_command.cc
 void add_clusters_command(CLI::App& app);  // clusters_command.cc
 void add_profile_command(CLI::App& app);   // profile_command.cc
+void add_calibrate_command(CLI::App& app);  // calibrate_command.cc
 void add_plan_command(CLI::App& app);      // plan_command.cc
 void add_compare_command(CLI::App& app);   // plan_command.cc
 void add_run_command(CLI::App& app);       // run_command.cc

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   loom::cli::add_verify_command(app);
   loom::cli::add_clusters_command(app);
   loom::cli::add_profile_command(app);
+  loom::cli::add_calibrate_command(app);
   loom::cli::add_plan_command(app);
   loom::cli::add_compare_command(app);
   loom::cli::add_run_command(app);

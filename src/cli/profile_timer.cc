@@ -53,8 +53,8 @@ Expected<TimerSetup> find_timer(const std::string& python) {
   return setup;
 }
 
-Expected<void> run_timer(const TimerSetup& setup, const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {setup.python, "-m", "loom_profile"};
+Expected<void> run_timer(const TimerSetup& setup, const std::vector<std::string>& args, const std::string& module) {
+  std::vector<std::string> argv = {setup.python, "-m", module};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char*> argv_ptrs;
   for (std::string& a : argv) argv_ptrs.push_back(a.data());
@@ -89,9 +89,9 @@ Expected<void> run_timer(const TimerSetup& setup, const std::vector<std::string>
   if (WIFEXITED(status) && WEXITSTATUS(status) == kNoTorchExit)
     return fail(fmt::format("the Python at '{}' has no torch", setup.python), std::string(kSetupHint));
   if (WIFEXITED(status))
-    return fail(fmt::format("the timer ({} -m loom_profile) failed with exit code {}", setup.python, WEXITSTATUS(status)),
+    return fail(fmt::format("{} -m {} failed with exit code {}", setup.python, module, WEXITSTATUS(status)),
                 "its messages are above");
-  return fail(fmt::format("the timer ({} -m loom_profile) was killed by signal {}", setup.python,
+  return fail(fmt::format("{} -m {} was killed by signal {}", setup.python, module,
                           WIFSIGNALED(status) ? WTERMSIG(status) : 0));
 }
 

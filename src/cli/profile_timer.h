@@ -21,9 +21,11 @@ struct TimerSetup {
 // `make setup` creates .venv.
 Expected<TimerSetup> find_timer(const std::string& python);
 
-// Runs `python -m loom_profile args...` with the package on PYTHONPATH; the timer's own output goes to
-// this process's stderr. Errors: the interpreter cannot start, torch is missing (exit 3), any other failure.
-Expected<void> run_timer(const TimerSetup& setup, const std::vector<std::string>& args);
+// Runs `python -m <module> args...` (the timer, loom_profile, by default) with the package on PYTHONPATH;
+// the module's own output goes to this process's stderr. Errors: the interpreter cannot start, torch is
+// missing (exit 3), any other failure.
+Expected<void> run_timer(const TimerSetup& setup, const std::vector<std::string>& args,
+                         const std::string& module = "loom_profile");
 
 // A fresh private directory for the request and results files, removed when the guard goes.
 class TempDir {

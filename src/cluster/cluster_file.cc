@@ -20,9 +20,11 @@ namespace loom::cluster {
 namespace {
 
 constexpr std::string_view kTopFields[] = {"name", "nodes", "gpus_per_node", "gpu", "intra", "inter",
-                                           "bridge", "nics_per_node", "nic_bandwidth", "comm_contention", "host"};
+                                           "bridge", "nics_per_node", "nic_bandwidth", "comm_contention", "host",
+                                           "shared_cores"};
 constexpr std::string_view kHostFields[] = {"pcie_bandwidth", "gpus_per_pcie_switch", "cpu_adam_params_per_second",
                                             "memory_bytes"};
+constexpr std::string_view kSharedFields[] = {"cores", "core_sharing", "time_scale", "instruction_overhead"};
 constexpr std::string_view kGpuFields[] = {"name", "peak_bf16", "peak_fp16", "peak_fp32", "memory_bytes",
                                            "memory_bandwidth"};
 constexpr std::string_view kLinkFields[] = {"kind", "bandwidth", "latency"};
@@ -50,6 +52,8 @@ constexpr Range kRate{};
 constexpr Range kPeak{.zero_ok = true};
 constexpr Range kLatency{.min = 0, .max = 1, .zero_ok = true};
 constexpr Range kContention{.min = 0, .max = 100};
+constexpr Range kSharing{.min = 0, .max = 100, .zero_ok = true};
+constexpr Range kScale{.min = 1e-3, .max = 1e3};
 
 // Reads fields of one file, turning every problem into an Error that names the file and the field.
 class Reader {
@@ -213,7 +217,31 @@ class Reader {
     if (root["host"].IsDefined()) {
       LOOM_ASSIGN_OR_RETURN(c.host, host(root, c.gpus_per_node));
     }
+    if (root["shared_cores"].IsDefined()) {
+      LOOM_ASSIGN_OR_RETURN(c.shared, shared(root));
+    }
     return c;
+  }
+
+  // Optional; `cores` is required in it, the other fields default to SharedCores's.
+  Expected<SharedCores> shared(const YAML::Node& root) const {
+    LOOM_ASSIGN_OR_RETURN(YAML::Node node, mapping(root, "", "shared_cores", kSharedFields));
+    SharedCores s;
+    LOOM_ASSIGN_OR_RETURN(const std::int64_t cores, integer(node, "shared_cores.", "cores", 1, 1 << 20));
+    s.cores = static_cast<int>(cores);
+    if (node["core_sharing"].IsDefined()) {
+      LOOM_ASSIGN_OR_RETURN(s.core_sharing, number(node, "shared_cores.", "core_sharing", kSharing,
+                                                   "slowdown per process beyond the cores, over the cores"));
+    }
+    if (node["time_scale"].IsDefined()) {
+      LOOM_ASSIGN_OR_RETURN(s.time_scale, number(node, "shared_cores.", "time_scale", kScale,
+                                                 "factor on every modelled compute time"));
+    }
+    if (node["instruction_overhead"].IsDefined()) {
+      LOOM_ASSIGN_OR_RETURN(s.instruction_overhead, number(node, "shared_cores.", "instruction_overhead", kLatency,
+                                                           "seconds per instruction"));
+    }
+    return s;
   }
 
   // Optional, and so is each of its fields: HostSpec's defaults stand for those left out.
@@ -307,6 +335,13 @@ std::string cluster_to_yaml(const Cluster& c) {
   out += fmt::format("  gpus_per_pcie_switch: {}  # GPUs sharing one switch's uplink\n", c.host.gpus_per_pcie_switch);
   out += fmt::format("  cpu_adam_params_per_second: {}  # the node's CPUs, Adam\n", c.host.cpu_adam_params_per_second);
   out += fmt::format("  memory_bytes: {}\n", c.host.memory_bytes);
+  if (c.shared.cores > 0) {
+    out += "shared_cores:  # the devices are processes sharing these cores (docs/calibration.md)\n";
+    out += fmt::format("  cores: {}\n", c.shared.cores);
+    out += fmt::format("  core_sharing: {}  # slowdown 1 + this x (processes - cores) / cores\n", c.shared.core_sharing);
+    out += fmt::format("  time_scale: {}  # factor on every modelled compute time\n", c.shared.time_scale);
+    out += fmt::format("  instruction_overhead: {}  # seconds per instruction\n", c.shared.instruction_overhead);
+  }
   return out;
 }
 

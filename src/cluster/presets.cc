@@ -77,6 +77,26 @@ HostSpec dgx_h100_host() { return {48 * kGB, 2, kDgx2Adam * 112 / 48, 2048 * kGi
 // DGX A100's CPU and memory figures.
 HostSpec rtx3090_host() { return {24 * kGB, 1, kDgx2Adam * 128 / 48 / 2, 1024 * kGiB}; }
 
+// This development machine (2 cores, one socket) as a cluster of 4 single-thread processes over gloo, as
+// `python -m loom.runtime.launch` runs a plan's ranks on it; `loom calibrate` fits the rest on real runs
+// (docs/calibration.md). Measured with `python -m loom_profile.cluster --world 4` (2026-11-27, load 4.5 from
+// other builds): 4 processes at once got 20.6 GFLOP/s each on a 512^3 fp32 product and 8.9 GB/s on a 32 MiB
+// copy, so one process alone on a core twice that; gloo all-reduce over 4 fitted α 1.3 ms, β 1.07 GB/s (rms
+// error 11 %). No bf16 / fp16 path: the peaks are fp32's. Memory: the machine's 24 GiB over 4 processes.
+Cluster cpu_host() {
+  constexpr double kPeak = 2 * 20.57e9, kBandwidth = 2 * 8.92 * kGB;
+  const LinkTier gloo{LinkKind::pcie, 1.073 * kGB, 1.305e-3};
+  Cluster c;
+  c.name = "cpu-host";
+  c.gpus_per_node = 4;
+  c.gpu = GpuSpec{"cpu-host", 0, 0, kPeak, 6 * kGiB, kBandwidth};
+  c.intra = c.inter = gloo;
+  c.nic_bandwidth = gloo.bandwidth;
+  c.host.memory_bytes = 24 * kGiB;
+  c.shared = SharedCores{.cores = 2, .core_sharing = 1, .time_scale = 1, .instruction_overhead = 0};
+  return c;
+}
+
 Cluster node_preset(std::string name, int gpus, GpuSpec gpu, LinkTier intra, LinkKind nic_kind, int nics,
                     double nic_gbit, HostSpec host) {
   Cluster c;
@@ -121,6 +141,7 @@ const std::vector<Preset>& presets() {
        }},
       {"rtx3090",  // Oases: 4 × RTX 3090, PCIe 4.0 only (via host memory), 100 Gb/s IB
        [] { return node_preset("rtx3090", 4, rtx3090(), kPcie4HostStaged, LinkKind::infiniband, 1, 100, rtx3090_host()); }},
+      {"cpu-host", cpu_host},  // this machine's CPU as 4 gloo processes on 2 cores (calibrated: docs/calibration.md)
   };
   return table;
 }

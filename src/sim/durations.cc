@@ -117,6 +117,24 @@ struct Pricing {
   }
 };
 
+// Processes sharing a host's cores (cluster::SharedCores): every instruction pays the overhead, and computes
+// are scaled, all slowed by the sharing of `processes` processes.
+void share_cores(Durations& d, const cluster::SharedCores& shared, int processes) {
+  const double slowdown = shared.slowdown(processes), scale = shared.time_scale, overhead = shared.instruction_overhead;
+  d.compute = [f = std::move(d.compute), slowdown, scale, overhead](const plan::SubOp& s, int device) {
+    return slowdown * (scale * f(s, device) + overhead);
+  };
+  d.local = [f = std::move(d.local), slowdown, scale, overhead](const exec::Local& l, std::int64_t bytes) {
+    return slowdown * (scale * f(l, bytes) + overhead);
+  };
+  d.collective = [f = std::move(d.collective), extra = slowdown * overhead](const exec::Collective& c, std::int64_t bytes) {
+    return f(c, bytes) + extra;
+  };
+  d.p2p = [f = std::move(d.p2p), extra = slowdown * overhead](int src, int dst, std::int64_t bytes) {
+    return f(src, dst, bytes) + extra;
+  };
+}
+
 }  // namespace
 
 comm::Step collective_step(const exec::ExecPlan& exec, const exec::Collective& c, std::int64_t input_bytes) {
@@ -166,6 +184,7 @@ Expected<Durations> model_durations(const exec::ExecPlan& exec, const cost::Comp
   };
   durations.copy = [pcie, launch](std::int64_t bytes, int) { return launch + static_cast<double>(bytes) / pcie; };
   durations.contention = options.contention;
+  if (cluster.shared != cluster::SharedCores{}) share_cores(durations, cluster.shared, exec.num_devices);
   return durations;
 }
 

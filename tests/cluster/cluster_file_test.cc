@@ -106,6 +106,30 @@ TEST(ClusterFile, ReadsCommContention) {
       << bad.error().message;
 }
 
+// shared_cores (cluster.h, SharedCores): optional; cores required in it, the rest defaulted; written back
+// only when set; and the slowdown it gives W processes.
+TEST(ClusterFile, ReadsSharedCores) {
+  const fs::path path = write_temp("shared.yaml", kValid + "shared_cores:\n  cores: 2\n  time_scale: 1.5\n");
+  Expected<Cluster> c = load_cluster_file(path.string());
+  ASSERT_TRUE(c.has_value()) << c.error().to_string();
+  EXPECT_EQ(c->shared, (SharedCores{.cores = 2, .core_sharing = 1, .time_scale = 1.5, .instruction_overhead = 0}));
+  EXPECT_EQ(parse_cluster_yaml(cluster_to_yaml(*c), "again").value_or(Cluster{}).shared, c->shared);
+  EXPECT_EQ(c->shared.slowdown(2), 1);
+  EXPECT_EQ(c->shared.slowdown(4), 2);  // 4 processes on 2 cores, fully shared
+  EXPECT_EQ((SharedCores{.cores = 2, .core_sharing = 0.5}).slowdown(3), 1.25);
+  EXPECT_EQ(SharedCores{}.slowdown(8), 1);  // not shared: a GPU each
+  EXPECT_EQ(cluster_to_yaml(*make_cluster("dgx-a100")).find("shared_cores"), std::string::npos);
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"shared_cores:\n  time_scale: 2\n", "shared_cores.cores"},
+           {"shared_cores:\n  cores: 2\n  core_sharing: -1\n", "shared_cores.core_sharing' is negative"},
+           {"shared_cores:\n  cores: 2\n  time_scale: 0\n", "shared_cores.time_scale' is zero"},
+           {"shared_cores:\n  cores: 2\n  speed: 2\n", "speed"}}) {
+    Expected<Cluster> bad = parse_cluster_yaml(kValid + text, "bad.yaml");
+    ASSERT_FALSE(bad.has_value()) << text;
+    EXPECT_NE(bad.error().message.find(message), std::string::npos) << bad.error().message;
+  }
+}
+
 TEST(ClusterFile, ReadsAJsonFileAndMakeClusterAcceptsPaths) {
   const std::string json = R"({"name": "a100-json", "nodes": 4, "gpus_per_node": 8,
     "gpu": {"name": "A100", "peak_bf16": 3.12e14, "peak_fp16": 3.12e14, "peak_fp32": 1.95e13,

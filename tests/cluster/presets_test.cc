@@ -11,7 +11,10 @@ TEST(MakeCluster, EveryPresetBuildsOneNode) {
     ASSERT_TRUE(c.has_value()) << name;
     EXPECT_EQ(c->nodes, 1);
     EXPECT_EQ(c->name, name);
-    EXPECT_GT(c->intra.bandwidth, c->inter.bandwidth) << name;
+    if (name == "cpu-host")  // processes of one machine: gloo over loopback is its only link
+      EXPECT_EQ(c->intra, c->inter);
+    else
+      EXPECT_GT(c->intra.bandwidth, c->inter.bandwidth) << name;
     EXPECT_GT(c->gpu.memory_bytes, 0) << name;
   }
 }

@@ -38,6 +38,25 @@ struct HostSpec {
   bool operator==(const HostSpec&) const = default;
 };
 
+// Devices that are processes of one host sharing its cores (the CPU cluster `loom calibrate` fits on gloo
+// runs, docs/calibration.md), and what each of their instructions costs beyond the cost models' price: the
+// runtime's dispatch. With W of a plan's processes on `cores` cores, every compute and local instruction
+// takes  slowdown · (time_scale · modelled + instruction_overhead),  slowdown = 1 + core_sharing ·
+// max(0, W − cores) / cores, and every collective and transfer adds slowdown · instruction_overhead.
+// The defaults change nothing (a GPU per device).
+struct SharedCores {
+  int cores = 0;                    // 0: the devices share nothing (a GPU each)
+  double core_sharing = 1;          // 1: W processes on C cores compute W / C times slower; 0: no slowdown
+  double time_scale = 1;            // multiplies every modelled compute (profile database or roofline)
+  double instruction_overhead = 0;  // seconds per instruction (dispatch, the autograd engine)
+
+  // The slowdown of `processes` processes sharing the cores.
+  double slowdown(int processes) const {
+    return cores > 0 && processes > cores ? 1 + core_sharing * (processes - cores) / cores : 1;
+  }
+  bool operator==(const SharedCores&) const = default;
+};
+
 struct Cluster {
   std::string name;
   int nodes = 1;
@@ -54,6 +73,7 @@ struct Cluster {
   // source paper gives a number), and a cluster file may set its own (docs/clusters.md).
   double comm_contention = 1;
   HostSpec host;                      // each node's host, for offloaded optimizers
+  SharedCores shared;                 // processes sharing a host's cores (a CPU cluster); default: none
 
   // One GPU's PCIe bandwidth when every GPU of its switch copies at once.
   double pcie_share() const { return host.pcie_bandwidth / std::min(host.gpus_per_pcie_switch, gpus_per_node); }

@@ -26,7 +26,7 @@ import traceback
 
 import torch
 
-from . import checkpoint, files, forms, heartbeat, supervise
+from . import checkpoint, files, forms, heartbeat, memory, supervise
 from . import results as results_mod
 from .allocator import keep_freed_memory
 from .compute import OPTIMIZERS
@@ -50,13 +50,15 @@ def run_rank(directory, manifest, rank, comm=None, seed=1, device="cpu", steps=1
     """`steps` steps of rank's program; returns (the loss's kept triples of every step, all kept triples of
     the last step). A `timing` dict, when given, receives the wall seconds of every step ("step_s") and, per
     instruction kind, the seconds and calls summed over the steps after the first (the only step when there
-    is one: "kinds", _instrument). `initial`, `start_step`: as Runtime's; `batches`: per step, the inputs'
+    is one: "kinds", _instrument) and the peak bytes of the buffers the instructions produced ("peak_bytes",
+    memory.py: as the memory model counts them). `initial`, `start_step`: as Runtime's; `batches`: per step, the inputs'
     whole values (else generated); `progress`: the rank's heartbeat (told each step's number)."""
     if batches is not None and len(batches) < steps:
         raise LaunchError(f"{len(batches)} batches for {steps} steps")
     rt = Runtime(manifest, rank, comm=comm, seed=seed, device=device, initial=initial, start_step=start_step)
     program = _rank_module(directory, rank)
     kinds = _instrument(rt, manifest) if timing is not None else None
+    live = memory.track(rt) if timing is not None else None
     losses = []
     for step in range(steps):
         if progress is not None:
@@ -77,6 +79,7 @@ def run_rank(directory, manifest, rank, comm=None, seed=1, device="cpu", steps=1
         losses.append(on_cpu(k for k in rt.kept if k[0] == manifest.get("loss")))
     if timing is not None:
         timing["kinds"] = dict(kinds)
+        timing["peak_bytes"] = live.peak
     return losses, on_cpu(rt.kept)
 
 

@@ -1,0 +1,43 @@
+// The cost model `loom calibrate` fits: the simulator on each plan's ExecPlan, with the free constants
+// set into the cluster (cluster::SharedCores and the link's α, β), so the fitted cluster file predicts
+// with `loom plan --cluster FILE` what the calibration printed.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "loom/api/job.h"
+#include "loom/cluster/cluster.h"
+#include "loom/core/error.h"
+#include "loom/cost/calibration.h"
+#include "loom/cost/compute_model.h"
+
+namespace loom::cli {
+
+// The free constants, in this order: time_scale, instruction_overhead, core_sharing, alpha, beta; bounds
+// around the values `base` starts from.
+std::vector<cost::FitParameter> calibration_parameters(const cluster::Cluster& base);
+
+// `base` with the constants set: one link tier (intra and inter) of latency α and bandwidth β, and the
+// processes sharing `cores` cores.
+cluster::Cluster calibrated_cluster(const cluster::Cluster& base, int cores, std::span<const double> constants);
+
+// A planned job and its compute model, priced again under other constants.
+class CalibrationModel {
+ public:
+  // The job must be simulated and unfolded.
+  static Expected<CalibrationModel> make(std::unique_ptr<api::Job> job);
+
+  // The simulated step of the plan on `cluster` (the job's cluster with other constants).
+  Expected<double> step_time(const cluster::Cluster& cluster) const;
+  const api::Job& job() const { return *job_; }
+
+ private:
+  CalibrationModel(std::unique_ptr<api::Job> job, std::unique_ptr<cost::ComputeModel> compute)
+      : job_(std::move(job)), compute_(std::move(compute)) {}
+  std::unique_ptr<api::Job> job_;
+  std::unique_ptr<cost::ComputeModel> compute_;
+};
+
+}  // namespace loom::cli
