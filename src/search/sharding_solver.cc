@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "sharding_lagrangian.h"
 #include "sharding_local_search.h"
 #include "sharding_milp.h"
 #include "sharding_presolve.h"
@@ -18,6 +19,8 @@ constexpr double kIncumbentShare = 0.2;
 constexpr std::int64_t kIncumbentIterations = 5'000;
 // The share of the budget for removing the start's near-forbidden costs.
 constexpr double kMarkerShare = 0.15;
+// The share of the budget (from the start) after which the Lagrangian search stops.
+constexpr double kLagrangianShare = 0.7;
 
 std::string cost_text(WideCost cost) {
   return cost > WideCost{kForbidden} ? std::string("over 2^63") : fmt::format("{}", static_cast<std::int64_t>(cost));
@@ -56,16 +59,24 @@ bool has_near_forbidden(const ShardingProblem& core, const ShardingChoice& choic
 }
 
 SearchOutcome local_search(const ShardingProblem& core, const ShardingChoice& start, std::uint64_t seed,
-                           const LocalSearchLimits& limits, ProgressLine* progress) {
+                           const LocalSearchLimits& limits, const LagrangianLimits* lagrangian, ProgressLine* progress) {
   LocalSearch search(core, seed);
-  search.start_from(start);
+  std::int64_t lagrangian_moves = 0;
+  if (lagrangian) {
+    if (progress) progress->update(Progress{"lagrangian", 0, lagrangian->rounds, ""});
+    LagrangianOutcome priced = lagrangian_search(core, start, seed, *lagrangian);
+    lagrangian_moves = priced.iterations;
+    search.start_from(priced.best);
+  } else {
+    search.start_from(start);
+  }
   std::function<void(std::int64_t, WideCost)> report;
   if (progress)
     report = [&](std::int64_t done, WideCost best) {
       progress->update(Progress{"local search", done, limits.iterations, "cost " + cost_text(best)});
     };
   search.run(limits, report);
-  return SearchOutcome{search.best(), search.best_cost(), search.best_forbidden(), search.iterations()};
+  return SearchOutcome{search.best(), search.best_cost(), search.best_forbidden(), search.iterations() + lagrangian_moves};
 }
 
 }  // namespace
@@ -122,9 +133,20 @@ Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const So
     if (deadline)
       first.deadline = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                      std::chrono::duration<double>(options.timeout_seconds * kMarkerShare));
-    start = local_search(markers, start, options.seed, first, options.progress).best;
+    start = local_search(markers, start, options.seed, first, nullptr, options.progress).best;
   }
 
+  // With a usage limit, each search first runs the Lagrangian search, which trades usage at the peak.
+  std::optional<LagrangianLimits> lagrangian;
+  if (options.lagrangian_rounds > 0 && core.usage_limit != kForbidden) {
+    lagrangian.emplace();
+    lagrangian->rounds = options.lagrangian_rounds;
+    if (deadline)
+      lagrangian->deadline = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                           std::chrono::duration<double>(options.timeout_seconds * kLagrangianShare));
+    if (use_milp && limits.deadline) lagrangian->deadline = limits.deadline;
+  }
+  const LagrangianLimits* priced = lagrangian ? &*lagrangian : nullptr;
   // Independent searches side by side (seed + t), the best kept; ties go to the lower seed.
   const int threads = std::max(1, options.threads);
   std::vector<SearchOutcome> outcomes(static_cast<std::size_t>(threads));
@@ -133,9 +155,9 @@ Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const So
     for (int t = 1; t < threads; ++t)
       workers.emplace_back([&, t] {
         outcomes[static_cast<std::size_t>(t)] =
-            local_search(core, start, options.seed + static_cast<std::uint64_t>(t), limits, nullptr);
+            local_search(core, start, options.seed + static_cast<std::uint64_t>(t), limits, priced, nullptr);
       });
-    outcomes[0] = local_search(core, start, options.seed, limits, options.progress);
+    outcomes[0] = local_search(core, start, options.seed, limits, priced, options.progress);
   }
   const SearchOutcome* best = &outcomes[0];
   for (const SearchOutcome& o : outcomes) {

@@ -44,6 +44,22 @@ std::optional<std::int64_t> UsageProfile::max_between(std::int64_t from, std::in
   return max(1, 0, points_, a, b);
 }
 
+std::int64_t UsageProfile::peak_time() const {
+  if (points_ == 0) return 0;
+  std::size_t v = 1, lo = 0, hi = points_;
+  while (hi - lo > 1) {  // a subtree's pending add is common to both children, so compare them directly
+    const std::size_t mid = (lo + hi) / 2;
+    if (tree_[2 * v] >= tree_[2 * v + 1]) {
+      v = 2 * v;
+      hi = mid;
+    } else {
+      v = 2 * v + 1;
+      lo = mid;
+    }
+  }
+  return times_[lo];
+}
+
 void UsageProfile::add(std::size_t v, std::size_t lo, std::size_t hi, std::size_t a, std::size_t b,
                        std::int64_t delta) {
   if (b <= lo || hi <= a) return;

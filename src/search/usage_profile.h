@@ -22,6 +22,8 @@ class UsageProfile {
   // The largest usage over the points in [from, to) (nullopt when none lies there).
   std::optional<std::int64_t> max_between(std::int64_t from, std::int64_t to) const;
   std::int64_t peak() const { return tree_.empty() ? 0 : tree_[1]; }
+  // A time point where the peak is reached (the earliest when several tie; 0 when there is none).
+  std::int64_t peak_time() const;
 
  private:
   void add(std::size_t v, std::size_t lo, std::size_t hi, std::size_t a, std::size_t b, std::int64_t delta);

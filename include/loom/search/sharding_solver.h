@@ -3,7 +3,9 @@
 //   presolve (src/search/sharding_presolve.h): dominated strategies dropped, fixed nodes folded into
 //     their neighbours, usage-neutral nodes of degree <= 2 eliminated exactly (chains followed);
 //   exact MILP (sharding_milp.h, COIN-OR CBC) when the presolved problem is small;
-//   otherwise local search (sharding_local_search.h) from the least-usage choice: best responses and
+//   otherwise local search: under a usage limit first the Lagrangian search (sharding_lagrangian.h: the
+//     limit priced per time point, subgradient rounds, each round's choice repaired by sharding_repair.h
+//     and polished), then the local search (sharding_local_search.h) from its best: best responses and
 //     exact tree moves under an incrementally kept usage profile, one independent search per thread
 //     with its own seed, the best kept.
 // The result is checked by evaluate_choice, the independent evaluator.
@@ -26,6 +28,8 @@ struct SolveOptions {
   std::int64_t milp_max_cells = 400'000;  // the MILP is used when the presolved problem's strategies + edge
                                          // cells are at most this; 0: never
   std::int64_t milp_node_limit = 20'000; // CBC's branch-and-bound nodes (not proven optimal beyond)
+  int lagrangian_rounds = 30;        // rounds of the Lagrangian search before the local search, under a
+                                     // usage limit; 0: none
   ProgressLine* progress = nullptr;  // reports "local search" iterations and the best cost; may be null
 };
 

@@ -1,0 +1,16 @@
+// Repair of a sharding choice that overflows the usage limit (the Lagrangian search's inner choices
+// ignore the limit): usages are only ever lowered. At the most-used point, the live node whose move to a
+// strategy of smaller usage costs the least per unit of usage saved (its node cost and its edges against
+// the current neighbours) moves, until that point fits; then the next most-used point. A move never
+// raises usage anywhere, so a fitted point stays fitted, and the repair succeeds whenever the least-usage
+// choice fits.
+#pragma once
+
+#include "loom/search/sharding_problem.h"
+
+namespace loom::search {
+
+// Lowers usages in `choice` until its peak fits the limit; false when some point cannot be fitted.
+bool repair_usage(const ShardingProblem& core, ShardingChoice& choice);
+
+}  // namespace loom::search
