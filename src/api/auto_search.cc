@@ -90,7 +90,6 @@ class Search {
     if (!best_)
       return fail(fmt::format("{}: none of {} finalists could be planned; the first failed with: {}", options_.policy,
                               summary_.finalists.size(), first_error_));
-    LOOM_RETURN_IF_ERROR(plan_winner_as_asked());
     explain_winner();
     BaselineResult result{.best = std::move(best_), .summary = std::move(summary_)};
     return result;
@@ -145,29 +144,11 @@ class Search {
     return std::move(picked.order);
   }
 
-  // Whether the search plans candidate i folded where the job as asked would plan it explicitly
-  // (Fold::automatic folds large plans only): the fold is the same path, each block materialized once and
-  // repeated (tests/api/fold_test.cc bounds it against explicit plans), and far cheaper to plan. The
-  // chosen plan is then planned as asked (plan_winner_as_asked).
-  bool folds_for_search(std::size_t i) const {
-    const search::Estimate& e = *estimates_[i];
-    const policy::ParallelConfig& c = candidates_[i].config;
-    return options_.fold == Fold::automatic && options_.offload == exec::Offload::none && e.folds &&
-           (c.dp > 1 || c.micro_batches > 1) && e.explicit_sub_ops <= kFoldAboveSubOps;
-  }
-
-  Expected<std::unique_ptr<Job>> plan_full(std::size_t i, bool as_asked = false) const {
+  Expected<std::unique_ptr<Job>> plan_full(std::size_t i) const {
     const search::Candidate& c = candidates_[i];
     JobOptions o = with_config(options_, c.config);
     o.policy = c.policy;
-    Expected<std::unique_ptr<Job>> planned = fail("not planned");
-    if (!as_asked && folds_for_search(i)) {
-      o.fold = Fold::on;
-      planned = plan_job(o);
-      o.fold = options_.fold;  // a fold the pipeline refuses at unfolding or simulation: planned as asked
-    }
-    if (!planned) planned = plan_job(o);
-    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Job> job, std::move(planned));
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Job> job, plan_job(o));
     job->description = fmt::format("{} -> {}", options_.policy, describe(c.policy, c.config));
     return job;
   }
@@ -197,7 +178,6 @@ class Search {
       fits = row.full_fits;
       if (!best_ || better(job, *best_)) {
         best_ = std::move(*planned);
-        winner_ = i;
         summary_.winner = static_cast<int>(summary_.finalists.size());
       }
     }
@@ -271,15 +251,6 @@ class Search {
     return {};
   }
 
-  // The winner planned as the options ask when the search folded it for itself; its row then shows
-  // that plan's numbers.
-  Expected<void> plan_winner_as_asked() {
-    if (!folds_for_search(winner_)) return {};
-    LOOM_ASSIGN_OR_RETURN(best_, plan_full(winner_, true));
-    fill_full(summary_.finalists[static_cast<std::size_t>(summary_.winner)], *best_);
-    return {};
-  }
-
   void explain_winner() {
     const FinalistRow& w = summary_.finalists[static_cast<std::size_t>(summary_.winner)];
     const FinalistRow* runner = nullptr;
@@ -318,7 +289,6 @@ class Search {
   std::set<std::size_t> follows_recompute_;
   std::set<std::size_t> planned_;
   std::unique_ptr<Job> best_;
-  std::size_t winner_ = 0;  // best_'s candidate
   std::string first_error_;
 };
 

@@ -5,10 +5,8 @@
 //   3. price every candidate analytically (search/analytic_cost.h), rank them: fits first, then faster;
 //   4. plan in full (plan_job: materialize, check, simulate) the finalists (api/auto_finalists.h: auto
 //      each family's best and the baselines' own picks, so it is never slower than they are), two at a
-//      time, the cheap first. A finalist the job pipeline can fold is planned folded (exec/fold.h: megatron
-//      one micro-batch of one replica, ZeRO one micro-batch of every replica, repeated), which costs a
-//      fraction of its explicit plan; the winner is then planned as the options ask (explicit where
-//      Fold::automatic would not fold it). Every search skips a finalist slow to plan whose analytic step
+//      time, the cheap first (a large one folds: exec/fold.h, megatron one micro-batch of one replica, ZeRO
+//      within a node one micro-batch of every replica, repeated). Every search skips a finalist slow to plan whose analytic step
 //      is no faster than the best fitting full step already planned: the analytic step prices what the
 //      full path prices less what it cannot see (bench_auto_rank: it is below the full step on the
 //      finalists measured), so such a finalist would not win. k is small because the analytic ranking puts
