@@ -4,33 +4,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <numeric>
 #include <set>
 #include <thread>
 
+#include "loom/api/auto_finalists.h"
 #include "loom/api/resolve_request.h"
 #include "loom/api/search_facts.h"
 #include "loom/cost/memory_model.h"
-#include "loom/policy/tensor_parallel.h"
 #include "loom/search/analytic_cost.h"
 #include "loom/search/progress_line.h"
 
 namespace loom::api {
 namespace {
-
-// How much faster (priced) than the best cheap finalist a slow-to-plan finalist must be to be planned
-// (the analytic step's error is a few percent, bench/bench_auto_rank.cc).
-constexpr double kExpensiveMargin = 0.1;
-
-// Whether Megatron's tp candidates of degree `tp` take sequence parallelism: yes, unless the policy
-// refuses it where it accepts tp alone (a model where no op carries a sequence, such as Swin's images, or
-// a sequence tp does not divide). Decided from the two layouts, not from the refusal's text; where tp
-// alone is refused too, sp stays on and the candidate fails as it would anyway.
-bool takes_sequence_parallel(const plan::Plan& fresh, int tp) {
-  return policy::tensor_parallel_layout(fresh, tp, true).has_value() ||
-         !policy::tensor_parallel_layout(fresh, tp, false).has_value();
-}
 
 std::int64_t peak_of(const Job& r) {
   const sim::StepMetrics& m = r.metrics;
@@ -44,18 +29,24 @@ const sim::DeviceMetrics* busiest_device(const sim::StepMetrics& m) {
   return it == m.per_device.end() ? nullptr : &*it;
 }
 
+// A finalist row's numbers of its full plan.
+void fill_full(FinalistRow& row, const Job& job) {
+  row.planned = true;
+  row.full_seconds = job.metrics.step_time;
+  row.full_peak = peak_of(job);
+  row.full_fits = !job.metrics.out_of_memory();
+  if (const sim::DeviceMetrics* busiest = busiest_device(job.metrics)) {
+    row.full_compute = busiest->compute;
+    row.full_exposed_communication = busiest->exposed_communication;
+    row.full_idle = busiest->idle;
+  }
+}
+
 // a beats b: fits where b does not, else faster (fitting) or smaller (neither fits).
 bool better(const Job& a, const Job& b) {
   if (a.metrics.out_of_memory() != b.metrics.out_of_memory()) return !a.metrics.out_of_memory();
   if (!a.metrics.out_of_memory()) return a.metrics.step_time < b.metrics.step_time;
   return peak_of(a) < peak_of(b);
-}
-
-// A candidate with its recomputation set to none: the base configuration the baselines group by.
-std::string base_key(const search::Candidate& c) {
-  search::Candidate base = c;
-  base.config.recompute = policy::Recompute::none;
-  return search::describe(base);
 }
 
 struct Priced {
@@ -141,75 +132,16 @@ class Search {
     return {};
   }
 
-  // The ranked candidates the baselines choose among: per base configuration, the first recomputation
-  // priced to fit (else the last), in enumeration order.
-  std::vector<std::size_t> baseline_choices(search::Family family, bool zero_bubble) const {
-    std::map<std::string, std::size_t> chosen;
-    for (std::size_t i = 0; i < candidates_.size(); ++i) {
-      const search::Candidate& c = candidates_[i];
-      if (c.family != family || !estimates_[i] || (!zero_bubble && plan::splits_backward(c.config.schedule))) continue;
-      const auto [it, fresh] = chosen.emplace(base_key(c), i);
-      if (!fresh && !estimates_[it->second]->fits) it->second = i;
-    }
-    std::vector<std::size_t> out;
-    for (const Priced& p : priced_)
-      if (const auto it = chosen.find(base_key(candidates_[p.index])); it != chosen.end() && it->second == p.index)
-        out.push_back(p.index);
-    return out;
-  }
-
-  // The first k plannable of `ranked`, one per base configuration (its other recomputations rank
-  // behind it when it fits, and would only repeat its plan more slowly).
-  std::vector<std::size_t> top_plannable(const std::vector<std::size_t>& ranked, int k) const {
-    std::vector<std::size_t> out;
-    std::set<std::string> bases;
-    for (std::size_t i : ranked)
-      if (static_cast<int>(out.size()) < k && estimates_[i]->plannable && bases.insert(base_key(candidates_[i])).second)
-        out.push_back(i);
-    return out;
+  RankedSpace ranked_space() const {
+    RankedSpace space{.candidates = candidates_, .estimates = estimates_, .ranked = {}};
+    for (const Priced& p : priced_) space.ranked.push_back(p.index);
+    return space;
   }
 
   std::vector<std::size_t> finalists(bool baseline_rule) {
-    std::vector<std::size_t> picked;
-    // A baseline's pick that auto picked too stays a baseline's pick: it is never dropped below.
-    const auto add = [&](const std::vector<std::size_t>& some, bool follows) {
-      for (std::size_t i : some) {
-        if (std::ranges::find(picked, i) == picked.end()) picked.push_back(i);
-        if (follows) follows_recompute_.insert(i);
-      }
-    };
-    for (search::Family family : {search::Family::megatron, search::Family::zero, search::Family::mixed}) {
-      if (baseline_rule) {
-        add(top_plannable(baseline_choices(family, true), kFinalistsPerFamily), true);
-        continue;
-      }
-      std::vector<std::size_t> ranked;
-      for (const Priced& p : priced_)
-        if (candidates_[p.index].family == family) ranked.push_back(p.index);
-      add(top_plannable(ranked, kFinalistsPerFamily), false);
-      // megatron-best's and deepspeed-best's own finalists, so that auto plans their winners too.
-      if (family != search::Family::mixed) add(top_plannable(baseline_choices(family, false), kFinalistsPerFamily), true);
-    }
-    // auto's own picks that are slow to plan must promise more than the costing's error over the best cheap
-    // pick (the baselines' picks stay: they are what auto is never slower than).
-    double cheap_best = INFINITY;
-    for (std::size_t i : picked)
-      if (estimates_[i]->cheap && estimates_[i]->fits) cheap_best = std::min(cheap_best, estimates_[i]->step_seconds);
-    std::erase_if(picked, [&](std::size_t i) {
-      const search::Estimate& e = *estimates_[i];
-      return !follows_recompute_.contains(i) && !e.cheap && e.step_seconds > (1 - kExpensiveMargin) * cheap_best;
-    });
-    // Cheap plans first (a budget then keeps them), each group in rank order.
-    std::ranges::stable_sort(picked, {}, [&](std::size_t i) { return std::pair(!estimates_[i]->cheap, rank_[i]); });
-    return picked;
-  }
-
-  // The candidate after `i` in the same base configuration (the next recomputation), if priced.
-  std::optional<std::size_t> next_recompute(std::size_t i) const {
-    const std::string key = base_key(candidates_[i]);
-    for (std::size_t j = i + 1; j < candidates_.size() && base_key(candidates_[j]) == key; ++j)
-      if (estimates_[j]) return j;
-    return std::nullopt;
+    Finalists picked = pick_finalists(ranked_space(), baseline_rule);
+    follows_recompute_ = std::move(picked.follows_recompute);
+    return std::move(picked.order);
   }
 
   Expected<std::unique_ptr<Job>> plan_full(std::size_t i) const {
@@ -242,15 +174,8 @@ class Search {
       if (first_error_.empty()) first_error_ = row.error;
     } else {
       Job& job = **planned;
-      row.planned = true;
-      row.full_seconds = job.metrics.step_time;
-      row.full_peak = peak_of(job);
-      row.full_fits = fits = !job.metrics.out_of_memory();
-      if (const sim::DeviceMetrics* busiest = busiest_device(job.metrics)) {
-        row.full_compute = busiest->compute;
-        row.full_exposed_communication = busiest->exposed_communication;
-        row.full_idle = busiest->idle;
-      }
+      fill_full(row, job);
+      fits = row.full_fits;
       if (!best_ || better(job, *best_)) {
         best_ = std::move(*planned);
         summary_.winner = static_cast<int>(summary_.finalists.size());
@@ -284,7 +209,7 @@ class Search {
       }
       for (std::size_t k = 0; k < pair.size(); ++k)
         if (!record(pair[k], std::move(jobs[k])) && follows_recompute_.contains(pair[k]))
-          if (const std::optional<std::size_t> next = next_recompute(pair[k])) {
+          if (const std::optional<std::size_t> next = next_recompute(ranked_space(), pair[k])) {
             follows_recompute_.insert(*next);
             queue.insert(queue.begin() + static_cast<std::ptrdiff_t>(at), *next);
           }
@@ -315,6 +240,14 @@ class Search {
         if (static_cast<int>(extra.size()) < kFinalistsPerFamily && !planned_.contains(p.index) && p.estimate.plannable)
           extra.push_back(p.index);
     plan_queue(extra);
+    // None planned at all (a model whose ops refuse what the priced slices could not see, such as
+    // UNet's batch norms refusing micro-batches): on down the ranking, in pairs, until one plans.
+    for (std::size_t at = 0; !best_ && at < priced_.size() && !budget_spent();) {
+      std::vector<std::size_t> next;
+      for (; at < priced_.size() && next.size() < 2; ++at)
+        if (!planned_.contains(priced_[at].index) && priced_[at].estimate.plannable) next.push_back(priced_[at].index);
+      plan_queue(next);
+    }
     return {};
   }
 
@@ -360,39 +293,6 @@ class Search {
 };
 
 }  // namespace
-
-Expected<search::SpaceFacts> space_facts(const Job& loaded) {
-  LOOM_ASSIGN_OR_RETURN(const plan::Plan fresh, plan::make_plan(loaded.graph, loaded.catalog));
-  std::map<int, bool> sp;
-  for (int tp : {2, 4, 8}) sp[tp] = takes_sequence_parallel(fresh, tp);
-  return search::SpaceFacts{
-      .gpus = loaded.request.gpus,
-      .gpus_per_node = loaded.cluster.gpus_per_node,
-      .global_batch = std::max<std::int64_t>(1, static_cast<std::int64_t>(loaded.workload.samples_per_step)),
-      .layers = count_layers(loaded.graph),
-      .sequence_parallel = [sp](int tp) { return sp.contains(tp) && sp.at(tp); }};
-}
-
-Expected<std::optional<search::ConstraintChecker>> job_constraints(const Job& loaded) {
-  if (loaded.options.constraints.empty()) return std::nullopt;
-  LOOM_ASSIGN_OR_RETURN(search::PlanConstraints constraints, search::read_plan_constraints(loaded.options.constraints));
-  return search::ConstraintChecker::bind(std::move(constraints), loaded.graph, loaded.catalog, loaded.request.gpus);
-}
-
-Expected<std::vector<search::Candidate>> constrain_space(const Job& loaded, std::vector<search::Candidate> candidates,
-                                                         std::string_view space) {
-  LOOM_ASSIGN_OR_RETURN(std::optional<search::ConstraintChecker> checker, job_constraints(loaded));
-  if (!checker) return candidates;
-  return checker->restrict(candidates, space, loaded.options.offload);
-}
-
-Expected<BaselineResult> with_space(Expected<BaselineResult> result, int space) {
-  if (result && !result->best->options.constraints.empty()) {
-    result->summary.constraints = result->best->options.constraints;
-    result->summary.space = space;
-  }
-  return result;
-}
 
 Expected<BaselineResult> search_candidates(const JobOptions& options, const Job& loaded,
                                            const std::vector<search::Candidate>& candidates, bool baseline_rule,

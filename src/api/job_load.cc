@@ -74,33 +74,41 @@ Expected<bool> decide_fold(const Job& job, const ir::Graph& forward) {
   // The fold replays forward and backward segments; a zero-bubble schedule's W blocks have none yet.
   // 3F1B's chunks are the model's passes, which the fold's slice does not know: planned explicitly.
   // Per-layer degrees (layer_tp) are planned explicitly: the fold's slice is built at one tp.
-  const bool foldable = o.policy == "megatron" && c.zero == 0 && !plans_a_graph(o) && !plan::splits_backward(c.schedule) &&
+  // ZeRO folds over micro-batches only (its slice keeps the dp replicas, exec/fold.h), without offload's
+  // host steps, and within one node: across nodes its slice's collectives are not yet unfolded (members
+  // disagree on once per step or per micro-batch; representatives miss their class's sub-group gathers).
+  const bool foldable = (o.policy == "megatron" || o.policy == "zero") &&
+                        (c.zero == 0 || (o.offload == exec::Offload::none && c.dp * c.tp * c.pp <= job.cluster.gpus_per_node)) &&
+                        !plans_a_graph(o) && !plan::splits_backward(c.schedule) &&
                         c.schedule != plan::ScheduleKind::three_f_one_b && c.layer_tp.empty();
   if (o.fold == Fold::on) {
     if (!foldable)
       return fail(plans_a_graph(o)
                       ? std::string("folding rebuilds a model preset at micro-batch size; a graph file cannot be folded")
-                      : fmt::format("folding plans the megatron policy without ZeRO or a zero-bubble schedule (nor 3f1b), not "
-                                    "policy {}{} with schedule {}",
+                      : fmt::format("folding plans the megatron and zero policies (ZeRO within one node, without "
+                                    "ZeRO-Offload) without a zero-bubble schedule or 3f1b, not policy {}{} with schedule {}",
                                     o.policy, zero_text(c.zero), plan::name(c.schedule)),
-                  "use --policy megatron without --zero or a zero-bubble schedule (nor 3f1b) on a --model preset, or --fold off");
+                  "use --policy megatron or zero without --offload, a zero-bubble schedule or 3f1b on a --model preset, "
+                  "or --fold off");
     return true;
   }
   const auto forward_ops = static_cast<std::int64_t>(forward.ops.size());
   const double estimate = explicit_sub_ops(forward_ops, c, c.micro_batches);
   const double bytes = explicit_plan_bytes(forward_ops, c, c.micro_batches);
+  // A ZeRO slice keeps the replicas: folding helps only where one micro-batch of them fits the limit.
+  const bool slice_fits = c.zero == 0 || explicit_plan_bytes(forward_ops, c, 1) <= kExplicitPlanBytesLimit;
   // Refused before planning, also under --fold off (175B on 1024 GPUs unfolded climbed past 13 GB).
-  if (bytes > kExplicitPlanBytesLimit && !(o.fold == Fold::automatic && foldable))
+  if (bytes > kExplicitPlanBytesLimit && !(o.fold == Fold::automatic && foldable && slice_fits))
     return fail(fmt::format("the explicit plan would hold about {:.0f} sub-ops (ops x dp x tp x micro-batches) and take "
                             "about {} to plan, over Loom's limit of {}; policy {}{}{} {}",
                             estimate, human_bytes(bytes), human_bytes(kExplicitPlanBytesLimit), o.policy,
                             zero_text(c.zero),
                             plan::splits_backward(c.schedule) ? fmt::format(" with schedule {}", plan::name(c.schedule))
                                                               : std::string(),
-                            foldable ? "is planned unfolded (--fold off)" : "cannot be folded"),
-                smaller_plan_hint(forward_ops, c, foldable));
+                            foldable && slice_fits ? "is planned unfolded (--fold off)" : "cannot be folded"),
+                smaller_plan_hint(forward_ops, c, foldable && slice_fits));
   if (o.fold == Fold::off) return false;
-  return foldable && (c.dp > 1 || c.micro_batches > 1) && estimate > static_cast<double>(kFoldAboveSubOps);
+  return foldable && ((c.zero == 0 && c.dp > 1) || c.micro_batches > 1) && estimate > static_cast<double>(kFoldAboveSubOps);
 }
 
 // A zero-bubble schedule orders the backward's weight parts apart: the graph's backward ops are split.
@@ -110,10 +118,11 @@ Expected<void> split_for_schedule(Job& job) {
   return {};
 }
 
-// The model at micro-batch size: the global batch over dp x micro-batches.
+// The model at micro-batch size: the global batch over dp x micro-batches (a slice that keeps the
+// replicas: over the micro-batches).
 Expected<ir::Graph> micro_batch_model(const Job& job, std::int64_t global_batch) {
   const policy::ParallelConfig& c = job.request.config;
-  const std::int64_t parts = std::int64_t{c.dp} * c.micro_batches;
+  const std::int64_t parts = std::int64_t{job.slice_keeps_replicas ? 1 : c.dp} * c.micro_batches;
   if (global_batch <= 0 || global_batch % parts != 0)
     return fail(fmt::format("the global batch {} does not divide into dp {} x {} micro-batches", global_batch, c.dp,
                             c.micro_batches),
@@ -158,6 +167,7 @@ Expected<std::unique_ptr<Job>> load_job(const JobOptions& options) {
     LOOM_ASSIGN_OR_RETURN(j.folded, decide_fold(j, forward));
   }
   if (j.folded) {
+    j.slice_keeps_replicas = j.request.config.zero > 0;
     LOOM_ASSIGN_OR_RETURN(forward, micro_batch_model(j, global_batch));
   }
   LOOM_ASSIGN_OR_RETURN(j.graph, ir::build_training_graph(forward, j.catalog, j.request.optimizer));

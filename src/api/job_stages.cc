@@ -23,21 +23,23 @@ std::string_view schedule_name(const policy::ParallelConfig& c) {
   return plan::name(c.schedule);
 }
 
-// The slice's degrees: one replica, one micro-batch.
-policy::ParallelConfig slice_config(policy::ParallelConfig config) {
-  config.dp = 1;
+// The slice's degrees: one replica (or every one, `keeps_replicas`), one micro-batch.
+policy::ParallelConfig slice_config(policy::ParallelConfig config, bool keeps_replicas) {
+  if (!keeps_replicas) config.dp = 1;
   config.micro_batches = 1;
   return config;
 }
 
-// How the slice unfolds into the job's step: the schedule template of the full micro-batch count.
-Expected<exec::FoldShape> fold_shape(const policy::ParallelConfig& c, std::vector<int> op_stage) {
+// How the slice unfolds into the job's step: the schedule template of the full micro-batch count. A
+// slice that keeps the replicas (ZeRO) counts them in tp (exec/fold.h).
+Expected<exec::FoldShape> fold_shape(const policy::ParallelConfig& c, std::vector<int> op_stage, bool keeps_replicas) {
   const plan::Schedule schedule{
       .kind = c.virtual_stages > 1 && !plan::v_shaped(c.schedule) ? plan::ScheduleKind::interleaved_one_f_one_b
                                                                             : c.schedule,
       .chunks = c.virtual_stages};
-  exec::FoldShape shape{.dp = c.dp, .tp = c.tp, .pp = c.pp, .chunks = c.virtual_stages, .micro_batches = c.micro_batches,
-                        .sequences = {}, .op_stage = std::move(op_stage)};
+  exec::FoldShape shape{.dp = keeps_replicas ? 1 : c.dp, .tp = keeps_replicas ? c.dp * c.tp : c.tp, .pp = c.pp,
+                        .chunks = c.virtual_stages, .micro_batches = c.micro_batches, .sequences = {},
+                        .op_stage = std::move(op_stage), .scatter_per_micro_batch = c.zero >= 2};
   LOOM_ASSIGN_OR_RETURN(shape.sequences, plan::schedule_blocks(schedule, c.pp, c.micro_batches));
   return shape;
 }
@@ -121,9 +123,9 @@ Expected<void> apply_policy(Job& job, const PolicyFunction& policy) {
   std::vector<int> op_stage;
   if (job.folded) {
     LOOM_ASSIGN_OR_RETURN(op_stage, policy::megatron_stages(job.plan, config, job.catalog));
-    LOOM_ASSIGN_OR_RETURN(job.step.shape, fold_shape(config, std::move(op_stage)));
+    LOOM_ASSIGN_OR_RETURN(job.step.shape, fold_shape(config, std::move(op_stage), job.slice_keeps_replicas));
   }
-  const policy::ParallelConfig applied = job.folded ? slice_config(config) : config;
+  const policy::ParallelConfig applied = job.folded ? slice_config(config, job.slice_keeps_replicas) : config;
   LOOM_RETURN_IF_ERROR(policy(job.plan, applied));
   if (job.options.offload != exec::Offload::none)
     job.description += fmt::format(", ZeRO-Offload ({})", exec::name(job.options.offload));
@@ -184,7 +186,7 @@ Expected<void> simulate(Job& job) {
   job.memory = job.folded ? cost::memory_usage(job.step) : cost::memory_usage(job.exec);
   sim::Workload workload = job.workload;
   const policy::ParallelConfig& c = job.request.config;
-  workload.graph_copies = job.folded ? static_cast<double>(c.dp) * c.micro_batches : 1;
+  workload.graph_copies = job.folded ? static_cast<double>(job.slice_keeps_replicas ? 1 : c.dp) * c.micro_batches : 1;
   LOOM_ASSIGN_OR_RETURN(job.metrics,
                         sim::step_metrics(step_programs(job), job.sim, job.memory, job.cluster.gpu, job.catalog, workload));
   job.seconds.simulate = clock.seconds();

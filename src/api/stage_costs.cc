@@ -107,7 +107,7 @@ Expected<ForwardOpCosts> forward_op_costs(const Job& job, const policy::Parallel
   // Each op priced at the shape one device runs it at, one micro-batch of one replica (the compute model's
   // efficiency falls with an instance's size): a folded graph is that already; otherwise the batch is
   // split into dp x micro-batches run one after another on the one device.
-  one_stage.micro_batches = job.folded ? 1 : config.dp * config.micro_batches;
+  one_stage.micro_batches = job.folded ? (job.slice_keeps_replicas ? config.dp : 1) : config.dp * config.micro_batches;
   one_stage.schedule = plan::ScheduleKind::one_f_one_b;
   one_stage.zero = 0;                         // places optimizer state only
   one_stage.overlap = policy::Overlap::none;  // reorders, does not change compute

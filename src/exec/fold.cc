@@ -96,6 +96,23 @@ class Unfolder {
         });
     }
     written_in_ = std::move(written_in);
+    // Each carried buffer joins its running sum right after the last instruction of its block that
+    // touches it (as the explicit plan accumulates each gradient as it comes), not at the block's end:
+    // a block would otherwise hold every part of a micro-batch at once beside the sums.
+    std::unordered_map<std::uint32_t, std::size_t> last_touch;
+    for (std::size_t i = 0; i < program.size(); ++i) {
+      if (!is_block(seg[i])) continue;
+      const auto touch = [&](BufferId b) {
+        if (const auto it = written_in_.find(b.index());
+            it != written_in_.end() && it->second == seg[i] && carried_.contains(b.index()))
+          last_touch[b.index()] = i;
+      };
+      for_each_written(program[i], touch);
+      for_each_read(program[i], touch);
+    }
+    accumulate_after_.clear();
+    for (const auto& [index, carried] : carried_)
+      if (const auto it = last_touch.find(index); it != last_touch.end()) accumulate_after_[it->second].push_back(index);
     auto& target = out_.programs[static_cast<std::size_t>(full_)];
     for (std::size_t i = 0; i < program.size(); ++i)
       if (seg[i] == kPrologue) emit(target, program[i], -1, seg[i]);
@@ -103,10 +120,13 @@ class Unfolder {
     const int rank = d / shape_.tp;
     for (const plan::Block& block : shape_.sequences[static_cast<std::size_t>(rank)]) {
       const int segment = block_segment(block.stage / shape_.pp, block.part != plan::BlockPart::forward);
-      for (std::size_t i = 0; i < program.size(); ++i)
-        if (seg[i] == segment) emit(target, program[i], block.micro_batch, segment);
       const bool last = ++instances[segment] == shape_.micro_batches;
-      accumulate(target, segment, block.micro_batch, last);
+      for (std::size_t i = 0; i < program.size(); ++i) {
+        if (seg[i] != segment) continue;
+        emit(target, program[i], block.micro_batch, segment);
+        if (const auto it = accumulate_after_.find(i); it != accumulate_after_.end())
+          for (std::uint32_t index : it->second) accumulate(target, index, block.micro_batch, last);
+      }
     }
     for (std::size_t i = 0; i < program.size(); ++i)
       if (seg[i] == kEpilogue) emit(target, program[i], -1, seg[i]);
@@ -220,28 +240,26 @@ class Unfolder {
         in);
   }
 
-  // After instance k of `segment`: each carried buffer it wrote joins the running sum; after the last
-  // instance, gradients the optimizer reads are all-reduced over the dp replicas.
-  void accumulate(std::vector<Instruction>& target, int segment, int k, bool last) {
-    for (auto& [index, carried] : carried_) {
-      if (written_in_.at(index) != segment) continue;
-      const BufferId slice_buffer(index);
-      const BufferId part = copy(slice_buffer, k);
-      if (!carried.sum.valid()) {
-        carried.sum = part;
-      } else {
-        const Buffer& old = slice_.buffer(slice_buffer);
-        const BufferId sum = out_.add_buffer(full_, old.piece, old.bytes);
-        target.push_back(Local{LocalKind::combine, {carried.sum, part}, sum});
-        target.push_back(Free{carried.sum});
-        target.push_back(Free{part});
-        carried.sum = sum;
-      }
-      if (!last) continue;
-      final_[index] = optimizer_read_.count(index) != 0
-                          ? reduce_over_replicas(target, carried.sum, slice_.buffer(slice_buffer))
-                          : carried.sum;
+  // In instance k of its block: carried buffer `index` joins the running sum; after the last instance, a
+  // gradient the optimizer reads is all-reduced over the dp replicas.
+  void accumulate(std::vector<Instruction>& target, std::uint32_t index, int k, bool last) {
+    Carried& carried = carried_.at(index);
+    const BufferId slice_buffer(index);
+    const BufferId part = copy(slice_buffer, k);
+    if (!carried.sum.valid()) {
+      carried.sum = part;
+    } else {
+      const Buffer& old = slice_.buffer(slice_buffer);
+      const BufferId sum = out_.add_buffer(full_, old.piece, old.bytes);
+      target.push_back(Local{LocalKind::combine, {carried.sum, part}, sum});
+      target.push_back(Free{carried.sum});
+      target.push_back(Free{part});
+      carried.sum = sum;
     }
+    if (!last) return;
+    final_[index] = optimizer_read_.count(index) != 0
+                        ? reduce_over_replicas(target, carried.sum, slice_.buffer(slice_buffer))
+                        : carried.sum;
   }
 
   // A gradient the optimizer reads, summed over the dp replicas (each holds a value part of the step's
@@ -267,6 +285,7 @@ class Unfolder {
   std::unordered_map<std::uint64_t, BufferId> copies_;
   std::unordered_map<std::uint32_t, int> written_in_;  // slice buffer -> the segment writing it
   std::map<std::uint32_t, Carried> carried_;            // ordered: deterministic emission
+  std::unordered_map<std::size_t, std::vector<std::uint32_t>> accumulate_after_;  // instruction -> carried buffers
   std::unordered_map<std::uint32_t, BufferId> final_;   // carried slice buffer -> what the epilogue reads
   std::set<BufferId> deferred_frees_;
   std::unordered_set<std::uint32_t> optimizer_read_;    // slice gradients the optimizer steps read

@@ -21,6 +21,7 @@ class Classifier {
     const auto& program = slice_.programs[static_cast<std::size_t>(device)];
     std::vector<int> seg(program.size(), kUnknown);
     computes(program, seg);
+    scatters(program, seg);
     consumers(program, seg);
     producers(program, seg);
     return seg;
@@ -73,6 +74,24 @@ class Classifier {
     const ir::OpId forward = op.pass == ir::Pass::backward ? op.mirror_of : op.id;
     if (!forward.valid() || forward.index() >= shape_.op_stage.size()) return -1;
     return shape_.op_stage[forward.index()];
+  }
+
+  // With shape.scatter_per_micro_batch: a reduce-scatter reading what a block computed (directly or
+  // through locals) runs in that block.
+  void scatters(const std::vector<Instruction>& program, std::vector<int>& seg) const {
+    if (!shape_.scatter_per_micro_batch) return;
+    std::unordered_map<std::uint32_t, int> origin;  // buffer -> the block whose compute it comes from
+    for (std::size_t i = 0; i < program.size(); ++i) {
+      const Instruction& in = program[i];
+      int from = is_block(seg[i]) ? seg[i] : kUnknown;
+      if (from == kUnknown && (std::holds_alternative<Local>(in) || is_collective_call(in)))
+        for_each_read(in, [&](BufferId b) {
+          if (const auto it = origin.find(b.index()); from == kUnknown && it != origin.end()) from = it->second;
+        });
+      const auto call = collective_call(in);
+      if (seg[i] == kUnknown && call && call->kind == comm::Primitive::reduce_scatter && from != kUnknown) seg[i] = from;
+      if (from != kUnknown) for_each_written(in, [&](BufferId b) { origin[b.index()] = from; });
+    }
   }
 
   // Collectives, recvs and locals where their output is first read (walking back from the end).

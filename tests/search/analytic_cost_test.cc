@@ -123,7 +123,9 @@ TEST(AnalyticCost, PlannableFollowsTheFullPathsLimits) {
   f.forward_ops = 5000;
   Candidate zero{Family::zero, "zero", {.dp = 1024, .micro_batches = 2}, 1};
   zero.config.zero = 3;
-  EXPECT_FALSE(price(f, zero)->plannable);  // 3 x 5000 x 1024 x 2 sub-ops, and ZeRO does not fold
+  // 3 x 5000 x 1024 x 2 sub-ops; ZeRO folds over micro-batches only and within one node.
+  EXPECT_FALSE(price(f, zero)->plannable);
+  EXPECT_FALSE(price(f, zero)->folds);
   EXPECT_TRUE(price(f, megatron(512, 2, 1, 2))->plannable);  // folds
   EXPECT_TRUE(price(f, megatron(512, 2, 1, 2))->cheap);
   Candidate zero64{Family::zero, "zero", {.dp = 64, .micro_batches = 1}, 1};
@@ -131,11 +133,16 @@ TEST(AnalyticCost, PlannableFollowsTheFullPathsLimits) {
   f.forward_ops = 1000;
   const auto e = price(f, zero64);  // 192,000 sub-ops: planned explicitly in seconds
   EXPECT_TRUE(e->plannable && e->cheap);
-  zero64.config.micro_batches = 4;  // 768,000: planned, but slowly
+  EXPECT_FALSE(e->folds);  // one micro-batch: nothing to fold
+  zero64.config.micro_batches = 4;  // 768,000: planned, but slowly (64 GPUs span nodes: not folded)
   EXPECT_TRUE(price(f, zero64)->plannable);
-  EXPECT_FALSE(price(f, zero64)->cheap);
+  EXPECT_FALSE(price(f, zero64)->folds || price(f, zero64)->cheap);
+  Candidate zero8{Family::zero, "zero", {.dp = 8, .micro_batches = 64}, 1};  // one node: folds
+  zero8.config.zero = 2;
+  EXPECT_TRUE(price(f, zero8)->folds && price(f, zero8)->cheap && price(f, zero8)->plannable);
   f.preset = false;
   EXPECT_FALSE(price(f, megatron(512, 2, 1, 2))->plannable);  // a graph file cannot fold
+  EXPECT_FALSE(price(f, zero8)->folds || price(f, zero8)->cheap);  // planned explicitly, slowly
 }
 
 TEST(AnalyticCost, UnmeasuredClassIsAnError) {

@@ -3,24 +3,17 @@
 //   1. enumerate the space (search/plan_space.h: auto the whole of it, a baseline its own grid);
 //   2. measure the cost facts once per class (search_facts.h: one-layer slices planned in full);
 //   3. price every candidate analytically (search/analytic_cost.h), rank them: fits first, then faster;
-//   4. plan in full (plan_job: materialize, check, simulate) the finalists, in rank order:
-//        auto      the top kFinalistsPerFamily plannable candidates of each family (megatron, zero, mixed)
-//                  and megatron-best's and deepspeed-best's own finalists (their rules below), so the
-//                  baselines' winners are always planned too and auto can never be slower than they are;
-//        baseline  per base configuration the first recomputation (none, selective, full) priced to fit
-//                  (as Megatron users turn it on only when memory demands), then the top
-//                  kFinalistsPerFamily of those; a finalist that does not fit in full is followed by its
-//                  next recomputation.
-//      auto drops its own picks that are slow to plan in full (an explicit plan above job.h's fold
-//      threshold: ZeRO on tens of GPUs) unless priced 10 % faster than the best cheap pick, and plans the
-//      cheap finalists first. Then every search skips a finalist slow to plan whose analytic step is no
-//      faster than the best fitting full step already planned: the analytic step prices what the full path
-//      prices less what it cannot see (bench_auto_rank: it is below the full step on the finalists
-//      measured), so such a finalist would not win, and planning it would take tens of seconds to minutes.
-//      k is small because the analytic ranking puts the full path's optimum among its first few
-//      (bench/bench_auto_rank.cc reports the rank correlation and where the optimum falls) and one full
-//      plan of a large job takes seconds. When no finalist fits in full, the next candidates in rank
-//      order are planned (at most kFinalistsPerFamily more) until one does.
+//   4. plan in full (plan_job: materialize, check, simulate) the finalists (api/auto_finalists.h: auto
+//      each family's best and the baselines' own picks, so it is never slower than they are), two at a
+//      time, the cheap first (a large one folds: exec/fold.h, megatron one micro-batch of one replica, ZeRO
+//      within a node one micro-batch of every replica, repeated). Every search skips a finalist slow to plan whose analytic step
+//      is no faster than the best fitting full step already planned: the analytic step prices what the
+//      full path prices less what it cannot see (bench_auto_rank: it is below the full step on the
+//      finalists measured), so such a finalist would not win. k is small because the analytic ranking puts
+//      the full path's optimum among its first few (bench/bench_auto_rank.cc reports the rank correlation
+//      and where the optimum falls). When no finalist fits in full, the next candidates in rank order are
+//      planned (at most kFinalistsPerFamily more); when none could be planned at all, on down the ranking
+//      until one is.
 //   5. the best full result wins: fits, then faster (neither fits: smaller); ties: the better rank.
 // Deterministic: the same options give the same winner and the same summary (but its seconds).
 // `options.budget` (seconds, 0: none) stops pricing and planning when spent, keeping the best so far
@@ -32,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/api/auto_finalists.h"
 #include "loom/api/baseline_search.h"
 #include "loom/api/job.h"
 #include "loom/search/analytic_cost.h"
@@ -39,8 +33,6 @@
 #include "loom/search/plan_space.h"
 
 namespace loom::api {
-
-inline constexpr int kFinalistsPerFamily = 2;
 
 // Plans `candidates` of a job loaded with a search as its policy (steps 2-5 above); `name` is the search
 // ("auto", "megatron-best", "deepspeed-best"), `baseline_rule` picks finalists as the baselines do.

@@ -80,6 +80,9 @@ struct Job {
   // devices, `slice` their checked ExecPlan after its exec passes (which exec.json holds) and `step` the
   // step it unfolds to (after its own passes: dp buckets), programs for the class representatives only.
   bool folded = false;
+  // Folded ZeRO (exec/fold.h): the slice holds every dp replica (one micro-batch each), only the
+  // micro-batches repeat.
+  bool slice_keeps_replicas = false;
   int slice_devices = 0;
   exec::ExecPlan slice;
   exec::FoldedStep step;

@@ -23,6 +23,15 @@
 //
 // A slice may hold asynchronous collectives (exec passes): a start is repeated with the segment where
 // its outputs are first read (as a blocking collective is), and its wait with its start.
+//
+// ZeRO folds over micro-batches only: its shards differ per dp rank and its collectives run among them,
+// so the slice holds every dp replica (one micro-batch each, ZeRO's reduce-scatters and gathers
+// materialized), and the shape has dp 1 with the replicas counted in tp (slice device s * tp + t is
+// then the full device itself). Unfolding repeats the blocks per micro-batch as above: ZeRO-3's
+// gathers run where their parameter is read (each block), ZeRO-1's reduce-scatter reads the
+// accumulated gradient once, and with `scatter_per_micro_batch` (ZeRO-2 and -3) a reduce-scatter of a
+// gradient a block computes runs in that block, its shard accumulated over the instances: as explicit
+// ZeRO-2 scatters each micro-batch's partial gradient and sums it on the shards (policy/zero.h).
 #pragma once
 
 #include <vector>
@@ -44,6 +53,8 @@ struct FoldShape {
   std::vector<std::vector<plan::Block>> sequences;
   // By OpId: the stage (chunk * pp + rank) of each forward op; -1 for the others.
   std::vector<int> op_stage;
+  // ZeRO-2 and -3 slices: reduce-scatters of gradients computed in a block run once per micro-batch.
+  bool scatter_per_micro_batch = false;
 };
 
 // The full device of slice device `slice_device` in dp replica `replica`.

@@ -16,7 +16,7 @@
 //   dp sync     ZeRO 0: the gradient all-reduce over the dp ranks in 25 MiB buckets, overlapped with the
 //               last micro-batch's backward (exposed: what exceeds it, at least one bucket); ZeRO 1: a
 //               reduce-scatter and the parameters' all-gather at the step's end; ZeRO 2: a reduce-scatter
-//               per micro-batch behind its backward, the all-gather at the end; ZeRO 3: per micro-batch the
+//               per micro-batch, blocking in its backward (exposed), the all-gather at the end; ZeRO 3: per micro-batch the
 //               parameters gathered for forward and backward and the gradients reduce-scattered,
 //               prefetched behind compute (exposed: what exceeds it, and at least every collective's
 //               latency, which a prefetch one reader ahead does not hide). ZeRO's collectives are one per
@@ -117,6 +117,10 @@ struct Estimate {
   // Cheap to plan in full: it folds, or its explicit plan is under plan_size.h's fold threshold (larger explicit
   // plans take tens of seconds to minutes).
   bool cheap = true;
+  // The job pipeline can fold it (api/job_load.cc: megatron over replicas and micro-batches, ZeRO over
+  // micro-batches within one node, on a model preset, without a zero-bubble schedule), so the search
+  // plans it folded.
+  bool folds = false;
 };
 
 // Prices candidates; caches schedule evaluations (a template's makespan scales with uniform costs).
@@ -143,6 +147,7 @@ class AnalyticCoster {
 
   const CostFacts& facts_;
   comm::AlphaBetaCostModel comm_;
+  int gpus_per_node_ = 1;
   std::map<std::tuple<int, int, int, int, long, long>, Unit> units_;
 };
 
