@@ -14,6 +14,7 @@
 
 #include "loom/core/input_file.h"
 #include "loom/core/strings.h"
+#include "loom/core/yaml_comma_guard.h"
 
 namespace loom::cluster {
 namespace {
@@ -263,6 +264,8 @@ bool is_cluster_file_path(std::string_view text) {
 }
 
 Expected<Cluster> parse_cluster_yaml(std::string_view text, std::string_view source) {
+  if (Expected<void> guard = check_no_stray_yaml_comma(text); !guard)
+    return fail(fmt::format("cluster file '{}': malformed YAML at {}", source, guard.error().message), guard.error().hint);
   YAML::Node root;
   try {
     const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));

@@ -15,6 +15,7 @@
 #include "loom/core/input_file.h"
 #include "loom/core/strings.h"
 #include "loom/core/suggest.h"
+#include "loom/core/yaml_comma_guard.h"
 #include "loom/models/families.h"
 
 namespace loom::frontend {
@@ -93,6 +94,8 @@ Expected<ModelSpec> read_spec(const YAML::Node& root, std::string_view source) {
 }  // namespace
 
 Expected<ModelSpec> parse_model_yaml(std::string_view text, std::string_view source) {
+  if (Expected<void> guard = check_no_stray_yaml_comma(text); !guard)
+    return fail(fmt::format("model file '{}': malformed YAML at {}", source, guard.error().message), guard.error().hint);
   YAML::Node root;
   try {
     const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
@@ -125,7 +128,10 @@ Expected<models::ModelPreset> load_model_file(const std::string& path) {
 
 std::string model_to_yaml(const ModelSpec& spec) {
   std::string out = "# Loom model file (docs/models.md)\n";
-  out += fmt::format("family: {}\n", spec.family);
+  // A known family plainly, as the preset files have it; any other text quoted, so it reads back as written.
+  const std::vector<std::string> families = models::family_names();
+  const bool known = std::find(families.begin(), families.end(), spec.family) != families.end();
+  out += fmt::format("family: {}\n", known ? spec.family : quoted(spec.family));
   if (!spec.name.empty()) out += fmt::format("name: {}\n", quoted(spec.name));
   if (!spec.source.empty()) out += fmt::format("source: {}\n", quoted(spec.source));
   // fmt's "{}" writes the shortest text that reads back to the same double.

@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "loom/core/strings.h"
+#include "loom/core/yaml_comma_guard.h"
 #include "loom/search/plan_constraints.h"
 
 namespace loom::search {
@@ -276,6 +277,9 @@ Expected<void> read_degrees(const Reader& r, const YAML::Node& node, const Entry
 
 Expected<PlanConstraints> parse_plan_constraints(std::string_view text, std::string_view source) {
   const Reader r(source);
+  if (Expected<void> guard = check_no_stray_yaml_comma(text); !guard)
+    return fail(fmt::format("constraints file '{}' is not valid YAML or JSON: {}", source, guard.error().message),
+                fmt::format("{}; {}", guard.error().hint, kDoc));
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
