@@ -30,6 +30,11 @@ Expected<void> check_no_stray_yaml_comma(std::string_view text) {
       continue;
     }
     if (blank(c)) continue;
+    if (static_cast<unsigned char>(c) < 0x20) {  // YAML allows no other C0 byte; yaml-cpp skips a NUL
+      return fail(fmt::format("line {}, column {}: the control byte 0x{:02x}", line, i - line_start + 1,
+                              static_cast<unsigned char>(c)),
+                  "a YAML file is text: remove the byte");
+    }
     if (c == '#' && (i == line_start || blank(text[i - 1]))) {  // a comment, to the end of the line
       while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
       continue;

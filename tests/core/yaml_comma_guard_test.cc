@@ -33,6 +33,7 @@ TEST(CheckNoStrayYamlComma, RefusesACommaOpeningATokenOutsideFlowCollections) {
   EXPECT_EQ(error_of("fa:{\"l, x ## c\n---\n, x"), "line 3, column 1: a ',' outside [ ] or { }");
   EXPECT_EQ(error_of("{ti-node\", \"nodes\": 1}, x"), "line 1, column 23: a ',' outside [ ] or { }");
   EXPECT_EQ(error_of("&a, x"), "line 1, column 3: a ',' outside [ ] or { }");
+  EXPECT_EQ(error_of(std::string_view("\0,\"}+", 5)), "line 1, column 1: the control byte 0x00");  // a NUL hid the comma
   const Expected<void> checked = check_no_stray_yaml_comma(",");
   ASSERT_FALSE(checked);
   EXPECT_EQ(checked.error().hint, "drop the stray comma, or quote the text that holds it");

@@ -479,6 +479,20 @@ TEST(OnnxToGraph, AReshapeTargetPastTwoToThe63IsAnError) {
   }
 }
 
+// Found by fuzz/onnx_fuzz.cc (ASan): a constant Transpose with a perm entry past its rank read out of bounds.
+TEST(OnnxToGraph, ATransposePermThatIsNotAPermutationIsAnError) {
+  Model m;
+  m.input("x", {2, 4}, TensorProto::FLOAT);
+  m.floats("c", {1, 2, 3, 4}, {2, 2});
+  set_ints(m.node("Transpose", {"c"}, {"t"}), "perm", {0, 5});
+  set_int(m.node("ReduceSum", {"x"}, {"loss"}), "keepdims", 0);
+  m.output("loss");
+  Expected<ir::Graph> g = read(m);
+  ASSERT_FALSE(g);
+  EXPECT_NE(g.error().message.find("Transpose perm [0, 5] is not a permutation of the 2 dims"), std::string::npos)
+      << g.error().message;
+}
+
 TEST(ParseOnnxDims, ReadsPairsAndRefusesBadOnes) {
   Expected<OnnxOptions> ok = parse_onnx_dims("batch=8,seq=128");
   ASSERT_TRUE(ok);
