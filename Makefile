@@ -6,7 +6,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := cmake ninja-build g++ make libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libfmt-dev \
                 libgtest-dev libgmock-dev libbenchmark-dev chromium ccache \
                 pkg-config coinor-libcbc-dev libz3-dev zlib1g-dev libssl-dev \
-                libonnx-dev libprotobuf-dev
+                libonnx-dev libprotobuf-dev clang-19 libclang-rt-19-dev
 # The main job: plan GPT-3 1.3B on one DGX-A100 with Megatron's 3-D parallelism, simulate it and write the
 # report (the summary names build/run/report.html).
 # ccache (Debian) keeps rebuilds of a fresh clone short; CCACHE_BASEDIR makes clones share the cache.
@@ -16,7 +16,7 @@ export CCACHE_NOHASHDIR := 1
 RUN_ARGS ?= plan --model gpt3-1.3b --cluster dgx-a100 --policy megatron --dp 2 --tp 4 --global-batch 32 \
             --microbatches 4 --out $(BUILD)/run
 
-.PHONY: setup system-packages venv configure build run test bench clean
+.PHONY: setup system-packages venv configure build run test bench fuzz test-fuzz fuzz-build clean
 
 # Everything the build and the tests need: the Debian packages and the op timer's Python environment.
 setup: system-packages venv
@@ -64,8 +64,32 @@ run: build venv
 test: build venv
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
+# The libFuzzer targets (fuzz/, docs/fuzzing.md): a clang build of just the libraries the readers live in, with
+# ASan and UBSan, in its own build dir; each target runs FUZZ_SECONDS from its committed corpus and any crash,
+# hang, leak or memory blow-up fails. clang 19: libstdc++ 12's <expected> needs C++20 concepts in full.
+# `make test` replays the committed corpora through the normal build (ctest fuzz_replay_*).
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 20
+FUZZ_CXX ?= clang++-19
+
+$(FUZZ_BUILD)/build.ninja: | system-packages
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DLOOM_FUZZ=ON -DLOOM_BUILD_TESTS=OFF \
+	      -DLOOM_BUILD_BENCH=OFF $(CCACHE_LAUNCHER)
+	touch $@
+
+fuzz-build: $(FUZZ_BUILD)/build.ninja
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target loom_fuzz_targets
+
+fuzz: fuzz-build
+	fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+# A short run of every target (a few seconds each), as CI's check.
+test-fuzz: FUZZ_SECONDS = 5
+test-fuzz: fuzz
+
 bench: build
 	@for b in $(BUILD)/bench_*; do echo "== $$b"; $$b --benchmark_repetitions=5 --benchmark_report_aggregates_only=true || exit 1; done
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD)

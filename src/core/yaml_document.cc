@@ -5,9 +5,15 @@
 
 #include <fmt/format.h>
 
+#include "loom/core/yaml_comma_guard.h"
+
 namespace loom {
 
 Expected<YAML::Node> load_one_yaml_document(std::string_view text, std::string_view source, const YamlFileKind& kind) {
+  // yaml-cpp 0.7 loops forever on a stray comma (core/yaml_comma_guard.h): refused before it sees the text.
+  if (Expected<void> guard = check_no_stray_yaml_comma(text); !guard)
+    return fail(fmt::format("{} '{}': malformed YAML at {}", kind.what, source, guard.error().message),
+                guard.error().hint);
   try {
     const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
     if (documents.size() > 1)

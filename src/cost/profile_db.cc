@@ -78,7 +78,7 @@ Expected<ProfileDb> ProfileDb::parse(const std::string& text, const std::string&
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number beyond double (1e400)
     return fail(fmt::format("{}: {}", source, describe_json_error(e.what())), "the profile database is a JSON file");
   }
   if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_array())

@@ -93,6 +93,17 @@ OrderedJson attr_json(const ir::AttrValue& value) {
   return std::visit(Visitor{}, value);
 }
 
+// An optional string field of `object`: `fallback` when absent, an error when present but not a string (json's
+// own value() would throw).
+Expected<std::string> optional_string(const json& object, std::string_view field, std::string_view where,
+                                      std::string fallback) {
+  const auto it = object.find(field);
+  if (it == object.end()) return fallback;
+  if (!it->is_string())
+    return fail(fmt::format("{}: \"{}\" must be a string, got {}", where, field, it->dump()), std::string(kResultsHint));
+  return it->get<std::string>();
+}
+
 Expected<ProfileKey> parse_key(const json& j, std::string_view where, const std::string& device) {
   if (!j.is_object()) return fail(fmt::format("{}: \"key\" must be an object", where), std::string(kResultsHint));
   ProfileKey key{.device = device};
@@ -194,7 +205,7 @@ Expected<TimerResults> parse_timer_results(const std::string& text, const std::s
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number beyond double (1e400)
     return fail(fmt::format("{}: {}", source, describe_json_error(e.what())), std::string(kResultsHint));
   }
   if (!doc.is_object() || !doc.contains("results") || !doc["results"].is_array())
@@ -204,8 +215,9 @@ Expected<TimerResults> parse_timer_results(const std::string& text, const std::s
                 fmt::format("this build reads version {}", kResultsVersion));
   TimerResults results;
   if (doc.contains("device") && doc["device"].is_object()) {
-    results.device_type = doc["device"].value("type", "");
-    results.device_name = doc["device"].value("name", "");
+    const std::string where = fmt::format("{}: device", source);
+    LOOM_ASSIGN_OR_RETURN(results.device_type, optional_string(doc["device"], "type", where, ""));
+    LOOM_ASSIGN_OR_RETURN(results.device_name, optional_string(doc["device"], "name", where, ""));
   }
   if (doc.contains("torch") && doc["torch"].is_string()) results.torch_version = doc["torch"].get<std::string>();
   const json& list = doc["results"];
@@ -230,7 +242,8 @@ Expected<TimerResults> parse_timer_results(const std::string& text, const std::s
       if (!skipped[i].is_object() || !skipped[i].contains("key"))
         return fail(fmt::format("{}: an entry needs \"key\" and \"reason\"", where), std::string(kResultsHint));
       LOOM_ASSIGN_OR_RETURN(ProfileKey key, parse_key(skipped[i]["key"], where, device));
-      results.unsupported.emplace_back(std::move(key), skipped[i].value("reason", std::string("no reason given")));
+      LOOM_ASSIGN_OR_RETURN(std::string reason, optional_string(skipped[i], "reason", where, "no reason given"));
+      results.unsupported.emplace_back(std::move(key), std::move(reason));
     }
   }
   return results;

@@ -50,6 +50,16 @@ Expected<std::size_t> read_index(const Json& entry, const char* key, const std::
   return it->get<std::size_t>();
 }
 
+// The section's list `field` (empty when left out); anything but a list is an error (indexing a number or an
+// object by position would throw).
+Expected<Json> list_field(const Json& section, const char* field, const std::string& path) {
+  const auto it = section.find(field);
+  if (it == section.end()) return Json::array();
+  if (!it->is_array()) return fail(fmt::format("{}.{}: expected a list, got {}", path, field, it->type_name()),
+                                   "loom.trace writes \"tensors\" and \"attrs\" as lists of entries");
+  return *it;
+}
+
 Expected<GraphSizes> read_section(const Json& section) {
   const std::string s(kSection);
   if (!section.is_object()) return fail(fmt::format("{}: expected an object", s), "fields: version, symbols, tensors, attrs");
@@ -64,7 +74,7 @@ Expected<GraphSizes> read_section(const Json& section) {
       symbols["batch"].get<std::int64_t>() < 1)
     return fail(fmt::format("{}.symbols: expected {{\"batch\": N}} with N >= 1", s), "the batch the graph was traced at");
   sizes.batch = symbols["batch"].get<std::int64_t>();
-  const Json& tensors = section.value("tensors", Json::array());
+  LOOM_ASSIGN_OR_RETURN(const Json tensors, list_field(section, "tensors", s));
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const std::string path = fmt::format("{}.tensors[{}]", s, i);
     LOOM_ASSIGN_OR_RETURN(const std::size_t id, read_index(tensors[i], "id", path));
@@ -72,7 +82,7 @@ Expected<GraphSizes> read_section(const Json& section) {
     LOOM_ASSIGN_OR_RETURN(std::vector<SizeExpr> shape, read_sizes(tensors[i]["shape"], path + ".shape"));
     sizes.tensors.push_back({id, std::move(shape)});
   }
-  const Json& attrs = section.value("attrs", Json::array());
+  LOOM_ASSIGN_OR_RETURN(const Json attrs, list_field(section, "attrs", s));
   for (std::size_t i = 0; i < attrs.size(); ++i) {
     const std::string path = fmt::format("{}.attrs[{}]", s, i);
     LOOM_ASSIGN_OR_RETURN(const std::size_t op, read_index(attrs[i], "op", path));

@@ -114,7 +114,10 @@ Expected<models::ModelPreset> load_model_file(const std::string& path) {
 
 std::string model_to_yaml(const ModelSpec& spec) {
   std::string out = "# Loom model file (docs/models.md)\n";
-  out += fmt::format("family: {}\n", spec.family);
+  // A known family plainly, as the preset files have it; any other text quoted, so it reads back as written.
+  const std::vector<std::string> families = models::family_names();
+  const bool known = std::find(families.begin(), families.end(), spec.family) != families.end();
+  out += fmt::format("family: {}\n", known ? spec.family : quoted(spec.family));
   if (!spec.name.empty()) out += fmt::format("name: {}\n", quoted(spec.name));
   if (!spec.source.empty()) out += fmt::format("source: {}\n", quoted(spec.source));
   // fmt's "{}" writes the shortest text that reads back to the same double.

@@ -219,6 +219,12 @@ Expected<Constant> transpose(const NodeCall& call, const Constant& x) {
   std::vector<std::int64_t> perm = attr_ints(call.node, "perm").value_or(std::vector<std::int64_t>{});
   if (perm.empty())
     for (std::size_t k = x.shape.size(); k-- > 0;) perm.push_back(static_cast<std::int64_t>(k));
+  std::vector<std::int64_t> sorted = perm;
+  std::ranges::sort(sorted);
+  for (std::size_t k = 0; k < sorted.size(); ++k)
+    if (sorted.size() != x.shape.size() || sorted[k] != static_cast<std::int64_t>(k))
+      return fail(fmt::format("Transpose perm [{}] is not a permutation of the {} dims", fmt::join(perm, ", "),
+                              x.shape.size()));
   Constant out{{}, x.dtype, {}};
   for (std::int64_t p : perm) out.shape.push_back(x.shape[static_cast<std::size_t>(p)]);
   const std::vector<std::int64_t> in_strides = strides(x.shape), out_strides = strides(out.shape);

@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "loom/core/checked_math.h"
 #include "onnx_reader.h"
 
 namespace loom::frontend::onnx_reader {
@@ -15,7 +17,9 @@ namespace loom::frontend::onnx_reader {
 std::int64_t Constant::integer(std::size_t i) const {
   const double v = values[i];
   if (v >= 9.2e18) return std::numeric_limits<std::int64_t>::max();
-  if (v <= -9.2e18) return std::numeric_limits<std::int64_t>::min();
+  // NaN (a float constant used as an index or size) reads as -inf does: out of range wherever it is checked,
+  // never converted (NaN to an integer is undefined behaviour).
+  if (std::isnan(v) || v <= -9.2e18) return std::numeric_limits<std::int64_t>::min();
   return static_cast<std::int64_t>(v);
 }
 
@@ -208,21 +212,37 @@ Expected<std::vector<std::int64_t>> broadcast_shapes(std::span<const std::vector
 // The target of a Reshape with ONNX's 0 (keep the input's dim, unless allowzero) and -1 (the rest) resolved.
 Expected<std::vector<std::int64_t>> reshape_target(const std::vector<std::int64_t>& in,
                                                    std::vector<std::int64_t> shape, bool allow_zero) {
+  const auto too_large = [&] {
+    return fail(fmt::format("cannot reshape [{}] to [{}]: more than 2^63 elements", fmt::join(in, ", "),
+                            fmt::join(shape, ", ")));
+  };
   std::int64_t known = 1, total = 1;
-  for (std::int64_t d : in) total *= d;
+  for (std::int64_t d : in) {
+    const std::optional<std::int64_t> next = checked_mul(total, d);
+    if (!next) return too_large();
+    total = *next;
+  }
   int unknown = -1;
   for (std::size_t k = 0; k < shape.size(); ++k) {
     if (shape[k] == 0 && !allow_zero && k < in.size()) shape[k] = in[k];
+    if (shape[k] < -1)
+      return fail(fmt::format("a Reshape target dim of {} in [{}]", shape[k], fmt::join(shape, ", ")));
     if (shape[k] == -1) {
       if (unknown >= 0) return fail("a Reshape target with two -1 dims");
       unknown = static_cast<int>(k);
     } else {
-      known *= shape[k];
+      const std::optional<std::int64_t> next = checked_mul(known, shape[k]);  // checked: the sizes are the file's
+      if (!next) return too_large();
+      known = *next;
     }
   }
   if (unknown >= 0 && known > 0) shape[static_cast<std::size_t>(unknown)] = total / known;
   std::int64_t count = 1;
-  for (std::int64_t d : shape) count *= d;
+  for (std::int64_t d : shape) {
+    const std::optional<std::int64_t> next = checked_mul(count, d);
+    if (!next) return too_large();
+    count = *next;
+  }
   if (count != total)
     return fail(fmt::format("cannot reshape [{}] to [{}]", fmt::join(in, ", "), fmt::join(shape, ", ")));
   return shape;

@@ -1,6 +1,8 @@
 #include "loom/plan/plan_json.h"
 
+#include <limits>
 #include <map>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -21,6 +23,19 @@ const json& field(const json& j, const char* key, const json& fallback) {
   const auto it = j.find(key);
   return it == j.end() ? fallback : *it;
 }
+// The whole number j[key] as an int, or `fallback` when absent. A float, another type or a number beyond int is
+// an error naming `where` and the key: json's value<int>() would convert 1e300 with undefined behaviour.
+Expected<int> int_field(const json& j, const char* key, int fallback, std::string_view where) {
+  const auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  const bool fits = it->is_number_unsigned() ? it->get<std::uint64_t>() <= std::numeric_limits<int>::max()
+                    : it->is_number_integer()
+                        ? std::in_range<int>(it->get<std::int64_t>())
+                        : false;
+  if (!fits) return fail(fmt::format("{}: \"{}\" is {}, not a whole number of int size", where, key, it->dump()));
+  return static_cast<int>(it->get<std::int64_t>());
+}
+
 const json kEmptyArray = json::array();
 const json kEmptyObject = json::object();
 
@@ -59,14 +74,15 @@ class Reader {
     if (!doc.is_object() || doc.value("format", "") != "loom-plan")
       return fail(fmt::format("{}: not a Loom plan (no \"format\": \"loom-plan\")", source_),
                   "pass a plan.json written by `loom plan`");
-    if (doc.value("version", 0) != 1)
-      return fail(fmt::format("{}: plan format version {} is not supported (this build reads 1)", source_,
-                              doc.value("version", 0)));
-    const json& g = doc.value("graph", json::object());
-    if (g.value("ops", -1) != static_cast<long>(graph_.ops.size()) ||
-        g.value("tensors", -1) != static_cast<long>(graph_.tensors.size()))
+    LOOM_ASSIGN_OR_RETURN(const int version, int_field(doc, "version", 0, source_));
+    if (version != 1)
+      return fail(fmt::format("{}: plan format version {} is not supported (this build reads 1)", source_, version));
+    const json& g = field(doc, "graph", kEmptyObject);
+    LOOM_ASSIGN_OR_RETURN(const int ops, int_field(g, "ops", -1, fmt::format("{}: graph", source_)));
+    LOOM_ASSIGN_OR_RETURN(const int tensors, int_field(g, "tensors", -1, fmt::format("{}: graph", source_)));
+    if (ops != static_cast<long>(graph_.ops.size()) || tensors != static_cast<long>(graph_.tensors.size()))
       return fail(fmt::format("{}: the plan was made for a graph of {} ops and {} tensors, this one has {} and {}", source_,
-                              g.value("ops", -1), g.value("tensors", -1), graph_.ops.size(), graph_.tensors.size()),
+                              ops, tensors, graph_.ops.size(), graph_.tensors.size()),
                   "load it with the model and options it was planned for");
     const json& subs = field(doc, "sub_ops", kEmptyArray);
     plan.sub_ops.clear();
@@ -75,7 +91,7 @@ class Reader {
     for (std::size_t i = 0; i < subs.size(); ++i) {
       LOOM_ASSIGN_OR_RETURN(SubOp sub, sub_op(subs[i], i));
       for (const char* key : {"backward", "weight_backward"}) {
-        const int backward = subs[i].value(key, -1);
+        LOOM_ASSIGN_OR_RETURN(const int backward, int_field(subs[i], key, -1, fmt::format("{}: sub-op {}", source_, i)));
         if (backward < 0) continue;
         if (static_cast<std::size_t>(backward) >= subs.size() || static_cast<std::size_t>(backward) == i)
           return fail(fmt::format("{}: sub-op {} names {} part {}, which is not another sub-op", source_, i, key, backward));
@@ -116,15 +132,15 @@ class Reader {
   Expected<SubOp> sub_op(const json& j, std::size_t index) {
     const std::string where = fmt::format("{}: sub-op {}", source_, index);
     if (!j.is_object()) return fail(fmt::format("{} is not an object", where));
-    if (j.value("id", -1) != static_cast<long>(index))
-      return fail(fmt::format("{} has id {}; ids must count up from 0", where, j.value("id", -1)));
+    LOOM_ASSIGN_OR_RETURN(const int id, int_field(j, "id", -1, where));
+    if (id != static_cast<long>(index)) return fail(fmt::format("{} has id {}; ids must count up from 0", where, id));
     const auto op = ops_.find(j.value("op", ""));
     if (op == ops_.end()) return fail(fmt::format("{} names op '{}', which the graph lacks", where, j.value("op", "")));
     SubOp sub;
     sub.id = SubOpId(static_cast<std::uint32_t>(index));
     sub.op = op->second;
     sub.name = j.value("name", std::string(graph_.op(sub.op).name));
-    sub.device = j.value("device", kUnassigned);
+    LOOM_ASSIGN_OR_RETURN(sub.device, int_field(j, "device", kUnassigned, where));
     const ir::Op& graph_op = graph_.op(sub.op);
     LOOM_ASSIGN_OR_RETURN(sub.inputs, pieces(j, "inputs", graph_op.inputs, where));
     LOOM_ASSIGN_OR_RETURN(sub.outputs, pieces(j, "outputs", graph_op.outputs, where));

@@ -69,6 +69,15 @@ TEST(ClusterFile, EveryPresetRoundTripsThroughYaml) {
   }
 }
 
+// Found by fuzz/cluster_fuzz.cc: yaml-cpp 0.7 looped forever (allocating) on a comma opening a token outside
+// a flow collection; `loom plan --cluster` hung. The reader refuses it first (core/yaml_comma_guard.h).
+TEST(ClusterFile, AStrayCommaIsAnErrorNotAHang) {
+  const auto cluster = parse_cluster_yaml("\n\n, 6}}\n", "c.yaml");
+  ASSERT_FALSE(cluster);
+  EXPECT_EQ(cluster.error().message, "cluster file 'c.yaml': malformed YAML at line 3, column 1: a ',' outside [ ] or { }");
+  EXPECT_FALSE(parse_cluster_yaml("{\"name\": \"x\", \"nodes\": 1},\n", "c.json"));
+}
+
 TEST(ClusterFile, BridgeIsWrittenOnlyWhenPresent) {
   EXPECT_NE(cluster_to_yaml(*make_cluster("rtx3090-nvlink")).find("bridge:"), std::string::npos);
   EXPECT_EQ(cluster_to_yaml(*make_cluster("rtx3090")).find("bridge"), std::string::npos);

@@ -98,6 +98,14 @@ TEST_F(ProfileDbFile, BadFilesNameTheFileAndEntry) {
   EXPECT_NE(missing.error().message.find("nope.json: cannot read the profile database: no such file"), std::string::npos);
 }
 
+// Found by fuzz/profile_db_fuzz.cc: a number beyond double made json throw out_of_range, which the reader did
+// not catch (`--profile` aborted, exit 134).
+TEST(ProfileDb, ANumberBeyondDoubleIsMalformedJsonNamingTheFile) {
+  auto db = ProfileDb::parse(R"({"version": 11e308, "entries": []})", "p.json");
+  ASSERT_FALSE(db);
+  EXPECT_EQ(db.error().message, "p.json: malformed JSON: number overflow parsing '11e308'");
+}
+
 TEST_F(ProfileDbFile, SaveIntoAMissingDirectoryFailsCleanly) {
   ProfileDb db;
   db.set(key("matmul", 16), 1e-6);

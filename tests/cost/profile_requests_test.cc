@@ -272,6 +272,30 @@ TEST(TimerResults, ErrorsNameTheFileAndEntry) {
             std::string::npos);
 }
 
+// A field of the wrong JSON type made json's value() throw out of the reader (found by hand while writing
+// fuzz/timer_results_fuzz.cc), and a number beyond double made its parser throw out_of_range (found by the
+// fuzzer): `loom profile --results` aborted, exit 134.
+TEST(TimerResults, AStringFieldOfAnotherTypeIsAnErrorNamingIt) {
+  const auto error_of = [](const std::string& text) {
+    auto r = parse_timer_results(text, "res.json", "gpu");
+    return r ? std::string("(parsed)") : r.error().message;
+  };
+  EXPECT_EQ(error_of(R"({"version": 1, "device": {"type": 5}, "results": []})"),
+            "res.json: device: \"type\" must be a string, got 5");
+  EXPECT_EQ(error_of(R"({"version": 1, "device": {"type": "cpu", "name": [1]}, "results": []})"),
+            "res.json: device: \"name\" must be a string, got [1]");
+  EXPECT_EQ(error_of(R"({"version": 1, "results": [], "unsupported": [{"key": {"op": "matmul", "shapes": [],
+                       "dtype": "f32"}, "reason": 3}]})"),
+            "res.json: unsupported[0]: \"reason\" must be a string, got 3");
+  // and a number beyond double, which json reports as out_of_range, not parse_error
+  EXPECT_EQ(error_of(R"({"version": 1e400, "results": []})"), "res.json: malformed JSON: number overflow parsing '1e400'");
+  auto no_reason = parse_timer_results(
+      R"({"version": 1, "results": [], "unsupported": [{"key": {"op": "matmul", "shapes": [], "dtype": "f32"}}]})",
+      "res.json", "gpu");
+  ASSERT_TRUE(no_reason) << no_reason.error().to_string();
+  EXPECT_EQ(no_reason->unsupported.at(0).second, "no reason given");
+}
+
 TEST(MergeResults, StoresWhatWasAskedAndAccountsForTheRest) {
   const plan::Plan p = plan_of(tiny_graph());
   const ProfileRequests wanted = profile_requests(p, model_of(p, nullptr));

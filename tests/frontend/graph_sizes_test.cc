@@ -94,5 +94,23 @@ TEST(GraphSizes, ErrorsNameTheEntry) {
   EXPECT_NE(error(bad).find("does not match tensor 'x'"), std::string::npos) << error(bad);
 }
 
+// Found by hand while writing fuzz/graph_fuzz.cc: "tensors" or "attrs" given as a number, string or object was
+// indexed by position, which made json throw out of the reader (`loom graph --from` aborted, exit 134).
+TEST(GraphSizes, ListsOfAnotherTypeAreErrorsNamingThem) {
+  const auto error = [](const nlohmann::json& sizes) {
+    const auto graph = load(with_section(sizes), 4);
+    return graph ? std::string("no error") : graph.error().message;
+  };
+  nlohmann::json bad = section();
+  bad["tensors"] = 5;
+  EXPECT_EQ(error(bad), "g.json: sizes.tensors: expected a list, got number");
+  bad = section();
+  bad["attrs"] = "shape";
+  EXPECT_EQ(error(bad), "g.json: sizes.attrs: expected a list, got string");
+  bad = section();
+  bad["tensors"] = {{"a", 1}};
+  EXPECT_EQ(error(bad), "g.json: sizes.tensors: expected a list, got object");
+}
+
 }  // namespace
 }  // namespace loom::frontend

@@ -95,6 +95,26 @@ TEST(ModelToYaml, RandomSpecsReadBackExactly) {
   }
 }
 
+// Found by fuzz/model_fuzz.cc: a family the parser keeps as written (preset_of refuses it later) was printed
+// unquoted, so control and non-ASCII bytes read back as another text (or not at all).
+TEST(ModelToYaml, AnUnknownFamilyReadsBackExactly) {
+  for (const std::string& family : {std::string("lla\xc5\xc5ma", 7), std::string("gpt\0\0x", 6), std::string("a: b # c"),
+                                   std::string("[gpt]"), std::string("\"quoted\\\"")}) {
+    const models::ModelSpec spec{.family = family, .name = "m"};
+    auto back = parse_model_yaml(model_to_yaml(spec), "<printed>");
+    ASSERT_TRUE(back) << back.error().to_string() << "\n" << model_to_yaml(spec);
+    EXPECT_EQ(back->family, family) << model_to_yaml(spec);
+  }
+  EXPECT_EQ(model_to_yaml(models::ModelSpec{.family = "gpt", .name = "m"}), "# Loom model file (docs/models.md)\nfamily: gpt\nname: \"m\"\n");
+}
+
+// Found by fuzz/cluster_fuzz.cc, the same yaml-cpp 0.7 loop: `--model-file` hung on a stray comma.
+TEST(ParseModelYaml, AStrayCommaIsAnErrorNotAHang) {
+  const auto spec = parse_model_yaml("family: gpt\n---\n, x\n", "m.yaml");
+  ASSERT_FALSE(spec);
+  EXPECT_EQ(spec.error().message, "model file 'm.yaml': malformed YAML at line 3, column 1: a ',' outside [ ] or { }");
+}
+
 TEST(ParseModelYaml, JsonReadsAsYaml) {
   auto spec = parse_model_yaml(R"({"family": "llama", "layers": 2, "hidden": 64, "heads": 8, "kv_heads": 2,
                                   "ffn": 96, "rope_base": 5e5})",

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -443,6 +444,53 @@ TEST(OnnxToGraph, RefusesAnOutputThatIsNotAScalarLoss) {
   Expected<ir::Graph> g = read(m);
   ASSERT_FALSE(g);
   EXPECT_NE(g.error().message.find("not a scalar loss"), std::string::npos) << g.error().message;
+}
+
+// Found by fuzz/onnx_fuzz.cc (UBSan): a NaN float constant used as a Gather index was converted to an integer,
+// which is undefined behaviour; it now reads as -inf does, an index out of range.
+TEST(OnnxToGraph, ANanIndexIsOutOfRangeNotUndefinedBehaviour) {
+  Model m;
+  m.input("x", {2, 4}, TensorProto::FLOAT);
+  m.ints("data", {5, 6, 7});
+  m.floats("nan", {std::numeric_limits<float>::quiet_NaN()}, {1});
+  set_int(m.node("Gather", {"data", "nan"}, {"picked"}), "axis", 0);
+  set_int(m.node("ReduceSum", {"x"}, {"loss"}), "keepdims", 0);
+  m.output("loss");
+  Expected<ir::Graph> g = read(m);
+  ASSERT_FALSE(g);
+  EXPECT_NE(g.error().message.find("is out of range for a dim of 3"), std::string::npos) << g.error().message;
+}
+
+// Found by fuzz/onnx_fuzz.cc (UBSan): a Reshape target whose sizes multiply past 2^63 overflowed a signed
+// product; it is an error naming the target, as a negative size other than -1 is.
+TEST(OnnxToGraph, AReshapeTargetPastTwoToThe63IsAnError) {
+  for (const auto& [target, expected] : std::vector<std::pair<std::vector<std::int64_t>, std::string>>{
+           {{std::int64_t{1} << 57, 224}, "cannot reshape [2, 4] to [144115188075855872, 224]: more than 2^63 elements"},
+           {{-4, -2}, "a Reshape target dim of -4 in [-4, -2]"}}) {
+    Model m;
+    m.input("x", {2, 4}, TensorProto::FLOAT);
+    m.ints("target", target);
+    m.node("Reshape", {"x", "target"}, {"y"});
+    set_int(m.node("ReduceSum", {"y"}, {"loss"}), "keepdims", 0);
+    m.output("loss");
+    Expected<ir::Graph> g = read(m);
+    ASSERT_FALSE(g);
+    EXPECT_NE(g.error().message.find(expected), std::string::npos) << g.error().message;
+  }
+}
+
+// Found by fuzz/onnx_fuzz.cc (ASan): a constant Transpose with a perm entry past its rank read out of bounds.
+TEST(OnnxToGraph, ATransposePermThatIsNotAPermutationIsAnError) {
+  Model m;
+  m.input("x", {2, 4}, TensorProto::FLOAT);
+  m.floats("c", {1, 2, 3, 4}, {2, 2});
+  set_ints(m.node("Transpose", {"c"}, {"t"}), "perm", {0, 5});
+  set_int(m.node("ReduceSum", {"x"}, {"loss"}), "keepdims", 0);
+  m.output("loss");
+  Expected<ir::Graph> g = read(m);
+  ASSERT_FALSE(g);
+  EXPECT_NE(g.error().message.find("Transpose perm [0, 5] is not a permutation of the 2 dims"), std::string::npos)
+      << g.error().message;
 }
 
 TEST(ParseOnnxDims, ReadsPairsAndRefusesBadOnes) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "loom/ops/registry.h"
 #include "loom/plan/primitives.h"
 #include "loom/plan/recompute.h"
@@ -82,6 +84,28 @@ TEST(PlanJson, RejectsMalformedInputNamingTheField) {
   std::string bad_box = good;
   bad_box.replace(bad_box.find(R"("box": [[0, )"), 12, R"("box": [[-3, )");
   EXPECT_NE(error_of(bad_box).find("range"), std::string::npos) << error_of(bad_box);
+}
+
+// Found by hand with fuzz/plan_fuzz.cc's UBSan build: json's value<int>() converted 1e300 or 5e9 to int, which
+// is undefined behaviour; a number that is not a whole int is now an error naming the sub-op and the field.
+TEST(PlanJson, ANumberThatIsNotAWholeIntIsAnErrorNamingTheField) {
+  const ir::Graph& graph = testing::graph();
+  const std::string good = plan_to_json(split_plan(graph));
+  const auto error_of = [&](std::string_view field, std::string_view value) {
+    std::string text = good;
+    const std::size_t at = text.find(fmt::format("\"{}\": ", field));
+    const std::size_t start = at + field.size() + 4, stop = text.find_first_of(",}", start);
+    text.replace(start, stop - start, value);
+    auto r = plan_from_json(text, graph, ops::builtin_ops(), "p.json");
+    return r ? std::string("accepted") : r.error().message;
+  };
+  EXPECT_EQ(error_of("device", "1e300"), "p.json: sub-op 0: \"device\" is 1e+300, not a whole number of int size");
+  EXPECT_EQ(error_of("device", "5000000000"), "p.json: sub-op 0: \"device\" is 5000000000, not a whole number of int size");
+  EXPECT_EQ(error_of("backward", "2.5"), "p.json: sub-op 0: \"backward\" is 2.5, not a whole number of int size");
+  EXPECT_EQ(error_of("id", "\"0\""), "p.json: sub-op 0: \"id\" is \"0\", not a whole number of int size");
+  EXPECT_EQ(error_of("ops", "-1e300"), "p.json: graph: \"ops\" is -1e+300, not a whole number of int size");
+  EXPECT_EQ(error_of("version", "18446744073709551615"),
+            "p.json: \"version\" is 18446744073709551615, not a whole number of int size");
 }
 
 }  // namespace

@@ -75,6 +75,14 @@ TEST(ParsePlanConstraints, JsonIsAccepted) {
   EXPECT_EQ(c->replicate.size(), 1u);
 }
 
+// Found by fuzz/cluster_fuzz.cc, the same yaml-cpp 0.7 loop: `--constraints` hung on a stray comma.
+TEST(ParsePlanConstraints, AStrayCommaIsAnErrorNotAHang) {
+  const auto constraints = parse_plan_constraints("degrees: {tp: [2, 4]}\n,\n", "c.yaml");
+  ASSERT_FALSE(constraints);
+  EXPECT_EQ(constraints.error().message,
+            "constraints file 'c.yaml': malformed YAML at line 2, column 1: a ',' outside [ ] or { }");
+}
+
 TEST(ParsePlanConstraints, EmptyFileConstrainsNothing) {
   auto c = parse("");
   ASSERT_TRUE(c);

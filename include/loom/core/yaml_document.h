@@ -1,6 +1,7 @@
 // One YAML document from a user's file (a cluster, model or constraints file): a file holding several
-// documents (`---`) is refused rather than read up to its first, and yaml-cpp's exceptions become errors
-// naming the file, the line and the column.
+// documents (`---`) is refused rather than read up to its first, a stray comma that hangs yaml-cpp 0.7 is
+// refused before it parses (yaml_comma_guard.h), and yaml-cpp's exceptions become errors naming the file, the
+// line and the column.
 #pragma once
 
 #include <string_view>
