@@ -6,7 +6,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := cmake ninja-build g++ make libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libfmt-dev \
                 libgtest-dev libgmock-dev libbenchmark-dev chromium ccache \
                 pkg-config coinor-libcbc-dev libz3-dev zlib1g-dev libssl-dev \
-                libonnx-dev libprotobuf-dev clang-19 libclang-rt-19-dev
+                libonnx-dev libprotobuf-dev clang-19 libclang-rt-19-dev llvm-19
 # The main job: plan GPT-3 1.3B on one DGX-A100 with Megatron's 3-D parallelism, simulate it and write the
 # report (the summary names build/run/report.html).
 # ccache (Debian) keeps rebuilds of a fresh clone short; CCACHE_BASEDIR makes clones share the cache.
@@ -16,7 +16,7 @@ export CCACHE_NOHASHDIR := 1
 RUN_ARGS ?= plan --model gpt3-1.3b --cluster dgx-a100 --policy megatron --dp 2 --tp 4 --global-batch 32 \
             --microbatches 4 --out $(BUILD)/run
 
-.PHONY: setup system-packages venv configure build run test bench fuzz test-fuzz fuzz-build clean
+.PHONY: setup system-packages venv configure build run test test-sanitize bench fuzz test-fuzz fuzz-build clean
 
 # Everything the build and the tests need: the Debian packages and the op timer's Python environment.
 setup: system-packages venv
@@ -29,6 +29,8 @@ system-packages:
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
+	@# Room for the gcc, sanitizer and fuzz builds' objects at once (ccache's default 5 GB evicts one for another).
+	@ccache --max-size=12G >/dev/null
 
 # .venv: the Python of `loom profile`'s op timer (python/requirements.txt: torch, the CPU build on this
 # machine's disk). Made once; again only when the requirements change.
@@ -88,8 +90,33 @@ fuzz: fuzz-build
 test-fuzz: FUZZ_SECONDS = 5
 test-fuzz: fuzz
 
+# `make test-sanitize` (docs/sanitizers.md): the engine, `loom` and the C++ tests built by clang with ASan + UBSan
+# in their own build dir, then every ctest test but the Python suite (label python). Any report fails its test.
+# Debian's clang-19 (bookworm's default clang 14 cannot compile libstdc++ 12's <expected>); llvm-19 symbolizes.
+SANITIZE_BUILD ?= build-sanitize
+SANITIZE_CXX ?= clang++-19
+SANITIZE_SYMBOLIZER := external_symbolizer_path=/usr/lib/llvm-19/bin/llvm-symbolizer
+SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1:$(SANITIZE_SYMBOLIZER) \
+                UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:$(SANITIZE_SYMBOLIZER)
+
+$(SANITIZE_BUILD)/build.ninja: | system-packages
+	cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -gline-tables-only" \
+	      -DCMAKE_CXX_COMPILER=$(SANITIZE_CXX) -DLOOM_SANITIZE=address,undefined -DLOOM_BUILD_BENCH=OFF $(CCACHE_LAUNCHER)
+	touch $@
+
+# SANITIZE_LIBS picks libraries (ctest labels: a library's test executable, cli: the tests/cli scripts on `loom`);
+# .ci/run names the subset CI runs (docs/sanitizers.md).
+SANITIZE_LIBS ?= core ir ops models frontend cluster plan comm exec policy cost sim verify codegen search api cli
+sanitize_space := $(subst ,, )
+SANITIZE_TARGETS = $(foreach lib,$(SANITIZE_LIBS),$(if $(filter cli,$(lib)),loom,loom_$(lib)_tests))
+SANITIZE_LABELS = ^($(subst $(sanitize_space),|,$(strip $(SANITIZE_LIBS))))$$
+
+test-sanitize: system-packages venv $(SANITIZE_BUILD)/build.ninja
+	cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target $(SANITIZE_TARGETS)
+	$(SANITIZE_ENV) ctest --test-dir $(SANITIZE_BUILD) --output-on-failure -j $(JOBS) -L '$(SANITIZE_LABELS)'
+
 bench: build
 	@for b in $(BUILD)/bench_*; do echo "== $$b"; $$b --benchmark_repetitions=5 --benchmark_report_aggregates_only=true || exit 1; done
 
 clean:
-	rm -rf $(BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD) $(SANITIZE_BUILD)

@@ -15,5 +15,6 @@ function(loom_tests name)
   add_executable(loom_${name}_tests ${sources})
   target_link_libraries(loom_${name}_tests PRIVATE loom_${name} ${ARG_DEPS} GTest::gtest_main GTest::gmock)
   target_compile_definitions(loom_${name}_tests PRIVATE LOOM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-  gtest_discover_tests(loom_${name}_tests DISCOVERY_TIMEOUT 60)
+  # Labelled by library, so a run can pick libraries (ctest -L, `make test-sanitize SANITIZE_LIBS=...`).
+  gtest_discover_tests(loom_${name}_tests DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${name})
 endfunction()
