@@ -3,27 +3,46 @@
 import argparse
 import datetime
 import json
+import os
 import subprocess
 import tempfile
+import threading
 import time
+
+
+def plan_json(loom, flags, timeout):
+    """`loom plan FLAGS --json` in a scratch --out: (its JSON document or None, exit code, stderr, wall seconds,
+    the process's peak RSS in GB, from os.wait4). A refusal or a timeout is (None, ...) with the reason as
+    stderr's text."""
+    with tempfile.TemporaryDirectory() as out, open(f"{out}/stdout", "w+") as stdout, \
+            open(f"{out}/stderr", "w+") as stderr:
+        start = time.monotonic()
+        proc = subprocess.Popen([loom, "plan", *flags, "--out", f"{out}/files", "--json"], stdout=stdout, stderr=stderr)
+        killed = threading.Event()
+        timer = threading.Timer(timeout, lambda: (killed.set(), proc.kill()))
+        timer.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+        wall = time.monotonic() - start
+        stdout.seek(0)
+        stderr.seek(0)
+        text, errors = stdout.read(), stderr.read()
+    rss_gb = usage.ru_maxrss / 2**20  # KiB on Linux
+    if killed.is_set():
+        return None, None, f"timed out after {timeout} s", timeout, rss_gb
+    if proc.returncode not in (0, 3) or not text.strip():
+        return None, proc.returncode, errors.strip() or f"exit {proc.returncode}", wall, rss_gb
+    return json.loads(text), proc.returncode, errors, wall, rss_gb
 
 
 def run_plan(loom, flags, timeout):
     """`loom plan FLAGS --json`: the plan's description, step, throughput, MFU and its most loaded device's
     peak memory and time split (and a search's summary, "search", where the plan came from one), or
     {"error": first line of stderr} where it is refused or times out."""
-    with tempfile.TemporaryDirectory() as out:
-        cmd = [loom, "plan", *flags, "--out", out, "--json"]
-        start = time.monotonic()
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return {"error": f"timed out after {timeout} s", "wall_s": timeout}
-        wall = time.monotonic() - start
-    if proc.returncode not in (0, 3) or not proc.stdout.strip():
-        return {"error": proc.stderr.strip().splitlines()[0] if proc.stderr.strip() else f"exit {proc.returncode}",
-                "wall_s": wall}
-    doc = json.loads(proc.stdout)
+    doc, code, stderr, wall, _ = plan_json(loom, flags, timeout)
+    if doc is None:
+        return {"error": stderr.splitlines()[0], "wall_s": wall}
     summary = doc["summary"]
     worst = max(summary["per_device"], key=lambda d: d["peak_bytes"])
     return {
@@ -33,7 +52,7 @@ def run_plan(loom, flags, timeout):
         "ktokens_s": summary["tokens_per_s"] / 1e3,
         "mfu": summary["mfu"],
         "peak_gib": worst["peak_bytes"] / 2**30,
-        "oom": proc.returncode == 3,
+        "oom": code == 3,
         "compute_s": worst["compute_s"],
         "exposed_comm_s": worst["exposed_communication_s"],
         "idle_s": worst["idle_s"],

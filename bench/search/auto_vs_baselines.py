@@ -3,7 +3,7 @@
 Every preset of nnScaler Table 9, SuperScaler Table 2, Rhino Tables 1-4 and Oases Table III at the papers'
 GPU counts and testbeds (../shared/REFERENCE.md; the clusters and precisions bench/papers/ uses), planned with
 `loom plan --policy auto`, `megatron-best` and `deepspeed-best`. Per case: each search's predicted step,
-auto's ratio to the best baseline (<= 1: auto no slower), auto's search wall time and peak RSS (GNU time).
+auto's ratio to the best baseline (<= 1: auto no slower), auto's search wall time and peak RSS (os.wait4).
 A summary line counts the cases where auto <= min(baselines) and gives the median search time.
 
     .venv/bin/python bench/search/auto_vs_baselines.py --loom build/loom [--only nnscaler,rhino] [--json]
@@ -17,11 +17,12 @@ import argparse
 import datetime
 import json
 import os
+import pathlib
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "papers"))
+import loom_plan  # noqa: E402 (bench/papers/loom_plan.py: the one `loom plan --json` runner)
 
 # (table, model flags, cluster flags, GPUs, extra flags)
 F16 = ["--dtype", "f16"]
@@ -83,23 +84,11 @@ POLICIES = ("auto", "megatron-best", "deepspeed-best")
 
 def plan(loom, flags, timeout):
     """One search: {"step_s", "fits", "plan", "search_s", "wall_s", "rss_gb"} or {"error"}."""
-    with tempfile.TemporaryDirectory() as out:
-        cmd = ["/usr/bin/time", "-f", "%M", "-o", f"{out}/time", loom, "plan", *flags, "--out", f"{out}/files", "--json"]
-        start = time.monotonic()
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return {"error": f"timed out after {timeout} s", "wall_s": timeout}
-        wall = time.monotonic() - start
-        try:
-            rss_gb = int(open(f"{out}/time").read().split()[-1]) / 2**20
-        except (OSError, ValueError, IndexError):
-            rss_gb = None
-    if proc.returncode not in (0, 3) or not proc.stdout.strip():
-        lines = [l for l in proc.stderr.splitlines() if "error" in l] or proc.stderr.splitlines() or [f"exit {proc.returncode}"]
+    doc, code, stderr, wall, rss_gb = loom_plan.plan_json(loom, flags, timeout)
+    if doc is None:
+        lines = [l for l in stderr.splitlines() if "error" in l] or stderr.splitlines()
         return {"error": lines[0].strip(), "wall_s": wall, "rss_gb": rss_gb}
-    doc = json.loads(proc.stdout)
-    return {"step_s": doc["summary"]["step_time_s"], "fits": proc.returncode == 0, "plan": doc["description"],
+    return {"step_s": doc["summary"]["step_time_s"], "fits": code == 0, "plan": doc["description"],
             "search_s": doc.get("search", {}).get("seconds"), "wall_s": wall, "rss_gb": rss_gb}
 
 
