@@ -74,19 +74,17 @@ Expected<bool> decide_fold(const Job& job, const ir::Graph& forward) {
   // The fold replays forward and backward segments; a zero-bubble schedule's W blocks have none yet.
   // 3F1B's chunks are the model's passes, which the fold's slice does not know: planned explicitly.
   // Per-layer degrees (layer_tp) are planned explicitly: the fold's slice is built at one tp.
-  // ZeRO folds over micro-batches only (its slice keeps the dp replicas, exec/fold.h), without offload's
-  // host steps, and within one node: across nodes its slice's collectives are not yet unfolded (members
-  // disagree on once per step or per micro-batch; representatives miss their class's sub-group gathers).
+  // ZeRO folds where policy::zero_folds says, without offload's host steps.
   const bool foldable = (o.policy == "megatron" || o.policy == "zero") &&
-                        (c.zero == 0 || (o.offload == exec::Offload::none && c.dp * c.tp * c.pp <= job.cluster.gpus_per_node)) &&
+                        (c.zero == 0 || (o.offload == exec::Offload::none && policy::zero_folds(c, job.cluster.gpus_per_node))) &&
                         !plans_a_graph(o) && !plan::splits_backward(c.schedule) &&
                         c.schedule != plan::ScheduleKind::three_f_one_b && c.layer_tp.empty();
   if (o.fold == Fold::on) {
     if (!foldable)
       return fail(plans_a_graph(o)
                       ? std::string("folding rebuilds a model preset at micro-batch size; a graph file cannot be folded")
-                      : fmt::format("folding plans the megatron and zero policies (ZeRO within one node, without "
-                                    "ZeRO-Offload) without a zero-bubble schedule or 3f1b, not policy {}{} with schedule {}",
+                      : fmt::format("folding plans the megatron and zero policies (ZeRO within one node, not ZeRO-1 "
+                                    "with tp > 1, without ZeRO-Offload) without a zero-bubble schedule or 3f1b, not policy {}{} with schedule {}",
                                     o.policy, zero_text(c.zero), plan::name(c.schedule)),
                   "use --policy megatron or zero without --offload, a zero-bubble schedule or 3f1b on a --model preset, "
                   "or --fold off");

@@ -44,11 +44,11 @@ std::vector<std::vector<int>> dp_groups(const policy::ParallelConfig& c) {
 }
 
 // Whether the job pipeline folds the candidate when it is large (api/job_load.cc): megatron folds over
-// replicas and micro-batches, ZeRO (policies zero and megatron) over micro-batches only, within one node.
+// replicas and micro-batches, ZeRO (policies zero and megatron) where policy::zero_folds says.
 bool foldable(const Candidate& candidate, bool preset, int gpus_per_node) {
   const policy::ParallelConfig& c = candidate.config;
   return (candidate.policy == "megatron" || candidate.policy == "zero") && preset && !plan::splits_backward(c.schedule) &&
-         (c.zero == 0 || (c.micro_batches > 1 && c.dp * c.tp * c.pp <= gpus_per_node));
+         (c.zero == 0 || (c.micro_batches > 1 && policy::zero_folds(c, gpus_per_node)));
 }
 
 }  // namespace

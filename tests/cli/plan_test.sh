@@ -73,7 +73,7 @@ for model in gpt3-125m llama3-8b; do
 done
 
 # Folded planning: one micro-batch of one replica, repeated and mirrored; exec.json holds the slice and
-# how it unfolds. A ZeRO or non-megatron job cannot fold; --fold off plans every sub-op.
+# how it unfolds. A non-megatron job, or ZeRO across nodes, cannot fold; --fold off plans every sub-op.
 fold=(--model llama3-8b --layers 4 --seq 256 --global-batch 16 --policy megatron --dp 2 --tp 2 --pp 2 --microbatches 4)
 # (dp 2 x tp 2 x pp 2: every GPU of the default dgx-a100)
 expect plan-fold 0 "$LOOM" plan "${fold[@]}" --fold on --out "$tmp/fold" &&
@@ -87,8 +87,11 @@ for f in plan.json exec.json trace.json report.html; do
 done
 expect plan-fold-off 0 "$LOOM" plan "${fold[@]}" --fold off --out "$tmp/unfolded" &&
   if grep -q "^folded" <<<"$out"; then fail "plan-fold-off: printed a folded line"; else pass=$((pass+1)); fi
-expect plan-fold-zero nonzero "$LOOM" plan "${fold[@]}" --zero 1 --fold on --out "$tmp/x" &&
-  contains plan-fold-zero-msg "without ZeRO"
+# ZeRO folds over micro-batches within a node (exec/fold.h), but not ZeRO-1 with tp > 1 (policy/plan_size.h).
+expect plan-fold-zero2 0 "$LOOM" plan "${fold[@]}" --zero 2 --fold on --out "$tmp/zfold" &&
+  contains plan-fold-zero2-line "folded"
+expect plan-fold-zero1-tp nonzero "$LOOM" plan "${fold[@]}" --zero 1 --fold on --out "$tmp/x" &&
+  contains plan-fold-zero1-tp-msg "not ZeRO-1 with tp > 1"
 expect plan-fold-bad nonzero "$LOOM" plan "${fold[@]}" --fold sometimes --out "$tmp/x"
 
 # Bad input: named, non-zero, nothing half-written.

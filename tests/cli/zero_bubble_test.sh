@@ -48,7 +48,7 @@ expect zb-unknown nonzero "$LOOM" verify --model gpt3-125m --policy pp --pp 2 --
 expect zb-interleaved nonzero "$LOOM" verify --model gpt3-125m --policy pp --pp 2 --interleave 2 --layers 4 \
   --schedule zb-h1 && contains zb-interleaved-msg "need the interleaved 1F1B schedule, not zb-h1"
 expect zb-fold nonzero "$LOOM" plan --model gpt3-125m --policy megatron --pp 2 --schedule zb-h1 --fold on &&
-  contains zb-fold-msg "without ZeRO or a zero-bubble schedule"
+  contains zb-fold-msg "without a zero-bubble schedule or 3f1b"
 expect zb-v-chunks nonzero "$LOOM" verify --model gpt3-125m --policy pp --pp 2 --interleave 3 --layers 6 --schedule zb-v &&
   contains zb-v-chunks-msg "schedule zb-v runs 2 model chunks per device in a V, not 3"
 expect dualpipe-v-few nonzero "$LOOM" verify --model gpt3-125m --policy pp --pp 4 --schedule dualpipe-v --layers 8 \

@@ -23,4 +23,10 @@ double explicit_plan_bytes(std::int64_t forward_ops, const ParallelConfig& c, in
 // What kExplicitSubOpLimit sub-ops take without ZeRO (about 14 GiB).
 double explicit_plan_bytes_limit();
 
+// Whether a ZeRO plan can be folded (exec/fold.h): over micro-batches only (its slice keeps the dp replicas),
+// within one node (across nodes the slice's collectives are not yet unfolded: members disagree on once per step
+// or per micro-batch, representatives miss their class's sub-group gathers), and not ZeRO-1 with tp > 1 (its
+// simulation finds a collective a member's representative does not run). Offload is the caller's to refuse.
+bool zero_folds(const ParallelConfig& c, int gpus_per_node);
+
 }  // namespace loom::policy
