@@ -3,14 +3,12 @@
 // keys its mapping takes, duplicates included (yaml-cpp keeps both).
 #include <charconv>
 #include <exception>
-#include <filesystem>
-#include <fstream>
 #include <set>
 #include <span>
-#include <sstream>
 
 #include <yaml-cpp/yaml.h>
 
+#include "loom/core/input_file.h"
 #include "loom/core/strings.h"
 #include "loom/core/yaml_document.h"
 #include "loom/search/plan_constraints.h"
@@ -297,17 +295,13 @@ Expected<PlanConstraints> parse_plan_constraints(std::string_view text, std::str
 }
 
 Expected<PlanConstraints> read_plan_constraints(const std::string& path) {
-  std::error_code ec;
-  const std::uintmax_t bytes = std::filesystem::file_size(path, ec);
-  if (ec) return fail(fmt::format("cannot read constraints file '{}': {}", path, ec.message()), "check the path given to --constraints");
-  if (bytes > kMaxFileBytes)
-    return fail(fmt::format("constraints file '{}' is {} bytes, above the 1 MiB a constraint file may hold", path, bytes),
-                "a constraint file lists patterns and degrees; check the path given to --constraints");
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in) return fail(fmt::format("cannot read constraints file '{}'", path), "check the path given to --constraints");
-  return parse_plan_constraints(text.str(), path);
+  // Through the one input reader (core/input_file.h): a FIFO or /dev/zero given to --constraints is refused.
+  LOOM_ASSIGN_OR_RETURN(const std::string text,
+                        read_input_file(path, "constraints file",
+                                        "a constraint file lists patterns and degrees (docs/constraints.md); check "
+                                        "the path given to --constraints",
+                                        kMaxFileBytes));
+  return parse_plan_constraints(text, path);
 }
 
 }  // namespace loom::search

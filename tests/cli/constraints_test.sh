@@ -62,5 +62,9 @@ infeasible bad-value 'degrees: {recompute: [sometimes]}' "has 'sometimes'"
 expect oases-refused 1 "$LOOM" plan "${small[@]}" --policy oases --constraints "$c" &&
   contains oases-refused-msg "does not take a constraint file yet"
 expect missing-file 1 "$LOOM" plan "${small[@]}" --policy auto --constraints "$tmp/none.yaml" &&
-  contains missing-file-msg "cannot read constraints file '$tmp/none.yaml'"
+  contains missing-file-msg "$tmp/none.yaml: cannot read the constraints file"
+# A FIFO would block forever: refused as every file input is (core/input_file.h).
+mkfifo "$tmp/fifo.yaml"
+expect fifo-file 1 "$LOOM" plan "${small[@]}" --policy auto --constraints "$tmp/fifo.yaml" &&
+  contains fifo-file-msg "$tmp/fifo.yaml: cannot read the constraints file"
 finish
