@@ -51,14 +51,16 @@ def run_rank(directory, manifest, rank, comm=None, seed=1, device="cpu", steps=1
     the last step). A `timing` dict, when given, receives the wall seconds of every step ("step_s") and, per
     instruction kind, the seconds and calls summed over the steps after the first (the only step when there
     is one: "kinds", _instrument) and the peak bytes of the buffers the instructions produced ("peak_bytes",
-    memory.py: as the memory model counts them). `initial`, `start_step`: as Runtime's; `batches`: per step, the inputs'
+    memory.py: as the memory model counts them, in the first step). `initial`, `start_step`: as Runtime's; `batches`: per step, the inputs'
     whole values (else generated); `progress`: the rank's heartbeat (told each step's number)."""
     if batches is not None and len(batches) < steps:
         raise LaunchError(f"{len(batches)} batches for {steps} steps")
     rt = Runtime(manifest, rank, comm=comm, seed=seed, device=device, initial=initial, start_step=start_step)
     program = _rank_module(directory, rank)
     kinds = _instrument(rt, manifest) if timing is not None else None
-    live = memory.track(rt) if timing is not None else None
+    # The peak is taken in the first step, which is timed apart: the tracker's per-tensor bookkeeping stays out
+    # of the steps whose times are measured (step_s after the first, "kinds").
+    live, untrack = memory.track(rt) if timing is not None else (None, None)
     losses = []
     for step in range(steps):
         if progress is not None:
@@ -67,6 +69,7 @@ def run_rank(directory, manifest, rank, comm=None, seed=1, device="cpu", steps=1
             rt.next_step()
         if kinds is not None and step == 1:
             kinds.clear()  # the first step builds every sub-op's form: timed apart, in step_s only
+            untrack()
         if batches is not None:
             rt.set_batch(batches[step])
         start = time.perf_counter()

@@ -59,8 +59,10 @@ class LiveBytes:
 
 def track(rt):
     """Wraps rt's producing instructions (after any other wrapping) to count what they return; returns the
-    LiveBytes they fill."""
+    LiveBytes they fill and a function that takes the wrappers off again (the counts of what they saw stay
+    right: a tensor's release is its finalizer's)."""
     counted = LiveBytes()
+    wrapped = {name: getattr(rt, name) for name in PRODUCERS}
 
     def counting(method):
         def call(*args, **kwargs):
@@ -70,5 +72,10 @@ def track(rt):
         return call
 
     for name in PRODUCERS:
-        setattr(rt, name, counting(getattr(rt, name)))
-    return counted
+        setattr(rt, name, counting(wrapped[name]))
+
+    def untrack():
+        for name, method in wrapped.items():
+            setattr(rt, name, method)
+
+    return counted, untrack
