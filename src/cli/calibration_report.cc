@@ -138,7 +138,7 @@ data/profiles/cpu-host.json`. The fit minimises the squared log ratio of predict
 (Levenberg-Marquardt, include/loom/cost/calibration.h).
 
 Peak memory: the runtime counts the bytes of the buffers its instructions return (each storage once) from
-the instruction to the buffer's `del` (python/loom/runtime/memory.py), as the memory model counts them
+the instruction to the buffer's `del`, in the first step (python/loom/runtime/memory.py), as the memory model counts them
 (include/loom/cost/memory_model.h); the interpreter, torch, gloo's buffers and the allocator's cache are in
 neither.
 
