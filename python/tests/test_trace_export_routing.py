@@ -1,5 +1,5 @@
-"""The ATen ops of transformers 5's mixture-of-experts routing and state-space layers, captured by the export
-route (capture="export"): topk (the registry's topk, src/ops/routing.cc), a parameter indexed by traced expert
+"""The ATen ops of transformers 5's mixture-of-experts routing, state-space layers and masks, captured by the
+export route (capture="export"): topk (the registry's topk, src/ops/routing.cc), a parameter indexed by traced expert
 ids and rows picked by (arange, traced position) pairs (index_select), log1p (log of 1 + x) and a depthwise 1-D convolution (conv2d of unit height). The graph
 computes the module's loss op by op with the runtime's forms, and one SGD step of its dp 2 and tp 2 plans equals
 the 1-device step (the topk's sharding rule: rows split, the ranked dim whole)."""
@@ -83,3 +83,25 @@ def test_dp_and_tp_steps_equal_the_one_device_step(traced, loom_binary, tmp_path
     path = tmp_path / "experts.json"
     loom.save_graph(graph, path)
     assert coverage.check_match(loom_binary, str(path), str(tmp_path), "experts", timeout=120) == ""
+
+
+class MaskedExtremes(nn.Module):
+    """max over a dim with its positions, a negated and and-ed boolean mask, expm1 (Apertus's activation)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.proj(x)
+        values, positions = h.max(dim=-1)
+        keep = ~(h > 0.1) & (h < 0.5)
+        return (torch.expm1(h) * keep).sum() + values.sum() + positions.float().sum()
+
+
+def test_max_with_positions_boolean_masks_and_expm1_compute_the_modules_loss():
+    torch.manual_seed(0)
+    model, inputs = MaskedExtremes(), {"x": torch.randn(3, 4)}
+    graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export")
+    assert {"amax", "argmax", "exp"} <= {op["type"] for op in graph["ops"]}
+    assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), model(**inputs).item(), rel_tol=1e-6)

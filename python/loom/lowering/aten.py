@@ -206,6 +206,31 @@ def _log1p(cx, args, kwargs, value):
     return cx.emit("log", [grown], {}, value)
 
 
+def _expm1(cx, args, kwargs, value):
+    """exp(x) - 1, spelled with the registry's exp and sub."""
+    x = args[0]
+    one = cx.constant(torch.tensor(1.0, dtype=cx.torch_dtype(x)))
+    grown = cx.emit("exp", [x], {}, Meta(cx.shape(x), cx.torch_dtype(x)), suffix="exp")
+    return cx.emit("sub", [grown, one], {}, value)
+
+
+def _bitwise_not(cx, args, kwargs, value):
+    """~mask of a boolean tensor: eq(mask, false)."""
+    x = args[0]
+    if not isinstance(x, T) or cx.torch_dtype(x) != torch.bool:
+        return None
+    return cx.emit("eq", [x, cx.constant(torch.tensor(False))], {}, value)
+
+
+def _max_dim(cx, args, kwargs, value):
+    """max(x, dim) -> (values, indices): amax and argmax over the dim."""
+    a = named_arguments(cx.node.target, args, kwargs)
+    x, dim, keepdim = cx.tensor(a["self"]), int(a["dim"]), bool(a["keepdim"])
+    keep = {"keepdim": True} if keepdim else {}
+    values = cx.emit("amax", [x], {"dims": [dim], **keep}, value[0], suffix="values")
+    return values, cx.emit("argmax", [x], {"dim": dim, **keep}, value[1], suffix="indices")
+
+
 def _convolution(cx, args, kwargs, value):
     """aten.convolution: a 1-D or 2-D convolution (not transposed) by the torch-level conv handlers."""
     a = named_arguments(cx.node.target, args, kwargs)
@@ -295,6 +320,8 @@ _PACKETS = {
     aten._adaptive_avg_pool2d: _via(_adaptive_avg_pool2d, ("self", "output_size")),
     aten.repeat: _via(_repeat, ("self", "repeats")),
     aten.argmax: _via(_argmax, ("self", "dim", "keepdim")),
+    aten.expm1: _expm1, aten.bitwise_not: _bitwise_not,
+    aten.bitwise_and: _via(_logical_and, ("self", "other")),
     aten.topk: _topk, aten.index: _index, aten.log1p: _log1p, aten.convolution: _convolution,
     aten.constant_pad_nd: _via(_pad, ("self", "pad"), (("value", "value"),)),
     **{getattr(aten, name): _shape_only(empty=name.startswith(("empty", "new_empty")))
@@ -313,6 +340,7 @@ def _by_overload(packets):
     for reduction in (aten.min.default, aten.max.default, aten.min.dim, aten.max.dim):
         table.pop(reduction, None)
     table[aten.max.default] = _via(_reduce("amax"), ("self",))  # the whole tensor's maximum
+    table[aten.max.dim] = _max_dim
     return table
 
 
