@@ -1,8 +1,9 @@
 """The ATen ops of transformers 5's mixture-of-experts routing, state-space layers and masks, captured by the
-export route (capture="export"): topk (the registry's topk, src/ops/routing.cc), a parameter indexed by traced expert
-ids and rows picked by (arange, traced position) pairs (index_select), log1p (log of 1 + x) and a depthwise 1-D convolution (conv2d of unit height). The graph
-computes the module's loss op by op with the runtime's forms, and one SGD step of its dp 2 and tp 2 plans equals
-the 1-device step (the topk's sharding rule: rows split, the ranked dim whole)."""
+export route (capture="export"): topk (the registry's topk, src/ops/routing.cc), a parameter indexed by traced
+expert ids and rows picked by (arange, traced position) pairs (index_select), log1p (log of 1 + x), a depthwise
+1-D convolution (conv2d of unit height), max with positions, boolean ~ and &, expm1. Each graph computes the
+module's loss op by op with the runtime's forms; one SGD step of the routing model's dp 2 and tp 2 plans equals
+the 1-device step (topk's sharding rule: rows split, the ranked dim whole)."""
 
 import math
 
