@@ -33,6 +33,31 @@ def _stage(row):
     return "plan" if not (row["dp"] and row["tp"]) else "match"
 
 
+def _causes(row):
+    """The causes one failing row counts towards: each unsupported op it lists, else its reason's head (the error's
+    type; for the engine's refusals, the plan and the message's last clause)."""
+    reason = row["reason"]
+    if reason.startswith("unsupported: "):
+        return [op.strip() for op in reason[len("unsupported: "):].split(", ")]
+    if reason.startswith(("plan ", "emit ", "run ")):
+        return [reason.split(":")[0] + ": " + reason.split(": ")[-1][:70]]
+    return [reason.split(":")[0]]
+
+
+def top_causes(rows, count=15):
+    """Markdown: the causes that stop the most classes (an unsupported op counts once per class that lists it)."""
+    tally = {}
+    for row in rows:
+        if row.get("match") is False or not (row["built"] and row["traced"] and row["dp"] and row["tp"]):
+            if row["built"]:
+                for cause in _causes(row):
+                    tally.setdefault(cause, []).append(row["model"])
+    lines = ["| classes | cause | e.g. |", "|---|---|---|"]
+    for cause, models in sorted(tally.items(), key=lambda item: (-len(item[1]), item[0]))[:count]:
+        lines.append(f"| {len(models)} | {cause.replace('|', chr(92) + '|')} | {', '.join(models[:3])} |")
+    return "\n".join(lines)
+
+
 def tables(report):
     """The markdown of docs/coverage.md's tables for a `--json` report ({rows, summary})."""
     rows = report["rows"]
@@ -40,7 +65,8 @@ def tables(report):
              "|---|---|---|---|---|---|"]
     lines += [_family_line(family, [r for r in rows if r["family"] == family]) for family in FAMILIES
               if any(r["family"] == family for r in rows)]
-    lines += [_family_line("**all**", rows), "", report["summary"]["text"], "",
+    lines += [_family_line("**all**", rows), "", report["summary"]["text"], "", "Causes that stop the most classes "
+              "(classes that build):", "", top_causes(rows), "",
               "| family | class | stops at | reason |", "|---|---|---|---|"]
     for r in rows:  # what fails; a class that plans and was not trained (--match not asked) is not listed
         if r.get("match") is False or not (r["built"] and r["traced"] and r["dp"] and r["tp"]):

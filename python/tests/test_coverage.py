@@ -140,3 +140,17 @@ def test_parts_of_a_run_merge_and_unchecked_classes_are_not_failures(tmp_path, c
     assert main([str(p) for p in paths] + ["--json", str(tmp_path / "all.json")]) == 0
     assert "| masked-lm | B |" not in capsys.readouterr().out
     assert json.loads((tmp_path / "all.json").read_text())["summary"]["match"] == 1
+
+
+def test_the_top_causes_count_each_unsupported_op_once_per_class():
+    from loom.coverage_markdown import top_causes
+
+    row = lambda model, reason, **k: {"family": "causal-lm", "model": model, "built": True, "traced": False,  # noqa: E731
+                                      "dp": False, "tp": False, "match": None, "reason": reason, **k}
+    rows = [row("A", "unsupported: aten.topk.default, aten.sort.default"), row("B", "unsupported: aten.topk.default"),
+            row("C", "GuardOnDataDependentSymNode: Could not guard"), row("D", "does not build: x", built=False),
+            row("E", "", traced=True, dp=True, tp=True, match=True)]
+    lines = top_causes(rows).splitlines()
+    assert lines[2] == "| 2 | aten.topk.default | A, B |"
+    assert "| 1 | GuardOnDataDependentSymNode | C |" in lines and "| 1 | aten.sort.default | A |" in lines
+    assert len(lines) == 5  # D does not build, E counts
