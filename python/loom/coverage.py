@@ -126,6 +126,8 @@ def shrink(config, family, image_sizes=True):
             config.pad_token_id = 0
         if getattr(config, "decoder_start_token_id", 0) is None:
             config.decoder_start_token_id = config.pad_token_id
+    if getattr(config, "is_encoder_decoder", False) and getattr(config, "decoder_start_token_id", None) is None:
+        config.decoder_start_token_id = getattr(config, "pad_token_id", None) or 0  # T5 outside seq2seq-lm
     if getattr(config, "attention_type", None) == "block_sparse":
         # BigBird switches to full attention by itself when the sequence is this short (with a warning,
         # replacing its attention modules mid-forward, which a trace cannot follow): full from the start.

@@ -124,6 +124,13 @@ def _where(cx, args, kwargs, value):
     cond, a, b = args
     like = a if _is_tensor(a) else b
     operands = _binary_operands(cx, (a, b), lambda x: _scalar_operand(cx, x, like, value))
+    if operands is None:
+        return None
+    # torch promotes mixed values (an i64 tensor and a float one: BigBird's masks); the registry's where takes
+    # its values' dtype from the first, so a value of another dtype is cast to the result's first.
+    operands = [x if cx.torch_dtype(x) == value.dtype else
+                cx.emit("cast", [x], {"dtype": cx.dtype_name(value.dtype)}, Meta(cx.shape(x), value.dtype),
+                        suffix="promoted") for x in operands]
     return cx.emit("where", [cx.tensor(cond)] + operands, {}, value)
 
 
