@@ -1,9 +1,9 @@
 """The ATen ops of transformers 5's mixture-of-experts routing, state-space layers and masks, captured by the
 export route (capture="export"): topk (the registry's topk, src/ops/routing.cc), a parameter indexed by traced
 expert ids and rows picked by (arange, traced position) pairs (index_select), log1p (log of 1 + x), a depthwise
-1-D convolution (conv2d of unit height), max with positions, boolean ~ and &, expm1. Each graph computes the
-module's loss op by op with the runtime's forms; one SGD step of the routing model's dp 2 and tp 2 plans equals
-the 1-device step (topk's sharding rule: rows split, the ranked dim whole)."""
+1-D convolution (conv2d of unit height), max with positions, boolean ~ and &, expm1, scattered masks. Each graph
+computes the module's loss op by op with the runtime's forms; one SGD step of the routing model's dp 2 and tp 2
+plans equals the 1-device step (topk's sharding rule: rows split, the ranked dim whole)."""
 
 import math
 
@@ -105,4 +105,27 @@ def test_max_with_positions_boolean_masks_and_expm1_compute_the_modules_loss():
     model, inputs = MaskedExtremes(), {"x": torch.randn(3, 4)}
     graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export")
     assert {"amax", "argmax", "exp"} <= {op["type"] for op in graph["ops"]}
+    assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), model(**inputs).item(), rel_tol=1e-6)
+
+
+class GroupMask(nn.Module):
+    """A group-limited router's mask (DeepSeek V3, GLM-4 MoE): ones scattered at the top groups, along the last
+    dim and along the first."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 6)
+
+    def forward(self, x):
+        h = self.proj(x)  # [3 6]
+        rows = torch.zeros_like(h).scatter_(1, torch.topk(h, 2, dim=-1)[1], 1)
+        columns = torch.zeros_like(h).scatter(0, torch.topk(h, 2, dim=0)[1], 1.0)
+        return (h * rows).sum() + (h.masked_fill(~columns.bool(), 0.0) ** 2).sum()
+
+
+def test_scattered_masks_compute_the_modules_loss():
+    torch.manual_seed(0)
+    model, inputs = GroupMask(), {"x": torch.randn(3, 4)}
+    graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export")
+    assert [op["type"] for op in graph["ops"]].count("topk") == 2
     assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), model(**inputs).item(), rel_tol=1e-6)

@@ -231,6 +231,33 @@ def _max_dim(cx, args, kwargs, value):
     return values, cx.emit("argmax", [x], {"dim": dim, **keep}, value[1], suffix="indices")
 
 
+def _scatter_value(cx, args, kwargs, value):
+    """x.scatter(dim, index, v) with a number v (group-limited routers' masks, `mask.scatter_(1, top_groups, 1)`):
+    a one-hot of the index along a new last dim (eq with arange), summed over the index's own positions along
+    dim, marks where v goes; where(marked, v, x)."""
+    a = named_arguments(cx.node.target, args, kwargs)
+    x, index, fill = cx.tensor(a["self"]), a["index"], a["value"]
+    if not isinstance(index, T) or a.get("reduce") is not None or not isinstance(fill, (int, float, bool)):
+        return None
+    shape, index_shape = list(cx.shape(x)), list(cx.shape(index))
+    dim = int(a["dim"]) % len(shape)
+    if len(index_shape) != len(shape) or any(index_shape[d] != shape[d] for d in range(len(shape)) if d != dim):
+        return None
+    size = shape[dim]
+    column = cx.emit("unsqueeze", [index], {"dim": len(index_shape)}, Meta(index_shape + [1], cx.torch_dtype(index)),
+                     suffix="column")
+    hot = cx.emit("eq", [column, cx.constant(torch.arange(size))], {}, Meta(index_shape + [size], torch.bool),
+                  suffix="hot")
+    counts = cx.emit("cast", [hot], {"dtype": "f32"}, Meta(index_shape + [size], torch.float32), suffix="counted")
+    per_slot = index_shape[:dim] + index_shape[dim + 1:] + [size]  # summed over dim: [.., size] with dim moved last
+    counts = cx.emit("sum", [counts], {"dims": [dim]}, Meta(per_slot, torch.float32), suffix="counts")
+    if dim != len(shape) - 1:  # back to x's layout: the slot dim moves from last to `dim`
+        order = list(range(dim)) + [len(shape) - 1] + list(range(dim, len(shape) - 1))
+        counts = cx.emit("permute", [counts], {"dims": order}, Meta(shape, torch.float32), suffix="placed")
+    marked = cx.emit("gt", [counts, cx.constant(torch.tensor(0.0))], {}, Meta(shape, torch.bool), suffix="marked")
+    return cx.emit("where", [marked, cx.constant(torch.tensor(fill, dtype=value.dtype)), x], {}, value)
+
+
 def _convolution(cx, args, kwargs, value):
     """aten.convolution: a 1-D or 2-D convolution (not transposed) by the torch-level conv handlers."""
     a = named_arguments(cx.node.target, args, kwargs)
@@ -322,6 +349,7 @@ _PACKETS = {
     aten.argmax: _via(_argmax, ("self", "dim", "keepdim")),
     aten.expm1: _expm1, aten.bitwise_not: _bitwise_not,
     aten.bitwise_and: _via(_logical_and, ("self", "other")),
+    aten.scatter: _scatter_value,
     aten.topk: _topk, aten.index: _index, aten.log1p: _log1p, aten.convolution: _convolution,
     aten.constant_pad_nd: _via(_pad, ("self", "pad"), (("value", "value"),)),
     **{getattr(aten, name): _shape_only(empty=name.startswith(("empty", "new_empty")))
