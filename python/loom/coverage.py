@@ -313,6 +313,8 @@ def check_match(loom_binary, path, workdir, name, timeout=180):
                            timeout, emit)
         except subprocess.TimeoutExpired:
             return f"emit {plan}: took longer than {timeout} s"
+        except OSError as e:
+            return f"emit {plan}: {e}"
         if result.returncode != 0:
             return f"emit {plan}: {_engine_error(result)}"
         try:
@@ -362,6 +364,9 @@ def check_model(family, name, loom_binary, workdir, timeout=180, match=False, ca
             result = _plan(loom_binary, path, options, os.path.join(workdir, f"{name}-{plan}"), timeout)
         except subprocess.TimeoutExpired:
             row["reason"] = row["reason"] or f"plan {plan}: took longer than {timeout} s"
+            continue
+        except OSError as e:  # the engine binary missing or being relinked: this row's failure, not the run's
+            row["reason"] = row["reason"] or f"plan {plan}: {e}"
             continue
         row[plan] = result.returncode == 0
         if not row[plan] and not row["reason"]:

@@ -1,9 +1,10 @@
 """The ATen ops of transformers 5's mixture-of-experts routing, state-space layers and masks, captured by the
 export route (capture="export"): topk (the registry's topk, src/ops/routing.cc), a parameter indexed by traced
 expert ids and rows picked by (arange, traced position) pairs (index_select), log1p (log of 1 + x), a depthwise
-1-D convolution (conv2d of unit height), max with positions, boolean ~ and &, expm1, scattered masks. Each graph
-computes the module's loss op by op with the runtime's forms; one SGD step of the routing model's dp 2 and tp 2
-plans equals the 1-device step (topk's sharding rule: rows split, the ranked dim whole)."""
+1-D convolution (conv2d of unit height), max with positions, boolean ~ and &, expm1, scattered masks, a matrix
+times a batch of matrices (an einsum). Each graph computes the module's loss op by op with the runtime's forms;
+one SGD step of the routing model's dp 2 and tp 2 plans equals the 1-device step (topk's sharding rule: rows
+split, the ranked dim whole)."""
 
 import math
 
@@ -129,3 +130,25 @@ def test_scattered_masks_compute_the_modules_loss():
     graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export")
     assert [op["type"] for op in graph["ops"]].count("topk") == 2
     assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), model(**inputs).item(), rel_tol=1e-6)
+
+
+class MatrixTimesBatch(nn.Module):
+    """Mamba's projection: a weight [m k] times a batch [b k n] (and a batch times a matrix)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(5, 4))
+
+    def forward(self, x):
+        return ((self.weight @ x) ** 2).sum() + ((x.transpose(1, 2) @ self.weight.t()) ** 2).sum()
+
+
+def test_a_matrix_times_a_batch_is_an_einsum_that_plans(loom_binary, tmp_path):
+    torch.manual_seed(0)
+    model, inputs = MatrixTimesBatch(), {"x": torch.randn(4, 4, 6)}
+    graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export")
+    assert [op["attrs"]["equation"] for op in graph["ops"] if op["type"] == "einsum"] == ["mk,pkn->pmn", "pmk,kn->pmn"]
+    assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), model(**inputs).item(), rel_tol=1e-5)
+    loom.save_graph(graph, tmp_path / "g.json")
+    assert coverage._plan(loom_binary, str(tmp_path / "g.json"), coverage.PLANS["tp"], str(tmp_path / "out"),
+                          120).returncode == 0

@@ -79,7 +79,15 @@ def _linear(cx, args, kwargs, value):
 
 
 def _matmul(cx, args, kwargs, value):
-    return cx.emit("matmul", [cx.tensor(args[0]), cx.tensor(args[1])], {}, value)
+    a, b = cx.tensor(args[0]), cx.tensor(args[1])
+    ranks = (cx.rank(a), cx.rank(b))
+    if min(ranks) == 2 and max(ranks) > 2:
+        # A matrix times a batch of matrices (Mamba's projection weight [m k] @ x [b k n]): the registry's matmul
+        # batches equal ranks only, so an einsum with the batch dims named.
+        batch = "".join(chr(ord("p") + k) for k in range(max(ranks) - 2))
+        left, right = ("mk" if ranks[0] == 2 else batch + "mk"), ("kn" if ranks[1] == 2 else batch + "kn")
+        return cx.emit("einsum", [a, b], {"equation": f"{left},{right}->{batch}mn"}, value)
+    return cx.emit("matmul", [a, b], {}, value)
 
 
 def _addmm(cx, args, kwargs, value):
