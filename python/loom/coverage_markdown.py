@@ -22,6 +22,7 @@ def _family_line(name, rows):
     checked = sum(1 for r in built if r.get("match") is not None)
     n = len(built)
     match = _share(matched, n) + (f" of {checked} checked" if checked != planned else "")
+    match = match if checked else "not checked"
     return f"| {name} | {len(rows)} | {n} | {_share(traced, n)} | {_share(planned, n)} | {match} |"
 
 
