@@ -1,14 +1,15 @@
 """Coverage report (issue 5): which HuggingFace `transformers` model classes Loom traces and plans.
 
-    python -m loom.coverage [--families causal-lm,seq2seq-lm,image-classification] [--limit N]
-                            [--models GPT2LMHeadModel,...] [--match] [--loom build/loom] [--json out.json]
-                            [--capture auto|fx|export]
+    python -m loom.coverage [--family causal-lm,seq2seq-lm,...] [--limit N] [--classes GPT2LMHeadModel,...]
+                            [--match] [--loom build/loom] [--json out.json] [--capture auto|fx|export]
 
-For every model class transformers maps to causal LM, seq-to-seq LM or image classification: build it
-from its default config shrunk (2 layers, hidden 64, 4 heads, vocabulary 512, 32x32 images; random
-init, nothing downloaded; an image model that does not run on 32x32 images keeps its own image and patch
-sizes), trace it with its own loss on a small batch (loom.trace; a class that takes no labels, such as
-DeiT's and LeViT's distillation heads, with the cross entropy of its logits), and plan the graph with the
+For every model class transformers maps to one of the task families (causal LM, seq-to-seq LM, image
+classification, masked LM, sequence and token classification, question answering, multiple choice), and
+for a few plain torch.nn models (loom.coverage_torch, family torch-nn): build it from its default config
+shrunk (2 layers, hidden 64, 4 heads, vocabulary 512, 32x32 images; random init, nothing downloaded; an
+image model that does not run on 32x32 images keeps its own image and patch sizes), trace it with its own
+loss on a small batch (loom.trace; a class that takes no labels, such as DeiT's and LeViT's distillation
+heads, with the cross entropy of its logits), and plan the graph with the
 engine twice, `loom plan --graph` under `--policy dp --gpus 2` and `--policy megatron --tp 2`.
 
 With --match, every class that plans both ways is also trained: the dp 2 and tp 2 plans and the
@@ -45,10 +46,16 @@ import tempfile
 import time
 import warnings
 
-FAMILIES = {
+FAMILIES = {  # family: transformers' mapping of its classes (torch-nn: loom.coverage_torch's hand-written models)
     "causal-lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
     "seq2seq-lm": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
     "image-classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+    "masked-lm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
+    "sequence-classification": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
+    "token-classification": "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",
+    "question-answering": "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES",
+    "multiple-choice": "MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES",
+    "torch-nn": None,
 }
 PLANS = {
     "dp": ["--policy", "dp", "--gpus", "2"],
@@ -57,7 +64,7 @@ PLANS = {
 SINGLE = ["--policy", "dp", "--dp", "1", "--gpus", "1"]  # the reference the parallel plans must train as
 MATCH_STEP = ["--optimizer", "sgd", "--lr", "1"]  # the updated parameters carry the whole gradients
 RTOL, FLOOR = 1e-5, 1e-3
-BATCH, SEQ, TARGET_SEQ, IMAGE, VOCAB, LABELS = 2, 16, 8, 32, 512, 10
+BATCH, SEQ, TARGET_SEQ, IMAGE, VOCAB, LABELS, CHOICES = 2, 16, 8, 32, 512, 10, 2
 # Images come 8 a batch: training-mode batch norm divides by the batch's variance, and at 2 images a
 # float32 step (torch's own, 1 device) is already ~1e-3 off the exact one, so 1 device and dp 2 could not
 # be compared at RTOL; at 8 they agree to ~2e-6 where the gradients are right.
@@ -84,9 +91,13 @@ _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_tok
 def model_classes(families):
     """[(family, class name)] in transformers' mapping order, tuples of names flattened."""
     from transformers.models.auto import modeling_auto
+    from .coverage_torch import MODELS
     found = []
     for family in families:
-        for _, names in getattr(modeling_auto, FAMILIES[family]).items():
+        if FAMILIES[family] is None:
+            found += [(family, name) for name in MODELS]
+            continue
+        for _, names in getattr(modeling_auto, FAMILIES[family], {}).items():
             for name in (names if isinstance(names, (tuple, list)) else (names,)):
                 if (family, name) not in found:  # one class may serve several model types
                     found.append((family, name))
@@ -108,17 +119,34 @@ def shrink(config, family, image_sizes=True):
         for field in _TOKEN_IDS:  # special tokens of the full vocabulary would index past the small one
             if isinstance(getattr(config, field, None), int) and getattr(config, field) >= VOCAB:
                 setattr(config, field, _TOKEN_IDS.index(field))
-    if family == "seq2seq-lm":  # shifting labels right needs them; T5's docs: "usually the pad token"
+    if family in ("seq2seq-lm", "sequence-classification"):
+        # seq2seq shifts labels right with it (T5's docs: "usually the pad token"); a sequence classifier
+        # finds each row's last token by it ("Cannot handle batch sizes > 1 if no padding token is defined")
         if getattr(config, "pad_token_id", 0) is None:
             config.pad_token_id = 0
         if getattr(config, "decoder_start_token_id", 0) is None:
             config.decoder_start_token_id = config.pad_token_id
+    if getattr(config, "is_encoder_decoder", False) and getattr(config, "decoder_start_token_id", None) is None:
+        config.decoder_start_token_id = getattr(config, "pad_token_id", None) or 0  # T5 outside seq2seq-lm
     if getattr(config, "attention_type", None) == "block_sparse":
         # BigBird switches to full attention by itself when the sequence is this short (with a warning,
         # replacing its attention modules mid-forward, which a trace cannot follow): full from the start.
         config.attention_type = "original_full"
+    if isinstance(getattr(config, "qk_rope_head_dim", None), int):
+        # Multi-head latent attention (DeepSeek V2/V3, MiniCPM3): head_dim is the rotary part, so the
+        # rotary, plain and value parts and the low-rank projections shrink with it; keys get every head.
+        rope = config.head_dim if isinstance(getattr(config, "head_dim", None), int) else 16
+        for field, size in (("qk_rope_head_dim", rope), ("qk_nope_head_dim", 16), ("v_head_dim", 16),
+                            ("qk_head_dim", rope + 16), ("kv_lora_rank", 32), ("q_lora_rank", 32)):
+            if isinstance(getattr(config, field, None), int):
+                with contextlib.suppress(NotImplementedError, AttributeError):
+                    setattr(config, field, size)
+        if isinstance(getattr(config, "num_key_value_heads", None), int):  # keys have every head: no groups
+            config.num_key_value_heads = config.num_attention_heads
     if isinstance(getattr(config, "max_position_embeddings", None), int):
         config.max_position_embeddings = min(config.max_position_embeddings, 128)
+    if family in ("sequence-classification", "token-classification"):
+        config.num_labels = LABELS
     if family == "image-classification":
         if isinstance(getattr(config, "image_size", None), int) and image_sizes:
             config.image_size = IMAGE
@@ -126,14 +154,14 @@ def shrink(config, family, image_sizes=True):
             config.patch_size = min(config.patch_size, 8)
         for field in ("hidden_sizes", "embed_dims", "neck_hidden_sizes"):
             sizes = getattr(config, field, None)
-            if isinstance(sizes, list) and all(isinstance(s, int) for s in sizes):
+            if isinstance(sizes, (list, tuple)) and all(isinstance(s, int) for s in sizes):  # tuples: transformers 5
                 setattr(config, field, [16 * 2 ** min(k, 2) for k in range(len(sizes))])
         for field in ("num_heads", "num_attention_heads"):  # per stage: 2 divides every shrunk width
             heads = getattr(config, field, None)
-            if isinstance(heads, list) and all(isinstance(h, int) for h in heads):
+            if isinstance(heads, (list, tuple)) and all(isinstance(h, int) for h in heads):
                 setattr(config, field, [2] * len(heads))
         depths = getattr(config, "depths", None)
-        if isinstance(depths, list) and all(isinstance(d, int) for d in depths):
+        if isinstance(depths, (list, tuple)) and all(isinstance(d, int) for d in depths):
             config.depths = [1] * len(depths)
         config.num_labels = LABELS
     for sub in ("text_config", "vision_config", "encoder", "decoder"):
@@ -158,6 +186,16 @@ def example_inputs(config, family, cls=None):
                 "labels": torch.randint(0, LABELS, (IMAGE_BATCH,), generator=generator)}
     vocab = getattr(config, "vocab_size", VOCAB) or VOCAB
     ids = torch.randint(len(_TOKEN_IDS), vocab, (BATCH, SEQ), generator=generator)
+    if family == "sequence-classification":
+        return {"input_ids": ids, "labels": torch.randint(0, LABELS, (BATCH,), generator=generator)}
+    if family == "token-classification":
+        return {"input_ids": ids, "labels": torch.randint(0, LABELS, (BATCH, SEQ), generator=generator)}
+    if family == "question-answering":  # the answer span's first and last token
+        start = torch.randint(0, SEQ // 2, (BATCH,), generator=generator)
+        return {"input_ids": ids, "start_positions": start, "end_positions": start + SEQ // 4}
+    if family == "multiple-choice":  # [batch, choices, tokens], the label the right choice
+        return {"input_ids": torch.randint(len(_TOKEN_IDS), vocab, (BATCH, CHOICES, SEQ), generator=generator),
+                "labels": torch.randint(0, CHOICES, (BATCH,), generator=generator)}
     if family == "seq2seq-lm":
         # The decoder's inputs are the labels shifted right, given as data (as seq2seq data loaders do).
         labels = torch.randint(len(_TOKEN_IDS), vocab, (BATCH, TARGET_SEQ), generator=generator)
@@ -275,6 +313,8 @@ def check_match(loom_binary, path, workdir, name, timeout=180):
                            timeout, emit)
         except subprocess.TimeoutExpired:
             return f"emit {plan}: took longer than {timeout} s"
+        except OSError as e:
+            return f"emit {plan}: {e}"
         if result.returncode != 0:
             return f"emit {plan}: {_engine_error(result)}"
         try:
@@ -289,21 +329,30 @@ def check_match(loom_binary, path, workdir, name, timeout=180):
     return ""
 
 
+def _build_with_inputs(family, name):
+    """(model in training mode, example inputs, loss function or None for the model's own) of one class."""
+    if FAMILIES[family] is None:
+        from .coverage_torch import MODELS
+        return MODELS[name]()
+    import transformers
+    cls = getattr(transformers, name)
+    model, config = _build(cls, family)
+    takes = inspect.signature(cls.forward).parameters
+    own = "labels" in takes or "start_positions" in takes  # question answering: the span's two positions
+    return model, example_inputs(config, family, cls), None if own else _classification_loss
+
+
 def check_model(family, name, loom_binary, workdir, timeout=180, match=False, capture="auto"):
     """One row of the report: {family, model, built, traced, dp, tp, match, reason}; match is None when it
     was not checked (not asked, or the class does not plan both ways)."""
-    import transformers
     import loom
     row = {"family": family, "model": name, "built": False, "traced": False, "dp": False, "tp": False,
            "match": None, "reason": ""}
     try:
         with _time_limit(timeout):
-            cls = getattr(transformers, name)
-            model, config = _build(cls, family)
+            model, inputs, loss = _build_with_inputs(family, name)
             row["built"] = True
-            inputs = example_inputs(config, family, cls)
-            graph = loom.trace(model, inputs, loss=None if "labels" in inspect.signature(cls.forward).parameters
-                               else _classification_loss, capture=capture)
+            graph = loom.trace(model, inputs, loss=loss, capture=capture)
             row["traced"] = True
     except Exception as e:  # noqa: BLE001: every failure is a row of the report
         row["reason"] = ("" if row["built"] else "does not build: ") + _reason(e)
@@ -316,6 +365,9 @@ def check_model(family, name, loom_binary, workdir, timeout=180, match=False, ca
         except subprocess.TimeoutExpired:
             row["reason"] = row["reason"] or f"plan {plan}: took longer than {timeout} s"
             continue
+        except OSError as e:  # the engine binary missing or being relinked: this row's failure, not the run's
+            row["reason"] = row["reason"] or f"plan {plan}: {e}"
+            continue
         row[plan] = result.returncode == 0
         if not row[plan] and not row["reason"]:
             row["reason"] = f"plan {plan}: {_engine_error(result)}"
@@ -325,8 +377,7 @@ def check_model(family, name, loom_binary, workdir, timeout=180, match=False, ca
                 with _time_limit(timeout):
                     model.double()
                     inputs = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
-                    graph = loom.trace(model, inputs, loss=None if "labels" in inspect.signature(cls.forward)
-                                       .parameters else _classification_loss, capture=capture)
+                    graph = loom.trace(model, inputs, loss=loss, capture=capture)
             except Exception as e:  # noqa: BLE001
                 row["match"], row["reason"] = False, "float64 trace: " + _reason(e)
                 return row
@@ -383,9 +434,10 @@ def _default_loom():
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m loom.coverage", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--families", default=",".join(FAMILIES),
+    parser.add_argument("--family", "--families", dest="families", default=",".join(FAMILIES),
                         help=f"comma-separated, of: {', '.join(FAMILIES)} (default: all)")
-    parser.add_argument("--models", default="", help="comma-separated class names: only these (e.g. GPT2LMHeadModel)")
+    parser.add_argument("--classes", "--models", dest="models", default="",
+                        help="comma-separated class names: only these (e.g. GPT2LMHeadModel)")
     parser.add_argument("--limit", type=int, default=0, help="check at most this many classes (0: all)")
     parser.add_argument("--loom", default=_default_loom(), help="the engine binary (default: $LOOM, else build/loom)")
     parser.add_argument("--timeout", type=int, default=180, help="seconds per class for tracing and each plan")
@@ -398,7 +450,7 @@ def main(argv=None):
     families = [f for f in args.families.split(",") if f]
     unknown = [f for f in families if f not in FAMILIES]
     if unknown:
-        parser.error(f"--families: unknown {', '.join(unknown)}; choose from {', '.join(FAMILIES)}")
+        parser.error(f"--family: unknown {', '.join(unknown)}; choose from {', '.join(FAMILIES)}")
     if not os.path.exists(args.loom):
         parser.error(f"--loom: no engine binary at {args.loom}; build it (make build) or pass --loom PATH")
     import transformers
@@ -409,7 +461,7 @@ def main(argv=None):
         wanted = set(args.models.split(","))
         missing = wanted - {name for _, name in classes}
         if missing:
-            parser.error(f"--models: {', '.join(sorted(missing))} not in the families {', '.join(families)}")
+            parser.error(f"--classes: {', '.join(sorted(missing))} not in the families {', '.join(families)}")
         classes = [(f, n) for f, n in classes if n in wanted]
     if args.limit > 0:
         classes = classes[:args.limit]

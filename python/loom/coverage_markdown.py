@@ -1,11 +1,13 @@
 """The tables of docs/coverage.md from a coverage run's rows: `python -m loom.coverage --match --json out.json`,
-then `python -m loom.coverage_markdown out.json` prints the per-family shares, the summary line and the table of
-the classes that do not count (the prose around them is written by hand)."""
+then `python -m loom.coverage_markdown out.json [more.json ...]` prints the per-family shares, the summary line
+and the table of the classes that do not count (the prose around them is written by hand). A run made in parts
+(`--family`, `--classes`) gives several files: their rows are merged, a later file's row replacing an earlier
+one of the same class, and `--json PATH` writes the merged report."""
 
 import json
 import sys
 
-from .coverage import FAMILIES
+from .coverage import FAMILIES, summary
 
 
 def _share(count, total):
@@ -17,8 +19,11 @@ def _family_line(name, rows):
     traced = sum(1 for r in built if r["traced"])
     planned = sum(1 for r in built if r["traced"] and r["dp"] and r["tp"])
     matched = sum(1 for r in built if r.get("match"))
+    checked = sum(1 for r in built if r.get("match") is not None)
     n = len(built)
-    return f"| {name} | {len(rows)} | {n} | {_share(traced, n)} | {_share(planned, n)} | {_share(matched, n)} |"
+    match = _share(matched, n) + (f" of {checked} checked" if checked != planned else "")
+    match = match if checked else "not checked"
+    return f"| {name} | {len(rows)} | {n} | {_share(traced, n)} | {_share(planned, n)} | {match} |"
 
 
 def _stage(row):
@@ -29,29 +34,81 @@ def _stage(row):
     return "plan" if not (row["dp"] and row["tp"]) else "match"
 
 
+def _causes(row):
+    """The causes one failing row counts towards: each unsupported op it lists, else its reason's head (the error's
+    type; for the engine's refusals, the plan and the message's last clause)."""
+    reason = row["reason"]
+    if reason.startswith("unsupported: "):
+        return [op.strip() for op in reason[len("unsupported: "):].split(", ")]
+    if reason.startswith(("plan ", "emit ", "run ")):
+        return [reason.split(":")[0] + ": " + reason.split(": ")[-1][:70]]
+    return [reason.split(":")[0]]
+
+
+def top_causes(rows, count=15):
+    """Markdown: the causes that stop the most classes (an unsupported op counts once per class that lists it)."""
+    tally = {}
+    for row in rows:
+        if row.get("match") is False or not (row["built"] and row["traced"] and row["dp"] and row["tp"]):
+            if row["built"]:
+                for cause in _causes(row):
+                    tally.setdefault(cause, []).append(row["model"])
+    lines = ["| classes | cause | e.g. |", "|---|---|---|"]
+    for cause, models in sorted(tally.items(), key=lambda item: (-len(item[1]), item[0]))[:count]:
+        lines.append(f"| {len(models)} | {cause.replace('|', chr(92) + '|')} | {', '.join(models[:3])} |")
+    return "\n".join(lines)
+
+
 def tables(report):
     """The markdown of docs/coverage.md's tables for a `--json` report ({rows, summary})."""
     rows = report["rows"]
     lines = ["| family | classes | build | trace | trace + plan dp and tp | + match 1 device |",
              "|---|---|---|---|---|---|"]
-    lines += [_family_line(family, [r for r in rows if r["family"] == family]) for family in FAMILIES]
-    lines += [_family_line("**all**", rows), "", report["summary"]["text"], "",
+    lines += [_family_line(family, [r for r in rows if r["family"] == family]) for family in FAMILIES
+              if any(r["family"] == family for r in rows)]
+    lines += [_family_line("**all**", rows), "", report["summary"]["text"], "", "Causes that stop the most classes "
+              "(classes that build):", "", top_causes(rows), "",
               "| family | class | stops at | reason |", "|---|---|---|---|"]
-    for r in rows:
-        if not r.get("match"):
+    for r in rows:  # what fails; a class that plans and was not trained (--match not asked) is not listed
+        if r.get("match") is False or not (r["built"] and r["traced"] and r["dp"] and r["tp"]):
             reason = r["reason"].replace("|", "\\|").replace("\n", " ")
             lines.append(f"| {r['family']} | {r['model']} | {_stage(r)} | {reason} |")
     return "\n".join(lines)
 
 
+def merged(reports):
+    """One report of several parts' ({rows, summary}): rows in first-seen order, a later part's row replacing an
+    earlier one of the same (family, class); the summary recomputed over the merged rows."""
+    rows = {}
+    for report in reports:
+        for row in report["rows"]:
+            rows[(row["family"], row["model"])] = row
+    rows = list(rows.values())
+    return {"rows": rows, "summary": summary(rows)}
+
+
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m loom.coverage_markdown REPORT.json (from `python -m loom.coverage --json`)",
-              file=sys.stderr)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    out = None
+    if "--json" in argv:
+        at = argv.index("--json")
+        out = argv[at + 1] if at + 1 < len(argv) else None
+        del argv[at:at + 2]
+        if out is None:
+            argv = []
+    if not argv:
+        print("usage: python -m loom.coverage_markdown REPORT.json [MORE.json ...] [--json MERGED.json] (reports from "
+              "`python -m loom.coverage --json`)", file=sys.stderr)
         return 2
-    with open(argv[0]) as report:
-        print(tables(json.load(report)))
+    reports = []
+    for path in argv:
+        with open(path) as report:
+            reports.append(json.load(report))
+    report = merged(reports) if len(reports) > 1 else reports[0]
+    if out:
+        with open(out, "w") as merged_file:
+            json.dump(report, merged_file, indent=1)
+    print(tables(report))
     return 0
 
 

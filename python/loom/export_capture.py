@@ -70,7 +70,7 @@ def capture(module, inputs, concrete_args, loss, find_loss):
     if "use_cache" in taken and "use_cache" not in fixed:
         fixed["use_cache"] = False  # no key/value cache objects in a training step's graph
     wrapper = _WithLoss(module, names, fixed, loss, find_loss)
-    with _autocast_on_meta():
+    with _autocast_on_meta(), _batched_experts(module):
         exported = torch.export.export(wrapper, _distinct(inputs[name] for name in names), strict=False)
     exported = exported.run_decompositions(_decompositions())
     gm = exported.graph_module
@@ -95,6 +95,28 @@ def _autocast_on_meta():
         yield
     finally:
         autocast.__init__ = original
+
+
+@contextlib.contextmanager
+def _batched_experts(module):
+    """transformers 5's mixture-of-experts blocks in their `batched_mm` form while exporting: each token's top-k
+    experts' weights gathered (index_select) and applied by batched matmuls, all shapes static. The default
+    `grouped_mm` sorts tokens by expert into groups whose sizes depend on the routing (histc, sort, index_put,
+    a grouped matmul), and `eager` loops over the experts a batch hits: neither has a static graph. The three
+    compute the same function; the module's own setting is restored afterwards."""
+    current = getattr(getattr(module, "config", None), "_experts_implementation", None)
+    switched = False
+    if current not in (None, "batched_mm") and hasattr(module, "set_experts_implementation"):
+        try:
+            module.set_experts_implementation("batched_mm")
+            switched = True
+        except (ValueError, RuntimeError, ImportError):  # a model whose experts offer no such form stays as it is
+            pass
+    try:
+        yield
+    finally:
+        if switched:
+            module.set_experts_implementation(current)
 
 
 def _distinct(tensors):

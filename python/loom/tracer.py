@@ -464,6 +464,8 @@ def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=N
             try:
                 return trace(module, example_inputs, **options, capture="export")
             except Exception as export_error:
+                if isinstance(fx_error, ImportError):  # no fx tracer at all (transformers 5): export's is the reason
+                    raise export_error from None
                 fx_error.add_note(f"capture='export' failed too: {type(export_error).__name__}: {export_error}")
                 raise fx_error from None
     if capture == "export" and leaf_modules:

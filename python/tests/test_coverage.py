@@ -2,6 +2,8 @@
 traces, and the engine plans it under dp and megatron tp; one also trains a step of both plans and of
 one device (--match), and the comparison it uses has teeth."""
 
+import json
+
 import pytest
 import torch
 
@@ -18,6 +20,13 @@ SUBSET = [
     ("image-classification", "ViTForImageClassification"),
     ("image-classification", "ResNetForImageClassification"),
     ("causal-lm", "MixtralForCausalLM"),  # top-k routing, lowered densely
+    ("masked-lm", "BertForMaskedLM"),
+    ("sequence-classification", "BertForSequenceClassification"),
+    ("token-classification", "BertForTokenClassification"),
+    ("question-answering", "BertForQuestionAnswering"),  # its loss from start and end positions
+    ("multiple-choice", "BertForMultipleChoice"),  # [batch, choices, tokens]
+    ("torch-nn", "TransformerSeq2Seq"),  # plain torch.nn, no transformers
+    ("torch-nn", "ConvNet"),
 ]
 
 
@@ -50,10 +59,22 @@ def test_the_report_prints_a_row_per_class_and_the_shares(rows):
 def test_bad_options_name_the_option(capsys, loom_binary):
     with pytest.raises(SystemExit):
         coverage.main(["--families", "speech", "--loom", loom_binary])
-    assert "--families: unknown speech" in capsys.readouterr().err
+    assert "--family: unknown speech" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        coverage.main(["--models", "NoSuchModel", "--loom", loom_binary])
-    assert "--models: NoSuchModel" in capsys.readouterr().err
+        coverage.main(["--classes", "NoSuchModel", "--loom", loom_binary])
+    assert "--classes: NoSuchModel" in capsys.readouterr().err
+
+
+def test_a_subset_runs_by_family_and_class(capsys, loom_binary, tmp_path):
+    report = tmp_path / "report.json"
+    assert coverage.main(["--family", "torch-nn,multiple-choice", "--classes", "MLP,BertForMultipleChoice",
+                          "--loom", loom_binary, "--json", str(report)]) == 0
+    rows = json.loads(report.read_text())["rows"]
+    assert [(r["family"], r["model"]) for r in rows] == [("torch-nn", "MLP"),
+                                                          ("multiple-choice", "BertForMultipleChoice")]
+    assert all(r["traced"] and r["dp"] and r["tp"] for r in rows), rows
+    assert coverage.main(["--family", "torch-nn", "--limit", "1", "--loom", loom_binary]) == 0
+    assert "1 classes, 1 build" in capsys.readouterr().out
 
 
 def test_one_class_trains_as_one_device_under_dp_and_tp(loom_binary, tmp_path):
@@ -97,3 +118,39 @@ def test_the_markdown_tables_count_and_list_what_does_not_match():
     assert "| causal-lm | 3 | 2 | 2 (100 %) | 2 (100 %) | 1 (50 %) |" in text
     assert "| causal-lm | B | match | dp differs \\| 1e-3 |" in text and "| causal-lm | C | build |" in text
     assert "| causal-lm | A |" not in text
+
+
+def test_parts_of_a_run_merge_and_unchecked_classes_are_not_failures(tmp_path, capsys):
+    from loom.coverage_markdown import main, merged, tables
+
+    row = lambda model, **k: {"family": "masked-lm", "model": model, "built": True, "traced": True, "dp": True,  # noqa: E731
+                              "tp": True, "match": None, "reason": "", **k}
+    first = {"rows": [row("A"), row("B", traced=False, dp=False, tp=False, reason="unsupported: aten.x")]}
+    second = {"rows": [row("B", match=True), row("C", match=False, reason="tp differs")]}
+    report = merged([first, second])
+    assert [r["model"] for r in report["rows"]] == ["A", "B", "C"] and report["rows"][1]["match"] is True
+    assert report["summary"]["all"] == 3 and report["summary"]["match"] == 1
+    text = tables(report)
+    assert "| masked-lm | 3 | 3 | 3 (100 %) | 3 (100 %) | 1 (33 %) of 2 checked |" in text
+    assert "| masked-lm | C | match | tp differs |" in text and "| masked-lm | A |" not in text
+    paths = []
+    for k, part in enumerate((first, second)):
+        paths.append(tmp_path / f"part{k}.json")
+        paths[-1].write_text(json.dumps(dict(part, summary={})))
+    assert main([str(p) for p in paths] + ["--json", str(tmp_path / "all.json")]) == 0
+    assert "| masked-lm | B |" not in capsys.readouterr().out
+    assert json.loads((tmp_path / "all.json").read_text())["summary"]["match"] == 1
+
+
+def test_the_top_causes_count_each_unsupported_op_once_per_class():
+    from loom.coverage_markdown import top_causes
+
+    row = lambda model, reason, **k: {"family": "causal-lm", "model": model, "built": True, "traced": False,  # noqa: E731
+                                      "dp": False, "tp": False, "match": None, "reason": reason, **k}
+    rows = [row("A", "unsupported: aten.topk.default, aten.sort.default"), row("B", "unsupported: aten.topk.default"),
+            row("C", "GuardOnDataDependentSymNode: Could not guard"), row("D", "does not build: x", built=False),
+            row("E", "", traced=True, dp=True, tp=True, match=True)]
+    lines = top_causes(rows).splitlines()
+    assert lines[2] == "| 2 | aten.topk.default | A, B |"
+    assert "| 1 | GuardOnDataDependentSymNode | C |" in lines and "| 1 | aten.sort.default | A |" in lines
+    assert len(lines) == 5  # D does not build, E counts

@@ -1,6 +1,8 @@
 """Tracing comparisons, cumsum, index_select, pad, interpolate and shape-only fills, and the engine
 resolving and planning what they lower to."""
 
+import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -178,13 +180,19 @@ def test_unsupported_forms_are_reported():
         def forward(self, x):
             return F.pad(x, (1, 1, 1, 1), mode="reflect").sum() + F.interpolate(x, scale_factor=2, mode="bicubic").sum()
 
+    inputs = {"x": torch.randn(1, 2, 4, 4)}
     try:
-        loom.trace(Bad(), {"x": torch.randn(1, 2, 4, 4)}, loss=lambda out, b: out)
+        loom.trace(Bad(), inputs, loss=lambda out, b: out, capture="fx")
     except loom.UnsupportedOpsError as e:
         reported = " ".join(e.unsupported)
         assert "pad" in reported and "interpolate" in reported
     else:
         raise AssertionError("reflect padding and bicubic interpolation have no engine op")
+    # At the ATen level both are reads at constant positions (index with index tensors: index_select).
+    from test_trace_lowered_values import evaluate, loss_of
+    graph = loom.trace(Bad(), inputs, loss=lambda out, b: out, capture="export")
+    assert {op["type"] for op in graph["ops"]} >= {"index_select"}
+    assert math.isclose(loss_of(graph, evaluate(graph, Bad(), inputs)), Bad()(**inputs).item(), rel_tol=1e-5)
 
 
 def test_the_engine_resolves_and_plans_the_new_ops(tmp_path, run_loom):

@@ -67,7 +67,10 @@ Expected<OpSignature> where_signature(const OpCall& call) {
   LOOM_RETURN_IF_ERROR(expect_inputs(call, 3, 3, "where", "three inputs (cond, a, b)"));
   LOOM_RETURN_IF_ERROR(expect_boolean(call, 0, "where", "cond"));
   LOOM_ASSIGN_OR_RETURN(Broadcast b, broadcast_dims(call.input_shapes, "where"));
-  return OpSignature{annotation_text(b.inputs, {b.output}), {}, {}};
+  // The values' dtype, not the condition's (the default, input 0's, would make every result boolean).
+  std::vector<ir::DType> dtypes;
+  if (call.input_dtypes.size() == 3) dtypes.push_back(call.input_dtypes[1]);
+  return OpSignature{annotation_text(b.inputs, {b.output}), {}, std::move(dtypes)};
 }
 
 // The mask broadcasts to x, never the other way round: the output keeps x's shape.

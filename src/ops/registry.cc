@@ -58,6 +58,7 @@ const OpRegistry& builtin_ops() {
     register_comparison_ops(r);
     register_scan_ops(r);
     register_gather_ops(r);
+    register_routing_ops(r);
     register_padding_ops(r);
     register_resample_ops(r);
     return r;

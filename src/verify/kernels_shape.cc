@@ -374,6 +374,7 @@ void register_shape_kernels(KernelRegistry& r) {
   // Index-driven data movement, each in its own file (kernels_scan.cc, _gather.cc, _padding.cc, _resample.cc).
   register_scan_kernels(r);
   register_gather_kernels(r);
+  register_routing_kernels(r);
   register_padding_kernels(r);
   register_resample_kernels(r);
 }

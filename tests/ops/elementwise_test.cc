@@ -72,6 +72,10 @@ TEST(Elementwise, WhereTakesABoolConditionAndBroadcasts) {
   ASSERT_TRUE(r) << r.error().to_string();
   EXPECT_EQ(r->op.annotation_text, "1 d1, d0 d1,  -> d0 d1");
   EXPECT_EQ(r->op.output_dtypes[0], DType::f16);
+  // Integer values stay integers (RoBERTa's token types gathered at traced positions), not the condition's bool.
+  auto ints = resolve("where", {Shape{4, 8}, Shape{4, 8}, Shape{}}, {}, {DType::boolean, DType::i64, DType::i64});
+  ASSERT_TRUE(ints) << ints.error().to_string();
+  EXPECT_EQ(ints->op.output_dtypes[0], DType::i64);
   EXPECT_EQ(builtin_ops().find("where")->backward.no_grad_inputs, std::vector<int>{0});
   EXPECT_ERROR_HAS(resolve("where", {Shape{4}, Shape{4}, Shape{4}}), "where: input 0 (cond) must be bool, got f32");
 }

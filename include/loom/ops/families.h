@@ -25,6 +25,7 @@ void register_autograd_ops(OpRegistry& registry);     // accumulate (gradient su
 void register_comparison_ops(OpRegistry& registry);   // eq, ne, lt, le, gt, ge (booleans), maximum, minimum
 void register_scan_ops(OpRegistry& registry);         // cumsum
 void register_gather_ops(OpRegistry& registry);       // index_select
+void register_routing_ops(OpRegistry& registry);      // topk
 void register_padding_ops(OpRegistry& registry);      // pad (constant)
 void register_resample_ops(OpRegistry& registry);     // upsample_bilinear2d
 

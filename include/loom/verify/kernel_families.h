@@ -26,6 +26,7 @@ void register_comparison_kernels(KernelRegistry& registry);  // called by regist
 void register_scan_kernels(KernelRegistry& registry);        // called by register_shape_kernels
 void register_gather_kernels(KernelRegistry& registry);      // called by register_shape_kernels
 void register_padding_kernels(KernelRegistry& registry);     // called by register_shape_kernels
+void register_routing_kernels(KernelRegistry& registry);     // called by register_shape_kernels
 void register_resample_kernels(KernelRegistry& registry);    // called by register_shape_kernels
 
 }  // namespace loom::verify

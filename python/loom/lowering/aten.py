@@ -7,17 +7,20 @@ the same tensor; conversions are casts where the dtype changes. Ops computing on
 get here: the capture evaluates them (positions, masks, rotary tables) and the lowering folds them.
 """
 
+import math
+
 import torch
 
 from .base import Meta, T
 from .compute import (
-    _addmm, _baddbmm, _binary, _cross_entropy, _dropout, _einsum, _embedding, _gather, _gelu, _layer_norm,
-    _linear, _logical_and, _matmul, _mse_loss, _nll_loss, _pow, _rms_norm, _rsub, _sdpa, _softmax, _stack, _unary,
+    _adaptive_avg_pool2d, _addmm, _baddbmm, _binary, _conv1d, _conv2d, _cross_entropy, _dropout, _einsum, _embedding,
+    _gather, _gelu, _layer_norm, _linear, _logical_and, _matmul, _mse_loss, _nll_loss, _pool2d, _pow, _rms_norm,
+    _rsub, _sdpa, _softmax, _stack, _unary,
 )
 from .shapes import (
     _chunk, _clamp, _compare, _concat, _contiguous, _convert, _cumsum, _detach, _expand, _getitem, _index_select,
-    _masked_fill, _pad, _permute, _reduce, _reshape, _shape_only, _split, _squeeze, _t, _transpose, _unsqueeze,
-    _where,
+    _masked_fill, _pad, _permute, _reduce, _repeat, _reshape, _shape_only, _split, _squeeze, _t, _transpose,
+    _unsqueeze, _where,
 )
 
 aten = torch.ops.aten
@@ -129,6 +132,144 @@ def _sdpa_grouped(cx, args, kwargs, value):
                  {"scale": a["scale"]}, value)
 
 
+def _topk(cx, args, kwargs, value):
+    """topk: (values, positions) as the registry's topk (src/ops/routing.cc), both outputs one op's."""
+    a = named_arguments(cx.node.target, args, kwargs)
+    attrs = {"k": int(a["k"]), "dim": int(a["dim"]), "largest": bool(a["largest"]), "sorted": bool(a["sorted"])}
+    return cx.emit_many("topk", [cx.tensor(a["self"])], attrs, list(value))
+
+
+def _index(cx, args, kwargs, value):
+    """x[..., i, j, ...] with integer index tensors on consecutive dims (a router's expert ids picking expert
+    weights, transformers' batched_mm experts; a classifier's last token, x[arange(b), last]): the indexed dims
+    merged into one, the indices combined into its row-major position (constant parts folded), and rows picked
+    by index_select; the result reshaped to torch's. Boolean masks are not lowered."""
+    a = named_arguments(cx.node.target, args, kwargs)
+    x, indices = cx.tensor(a["self"]), list(a["indices"])
+    used = [d for d, index in enumerate(indices) if index is not None]
+    if not used or used != list(range(used[0], used[-1] + 1)):
+        return None
+    picks = [indices[d] for d in used]
+    if not all(isinstance(i, (T, torch.Tensor)) for i in picks):
+        return None
+    dtypes = [cx.torch_dtype(i) if isinstance(i, T) else i.dtype for i in picks]
+    if any(dtype not in (torch.int64, torch.int32) for dtype in dtypes):
+        return None
+    shape, first = list(cx.shape(x)), used[0]
+    sizes = [shape[d] for d in used]
+    positions = list(torch.broadcast_shapes(*[tuple(cx.shape(i)) if isinstance(i, T) else i.shape for i in picks]))
+    index_meta = Meta(positions, torch.int64)
+    constant, traced = torch.zeros(positions, dtype=torch.int64), []
+    stride = math.prod(sizes)
+    for pick, size in zip(picks, sizes):
+        stride //= size
+        if isinstance(pick, torch.Tensor):
+            constant = constant + torch.remainder(pick.to(torch.int64), size) * stride
+        elif stride == 1:
+            traced.append(pick)
+        else:
+            traced.append(cx.emit("mul", [pick, cx.constant(torch.tensor(stride))], {},
+                                  Meta(cx.shape(pick), cx.torch_dtype(pick)), suffix="stride"))
+    if not traced:
+        row = cx.constant(constant)
+    else:
+        row = traced[0]
+        for term in traced[1:]:
+            row = cx.emit("add", [row, term], {}, index_meta, suffix="position")
+        if len(picks) > len(traced) or list(cx.shape(row)) != positions:
+            row = cx.emit("add", [row, cx.constant(constant)], {}, index_meta, suffix="position")
+    count = math.prod(positions)
+    if len(positions) != 1:
+        row = cx.emit("reshape", [row], {"shape": [count]}, Meta([count], cx.torch_dtype(row)), suffix="flat")
+    merged = shape[:first] + [math.prod(sizes)] + shape[used[-1] + 1:]
+    if len(used) > 1:
+        x = cx.emit("reshape", [x], {"shape": merged}, Meta(merged, value.dtype), suffix="merged")
+    picked = merged[:first] + [count] + merged[first + 1:]
+    if picked == list(value.shape):
+        return cx.emit("index_select", [x, row], {"dim": first}, value)
+    out = cx.emit("index_select", [x, row], {"dim": first}, Meta(picked, value.dtype), suffix="select")
+    return cx.emit("reshape", [out], {"shape": list(value.shape)}, value)
+
+
+def _argmax(cx, args, kwargs, value):
+    """argmax over one dim, or over the flattened tensor (the registry's argmax, i64)."""
+    x, dim, keepdim = args
+    attrs = ({} if dim is None else {"dim": int(dim)}) | ({"keepdim": True} if keepdim else {})
+    return cx.emit("argmax", [x], attrs, value)
+
+
+def _log1p(cx, args, kwargs, value):
+    """log(1 + x), spelled with the registry's add and log."""
+    x = args[0]
+    one = cx.constant(torch.tensor(1.0, dtype=cx.torch_dtype(x)))
+    grown = cx.emit("add", [x, one], {}, Meta(cx.shape(x), cx.torch_dtype(x)), suffix="plus1")
+    return cx.emit("log", [grown], {}, value)
+
+
+def _expm1(cx, args, kwargs, value):
+    """exp(x) - 1, spelled with the registry's exp and sub."""
+    x = args[0]
+    one = cx.constant(torch.tensor(1.0, dtype=cx.torch_dtype(x)))
+    grown = cx.emit("exp", [x], {}, Meta(cx.shape(x), cx.torch_dtype(x)), suffix="exp")
+    return cx.emit("sub", [grown, one], {}, value)
+
+
+def _bitwise_not(cx, args, kwargs, value):
+    """~mask of a boolean tensor: eq(mask, false)."""
+    x = args[0]
+    if not isinstance(x, T) or cx.torch_dtype(x) != torch.bool:
+        return None
+    return cx.emit("eq", [x, cx.constant(torch.tensor(False))], {}, value)
+
+
+def _max_dim(cx, args, kwargs, value):
+    """max(x, dim) -> (values, indices): amax and argmax over the dim."""
+    a = named_arguments(cx.node.target, args, kwargs)
+    x, dim, keepdim = cx.tensor(a["self"]), int(a["dim"]), bool(a["keepdim"])
+    keep = {"keepdim": True} if keepdim else {}
+    values = cx.emit("amax", [x], {"dims": [dim], **keep}, value[0], suffix="values")
+    return values, cx.emit("argmax", [x], {"dim": dim, **keep}, value[1], suffix="indices")
+
+
+def _scatter_value(cx, args, kwargs, value):
+    """x.scatter(dim, index, v) with a number v (group-limited routers' masks, `mask.scatter_(1, top_groups, 1)`):
+    a one-hot of the index along a new last dim (eq with arange), summed over the index's own positions along
+    dim, marks where v goes; where(marked, v, x)."""
+    a = named_arguments(cx.node.target, args, kwargs)
+    x, index, fill = cx.tensor(a["self"]), a["index"], a["value"]
+    if not isinstance(index, T) or a.get("reduce") is not None or not isinstance(fill, (int, float, bool)):
+        return None
+    shape, index_shape = list(cx.shape(x)), list(cx.shape(index))
+    dim = int(a["dim"]) % len(shape)
+    if len(index_shape) != len(shape) or any(index_shape[d] != shape[d] for d in range(len(shape)) if d != dim):
+        return None
+    size = shape[dim]
+    column = cx.emit("unsqueeze", [index], {"dim": len(index_shape)}, Meta(index_shape + [1], cx.torch_dtype(index)),
+                     suffix="column")
+    hot = cx.emit("eq", [column, cx.constant(torch.arange(size))], {}, Meta(index_shape + [size], torch.bool),
+                  suffix="hot")
+    counts = cx.emit("cast", [hot], {"dtype": "f32"}, Meta(index_shape + [size], torch.float32), suffix="counted")
+    per_slot = index_shape[:dim] + index_shape[dim + 1:] + [size]  # summed over dim: [.., size] with dim moved last
+    counts = cx.emit("sum", [counts], {"dims": [dim]}, Meta(per_slot, torch.float32), suffix="counts")
+    if dim != len(shape) - 1:  # back to x's layout: the slot dim moves from last to `dim`
+        order = list(range(dim)) + [len(shape) - 1] + list(range(dim, len(shape) - 1))
+        counts = cx.emit("permute", [counts], {"dims": order}, Meta(shape, torch.float32), suffix="placed")
+    marked = cx.emit("gt", [counts, cx.constant(torch.tensor(0.0))], {}, Meta(shape, torch.bool), suffix="marked")
+    return cx.emit("where", [marked, cx.constant(torch.tensor(fill, dtype=value.dtype)), x], {}, value)
+
+
+def _convolution(cx, args, kwargs, value):
+    """aten.convolution: a 1-D or 2-D convolution (not transposed) by the torch-level conv handlers."""
+    a = named_arguments(cx.node.target, args, kwargs)
+    if a["transposed"]:
+        return None
+    lower = {3: _conv1d, 4: _conv2d}.get(cx.rank(cx.tensor(a["input"])))
+    if lower is None:
+        return None
+    return lower(cx, [a["input"], a["weight"], a["bias"], a["stride"], a["padding"], a["dilation"], a["groups"]],
+                 {}, value)
+
+
 _SAME = lambda cx, args, kwargs, value: _contiguous(cx, args[:1], {}, value)  # noqa: E731: layout only
 _BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}
 _UNARY = ("neg", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt", "abs", "relu", "silu", "square")
@@ -198,6 +339,18 @@ _PACKETS = {
     aten.cumsum: _via(_cumsum, ("self", "dim")),
     aten.index_select: _via(_index_select, ("self", "dim", "index")),
     aten.gather: _via(_gather, ("self", "dim", "index")),
+    aten.avg_pool2d: _via(_pool2d("avg_pool2d"), ("self", "kernel_size", "stride", "padding", "ceil_mode",
+                                                   "count_include_pad"), (("divisor_override", "divisor_override"),)),
+    aten.max_pool2d_with_indices: _first_of_tuple(_via(_pool2d("max_pool2d"), (
+        "self", "kernel_size", "stride", "padding", "dilation", "ceil_mode")), 2),
+    aten.adaptive_avg_pool2d: _via(_adaptive_avg_pool2d, ("self", "output_size")),
+    aten._adaptive_avg_pool2d: _via(_adaptive_avg_pool2d, ("self", "output_size")),
+    aten.repeat: _via(_repeat, ("self", "repeats")),
+    aten.argmax: _via(_argmax, ("self", "dim", "keepdim")),
+    aten.expm1: _expm1, aten.bitwise_not: _bitwise_not,
+    aten.bitwise_and: _via(_logical_and, ("self", "other")),
+    aten.scatter: _scatter_value,
+    aten.topk: _topk, aten.index: _index, aten.log1p: _log1p, aten.convolution: _convolution,
     aten.constant_pad_nd: _via(_pad, ("self", "pad"), (("value", "value"),)),
     **{getattr(aten, name): _shape_only(empty=name.startswith(("empty", "new_empty")))
        for name in ("zeros_like", "ones_like", "full_like", "empty_like", "new_zeros", "new_ones", "new_full",
@@ -214,6 +367,8 @@ def _by_overload(packets):
             table[getattr(packet, name)] = handler
     for reduction in (aten.min.default, aten.max.default, aten.min.dim, aten.max.dim):
         table.pop(reduction, None)
+    table[aten.max.default] = _via(_reduce("amax"), ("self",))  # the whole tensor's maximum
+    table[aten.max.dim] = _max_dim
     return table
 
 

@@ -79,7 +79,15 @@ def _linear(cx, args, kwargs, value):
 
 
 def _matmul(cx, args, kwargs, value):
-    return cx.emit("matmul", [cx.tensor(args[0]), cx.tensor(args[1])], {}, value)
+    a, b = cx.tensor(args[0]), cx.tensor(args[1])
+    ranks = (cx.rank(a), cx.rank(b))
+    if min(ranks) == 2 and max(ranks) > 2:
+        # A matrix times a batch of matrices (Mamba's projection weight [m k] @ x [b k n]): the registry's matmul
+        # batches equal ranks only, so an einsum with the batch dims named.
+        batch = "".join(chr(ord("p") + k) for k in range(max(ranks) - 2))
+        left, right = ("mk" if ranks[0] == 2 else batch + "mk"), ("kn" if ranks[1] == 2 else batch + "kn")
+        return cx.emit("einsum", [a, b], {"equation": f"{left},{right}->{batch}mn"}, value)
+    return cx.emit("matmul", [a, b], {}, value)
 
 
 def _addmm(cx, args, kwargs, value):
@@ -175,8 +183,10 @@ def _layer_norm(cx, args, kwargs, value):
 def _rms_norm(cx, args, kwargs, value):
     x, shape, weight = args[0], _arg(args, kwargs, 1, "normalized_shape"), _arg(args, kwargs, 2, "weight")
     eps = _arg(args, kwargs, 3, "eps")
-    if weight is None or len(shape) != 1:
+    if len(shape) != 1:
         return None
+    if weight is None:  # elementwise_affine=False (DiffLlama's group norm): a constant unit scale
+        weight = torch.ones(int(shape[0]), dtype=cx.torch_dtype(x))
     return cx.emit("rms_norm", [x, cx.tensor(weight)], {} if eps is None else {"eps": float(eps)}, value)
 
 
@@ -266,24 +276,35 @@ def _nll_loss(cx, args, kwargs, value):
 
 
 def _gather(cx, args, kwargs, value):
-    """torch.gather(x, dim, index) with a constant index (ProphetNet's relative-position buckets): a one-hot
-    mask of the index along a new last dim, where(mask, x, 0) summed over it; exact (the sum adds zeros)."""
+    """torch.gather(x, dim, index) (ProphetNet's relative-position buckets; RoBERTa's token types read at traced
+    positions): a one-hot mask of the index along a new last dim, where(mask, x, 0) summed over it; exact (the
+    sum adds zeros). A constant index's mask is a constant; a traced one's is eq(index, arange)."""
     x, dim, index = args[0], _arg(args, kwargs, 1, "dim"), _arg(args, kwargs, 2, "index")
-    if not _is_tensor(x) or not isinstance(index, torch.Tensor) or kwargs.get("sparse_grad") \
-            or index.dim() != cx.rank(x):
+    if isinstance(x, torch.Tensor) and _is_tensor(index):
+        x = cx.tensor(x)  # a constant table read at traced positions
+    if not _is_tensor(x) or not isinstance(index, (torch.Tensor, T)) or kwargs.get("sparse_grad"):
         return None
+    index_shape = list(index.shape) if isinstance(index, torch.Tensor) else list(cx.shape(index))
     shape, dtype = cx.shape(x), cx.torch_dtype(x)
+    if len(index_shape) != len(shape):
+        return None
     dim = dim + len(shape) if dim < 0 else dim
     size = shape[dim]
-    if any(index.shape[d] != shape[d] for d in range(len(shape)) if d != dim):
+    if any(index_shape[d] != shape[d] for d in range(len(shape)) if d != dim):
         return None  # torch also reads a smaller index's box of x; not needed so far
-    hot = index.unsqueeze(-1) == torch.arange(size)  # [index's shape.., size]: where each output reads
+    if isinstance(index, torch.Tensor):
+        hot = cx.constant(index.unsqueeze(-1) == torch.arange(size))  # [index's shape.., size]: where each reads
+    else:
+        column = cx.emit("unsqueeze", [index], {"dim": len(index_shape)},
+                         Meta(index_shape + [1], cx.torch_dtype(index)), suffix="column")
+        hot = cx.emit("eq", [column, cx.constant(torch.arange(size))], {}, Meta(index_shape + [size], torch.bool),
+                      suffix="hot")
     moved = _move_last(cx, x, dim)  # [.. without dim .., size]
     spread_shape = list(cx.shape(moved))
     spread_shape.insert(dim, 1)
     spread = cx.emit("unsqueeze", [moved], {"dim": dim}, Meta(spread_shape, dtype), suffix="spread")
-    picked_shape = list(index.shape) + [size]
-    picked = cx.emit("where", [cx.constant(hot), spread, cx.constant(torch.tensor(0.0, dtype=dtype))], {},
+    picked_shape = index_shape + [size]
+    picked = cx.emit("where", [hot, spread, cx.constant(torch.tensor(0.0, dtype=dtype))], {},
                      Meta(picked_shape, dtype), suffix="picked")
     return cx.emit("sum", [picked], {"dims": [len(picked_shape) - 1]}, value)
 

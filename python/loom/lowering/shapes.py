@@ -124,6 +124,13 @@ def _where(cx, args, kwargs, value):
     cond, a, b = args
     like = a if _is_tensor(a) else b
     operands = _binary_operands(cx, (a, b), lambda x: _scalar_operand(cx, x, like, value))
+    if operands is None:
+        return None
+    # torch promotes mixed values (an i64 tensor and a float one: BigBird's masks); the registry's where takes
+    # its values' dtype from the first, so a value of another dtype is cast to the result's first.
+    operands = [x if cx.torch_dtype(x) == value.dtype else
+                cx.emit("cast", [x], {"dtype": cx.dtype_name(value.dtype)}, Meta(cx.shape(x), value.dtype),
+                        suffix="promoted") for x in operands]
     return cx.emit("where", [cx.tensor(cond)] + operands, {}, value)
 
 
@@ -163,8 +170,14 @@ def _reduce(type_):
         x = args[0]
         dim = _arg(args, kwargs, 1, "dim", kwargs.get("axis"))  # numpy's name, which torch also takes (ImageGPT)
         keepdim = bool(_arg(args, kwargs, 2, "keepdim", False))
-        if kwargs.get("dtype") is not None:
-            return None
+        dtype = kwargs.get("dtype")
+        if dtype is None and type_ == "sum" and _is_tensor(x) and cx.torch_dtype(x) == torch.bool:
+            dtype = value.dtype  # a count of true elements: torch sums booleans as integers
+            x = cx.emit("cast", [x], {"dtype": cx.dtype_name(dtype)}, Meta(cx.shape(x), dtype), suffix="cast")
+        elif dtype is not None and dtype != cx.torch_dtype(x):  # torch.sum(..., dtype=): the input cast first
+            if not (_is_tensor(x) and dtype.is_floating_point and cx.torch_dtype(x).is_floating_point):
+                return None
+            x = cx.emit("cast", [x], {"dtype": cx.dtype_name(dtype)}, Meta(cx.shape(x), dtype), suffix="cast")
         attrs = {"keepdim": keepdim} if keepdim else {}
         if dim is not None:
             attrs["dims"] = _dims(dim, cx.rank(x))

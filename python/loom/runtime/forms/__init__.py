@@ -23,7 +23,7 @@ A family module holds, per op type of its family:
 """
 
 from . import (activation, alphafold, attention, autograd, comparison, conv_pool, custom, elementwise, embedding,
-               gather, linalg, loss, moe, norm, optimizer, padding, reduce, resample, scan, shape, swin)
+               gather, linalg, loss, moe, norm, optimizer, padding, reduce, resample, routing, scan, shape, swin)
 from ..initial import DTYPES
 from .common import BackwardContext, Unsupported, as_tuple, attr_value
 
@@ -32,7 +32,7 @@ FAMILIES = {
     "linalg": linalg, "elementwise": elementwise, "activation": activation, "norm": norm, "embedding": embedding,
     "attention": attention, "conv_pool": conv_pool, "shape": shape, "reduce": reduce, "loss": loss, "moe": moe,
     "alphafold": alphafold, "swin": swin, "optimizer": optimizer, "autograd": autograd, "comparison": comparison,
-    "scan": scan, "gather": gather, "padding": padding, "resample": resample,
+    "scan": scan, "gather": gather, "padding": padding, "resample": resample, "routing": routing,
 }
 
 
