@@ -44,6 +44,36 @@ Expected<void> check_shape(const ExecPlan& slice, const FoldShape& shape) {
   return {};
 }
 
+// The classes refined so that every collective a representative runs is run by each member's representative
+// (the folded simulation takes a member to arrive when its representative does): a member whose
+// representative is not in the group becomes its own class. Programs equal up to renaming need not map a
+// sub-group collective onto one their representative runs: a ZeRO slice over several nodes has gathers
+// among some of the replicas (the layout search's hierarchical routes), and the member of another node
+// or group falls to a representative outside it. Splitting only ever makes a device its own representative,
+// which is in every group it belongs to, so a representative checked once stays right.
+DeviceClasses closed_over_collectives(const ExecPlan& slice, DeviceClasses classes) {
+  std::vector<int> todo(classes.representatives);
+  const auto representative = [&](int d) {
+    return classes.representatives[static_cast<std::size_t>(classes.class_of[static_cast<std::size_t>(d)])];
+  };
+  while (!todo.empty()) {
+    const int d = todo.back();
+    todo.pop_back();
+    for (const Instruction& in : slice.programs[static_cast<std::size_t>(d)]) {
+      const auto call = collective_call(in);
+      if (!call) continue;
+      for (int g : call->group) {
+        if (g < 0 || g >= slice.num_devices || std::ranges::find(call->group, representative(g)) != call->group.end())
+          continue;
+        classes.class_of[static_cast<std::size_t>(g)] = static_cast<int>(classes.representatives.size());
+        classes.representatives.push_back(g);
+        todo.push_back(g);
+      }
+    }
+  }
+  return classes;
+}
+
 // The slice devices that get programs: the class representatives, and whoever sends to a device that
 // has one (a recv reads its sender's program).
 std::vector<char> kept_devices(const ExecPlan& slice, const DeviceClasses& classes) {
@@ -296,9 +326,10 @@ class Unfolder {
 Expected<FoldedStep> unfold_step(const ExecPlan& slice, FoldShape shape) {
   LOOM_RETURN_IF_ERROR(check_shape(slice, shape));
   LOOM_ASSIGN_OR_RETURN(std::vector<std::vector<int>> segments, fold_segments(slice, shape));
-  const DeviceClasses classes = slice.class_of.size() == static_cast<std::size_t>(slice.num_devices)
-                                    ? DeviceClasses{slice.class_of, slice.representatives}
-                                    : device_classes(slice);
+  const DeviceClasses classes = closed_over_collectives(
+      slice, slice.class_of.size() == static_cast<std::size_t>(slice.num_devices)
+                 ? DeviceClasses{slice.class_of, slice.representatives}
+                 : device_classes(slice));
   const std::vector<char> kept = kept_devices(slice, classes);
   Unfolder unfolder(slice, shape, std::move(segments));
   for (int d = 0; d < slice.num_devices; ++d)

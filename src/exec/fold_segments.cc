@@ -1,5 +1,6 @@
 #include "fold_segments.h"
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -147,6 +148,17 @@ class Classifier {
   const FoldShape& shape_;
 };
 
+// Whether an instruction in a block after position `at` reads what the instruction at `at` writes.
+bool read_in_a_block(const std::vector<Instruction>& program, const std::vector<int>& seg, std::size_t at) {
+  std::unordered_set<std::uint32_t> written;
+  for_each_written(program[at], [&](BufferId b) { written.insert(b.index()); });
+  bool read = false;
+  for (std::size_t i = at + 1; i < program.size() && !read; ++i)
+    if (is_block(seg[i]) && !std::holds_alternative<Free>(program[i]))
+      for_each_read(program[i], [&](BufferId b) { read = read || written.contains(b.index()); });
+  return read;
+}
+
 // Where a send's recv runs once, the send runs once: an epilogue send reads the accumulated gradient;
 // a recv in a block of data sent once (in the prologue) receives it once. Collective members must agree.
 Expected<void> agree(const ExecPlan& slice, std::vector<std::vector<int>>& seg) {
@@ -180,6 +192,22 @@ Expected<void> agree(const ExecPlan& slice, std::vector<std::vector<int>>& seg) 
     }
   }
   for (const auto& [tag, sites] : members) {
+    // A member that runs it once per step where another runs it per micro-batch: a contributor whose output
+    // is not read in a block (a reduction's sender across nodes) classed by its block-computed input. It
+    // runs once, in the epilogue, reading the accumulated input, as its peers do.
+    const auto once = [&](const std::pair<int, std::size_t>& site) {
+      return seg[static_cast<std::size_t>(site.first)][site.second] == kEpilogue;
+    };
+    if (std::ranges::any_of(sites, once))
+      for (const auto& [d, i] : sites) {
+        std::vector<int>& mine = seg[static_cast<std::size_t>(d)];
+        const auto& program = slice.programs[static_cast<std::size_t>(d)];
+        if (!is_block(mine[i]) || read_in_a_block(program, mine, i)) continue;  // else: refused below
+        mine[i] = kEpilogue;
+        for (std::size_t w = i + 1; w < program.size(); ++w)  // a start's wait goes with it
+          if (const auto* wait = std::get_if<CollectiveWait>(&program[w]); wait != nullptr && wait->tag == tag)
+            mine[w] = kEpilogue;
+      }
     const bool repeated = is_block(seg[static_cast<std::size_t>(sites.front().first)][sites.front().second]);
     for (const auto& [d, i] : sites)
       if (is_block(seg[static_cast<std::size_t>(d)][i]) != repeated)

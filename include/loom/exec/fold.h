@@ -27,7 +27,13 @@
 // ZeRO folds over micro-batches only: its shards differ per dp rank and its collectives run among them,
 // so the slice holds every dp replica (one micro-batch each, ZeRO's reduce-scatters and gathers
 // materialized), and the shape has dp 1 with the replicas counted in tp (slice device s * tp + t is
-// then the full device itself). Unfolding repeats the blocks per micro-batch as above: ZeRO-3's
+// then the full device itself). The layout search may route some of them among a part of the replicas
+// (sub-group gathers, sends between nodes): the device classes are closed over the collectives (a member
+// whose representative does not run a collective a representative runs becomes its own class), and a
+// collective member classed per micro-batch only by its block-computed input (its output not read in a
+// block), whose peers run it once per step, runs it once too, on the accumulated input. Across nodes the
+// job pipeline does not fold ZeRO yet (policy::zero_folds: llama3-8b's ZeRO-1 over 8 nodes still has a
+// collective its members place apart). Unfolding repeats the blocks per micro-batch as above: ZeRO-3's
 // gathers run where their parameter is read (each block), ZeRO-1's reduce-scatter reads the
 // accumulated gradient once, and with `scatter_per_micro_batch` (ZeRO-2 and -3) a reduce-scatter of a
 // gradient a block computes runs in that block, its shard accumulated over the instances: as explicit
