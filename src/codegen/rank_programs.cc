@@ -345,8 +345,10 @@ Expected<RankPrograms> emit_rank_programs(const exec::ExecPlan& exec, std::strin
         const std::string& name = graph.tensor(p.tensor).name;
         tensors[name] = detail::tensor_entry(graph, p.tensor);
         if (const json& entry = tensors[name]; entry.contains("copy_of")) {
+          // As a string: clang finds std::string == json ambiguous (json's own operator== or the rewritten one).
+          const std::string copy_of = entry["copy_of"].get<std::string>();
           for (const ir::FullTensor& t : graph.tensors)
-            if (t.name == entry["copy_of"]) tensors[t.name] = detail::tensor_entry(graph, t.id);
+            if (t.name == copy_of) tensors[t.name] = detail::tensor_entry(graph, t.id);
         }
         json box = json::array();
         for (const plan::IndexRange& range : p.box) {

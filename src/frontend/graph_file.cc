@@ -2,6 +2,8 @@
 // validates; writing goes through a temporary file renamed into place, so readers never see half a graph.
 #include "loom/frontend/graph_file.h"
 
+#include <variant>
+
 #include <fmt/format.h>
 
 #include "loom/core/atomic_file.h"
@@ -17,6 +19,21 @@ namespace {
 
 Expected<std::string> read_file(const std::string& path) {
   return read_input_file(path, "graph file", "check the path; `loom graph --json` writes one");
+}
+
+// A custom op's call that does not resolve: its one attribute (the Python function the tracer records) is
+// missing, of another kind or joined by others, else its annotation does not fit the call. The error names
+// which, and the hint the fix for that one.
+Expected<void> custom_call_error(const std::string& label, const ir::OpDef& def, const ir::Attrs& attrs,
+                                 const Error& error) {
+  const auto callable = attrs.find(ops::kCallableAttr);
+  if (callable == attrs.end() || attrs.size() != 1 || !std::holds_alternative<std::string>(callable->second))
+    return fail(fmt::format("{}: {}", label, error.message),
+                fmt::format("give the op its one attribute, \"{}\": \"module:qualname\", naming the registered Python "
+                            "function (the tracer writes it; docs/custom_ops.md)",
+                            ops::kCallableAttr));
+  return fail(fmt::format("{}: the {} cannot take this call: {}", label, def.summary, error.message),
+              "fix the annotation given to loom.register_op: one tensor per tensor argument, one dim per dim");
 }
 
 // Ops written without an annotation (the Python tracer leaves it out: annotations are the registry's
@@ -37,8 +54,7 @@ Expected<void> resolve_missing_annotations(ir::Graph& graph, const ir::OpCatalog
     }
     Expected<ir::ResolvedOp> resolved = ir::resolve_op(*def, op.attrs, shapes, dtypes);
     if (!resolved && op.type.starts_with(ops::kCustomOpPrefix))
-      return fail(fmt::format("{}: the {} cannot take this call: {}", label, def->summary, resolved.error().message),
-                  "fix the annotation given to loom.register_op: one tensor per tensor argument, one dim per dim");
+      return custom_call_error(label, *def, op.attrs, resolved.error());
     if (!resolved) return std::unexpected(with_context(std::move(resolved).error(), label));
     op.annotation = std::move(resolved->annotation_text);
   }

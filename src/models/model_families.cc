@@ -10,17 +10,12 @@
 namespace loom::models {
 namespace {
 
-// No model Loom plans has a width, vocabulary or count this large; past it a graph's shapes overflow.
-constexpr std::int64_t kMaxSize = std::int64_t{1} << 24;
-
 std::string fields_of(const ModelFamily& family, FieldNaming naming) {
   std::vector<std::string> names;
   for (const FamilyField& f : family.fields)
     names.push_back(naming == FieldNaming::flag ? std::string(flag(f.field)) : std::string(key(f.field)));
   return join(names, ", ");
 }
-
-std::int64_t limit_of(SpecField field) { return field == SpecField::layers ? kMaxLayers : kMaxSize; }
 
 // `divisor` divides `dividend` (both given).
 Expected<void> check_divides(const ModelSpec& spec, FieldNaming naming, SpecField divisor, SpecField dividend,

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "loom/core/strings.h"
+#include "loom/models/zoo.h"
 
 namespace loom::models {
 namespace {
@@ -51,14 +52,24 @@ constexpr std::array<SpecField, kSpecFieldCount> kOrder = [] {
   return order;
 }();
 
-// A finite number, the whole text (an optional leading '+'); nothing otherwise.
-std::optional<double> parse_real(std::string_view text) {
+// No model Loom plans has a width, vocabulary or count this large; past it a graph's shapes overflow.
+constexpr std::int64_t kMaxSize = std::int64_t{1} << 24;
+
+// A number written as the whole text (an optional leading '+'): its finite value, or out_of_range where
+// it is a number a double cannot hold ('1e400'). Nothing for any other text (words, 'inf', 'nan').
+struct Number {
+  double value = 0;
+  bool out_of_range = false;
+};
+std::optional<Number> parse_number(std::string_view text) {
   text = trim(text);
   if (!text.empty() && text.front() == '+') text.remove_prefix(1);
   double value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || !std::isfinite(value)) return {};
-  return value;
+  if (text.empty() || end != text.data() + text.size()) return {};
+  if (ec == std::errc::result_out_of_range) return Number{.value = 0, .out_of_range = true};
+  if (ec != std::errc{} || !std::isfinite(value)) return {};
+  return Number{.value = value, .out_of_range = false};
 }
 
 }  // namespace
@@ -81,21 +92,30 @@ double value_of(const ModelSpec& spec, SpecField field) {
   return std::visit([&](auto member) { return static_cast<double>(spec.*member); }, info(field).member);
 }
 
+std::int64_t limit_of(SpecField field) { return field == SpecField::layers ? kMaxLayers : kMaxSize; }
+
 Expected<void> set_field(ModelSpec& spec, SpecField field, std::string_view text) {
-  const std::optional<double> value = parse_real(text);
+  const std::optional<Number> number = parse_number(text);
   if (is_real(field)) {
-    if (!value || *value <= 0)
+    if (number && number->out_of_range)
+      return fail(fmt::format("is out of range: '{}' is beyond a double", text),
+                  "give a positive number such as 10000 or 1e-5, at most about 1.8e308");
+    if (!number || number->value <= 0)
       return fail(fmt::format("is not a positive number: '{}'", text), "give a positive number such as 10000 or 1e-5");
-    spec.*std::get<double ModelSpec::*>(info(field).member) = *value;
+    spec.*std::get<double ModelSpec::*>(info(field).member) = number->value;
     return {};
   }
-  // Integral text such as 1.3e9 is a whole number too; the bound keeps the conversion exact.
-  if (!value || *value != std::floor(*value) || std::fabs(*value) > 9.0e15)
+  // Integral text such as 1.3e9 is a whole number too; the limit (below 2^53) keeps the conversion exact.
+  const std::int64_t limit = limit_of(field);
+  if (number && (number->out_of_range || number->value > static_cast<double>(limit)))
+    return fail(fmt::format("is out of range: '{}' is not in [1, {}]", text, limit),
+                fmt::format("give a whole number from 1 to {} (Loom's limit)", limit));
+  if (!number || number->value != std::floor(number->value))
     return fail(fmt::format("is not a whole number: '{}'", text), "give a positive whole number");
-  if (*value <= 0)
+  if (number->value <= 0)
     return fail(fmt::format("is not positive: {}", text),
                 "give a positive whole number, or leave the field out for the family's default");
-  spec.*std::get<std::int64_t ModelSpec::*>(info(field).member) = static_cast<std::int64_t>(*value);
+  spec.*std::get<std::int64_t ModelSpec::*>(info(field).member) = static_cast<std::int64_t>(number->value);
   return {};
 }
 

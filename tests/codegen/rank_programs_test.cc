@@ -116,8 +116,8 @@ TEST(RankPrograms, ManifestHoldsEachModulesDigestAndThePlanId) {
   for (std::size_t r = 0; r < a->modules.size(); ++r) EXPECT_EQ(ma["rank_sha256"][r], sha256_hex(a->modules[r]));
   const std::string id = ma["plan_id"];
   EXPECT_EQ(id.size(), 64u);
-  EXPECT_NE(id, mb["plan_id"]);
-  EXPECT_NE(id, mc["plan_id"]);
+  EXPECT_NE(id, mb["plan_id"].get<std::string>());  // as a string: clang finds string != json ambiguous
+  EXPECT_NE(id, mc["plan_id"].get<std::string>());
 }
 
 // A folded step (exec/fold.h) holds programs for class representatives only: it is its own type, which

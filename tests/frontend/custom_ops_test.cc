@@ -6,6 +6,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -190,6 +193,36 @@ TEST_F(CustomOps, AnAnnotationThatDoesNotFitTheCallNamesTheOpAndTheFix) {
   EXPECT_NE(text.find("op 'act'"), std::string::npos) << text;
   EXPECT_NE(text.find("custom.bias_gelu"), std::string::npos) << text;
   EXPECT_NE(text.find("loom.register_op"), std::string::npos) << text;
+}
+
+// The traced file with the custom op's attributes replaced by `attrs`.
+std::string with_custom_attrs(const json& attrs) {
+  json root = json::parse(traced_file_text({definition()}));
+  for (json& op : root["ops"])
+    if (op["type"] == "custom.bias_gelu") op["attrs"] = attrs;
+  return root.dump();
+}
+
+// A call whose attribute is what is wrong names it, and the hint gives the attribute, not the annotation
+// (found by the graph fuzz target: a missing "callable" was blamed on the annotation).
+TEST_F(CustomOps, AMissingOrWrongCallableIsNamedNotBlamedOnTheAnnotation) {
+  const std::string hint =
+      "give the op its one attribute, \"callable\": \"module:qualname\", naming the registered Python function "
+      "(the tracer writes it; docs/custom_ops.md)";
+  const std::vector<std::pair<json, std::string>> cases = {
+      {json::object(), "op type 'custom.bias_gelu' needs attribute 'callable'"},
+      {json{{"callable", 5}}, "attribute 'callable' of op type 'custom.bias_gelu' must be string but is integer"},
+      {json{{"callable", "m:f"}, {"extra", 1}}, "op type 'custom.bias_gelu' has no attribute 'extra'"},
+  };
+  for (const auto& [attrs, names] : cases) {
+    ops::CustomCatalog catalog(ops::builtin_ops());
+    Expected<ir::Graph> graph = load(with_custom_attrs(attrs), catalog);
+    ASSERT_FALSE(graph) << attrs.dump();
+    EXPECT_NE(graph.error().message.find("op 'act' (#1, custom.bias_gelu): " + names), std::string::npos)
+        << graph.error().message;
+    EXPECT_EQ(graph.error().message.find("annotation"), std::string::npos) << graph.error().message;
+    EXPECT_EQ(graph.error().hint, hint);
+  }
 }
 
 TEST_F(CustomOps, AnUndefinedCustomOpAndTheBuiltinOnlyReaderAreClearErrors) {

@@ -1,6 +1,7 @@
 // Model files (frontend/model_file.h): every preset's file in models/ builds the preset's graph exactly
 // and is what `loom models --write-files` writes; random specs survive write -> read; bad files are errors
 // naming the file and the field.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -75,8 +76,10 @@ TEST(ModelFiles, TheFolderHoldsOneFilePerPresetAndNothingElse) {
 // Random specs of every family's fields: write -> read gives the spec back, field for field.
 TEST(ModelToYaml, RandomSpecsReadBackExactly) {
   std::mt19937_64 rng(4);
-  std::uniform_int_distribution<std::int64_t> whole(1, std::int64_t{1} << 24);
   std::uniform_real_distribution<double> exponent(-12, 12);
+  const auto whole_up_to = [&](std::int64_t limit) {
+    return std::uniform_int_distribution<std::int64_t>(1, limit)(rng);
+  };
   for (int trial = 0; trial < 200; ++trial) {
     const models::ModelFamily& family =
         models::model_families()[static_cast<std::size_t>(trial) % models::model_families().size()];
@@ -86,7 +89,7 @@ TEST(ModelToYaml, RandomSpecsReadBackExactly) {
     for (const models::FamilyField& f : family.fields) {
       if (rng() % 3 == 0) continue;  // left out: the default
       const std::string text = models::is_real(f.field) ? fmt::format("{}", std::pow(10.0, exponent(rng)))
-                                                        : std::to_string(whole(rng));
+                                                        : std::to_string(whole_up_to(models::limit_of(f.field)));
       ASSERT_TRUE(models::set_field(spec, f.field, text));
     }
     auto back = parse_model_yaml(model_to_yaml(spec), "<random>");
@@ -156,6 +159,25 @@ TEST(ParseModelYaml, BadFilesNameTheFileAndTheField) {
   // Well-formed files whose numbers do not fit together: the family's checks name the field.
   EXPECT_EQ(error_of("family: gpt\nlayers: 2\nhidden: 100\nheads: 3\n"), "'heads' 3 does not divide 'hidden' 100");
   EXPECT_EQ(error_of("family: gpt\nlayers: 2\nhidden: 64\nheads: 4\nexperts: 8\n"), "family gpt has no 'experts'");
+}
+
+// A number too large for its field, or for a double, is out of range (the field and its range named), not
+// "not a whole number" (found by the model fuzz target).
+TEST(ParseModelYaml, ATooLargeNumberIsOutOfRangeNamingTheFieldAndItsRange) {
+  for (const char* layers : {"5000", "1e16", "99999999999999999999", "1e400"})
+    EXPECT_EQ(error_of(fmt::format("family: gpt\nlayers: {}\n", layers)),
+              fmt::format("model file 'bad.yaml': field 'layers' is out of range: '{}' is not in [1, 1024] | give a "
+                          "whole number from 1 to 1024 (Loom's limit)",
+                          layers));
+  EXPECT_EQ(error_of("family: gpt\nlayers: 2\nhidden: 9007199254740993\n"),
+            "model file 'bad.yaml': field 'hidden' is out of range: '9007199254740993' is not in [1, 16777216] | give "
+            "a whole number from 1 to 16777216 (Loom's limit)");
+  EXPECT_TRUE(error_of("family: llama\nrope_base: 1e400\n")
+                  .starts_with("model file 'bad.yaml': field 'rope_base' is out of range: '1e400' is beyond a double"));
+  // At the limit the field is read; a fraction stays "not a whole number" however large.
+  EXPECT_EQ(error_of("family: gpt\nlayers: 1024\nhidden: 64\nheads: 4\n"), "");
+  EXPECT_TRUE(error_of("family: gpt\nlayers: 2.5\n")
+                  .starts_with("model file 'bad.yaml': field 'layers' is not a whole number"));
 }
 
 TEST(LoadModelFile, ErrorsNameThePath) {

@@ -74,6 +74,10 @@ std::string field_name(SpecField field, FieldNaming naming);
 // The field called `key` (a file key); nothing when none is.
 const SpecField* find_spec_field(std::string_view key);
 
+// The largest value a whole field takes (Loom's limit: past it a graph's shapes overflow); set_field and
+// check_spec refuse more.
+std::int64_t limit_of(SpecField field);
+
 // The field's value as a double (whole fields exactly, below 2^53), and whether it is given (non-zero).
 double value_of(const ModelSpec& spec, SpecField field);
 inline bool given(const ModelSpec& spec, SpecField field) { return value_of(spec, field) != 0; }
