@@ -28,14 +28,16 @@ namespace fs = std::filesystem;
 
 struct CalibrateArgs {
   std::string plans;  // "": the default set
-  int fit = 8;
+  int fit = 10;
   std::string out = "calibration";
   std::string cluster = "cpu-host";
   std::string profile;  // "": data/profiles/<the cluster's device>.json when present
   std::string measured;
   std::string doc;
   std::string python;
-  int steps = 4;
+  std::string fix;  // NAME=VALUE,...: constants pinned, not fitted
+  int steps = 5;
+  int repeats = 3;
   bool json = false;
   bool list = false;
 };
@@ -68,6 +70,10 @@ Expected<CalibrationReport> calibrate(const CalibrateArgs& args) {
                 plans.size() < 2 ? "give a plan set of two plans or more"
                                  : fmt::format("give --fit from 1 to {} (from {}, the constants' number, to determine "
                                                "them all)", plans.size() - 1, calibration_parameters({}).size()));
+  if (!args.fix.empty()) {  // a bad --fix fails before anything runs
+    std::vector<cost::FitParameter> names = calibration_parameters({});
+    LOOM_RETURN_IF_ERROR(fix_parameters(names, args.fix));
+  }
   // The runner also locates the repository (its python/ and data/).
   LOOM_ASSIGN_OR_RETURN(const TimerSetup python, find_timer(args.python));
   std::string profile = args.profile;
@@ -95,20 +101,18 @@ Expected<CalibrationReport> calibrate(const CalibrateArgs& args) {
     models.push_back(std::move(model));
   }
 
-  std::vector<PlanRun> runs;
+  PlanRuns measured;
   if (args.measured.empty()) {
-    LOOM_ASSIGN_OR_RETURN(runs, run_plans(python, names, dirs, args.steps, args.out));
-    nlohmann::json measured = {{"version", 1}, {"runs", nlohmann::json::array()}};
-    for (const PlanRun& r : runs)
-      measured["runs"].push_back({{"name", r.name}, {"step_s", r.step_s}, {"peak_bytes", r.peak_bytes}});
-    LOOM_RETURN_IF_ERROR(write_file_atomically((fs::path(args.out) / "measured.json").string(), measured.dump(1) + "\n",
+    LOOM_ASSIGN_OR_RETURN(measured, run_plans(python, names, dirs, args.steps, args.repeats, args.out));
+    LOOM_RETURN_IF_ERROR(write_file_atomically((fs::path(args.out) / "measured.json").string(), plan_runs_json(measured),
                                                "the measured runs"));
   } else {
     LOOM_ASSIGN_OR_RETURN(const std::string text,
                           with_context(read_input_file(args.measured, "measured runs", "loom calibrate --out DIR writes DIR/measured.json"),
                                        "option --measured"));
-    LOOM_ASSIGN_OR_RETURN(runs, parse_plan_runs(text, args.measured, names));
+    LOOM_ASSIGN_OR_RETURN(measured, parse_plan_runs(text, args.measured, names));
   }
+  const std::vector<PlanRun>& runs = measured.runs;
 
   const cluster::Cluster& base = models.front().job().cluster;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -120,7 +124,8 @@ Expected<CalibrationReport> calibrate(const CalibrateArgs& args) {
       fit_measured.push_back(runs[i].measured_step());
       fit_models.push_back(&models[i]);
     }
-  const std::vector<cost::FitParameter> parameters = calibration_parameters(base);
+  std::vector<cost::FitParameter> parameters = calibration_parameters(base);
+  if (!args.fix.empty()) LOOM_RETURN_IF_ERROR(fix_parameters(parameters, args.fix));
   const cost::Predictor predict = [&](std::span<const double> values) -> Expected<std::vector<double>> {
     const cluster::Cluster c = calibrated_cluster(base, cores, values);
     std::vector<double> steps;
@@ -136,7 +141,10 @@ Expected<CalibrationReport> calibrate(const CalibrateArgs& args) {
   CalibrationReport report;
   report.cluster = calibrated_cluster(base, cores, result.values);
   report.cluster.name = base.name + "-calibrated";
-  report.steps = args.steps;
+  report.steps = static_cast<int>(runs.front().rounds.front().size());
+  report.rounds = static_cast<int>(runs.front().rounds.size());
+  report.nice = measured.nice;
+  report.group_nice = measured.group_nice;
   report.profile = profile;
   report.fit = result;
   for (const cost::FitParameter& p : parameters) report.constant_names.push_back(p.name);
@@ -145,7 +153,9 @@ Expected<CalibrationReport> calibrate(const CalibrateArgs& args) {
     LOOM_ASSIGN_OR_RETURN(const double predicted, models[i].step_time(report.cluster));
     PlanRow row{.name = plans[i].name, .flags = join(plans[i].flags, " "), .processes = job.exec.num_devices,
                 .fitted = fitted[i], .measured_s = runs[i].measured_step(), .predicted_s = predicted,
-                .peak_measured = runs[i].peak_bytes, .peak_predicted = {}};
+                .peak_measured = runs[i].peak_bytes, .peak_predicted = {}, .round_steps = {},
+                .load = runs[i].load};
+    for (std::size_t r = 0; r < runs[i].rounds.size(); ++r) row.round_steps.push_back(runs[i].round_step(r));
     for (const cost::DeviceMemory& d : job.memory.devices) row.peak_predicted.push_back(d.peak_bytes);
     if (row.peak_measured.size() != row.peak_predicted.size())
       return fail(fmt::format("plan '{}' ran {} ranks but has {} devices", row.name, row.peak_measured.size(),
@@ -187,15 +197,20 @@ void add_calibrate_command(CLI::App& app) {
       "calibrate", "Run a set of plans on this machine, fit the cost model's constants on some, predict the others");
   cmd->add_option("--plans", args->plans, "Plan file: one plan a line, a name then `loom plan` flags (default: the built-in set)");
   cmd->add_option("--fit", args->fit, "Plans the constants are fitted on (spread over the set); the rest are predicted")
-      ->default_str("8");
+      ->default_str("10");
   cmd->add_option("--out", args->out, "Directory for the emitted plans, measured.json and the fitted cluster.yaml")
       ->default_str("calibration");
   cmd->add_option("--cluster", args->cluster, "The machine as a cluster (preset or file)")->default_str("cpu-host");
   cmd->add_option("--profile", args->profile,
                   "Profile database of the op times (default: data/profiles/<device>.json when present)");
-  cmd->add_option("--steps", args->steps, "Steps per plan; the median of those after the first is measured")
+  cmd->add_option("--steps", args->steps, "Steps per plan and round; the median of those after the first is the round's")
       ->check(CLI::Range(2, 100))
-      ->default_str("4");
+      ->default_str("5");
+  cmd->add_option("--repeats", args->repeats,
+                  "Rounds: every plan runs once per round; a plan's step is its fastest round's (load only adds time)")
+      ->check(CLI::Range(1, 20))
+      ->default_str("3");
+  cmd->add_option("--fix", args->fix, "Constants pinned, not fitted: NAME=VALUE[,NAME=VALUE] (SI units)");
   cmd->add_option("--measured", args->measured, "Fit on a measured.json of an earlier run instead of running the plans");
   cmd->add_option("--doc", args->doc, "Also write the report as Markdown here (docs/calibration.md)");
   cmd->add_option("--python", args->python, "Python interpreter with torch (default: the repository's .venv)");

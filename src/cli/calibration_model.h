@@ -15,12 +15,18 @@
 
 namespace loom::cli {
 
-// The free constants, in this order: time_scale, instruction_overhead, core_sharing, alpha, beta; bounds
-// around the values `base` starts from.
+// The free constants, in this order: time_scale, instruction_overhead, core_sharing, alpha, beta (the
+// collectives' link), p2p_alpha, p2p_beta (point-to-point transfers), comm_sharing (communication's
+// slowdown under the cores' sharing); physical bounds, α and β starting from `base`'s link.
 std::vector<cost::FitParameter> calibration_parameters(const cluster::Cluster& base);
 
-// `base` with the constants set: one link tier (intra and inter) of latency α and bandwidth β, and the
-// processes sharing `cores` cores.
+// Pins constants at given values (`--fix time_scale=1,comm_sharing=0.02`): each one's bounds and start
+// become the value, so the fit moves only the others. Errors: an unknown name, a value that is not a
+// positive number.
+Expected<void> fix_parameters(std::vector<cost::FitParameter>& parameters, const std::string& spec);
+
+// `base` with the constants set: one link tier (intra and inter) of latency α and bandwidth β for the
+// collectives, the processes sharing `cores` cores, and their transfers' own α-β.
 cluster::Cluster calibrated_cluster(const cluster::Cluster& base, int cores, std::span<const double> constants);
 
 // A planned job and its compute model, priced again under other constants.

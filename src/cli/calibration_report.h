@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,8 @@ struct PlanRow {
   double predicted_s = 0;
   std::vector<std::int64_t> peak_measured;   // per rank
   std::vector<std::int64_t> peak_predicted;  // per rank, the memory model's
+  std::vector<double> round_steps;           // per round, its step (calibration_runs.h); measured_s the least
+  std::vector<double> load;                  // per round, the 1-minute load average at its start
 
   double error() const { return cost::relative_error(predicted_s, measured_s); }
   // The rank whose predicted peak is furthest from its measured one, as (predicted - measured) / measured.
@@ -30,7 +33,10 @@ struct PlanRow {
 
 struct CalibrationReport {
   cluster::Cluster cluster;  // the fitted one
-  int steps = 0;
+  int steps = 0;   // per round
+  int rounds = 1;
+  int nice = 0;    // the measuring processes' niceness
+  std::optional<int> group_nice;  // their session's scheduling group's (Linux autogroup)
   std::string profile;
   cost::FitResult fit;
   std::vector<std::string> constant_names;

@@ -24,7 +24,8 @@ constexpr std::string_view kTopFields[] = {"name", "nodes", "gpus_per_node", "gp
                                            "shared_cores"};
 constexpr std::string_view kHostFields[] = {"pcie_bandwidth", "gpus_per_pcie_switch", "cpu_adam_params_per_second",
                                             "memory_bytes"};
-constexpr std::string_view kSharedFields[] = {"cores", "core_sharing", "time_scale", "instruction_overhead"};
+constexpr std::string_view kSharedFields[] = {"cores", "core_sharing", "time_scale", "instruction_overhead",
+                                              "comm_sharing", "p2p_latency", "p2p_bandwidth"};
 constexpr std::string_view kGpuFields[] = {"name", "peak_bf16", "peak_fp16", "peak_fp32", "memory_bytes",
                                            "memory_bandwidth"};
 constexpr std::string_view kLinkFields[] = {"kind", "bandwidth", "latency"};
@@ -241,6 +242,21 @@ class Reader {
       LOOM_ASSIGN_OR_RETURN(s.instruction_overhead, number(node, "shared_cores.", "instruction_overhead", kLatency,
                                                            "seconds per instruction"));
     }
+    if (node["comm_sharing"].IsDefined()) {
+      LOOM_ASSIGN_OR_RETURN(s.comm_sharing, number(node, "shared_cores.", "comm_sharing", kSharing,
+                                                   "communication's slowdown per process beyond the cores, over the cores"));
+    }
+    if (node["p2p_bandwidth"].IsDefined()) {
+      LOOM_ASSIGN_OR_RETURN(s.p2p_bandwidth, number(node, "shared_cores.", "p2p_bandwidth", kRate,
+                                                    "bytes/s of a point-to-point transfer"));
+    }
+    if (node["p2p_latency"].IsDefined()) {
+      LOOM_ASSIGN_OR_RETURN(s.p2p_latency, number(node, "shared_cores.", "p2p_latency", kLatency,
+                                                  "seconds per point-to-point transfer"));
+      if (s.p2p_bandwidth == 0)
+        return error("shared_cores.p2p_latency", "is given without p2p_bandwidth",
+                     "give both (a transfer's own α-β) or neither (the link's)");
+    }
     return s;
   }
 
@@ -341,6 +357,12 @@ std::string cluster_to_yaml(const Cluster& c) {
     out += fmt::format("  core_sharing: {}  # slowdown 1 + this x (processes - cores) / cores\n", c.shared.core_sharing);
     out += fmt::format("  time_scale: {}  # factor on every modelled compute time\n", c.shared.time_scale);
     out += fmt::format("  instruction_overhead: {}  # seconds per instruction\n", c.shared.instruction_overhead);
+    out += fmt::format("  comm_sharing: {}  # communication's slowdown 1 + this x (processes - cores) / cores\n",
+                       c.shared.comm_sharing);
+    if (c.shared.p2p_bandwidth > 0) {
+      out += fmt::format("  p2p_latency: {}  # seconds per point-to-point transfer\n", c.shared.p2p_latency);
+      out += fmt::format("  p2p_bandwidth: {}  # bytes/s of a point-to-point transfer\n", c.shared.p2p_bandwidth);
+    }
   }
   return out;
 }

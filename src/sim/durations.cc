@@ -118,20 +118,31 @@ struct Pricing {
 };
 
 // Processes sharing a host's cores (cluster::SharedCores): every instruction pays the overhead, and computes
-// are scaled, all slowed by the sharing of `processes` processes.
+// are scaled, all slowed by the sharing of `processes` processes; communication slowed by its own sharing,
+// transfers priced by their own α-β when set.
 void share_cores(Durations& d, const cluster::SharedCores& shared, int processes) {
   const double slowdown = shared.slowdown(processes), scale = shared.time_scale, overhead = shared.instruction_overhead;
+  const double comm = shared.comm_slowdown(processes);
   d.compute = [f = std::move(d.compute), slowdown, scale, overhead](const plan::SubOp& s, int device) {
     return slowdown * (scale * f(s, device) + overhead);
   };
   d.local = [f = std::move(d.local), slowdown, scale, overhead](const exec::Local& l, std::int64_t bytes) {
     return slowdown * (scale * f(l, bytes) + overhead);
   };
-  d.collective = [f = std::move(d.collective), extra = slowdown * overhead](const exec::Collective& c, std::int64_t bytes) {
-    return f(c, bytes) + extra;
+  d.collective = [f = std::move(d.collective), comm, extra = slowdown * overhead](const exec::Collective& c,
+                                                                                  std::int64_t bytes) {
+    return comm * f(c, bytes) + extra;
   };
-  d.p2p = [f = std::move(d.p2p), extra = slowdown * overhead](int src, int dst, std::int64_t bytes) {
-    return f(src, dst, bytes) + extra;
+  if (shared.p2p_bandwidth > 0) {
+    d.p2p = [f = std::move(d.p2p), alpha = shared.p2p_latency, beta = shared.p2p_bandwidth, comm,
+             extra = slowdown * overhead](int src, int dst, std::int64_t bytes) {
+      const double link = f(src, dst, bytes);  // NaN for a device outside the cluster: the simulator names it
+      return std::isnan(link) ? link : comm * (alpha + static_cast<double>(bytes) / beta) + extra;
+    };
+    return;
+  }
+  d.p2p = [f = std::move(d.p2p), comm, extra = slowdown * overhead](int src, int dst, std::int64_t bytes) {
+    return comm * f(src, dst, bytes) + extra;
   };
 }
 

@@ -12,12 +12,14 @@ tiny-1 $tiny --gpus 1
 tiny-dp2 $tiny --policy dp --gpus 2
 PLANS
 
-expect run 0 "$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --steps 2 --out "$tmp/out" --doc "$tmp/calibration.md"
+expect run 0 "$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --steps 2 --repeats 2 --out "$tmp/out" --doc "$tmp/calibration.md"
 contains run-header "measured ms"
+contains run-measured "measured   2 rounds of 2 steps per plan, niceness"
+contains run-p2p "p2p_alpha"
 contains run-fitted "tiny-1                   1 fit"
 contains run-held "tiny-dp2                 2 held-out"
 contains run-constants "fit        time_scale"
-contains run-note "fitted on 1 plans, fewer than the 5 constants"
+contains run-note "fitted on 1 plans, fewer than the 8 constants"
 contains run-summary "held out   1 plans: median |error|"
 contains run-memory "memory     peak per rank"
 contains run-wrote "wrote      $tmp/out/cluster.yaml"
@@ -27,6 +29,9 @@ done
 expect cluster-reads 0 "$LOOM" clusters --file "$tmp/out/cluster.yaml"
 contains cluster-shared "cpu-host-calibrated"
 out=$(cat "$tmp/calibration.md"); contains doc-table "| tiny-dp2 | 2 | held out |"
+# Every round of every plan is kept, with the load it started at.
+out=$("$py" -c 'import json, sys; d = json.load(open(sys.argv[1])); print([(r["name"], len(r["step_s"]), [len(s) for s in r["step_s"]], len(r["load"])) for r in d["runs"]], d["nice"] == 0 or d["nice"] < 0 or d["nice"] > 0)' "$tmp/out/measured.json")
+contains measured-rounds "[('tiny-1', 2, [2, 2], 2), ('tiny-dp2', 2, [2, 2], 2)] True"
 # The fitted cluster prices a plan as the calibration did.
 expect plan-fitted 0 "$LOOM" plan $tiny --gpus 1 --cluster "$tmp/out/cluster.yaml" --fold off
 
@@ -35,9 +40,17 @@ mkdir "$tmp/again"
 expect json 0 "$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --out "$tmp/again" --measured "$tmp/out/measured.json" --json
 json=$("$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --out "$tmp/again" --measured "$tmp/out/measured.json" --json 2>/dev/null)
 out=$("$py" -c 'import json, sys; d = json.loads(sys.stdin.read()); print(d["schema"], len(d["plans"]), sorted(d["fit"]["constants"]), d["held_out"]["plans"], sorted(d["plans"][1]))' <<<"$json")
-contains json-structure "loom.calibrate/1 2 ['alpha', 'beta', 'core_sharing', 'instruction_overhead', 'time_scale'] 1"
-contains json-plan "'measured_s', 'name', 'peak_bytes_measured', 'peak_bytes_predicted', 'peak_error', 'predicted_s', 'processes'"
+contains json-structure "loom.calibrate/1 2 ['alpha', 'beta', 'comm_sharing', 'core_sharing', 'instruction_overhead', 'p2p_alpha', 'p2p_beta', 'time_scale'] 1"
+contains json-plan "'measured_s', 'name', 'peak_bytes_measured', 'peak_bytes_predicted', 'peak_error', 'predicted_s', 'processes', 'round_s'"
 [ -d "$tmp/again/plans" ] && fail "json: --measured emitted plans" || pass=$((pass+1))
+# --fix pins constants at their values; the fit moves the others.
+json=$("$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --out "$tmp/again" --measured "$tmp/out/measured.json" --fix "time_scale=1.25, p2p_beta=2e9" --json 2>/dev/null)
+out=$("$py" -c 'import json, sys; c = json.loads(sys.stdin.read())["fit"]["constants"]; print(c["time_scale"], c["p2p_beta"])' <<<"$json")
+contains fix-pinned "1.25 2000000000.0"
+expect fix-unknown nonzero "$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --out "$tmp/again" --measured "$tmp/out/measured.json" --fix speed=2
+contains fix-unknown-msg "option --fix: 'speed=2' is not NAME=VALUE of a constant"
+expect fix-negative nonzero "$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --out "$tmp/again" --measured "$tmp/out/measured.json" --fix alpha=-1
+contains fix-negative-msg "option --fix: alpha=-1 is not a positive number"
 
 # Bad input. (--measured writes only DIR/cluster.yaml: it does not create --out.)
 expect measured-no-out nonzero "$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --out "$tmp/none" --measured "$tmp/out/measured.json"
@@ -65,10 +78,19 @@ contains unknown-flag-msg "plan 'a'"
 printf '{"version": 1, "runs": [{"name": "tiny-1", "step_s": [0.1], "peak_bytes": [1]}]}' > "$tmp/short.json"
 expect measured-missing nonzero "$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --out "$tmp/bad" --measured "$tmp/short.json"
 contains measured-missing-msg "has no run of plan 'tiny-dp2'"
+# A plan's step is its fastest round's (each round: the median after the first step); a flat step_s is one round.
+printf '{"version": 1, "runs": [{"name": "tiny-1", "step_s": [[9, 0.3, 0.1, 0.2], [9, 0.05, 0.5, 0.6]], "peak_bytes": [1]}, {"name": "tiny-dp2", "step_s": [9, 0.4, 0.2, 0.3], "peak_bytes": [1, 1]}]}' > "$tmp/rounds.json"
+json=$("$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --out "$tmp/again" --measured "$tmp/rounds.json" --json 2>/dev/null)
+out=$("$py" -c 'import json, sys; d = json.loads(sys.stdin.read()); print([(p["measured_s"], p["round_s"]) for p in d["plans"]], d["rounds"])' <<<"$json")
+contains measured-fastest-round "[(0.2, [0.2, 0.5]), (0.3, [0.3])] 2"
+printf '{"version": 1, "runs": [{"name": "tiny-1", "step_s": [[0.1], []], "peak_bytes": [1]}]}' > "$tmp/empty-round.json"
+expect measured-empty-round nonzero "$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --out "$tmp/bad" --measured "$tmp/empty-round.json"
+contains measured-empty-round-msg "plan 'tiny-1' has a round without step times"
 printf '{"version": 1, "runs": [{"name": "tiny-1", "step_s": [-1], "peak_bytes": [1]}]}' > "$tmp/negative.json"
 expect measured-negative nonzero "$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --out "$tmp/bad" --measured "$tmp/negative.json"
 contains measured-negative-msg "step time that is not a positive number"
 expect measured-not-json nonzero "$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --out "$tmp/bad" --measured "$tmp/plans.txt"
 contains measured-not-json-msg "is not a plan runs file"
 expect steps-one 2 "$LOOM" calibrate --plans "$tmp/plans.txt" --steps 1
+expect repeats-zero 2 "$LOOM" calibrate --plans "$tmp/plans.txt" --repeats 0
 finish

@@ -127,12 +127,21 @@ TEST(ClusterFile, ReadsSharedCores) {
   EXPECT_EQ(c->shared.slowdown(4), 2);  // 4 processes on 2 cores, fully shared
   EXPECT_EQ((SharedCores{.cores = 2, .core_sharing = 0.5}).slowdown(3), 1.25);
   EXPECT_EQ(SharedCores{}.slowdown(8), 1);  // not shared: a GPU each
+  // A transfer's own α-β: read, and written back.
+  Expected<Cluster> p2p = parse_cluster_yaml(
+      kValid + "shared_cores:\n  cores: 2\n  p2p_latency: 2e-4\n  p2p_bandwidth: 3e9\n", "p2p");
+  ASSERT_TRUE(p2p) << p2p.error().message;
+  EXPECT_EQ(p2p->shared.p2p_latency, 2e-4);
+  EXPECT_EQ(p2p->shared.p2p_bandwidth, 3e9);
+  EXPECT_EQ(parse_cluster_yaml(cluster_to_yaml(*p2p), "again").value_or(Cluster{}).shared, p2p->shared);
   EXPECT_EQ(cluster_to_yaml(*make_cluster("dgx-a100")).find("shared_cores"), std::string::npos);
   for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
            {"shared_cores:\n  time_scale: 2\n", "shared_cores.cores"},
            {"shared_cores:\n  cores: 2\n  core_sharing: -1\n", "shared_cores.core_sharing' is negative"},
            {"shared_cores:\n  cores: 2\n  time_scale: 0\n", "shared_cores.time_scale' is zero"},
-           {"shared_cores:\n  cores: 2\n  speed: 2\n", "speed"}}) {
+           {"shared_cores:\n  cores: 2\n  speed: 2\n", "speed"},
+           {"shared_cores:\n  cores: 2\n  p2p_latency: 1e-4\n", "without p2p_bandwidth"},
+           {"shared_cores:\n  cores: 2\n  p2p_bandwidth: 0\n  p2p_latency: 1e-4\n", "shared_cores.p2p_bandwidth"}}) {
     Expected<Cluster> bad = parse_cluster_yaml(kValid + text, "bad.yaml");
     ASSERT_FALSE(bad.has_value()) << text;
     EXPECT_NE(bad.error().message.find(message), std::string::npos) << bad.error().message;

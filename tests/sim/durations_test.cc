@@ -139,6 +139,29 @@ TEST(ModelDurations, CachedComputesAreTheComputeModelsOnAPolicyPlan) {
   EXPECT_GT(checked, 500u);
 }
 
+// Processes sharing cores (cluster::SharedCores) with a transfer's own α-β: a transfer costs p2p_latency +
+// bytes / p2p_bandwidth, whatever the link, collectives the link's price, both slowed by comm_sharing's
+// slowdown, plus the instruction overhead slowed by core_sharing's; a device outside the cluster gives NaN.
+TEST(ModelDurations, SharedCoresPriceTransfersByTheirOwnAlphaBeta) {
+  Models s;
+  cluster::Cluster shared = s.cluster;
+  shared.shared = {.cores = 1, .core_sharing = 0.5, .time_scale = 1, .instruction_overhead = 1e-5,
+                   .comm_sharing = 0.25, .p2p_latency = 3e-4, .p2p_bandwidth = 2e9};
+  const Durations d = model_durations(s.f->exec, s.compute, shared).value();
+  const double slowdown = 1 + 0.5 * (2 - 1) / 1.0;  // the plan's 2 processes on 1 core
+  const double comm = 1 + 0.25 * (2 - 1) / 1.0;
+  for (const auto& [src, dst] : std::vector<std::pair<int, int>>{{0, 1}, {0, 8}})
+    EXPECT_NEAR(d.p2p(src, dst, 64 * kMiB), comm * (3e-4 + 64.0 * kMiB / 2e9) + slowdown * 1e-5, 1e-12);
+  const exec::Collective ring = collective(comm::Primitive::all_reduce, devices(0, 8));
+  EXPECT_NEAR(d.collective(ring, kMiB), comm * s.durations.collective(ring, kMiB) + slowdown * 1e-5, 1e-12);
+  EXPECT_TRUE(std::isnan(d.p2p(0, 99, kMiB)));
+  shared.shared.p2p_bandwidth = 0;  // unset: the link's price
+  shared.shared.comm_sharing = 0;   // communication unslowed by the sharing
+  const Durations link = model_durations(s.f->exec, s.compute, shared).value();
+  EXPECT_NEAR(link.p2p(0, 1, kMiB), s.durations.p2p(0, 1, kMiB) + slowdown * 1e-5, 1e-12);
+  EXPECT_NEAR(link.collective(ring, kMiB), s.durations.collective(ring, kMiB) + slowdown * 1e-5, 1e-12);
+}
+
 // The hooks price a whole plan: a simulation of the hand-built data-parallel plan runs with them.
 TEST(ModelDurations, SimulateWithThem) {
   Models s;

@@ -42,17 +42,25 @@ struct HostSpec {
 // runs, docs/calibration.md), and what each of their instructions costs beyond the cost models' price: the
 // runtime's dispatch. With W of a plan's processes on `cores` cores, every compute and local instruction
 // takes  slowdown · (time_scale · modelled + instruction_overhead),  slowdown = 1 + core_sharing ·
-// max(0, W − cores) / cores, and every collective and transfer adds slowdown · instruction_overhead.
-// The defaults change nothing (a GPU per device).
+// max(0, W − cores) / cores, and every collective and transfer adds slowdown · instruction_overhead and
+// takes 1 + comm_sharing · max(0, W − cores) / cores times its price: over loopback a collective's copies and
+// sums, and each hop's wake-up, run on the shared cores too. A point-to-point transfer (a pipeline's send) may have its own α-β, p2p_latency + bytes / p2p_bandwidth,
+// in place of the link's: gloo over loopback moves one tensor to one peer by another path than its ring
+// collectives (one socket write, no algorithm). The defaults change nothing (a GPU per device).
 struct SharedCores {
   int cores = 0;                    // 0: the devices share nothing (a GPU each)
   double core_sharing = 1;          // 1: W processes on C cores compute W / C times slower; 0: no slowdown
   double time_scale = 1;            // multiplies every modelled compute (profile database or roofline)
   double instruction_overhead = 0;  // seconds per instruction (dispatch, the autograd engine)
+  double comm_sharing = 0;          // γ of communication: 0, communication runs beside the sharing unslowed
+  double p2p_latency = 0;           // seconds per transfer, with p2p_bandwidth set
+  double p2p_bandwidth = 0;         // bytes/s of a transfer; 0: the link's α-β prices transfers
 
   // The slowdown of `processes` processes sharing the cores.
-  double slowdown(int processes) const {
-    return cores > 0 && processes > cores ? 1 + core_sharing * (processes - cores) / cores : 1;
+  double slowdown(int processes) const { return slowdown(processes, core_sharing); }
+  double comm_slowdown(int processes) const { return slowdown(processes, comm_sharing); }
+  double slowdown(int processes, double sharing) const {
+    return cores > 0 && processes > cores ? 1 + sharing * (processes - cores) / cores : 1;
   }
   bool operator==(const SharedCores&) const = default;
 };

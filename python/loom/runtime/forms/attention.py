@@ -2,6 +2,8 @@
 embeddings. Placed as the reference defines them: causal masks and rotary positions in global positions (a
 shard at sequence offset a starts there), no dropout. The backward of plain attention runs the fused kernel's from what the forward kept."""
 
+import weakref
+
 import torch
 import torch.nn.functional as F
 
@@ -88,17 +90,20 @@ def _placed_causal_mask(attrs, inputs, outputs):
 # The fused attention's backward needs the forward's output and row log-sum-exp; under autograd it reruns
 # the forward to get them (a third of the attention's backward time on CPU). The plain forward on CPU keeps
 # them here, keyed by its input tensors, for the backward rule to take: the same kernels autograd calls.
+# The entry holds q, k, v weakly and goes when the program drops any of them: a forward whose backward reads
+# other tensors (a recomputed forward's first run, evaluation) must not keep its inputs and output alive past
+# the plan's `del` (the memory model, include/loom/cost/memory_model.h, counts them until then).
 ATTENTION_SAVED = {}
-_ATTENTION_SAVED_LIMIT = 512  # forwards whose backward never ran (recomputed forwards, evaluation)
 
 
 def attention_keeping_logsumexp(q, k, v, causal, scale):
     if q.device.type != "cpu" or q.dtype not in (torch.float32, torch.float64) or torch.is_grad_enabled():
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
     out, logsumexp = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
-    if len(ATTENTION_SAVED) >= _ATTENTION_SAVED_LIMIT:
-        ATTENTION_SAVED.clear()
-    ATTENTION_SAVED[(id(q), id(k), id(v))] = (q, k, v, out, logsumexp)
+    key = (id(q), id(k), id(v))
+    ATTENTION_SAVED[key] = (weakref.ref(q), weakref.ref(k), weakref.ref(v), out, logsumexp)
+    for x in (q, k, v):
+        weakref.finalize(x, ATTENTION_SAVED.pop, key, None)
     return out
 
 
@@ -152,7 +157,7 @@ def _attention_backward(ctx):
     def run(inputs, outputs, grads):
         q, k, v = inputs
         kept = ATTENTION_SAVED.pop((id(q), id(k), id(v)), None)
-        if kept is not None and kept[0] is q and kept[1] is k and kept[2] is v:
+        if kept is not None and kept[0]() is q and kept[1]() is k and kept[2]() is v:
             out, logsumexp = kept[3], kept[4]
             dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
                 grads[0].contiguous(), q, k, v, out, logsumexp, 0.0, causal, scale=scale)
