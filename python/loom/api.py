@@ -224,7 +224,8 @@ class ParallelModule:
                 if world > 1 else None)
         self._initial = _rank0_state(module_state(model, self.manifest), world)
         self._runtime = Runtime(self.manifest, rank, comm=comm, device=device, initial=self._initial)
-        self._inputs = sorted(n for n, e in self.manifest["tensors"].items() if e.get("role") == "input")
+        self._inputs = sorted(n for n, e in self.manifest["tensors"].items()  # derived ones: the runtime's to count
+                              if e.get("role") == "input" and e.get("init") != "derived")
         self.steps = 0
 
     def __repr__(self):

@@ -70,6 +70,11 @@ class GraphBuilder:
         self.tensors[index]["value"] = [v if v == v and v not in (float("inf"), float("-inf")) else
                                         ("nan" if v != v else ("inf" if v > 0 else "-inf")) for v in flat]
 
+    def derive(self, index, source, derived):
+        """Input `index` is computed from input `source` by the rule `derived` ({"kind", "ignore_index", "trim"?};
+        src/ir/derived_input.h), not given with the batch."""
+        self.tensors[index]["derived"] = {"from": source, **derived}
+
     def update(self, new, old):
         """Tensor `new` is buffer `old` after the step (batch norm's running statistics): a buffer that updates
         `old`, kept with the ops computing it although the loss does not need them."""
@@ -102,12 +107,15 @@ class GraphBuilder:
         for op in kept_ops:
             used.update(op["inputs"])
             used.update(op["outputs"])
+        used.update(self.tensors[t]["derived"]["from"] for t in list(used) if "derived" in self.tensors[t])
         renumber = {old: new for new, old in enumerate(sorted(used))}
         tensors = []
         for old in sorted(used):
             t = dict(self.tensors[old])
             if old in self.updated:
                 t["updates"] = renumber[self.updated[old]]
+            if "derived" in t:
+                t["derived"] = {**t["derived"], "from": renumber[t["derived"]["from"]]}
             tensors.append({"id": renumber[old], **t})
         ops = []
         for k, op in enumerate(kept_ops):
@@ -150,6 +158,9 @@ def batch_sizes(graph, other, batch, other_batch):
         if t["role"] != u["role"] or len(t["shape"]) != len(u["shape"]):  # names may count traces (loss_0, loss_1)
             raise ValueError(f"tensor {t['id']} is '{t['name']}' {t['shape']} at batch {batch} and '{u['name']}' "
                              f"{u['shape']} at batch {other_batch}")
+        if t.get("derived") != u.get("derived"):
+            raise ValueError(f"derived input '{t['name']}' is {t.get('derived')} at batch {batch} and "
+                             f"{u.get('derived')} at batch {other_batch}")
         if t["shape"] == u["shape"]:
             continue
         if "value" in t:

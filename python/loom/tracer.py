@@ -192,6 +192,18 @@ class Lowering:
             self.graph.set_value(self.constants[key], b)
         return self.constants[key]
 
+    def derived_input(self, source, derived):
+        """A scalar f32 input computed by its provider from input `source` (graph_json.py, "derived"), one per
+        source and rule."""
+        key = (source, repr(sorted(derived.items())))
+        known = self.__dict__.setdefault("_derived", {})
+        if key not in known:
+            name = f"{self.graph.tensors[source]['name']}.{derived['kind']}"
+            name += "" if not any(n == name for n in (t["name"] for t in self.graph.tensors)) else f".{len(known)}"
+            known[key] = self._new_tensor(name, "input", _Meta((), torch.float32))
+            self.graph.derive(known[key], source, derived)
+        return known[key]
+
     def updates(self, new, old):
         """`new` is buffer `old`'s value after the step: the engine carries it to the next step."""
         self.graph.update(new, old)

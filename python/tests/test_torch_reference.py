@@ -103,6 +103,12 @@ CASES = [
     ("gpt2", "pp2-zbh1", "adamw"), ("llama", "pp2-zbh2", "sgd"), ("llama", "pp2-zbv", "adamw"),
     ("llama", "pp2-dualpipev", "sgd"), ("t5", "pp2-interlaced", "adamw"),
     ("gpt2", "coshard2-recompute-full", "adamw"), ("gpt2", "tp2-coshard2-recompute-collectives", "sgd"),
+    # Ignored tokens (-100 labels, a different number per row): torch's mean over the counted tokens, whose count
+    # is a derived input the runtime takes from the whole batch, with the batch split across devices, ZeRO's
+    # partitions, micro-batches and pipeline stages (1F1B and zero-bubble: no micro-batch waits for another).
+    ("gpt2-ignored", "single", "sgd"), ("gpt2-ignored", "dp2", "sgd"), ("gpt2-ignored", "pp2-1f1b", "adamw"),
+    ("gpt2-ignored", "zero2-mb2", "adamw"), ("gpt2-ignored", "zero3", "sgd"), ("gpt2-ignored", "pp2-gpipe", "sgd"),
+    ("gpt2-ignored", "pp2-zbh1", "sgd"), ("gpt2-ignored", "dp2xtp2", "adamw"),
 ]
 
 # The export route on each model: one device, dp x tp, a pipeline, and GPT-2 / LLaMA's sequence parallelism.
@@ -110,13 +116,14 @@ EXPORT_CASES = CASES if os.environ.get("LOOM_EXPORT_ALL") else [
     ("gpt2", "single", "adamw"), ("gpt2", "dp2xtp2", "adamw"), ("gpt2", "pp2-1f1b", "sgd"), ("gpt2", "tp2-sp", "sgd"),
     ("llama", "single", "sgd"), ("llama", "dp2xtp2", "adamw"), ("llama", "pp2-interleaved", "sgd"),
     ("llama", "tp2-sp", "adamw"), ("t5", "single", "sgd"), ("t5", "dp2xtp2", "adamw"), ("t5", "pp2-1f1b", "sgd"),
+    ("gpt2-ignored", "dp2", "sgd"), ("gpt2-ignored", "pp2-1f1b", "adamw"),
 ]
 CAPTURED_CASES = [(*case, "fx") for case in CASES] + [(*case, "export") for case in EXPORT_CASES]
 
 
 def build_model(name):
     torch.manual_seed(0)
-    if name == "gpt2":
+    if name in ("gpt2", "gpt2-ignored"):
         config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=VOCAB, n_positions=SEQ,
                                          resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
         return transformers.GPT2LMHeadModel(config)
@@ -131,7 +138,8 @@ def build_model(name):
 
 
 def make_batches(name):
-    """STEPS batches; T5 gets its decoder inputs given (its own shift of the labels is an in-place op)."""
+    """STEPS batches; T5 gets its decoder inputs given (its own shift of the labels is an in-place op); gpt2-ignored's
+    labels ignore (-100) the last 0, 3, 7 and 12 tokens of its rows."""
     generator = torch.Generator().manual_seed(1)
     batches = []
     for _ in range(STEPS):
@@ -139,6 +147,11 @@ def make_batches(name):
         if name == "t5":
             labels = torch.randint(1, VOCAB, (BATCH, TARGET), generator=generator)
             batches.append({"input_ids": ids, "decoder_input_ids": labels, "labels": labels})
+        elif name == "gpt2-ignored":
+            labels = ids.clone()
+            for row, ignored in enumerate((0, 3, 7, 12)):
+                labels[row, SEQ - ignored:] = -100
+            batches.append({"input_ids": ids, "labels": labels})
         else:
             batches.append({"input_ids": ids, "labels": ids})
     return batches

@@ -38,7 +38,8 @@ def test_mlp_with_a_loss_function_maps_modules_to_registry_ops():
     assert [op["type"] for op in graph["ops"]] == ["linear", "gelu", "dropout", "linear", "cross_entropy"]
     assert all("annotation" not in op for op in graph["ops"])  # the engine resolves them
     tensors = graph["tensors"]
-    assert [tensors[i]["name"] for i in graph["inputs"]] == ["x", "y"]
+    # y.counted_tokens: the divisor of the mean over labels that are not ignore_index, counted from y (derived)
+    assert [tensors[i]["name"] for i in graph["inputs"]] == ["x", "y", "y.counted_tokens"]
     assert [tensors[i]["name"] for i in graph["parameters"]] == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
     loss = tensors[graph["loss"]]
     assert loss["shape"] == [] and loss["dtype"] == "f32"

@@ -37,7 +37,10 @@ def test_gpt2_traces_with_its_own_loss_and_all_parameters(gpt2):
     assert "transformer.h.0.attn.c_attn.weight" in names and "transformer.wte.weight" in names
     assert "lm_head.weight" not in names  # tied to transformer.wte.weight: one tensor
     assert tensors[graph["loss"]]["shape"] == []
-    assert [tensors[i]["name"] for i in graph["inputs"]] == ["input_ids", "labels"]
+    # The loss's counted tokens: derived from the labels (each row's first dropped by the shift), not given.
+    assert [tensors[i]["name"] for i in graph["inputs"]] == ["input_ids", "labels", "labels.counted_tokens"]
+    assert tensors[graph["inputs"][2]]["derived"]["from"] == graph["inputs"][1]
+    assert tensors[graph["inputs"][2]]["derived"]["trim"] == [[0, 0], [1, 0]]
     attention = [op for op in graph["ops"] if op["type"] == "scaled_dot_product_attention"]
     assert len(attention) == 2  # HuggingFace's constant causal mask becomes the causal attribute
     assert all(op["attrs"]["causal"] is True and len(op["inputs"]) == 3 for op in attention)

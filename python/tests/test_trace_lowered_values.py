@@ -14,6 +14,7 @@ import torch.nn.functional as F
 import loom
 from loom.graph_json import _DTYPES
 from loom.runtime.forms import FORWARD
+from loom.runtime.initial import counted_tokens
 
 _TORCH = {name: dtype for dtype, name in _DTYPES.items()}
 
@@ -34,6 +35,8 @@ def evaluate(graph, model, inputs):
         dtype = _TORCH[t["dtype"]]
         if t["role"] == "parameter":
             values[t["id"]] = params[t["name"]].detach().view(t["shape"])  # a fused projection's [k, P, n]
+        elif t["role"] == "input" and "derived" in t:  # a loss's counted tokens, from the whole labels
+            values[t["id"]] = counted_tokens(inputs[tensors[t["derived"]["from"]]["name"]], t["derived"]).float()
         elif t["role"] == "input":
             values[t["id"]] = inputs[t["name"]]
         elif t["role"] == "buffer" and "updates" not in t:  # an updated buffer is computed by its ops

@@ -63,6 +63,13 @@ json tensor_entry(const ir::Graph& graph, ir::TensorId id) {
     }
     entry["init"] = "constant";
     entry["value"] = std::move(value);
+  } else if (t.derived) {
+    // Computed by the runtime from the whole value of `from` in the same step (ir/derived_input.h).
+    entry["init"] = "derived";
+    json derived{{"from", graph.tensor(t.derived->from).name}, {"kind", "counted_tokens"},
+                 {"ignore_index", t.derived->ignore_index}};
+    if (!t.derived->trim.empty()) derived["trim"] = t.derived->trim;
+    entry["derived"] = std::move(derived);
   } else if (t.role == ir::TensorRole::optimizer_state) {
     const ir::TensorId param = ir::master_copy_of(graph, id);
     entry["init"] = param.valid() ? "copy" : "zeros";

@@ -11,7 +11,8 @@
 namespace loom::codegen::detail {
 
 // {"shape", "dtype", "role", "init": "uniform" | "integer" (with "bound") | "zeros" | "copy" (with
-// "copy_of")}, as verify::initial_values makes the single-device values (same seed, same generator).
+// "copy_of") | "derived" (with "derived": {"from", "kind", "ignore_index", "trim"?})}, as
+// verify::initial_values makes the single-device values (same seed, same generator).
 nlohmann::json tensor_entry(const ir::Graph& graph, ir::TensorId tensor);
 
 // The op form of one sub-op; errors name the sub-op (a backward part without its forward part, a bad

@@ -350,6 +350,8 @@ Expected<RankPrograms> emit_rank_programs(const exec::ExecPlan& exec, std::strin
           for (const ir::FullTensor& t : graph.tensors)
             if (t.name == copy_of) tensors[t.name] = detail::tensor_entry(graph, t.id);
         }
+        if (const ir::FullTensor& t = graph.tensor(p.tensor); t.derived)  // the runtime counts its whole labels
+          tensors[graph.tensor(t.derived->from).name] = detail::tensor_entry(graph, t.derived->from);
         json box = json::array();
         for (const plan::IndexRange& range : p.box) {
           const plan::IndexRange n = range.normalized();

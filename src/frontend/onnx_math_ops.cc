@@ -134,6 +134,17 @@ Out reduce(Reader& r, const NodeCall& call, const std::string& type) {
 Out reduce_mean(Reader& r, const NodeCall& call) { return reduce(r, call, "mean"); }
 Out reduce_sum(Reader& r, const NodeCall& call) { return reduce(r, call, "sum"); }
 
+// The labels that are not ignore_index, counted by ops: sum(cast(labels != ignore)).
+ir::TensorId counted_tokens_ops(Reader& r, const std::string& name, ir::TensorId labels, std::int64_t ignore) {
+  const ir::TensorId ignored = r.builder.buffer(name + ".ignore_index", ir::Shape{}, r.builder.dtype(labels));
+  if (ignored.valid()) r.buffer_values.emplace_back(ignored, std::vector<double>{static_cast<double>(ignore)});
+  const ir::TensorId counted = r.emit("ne", name + ".counted", {labels, ignored}).tensor;
+  const ir::TensorId ones = r.emit("cast", name + ".counted_f32", {counted}, {{"dtype", std::string("f32")}}).tensor;
+  std::vector<std::int64_t> dims(r.builder.shape(labels).rank());
+  for (std::size_t k = 0; k < dims.size(); ++k) dims[k] = static_cast<std::int64_t>(k);
+  return r.emit("sum", name + ".counted_tokens", {ones}, {{"dims", dims}}).tensor;
+}
+
 // SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss: scores [n, c, d...] against labels [n, d...],
 // the mean over tokens. The registry's losses take the class dim last, so a rank > 2 input is permuted.
 Out loss(Reader& r, const NodeCall& call, const std::string& type) {
@@ -154,10 +165,19 @@ Out loss(Reader& r, const NodeCall& call, const std::string& type) {
     x = r.emit("permute", call.name + ".classes_last", {x}, {{"dims", dims}}).tensor;
   }
   ir::Attrs attrs;
+  const ir::TensorId label_tensor = r.tensor(*labels, call.node.input(1));
+  std::vector<ir::TensorId> inputs = {x, label_tensor};
   if (const std::int64_t none = attr_int(call.node, "ignore_index", std::numeric_limits<std::int64_t>::min());
-      none != std::numeric_limits<std::int64_t>::min())
+      none != std::numeric_limits<std::int64_t>::min()) {
     attrs["ignore_index"] = none;
-  return one(r.emit(type, call.name, {x, r.tensor(*labels, call.node.input(1))}, std::move(attrs)));
+    // The mean over counted tokens divides by the whole batch's count, given as a derived input (loss.cc)
+    // when the labels are a graph input; labels computed in the graph are counted by ops over them.
+    if (r.builder.role(label_tensor) == ir::TensorRole::input)
+      inputs.push_back(r.builder.derived_input(call.name + ".counted_tokens", {.from = label_tensor, .ignore_index = none}));
+    else
+      inputs.push_back(counted_tokens_ops(r, call.name, label_tensor, none));
+  }
+  return one(r.emit(type, call.name, inputs, std::move(attrs)));
 }
 Out cross_entropy(Reader& r, const NodeCall& call) { return loss(r, call, "cross_entropy"); }
 Out nll_loss(Reader& r, const NodeCall& call) { return loss(r, call, "nll_loss"); }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "loom/ir/derived_input.h"
+
 namespace loom::ir {
 
 TensorId Graph::add_tensor(FullTensor tensor) {
@@ -95,7 +97,7 @@ Expected<void> check_structure(const Graph& graph) {
       return failf("loss tensor '{}' has shape {}, but a loss must be a scalar", graph.tensor(graph.loss).name,
                    graph.tensor(graph.loss).shape.to_string());
   }
-  return {};
+  return check_derived_inputs(graph);
 }
 
 }  // namespace loom::ir

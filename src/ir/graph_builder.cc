@@ -46,6 +46,11 @@ TensorId GraphBuilder::add_leaf(const std::string& name, Shape shape, DType dtyp
 TensorId GraphBuilder::input(const std::string& name, Shape shape, DType dtype) {
   return add_leaf(name, std::move(shape), dtype, TensorRole::input);
 }
+TensorId GraphBuilder::derived_input(const std::string& name, DerivedInput derived) {
+  const TensorId id = add_leaf(name, Shape{}, DType::f32, TensorRole::input);
+  if (id.valid()) graph_.tensors[id.index()].derived = std::move(derived);
+  return id;
+}
 TensorId GraphBuilder::parameter(const std::string& name, Shape shape, DType dtype) {
   return add_leaf(name, std::move(shape), dtype, TensorRole::parameter);
 }

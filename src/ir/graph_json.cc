@@ -5,7 +5,7 @@
 //     "version": 1,
 //     "name": "...",
 //     "inputs": [0], "parameters": [1, 2], "loss": 7,          (loss absent when the graph has none)
-//     "tensors": [{"id", "name", "role", "dtype", "shape", "owner"?, "updates"?, "value"?}, ...],
+//     "tensors": [{"id", "name", "role", "dtype", "shape", "owner"?, "updates"?, "value"?, "derived"?}, ...],
 //     "ops": [{"id", "name", "type", "pass", "mirror_of"?, "inputs", "outputs", "annotation"?, "attrs"}, ...]
 //   }
 //
@@ -14,7 +14,9 @@
 // lists are plain JSON; a real is tagged {"real": 1.0} because many JSON writers cannot keep 1.0 apart
 // from 1 (non-finite reals are {"real": "inf"}, {"real": "-inf"}, {"real": "nan"}). The reader also
 // takes an untagged JSON number with a fraction or exponent (0.5, 1e-8) as a real. A buffer's "value" is
-// its elements in row-major order, numbers or "inf" / "-inf" / "nan".
+// its elements in row-major order, numbers or "inf" / "-inf" / "nan". A derived input's "derived" is
+// {"from": labels input id, "kind": "counted_tokens", "ignore_index": -100, "trim"?: [[front, back], ...]}
+// (ir/derived_input.h).
 //
 // The reader is strict: unknown fields, missing fields, wrong types and ids out of range are errors
 // naming the JSON path; then ir::check_structure runs. nlohmann throws, so every call into it that can
@@ -37,6 +39,7 @@ using Json = nlohmann::json;
 using OrderedJson = nlohmann::ordered_json;
 
 constexpr std::string_view kFormat = "loom-graph";
+constexpr std::string_view kCountedTokens = "counted_tokens";  // the one DerivedInput kind
 
 // ---------------------------------------------------------------------------------------------
 // Writing
@@ -75,6 +78,14 @@ OrderedJson tensor_to_json(const FullTensor& t) {
       else value.push_back(v);
     }
     j["value"] = std::move(value);
+  }
+  if (t.derived) {
+    OrderedJson derived = OrderedJson::object();
+    derived["from"] = t.derived->from.value;
+    derived["kind"] = kCountedTokens;
+    derived["ignore_index"] = t.derived->ignore_index;
+    if (!t.derived->trim.empty()) derived["trim"] = t.derived->trim;
+    j["derived"] = std::move(derived);
   }
   return j;
 }
@@ -264,6 +275,34 @@ Expected<std::vector<double>> read_buffer_value(const Json& j, std::string_view 
   return values;
 }
 
+// A derived input's rule (ir/derived_input.h); check_derived_inputs checks it against the graph.
+Expected<DerivedInput> read_derived(const Json& j, std::string_view path, std::size_t tensor_count) {
+  LOOM_RETURN_IF_ERROR(expect_object(j, path, {"from", "kind", "ignore_index", "trim"}));
+  DerivedInput d;
+  LOOM_ASSIGN_OR_RETURN(const Json* from, required(j, path, "from"));
+  LOOM_ASSIGN_OR_RETURN(d.from, read_id<TensorId>(*from, child(path, "from"), tensor_count, "tensor"));
+  LOOM_ASSIGN_OR_RETURN(const Json* kind, required(j, path, "kind"));
+  LOOM_ASSIGN_OR_RETURN(std::string kind_name, read_string(*kind, child(path, "kind")));
+  if (kind_name != kCountedTokens)
+    return fail(fmt::format("{}: kind '{}' is not a derived input kind", where(child(path, "kind")), kind_name),
+                fmt::format("the one kind is '{}'", kCountedTokens));
+  LOOM_ASSIGN_OR_RETURN(const Json* ignore, required(j, path, "ignore_index"));
+  LOOM_ASSIGN_OR_RETURN(d.ignore_index, read_int64(*ignore, child(path, "ignore_index")));
+  if (const Json* trim = member(j, "trim")) {
+    const std::string trim_path = child(path, "trim");
+    if (!trim->is_array()) return type_error(trim_path, "an array of [front, back] pairs", *trim);
+    for (std::size_t k = 0; k < trim->size(); ++k) {
+      const Json& pair = (*trim)[k];
+      const std::string pair_path = child(trim_path, k);
+      if (!pair.is_array() || pair.size() != 2) return type_error(pair_path, "a [front, back] pair", pair);
+      LOOM_ASSIGN_OR_RETURN(std::int64_t front, read_int64(pair[0], child(pair_path, std::size_t{0})));
+      LOOM_ASSIGN_OR_RETURN(std::int64_t back, read_int64(pair[1], child(pair_path, std::size_t{1})));
+      d.trim.push_back({front, back});
+    }
+  }
+  return d;
+}
+
 Expected<AttrValue> read_attr(const Json& j, std::string_view path) {
   switch (j.type()) {
     case Json::value_t::boolean: return AttrValue(j.get<bool>());
@@ -321,7 +360,8 @@ struct Counts {
 };
 
 Expected<FullTensor> read_tensor(const Json& j, std::string_view path, std::size_t index, const Counts& counts) {
-  LOOM_RETURN_IF_ERROR(expect_object(j, path, {"id", "name", "role", "dtype", "shape", "owner", "updates", "value"}));
+  LOOM_RETURN_IF_ERROR(
+      expect_object(j, path, {"id", "name", "role", "dtype", "shape", "owner", "updates", "value", "derived"}));
   LOOM_RETURN_IF_ERROR(check_own_id(j, path, index));
   FullTensor t;
   t.id = TensorId(static_cast<std::uint32_t>(index));
@@ -341,6 +381,9 @@ Expected<FullTensor> read_tensor(const Json& j, std::string_view path, std::size
   }
   if (const Json* value = member(j, "value")) {
     LOOM_ASSIGN_OR_RETURN(t.value, read_buffer_value(*value, child(path, "value"), t));
+  }
+  if (const Json* derived = member(j, "derived")) {
+    LOOM_ASSIGN_OR_RETURN(t.derived, read_derived(*derived, child(path, "derived"), counts.tensors));
   }
   return t;
 }

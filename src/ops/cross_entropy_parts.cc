@@ -3,7 +3,7 @@
 //
 //   shift      = target_logit(logits, labels)                    v+: each rank's pick, or 0; parts sum
 //   sum, tgt   = cross_entropy_parts(logits, labels, shift)      v+: sum_v exp(x_v - shift), the pick
-//   loss       = cross_entropy_from_parts(sum, shift, tgt, labels)  mean of log(sum) + shift - tgt
+//   loss       = cross_entropy_from_parts(sum, shift, tgt, labels)  sum of log(sum) + shift - tgt / numel
 //
 // log-sum-exp is not a sum over vocabulary parts unless every part subtracts the same stabiliser, and
 // a maximum is not a sum of parts (value parts only add), so the stabiliser is the target logit
@@ -69,7 +69,8 @@ Expected<OpSignature> parts_signature(const OpCall& call) {
 }
 
 // (sum [..], shift [..], target [..], labels [..]) -> scalar f32; tokens are reductions as in
-// cross_entropy: a token shard's partial loss is its tokens' sum over the global count.
+// cross_entropy without a count: the counted tokens' sum over the labels' whole element count, so a
+// token shard's partial loss (its tokens' sum over the same count) adds up to the whole.
 Expected<OpSignature> from_parts_signature(const OpCall& call) {
   constexpr std::string_view op = "cross_entropy_from_parts";
   LOOM_RETURN_IF_ERROR(
@@ -116,7 +117,7 @@ void register_cross_entropy_parts_ops(OpRegistry& r) {
       "per token, sum_v exp(logits - shift) and the target logit: cross entropy's vocabulary-splittable part",
       parts_signature, ir::flops_per_input_element(4), {ignore, smoothing}, {1, 2}));
   // A log, two adds per token.
-  r.add_builtin(loss_op("cross_entropy_from_parts", "mean over counted tokens of log(sum) + shift - target",
+  r.add_builtin(loss_op("cross_entropy_from_parts", "counted tokens' sum of log(sum) + shift - target / labels' numel",
                         from_parts_signature, ir::flops_per_input_element(3), {ignore}, {1, 3}));
 }
 

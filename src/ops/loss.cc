@@ -1,5 +1,10 @@
-// Losses: a scalar mean in f32. Token dims are reductions ('+'): a shard's partial loss (its tokens'
-// sum over the global count) adds up to the whole; the class dim is frozen (log-softmax over it).
+// Losses: a scalar in f32. cross_entropy and nll_loss sum the counted tokens' losses (label not
+// ignore_index) and divide by a whole-batch divisor: the optional third input, the counted tokens of the
+// whole batch (a derived input, ir/derived_input.h), which makes the loss torch's mean over counted
+// tokens; without it the labels' whole element count (torch's mean whenever no token is ignored). The
+// divisor never depends on the shard, so token dims are exact reductions ('+'): shards' partial losses
+// add up to the whole, and a micro-batch's loss needs no other micro-batch's labels. The class dim is
+// frozen (log-softmax over it). mse_loss divides by the whole element count.
 #include "loom/ops/families.h"
 #include "loom/ops/signature_helpers.h"
 
@@ -9,11 +14,16 @@ namespace {
 using ir::OpCall;
 using ir::OpSignature;
 
-// (scores [.., v], labels [..] integer) -> scalar.
+// (scores [.., v], labels [..] integer, counted tokens [] floating?) -> scalar.
 ir::SignatureFn classification_signature(std::string op, std::string scores) {
   return [op = std::move(op), scores = std::move(scores)](const OpCall& call) -> Expected<OpSignature> {
-    LOOM_RETURN_IF_ERROR(expect_inputs(call, 2, 2, op, fmt::format("two inputs ({} [.., v], labels [..])", scores)));
+    LOOM_RETURN_IF_ERROR(expect_inputs(
+        call, 2, 3, op, fmt::format("two or three inputs ({} [.., v], labels [..], counted tokens []?)", scores)));
     LOOM_RETURN_IF_ERROR(expect_integer(call, 1, op, "labels"));
+    if (call.input_shapes.size() == 3 && (call.input_shapes[2].rank() != 0 || !ir::is_floating(call.input_dtypes[2])))
+      return fail(fmt::format("{}: the counted tokens (input 2) must be a floating scalar, got {} {}", op,
+                              ir::name(call.input_dtypes[2]), call.input_shapes[2].to_string()),
+                  "give the whole batch's count of labels that are not ignore_index (a derived input)");
     const std::size_t rank = call.input_shapes[0].rank();
     if (rank < 1) return fail(fmt::format("{}: {} must have a class dim, got a scalar", op, scores));
     if (call.input_shapes[1].rank() + 1 != rank)
@@ -23,7 +33,9 @@ ir::SignatureFn classification_signature(std::string op, std::string scores) {
     const TensorDims tokens = flagged(token_dims(rank - 1), '+');
     TensorDims logits = tokens;
     logits.push_back("v^");
-    return OpSignature{annotation_text({logits, tokens}, {{}}), {}, {ir::DType::f32}};
+    std::vector<TensorDims> inputs = {logits, tokens};
+    if (call.input_shapes.size() == 3) inputs.push_back({});  // the count: replicated, never split
+    return OpSignature{annotation_text(inputs, {{}}), {}, {ir::DType::f32}};
   };
 }
 
@@ -35,7 +47,7 @@ Expected<OpSignature> mse_signature(const OpCall& call) {
 
 ir::OpDef loss(std::string type, std::string summary, ir::SignatureFn signature, ir::CostFn flops,
                std::vector<ir::AttrSpec> attrs = {}) {
-  return loss_op(std::move(type), std::move(summary), std::move(signature), std::move(flops), std::move(attrs), {1});
+  return loss_op(std::move(type), std::move(summary), std::move(signature), std::move(flops), std::move(attrs), {1, 2});
 }
 
 }  // namespace
@@ -45,9 +57,9 @@ void register_loss_ops(OpRegistry& r) {
       {"ignore_index", ir::AttrKind::integer, false, "label that contributes nothing, e.g. -100"},
       {"label_smoothing", ir::AttrKind::real, false, "in [0, 1), default 0"}};
   // log-softmax (5 per logit) then a pick per token.
-  r.add_builtin(loss("cross_entropy", "mean token loss of logits [.., v] against integer labels [..]",
+  r.add_builtin(loss("cross_entropy", "counted tokens' loss of logits [.., v] at integer labels [..] / count",
                      classification_signature("cross_entropy", "logits"), ir::flops_per_input_element(5), attrs));
-  r.add_builtin(loss("nll_loss", "mean negative log-likelihood of log-probs [.., v] at integer labels [..]",
+  r.add_builtin(loss("nll_loss", "counted tokens' -log_probs [.., v] at integer labels [..] / count",
                      classification_signature("nll_loss", "log_probs"),
                      [](const ir::OpInstance& op) { return static_cast<double>(op.inputs[1].numel()); }, attrs));
   // difference, square, sum: 3 per element.

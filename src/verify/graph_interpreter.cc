@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "loom/ir/autograd.h"
+#include "loom/ir/derived_input.h"
 #include "loom/ir/leaf_values.h"
 #include "loom/ops/custom_ops.h"
 
@@ -126,7 +127,16 @@ std::vector<NdArray> initial_values(const ir::Graph& graph, std::uint64_t seed, 
     }
   }
   for (auto [master, param] : masters) values[master.index()] = values[param.index()];
+  fill_derived_inputs(graph, values);
   return values;
+}
+
+void fill_derived_inputs(const ir::Graph& graph, std::vector<NdArray>& values) {
+  for (const ir::FullTensor& t : graph.tensors) {
+    if (!t.derived) continue;
+    const NdArray& labels = values[t.derived->from.index()];
+    values[t.id.index()] = NdArray(t.shape, ir::counted_tokens(*t.derived, labels.shape, labels.data));
+  }
 }
 
 Expected<std::vector<NdArray>> run_graph(const ir::Graph& graph, std::vector<NdArray> values, const KernelRegistry& kernels) {

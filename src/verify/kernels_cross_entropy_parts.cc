@@ -2,8 +2,9 @@
 // label y, smoothing eps and full vocabulary V:
 //   target_logit:             z_t = (1 - eps) x[t, y] + eps / V sum_c x[t, c]
 //   cross_entropy_parts:      s_t = sum_c exp(x[t, c] - shift_t), and z_t as above
-//   cross_entropy_from_parts: mean over counted tokens of log s_t + shift_t - z_t
-// which equals cross_entropy's torch value when shift = z. Tokens whose label is ignore_index give
+//   cross_entropy_from_parts: sum over counted tokens of log s_t + shift_t - z_t, divided by the whole
+//                             labels' element count (cross_entropy's rule without a count: kernels_loss.cc)
+// which equals cross_entropy's value when shift = z. Tokens whose label is ignore_index give
 // zeros and no gradient. Under a vocabulary split the logits are a shard whose first class is
 // input_offsets[0].back(): a label outside it picks nothing, sums run over the shard's classes and V
 // is the FullTensor's, so the shards' outputs add up to the whole. The shift takes no gradient (it is
@@ -140,7 +141,7 @@ Kernel parts_kernel() {
 
 struct Tokens {
   std::vector<bool> counted;
-  double divisor = 1;  // counted tokens, or the full token count when this is a token shard
+  double divisor = 1;  // the whole labels' element count, whole or a token shard
 };
 
 // (sum, shift, target, labels), all [..]. Sums must be positive where counted.
@@ -151,16 +152,13 @@ Expected<Tokens> tokens(const KernelContext& ctx, Inputs in, std::string_view op
       return failf("{}: input {} has shape {}, but the sums are {}", op, i, in[i].shape.to_string(), in[0].shape.to_string());
   Tokens tk;
   LOOM_ASSIGN_OR_RETURN(std::int64_t ignore, ignore_index(ctx, op));
-  std::size_t counted = 0;
   for (std::size_t t = 0; t < in[3].data.size(); ++t) {
     const bool keep = in[3].data[t] != static_cast<double>(ignore);
     if (keep && !(in[0].data[t] > 0))
       return failf("{}: token {} has sum {}; a sum of exponentials must be positive", op, t, in[0].data[t]);
     tk.counted.push_back(keep);
-    counted += keep ? 1 : 0;
   }
-  const ir::Shape& full = full_input_shape(ctx, in, 3);
-  tk.divisor = full != in[3].shape ? static_cast<double>(full.numel()) : static_cast<double>(counted);
+  tk.divisor = static_cast<double>(full_input_shape(ctx, in, 3).numel());
   return tk;
 }
 

@@ -1,11 +1,10 @@
-// Losses: scalar means, as torch computes them with reduction='mean'.
+// Losses, as torch computes them with reduction='mean' (the divisor one whole-batch number, whole or split).
 // cross_entropy / nll_loss: per token, (1 - eps) * -logp[label] + eps / V * sum_c -logp[c] (torch's
-// label smoothing), tokens whose label is ignore_index (default -100) skipped, divided by the number
-// of counted tokens. nll_loss applies the same rule to log-probabilities it is given.
-// Split rule: when the context says the labels (or mse's pred) are a shard of a larger FullTensor,
-// the divisor is the FullTensor's element count, so the shards' partial losses add up to the whole.
-// That is exact whenever no token of the batch is ignored; with ignored tokens the global count of
-// counted tokens is not visible to one shard.
+// label smoothing), tokens whose label is ignore_index (default -100) skipped, the sum divided by the
+// third input when given (the whole batch's counted tokens, a derived input: torch's mean), else by the
+// whole labels' element count (torch's mean when no token is ignored). nll_loss applies the same rule
+// to the log-probabilities it is given. A shard of the labels divides by the same whole-batch divisor,
+// so the shards' partial losses add up to the whole exactly. mse_loss divides by pred's whole count.
 #include <cmath>
 
 #include "kernel_support.h"
@@ -20,11 +19,11 @@ struct Classification {
   std::int64_t tokens = 0, classes = 0;
   double smoothing = 0;
   std::vector<bool> counted;  // per token: its label is not ignore_index
-  double divisor = 1;
+  double divisor = 1;  // the counted tokens given, else the whole labels' element count
 };
 
 Expected<Classification> classification(const KernelContext& ctx, Inputs in, std::string_view op) {
-  LOOM_RETURN_IF_ERROR(expect_arity(in, 2, 2, op));
+  LOOM_RETURN_IF_ERROR(expect_arity(in, 2, 3, op));
   const NdArray &scores = in[0], &labels = in[1];
   if (scores.shape.rank() < 1 || labels.shape.rank() + 1 != scores.shape.rank() ||
       !std::equal(labels.shape.dims.begin(), labels.shape.dims.end(), scores.shape.dims.begin()))
@@ -36,16 +35,15 @@ Expected<Classification> classification(const KernelContext& ctx, Inputs in, std
   LOOM_ASSIGN_OR_RETURN(c.smoothing, attr(ir::get_real_or(ctx.attrs, "label_smoothing", 0.0), op));
   LOOM_ASSIGN_OR_RETURN(std::int64_t ignore, attr(ir::get_int_or(ctx.attrs, "ignore_index", -100), op));
   if (c.smoothing < 0 || c.smoothing >= 1) return failf("{}: label_smoothing {} is outside [0, 1)", op, c.smoothing);
-  std::int64_t counted = 0;
   for (double label : labels.data) {
     const bool keep = label != static_cast<double>(ignore);
     if (keep && (label != std::floor(label) || label < 0 || label >= static_cast<double>(c.classes)))
       return failf("{}: label {} is not a class in [0, {}) nor ignore_index {}", op, label, c.classes, ignore);
     c.counted.push_back(keep);
-    counted += keep ? 1 : 0;
   }
-  const ir::Shape& full_labels = full_input_shape(ctx, in, 1);
-  c.divisor = full_labels != labels.shape ? static_cast<double>(full_labels.numel()) : static_cast<double>(counted);
+  if (in.size() == 3 && in[2].data.size() != 1)
+    return failf("{}: the counted tokens (input 2) have shape {}, not a scalar", op, in[2].shape.to_string());
+  c.divisor = in.size() == 3 ? in[2].data[0] : static_cast<double>(full_input_shape(ctx, in, 1).numel());
   return c;
 }
 
@@ -98,7 +96,9 @@ Kernel classification_loss(std::string op, bool from_logits) {
         d.data[t * v + cls] = scale * (prob - target);
       }
     }
-    return Arrays{std::move(d), NdArray{}};
+    Arrays result{std::move(d), NdArray{}};
+    if (in.size() == 3) result.emplace_back();  // the count takes no gradient
+    return result;
   };
   return k;
 }

@@ -230,7 +230,8 @@ TEST(OnnxToGraph, MapsEachOpOfAGptBlockOntoTheRegistry) {
       {"embedding", 2}, {"add", 4},       {"layer_norm", 1}, {"reshape", 5}, {"matmul", 5},  {"split", 1},
       {"permute", 2},   {"scale", 1},     {"softmax", 1},    {"concat", 1},  {"linear", 1},  {"pow", 1},
       {"tanh", 1},      {"sqrt", 1},      {"div", 1},        {"unsqueeze", 1}, {"expand", 1}, {"mean", 1},
-      {"slice", 2},     {"cross_entropy", 1}};
+      {"slice", 2},     {"cross_entropy", 1},
+      {"ne", 1},        {"cast", 1},      {"sum", 1}};  // the labels are computed: their counted tokens by ops
   EXPECT_EQ(op_counts(*g), expected);
   // The module path survives as the op name; the Gemm with a [in, out] weight is matmul + bias add.
   EXPECT_NE(find_op(*g, "h.0.attn.Softmax"), nullptr);
@@ -434,6 +435,30 @@ TEST(OnnxToGraph, AnIdentityOfAnInitializerIsItsOwnParameter) {
   ASSERT_EQ(g->parameters.size(), 2u);
   EXPECT_EQ(g->tensor(g->parameters[0]).name, "a.bias");
   EXPECT_EQ(g->tensor(g->parameters[1]).name, "b.bias");
+}
+
+TEST(OnnxToGraph, ALossOverInputLabelsDividesByTheirDerivedCount) {
+  // With ignore_index the mean is over counted tokens: a whole-batch count the runtime takes from the labels.
+  Model m;
+  m.input("x", {6, 4}, TensorProto::FLOAT);
+  m.input("labels", {6}, TensorProto::INT64);
+  m.initializer("w", {4, 5});
+  m.node("MatMul", {"x", "w"}, {"logits"});
+  set_int(m.node("SoftmaxCrossEntropyLoss", {"logits", "labels"}, {"loss"}, "/loss"), "ignore_index", -100);
+  m.output("loss");
+  Expected<ir::Graph> g = read(m);
+  ASSERT_TRUE(g) << g.error().to_string();
+  const ir::Op* loss = nullptr;
+  for (const ir::Op& op : g->ops)
+    if (op.type == "cross_entropy") loss = &op;
+  ASSERT_NE(loss, nullptr);
+  ASSERT_EQ(loss->inputs.size(), 3u);
+  const ir::FullTensor& count = g->tensor(loss->inputs[2]);
+  ASSERT_TRUE(count.derived.has_value());
+  EXPECT_EQ(count.role, ir::TensorRole::input);
+  EXPECT_EQ(count.derived->from, loss->inputs[1]);
+  EXPECT_EQ(count.derived->ignore_index, -100);
+  EXPECT_TRUE(count.derived->trim.empty());
 }
 
 TEST(OnnxToGraph, RefusesAnOutputThatIsNotAScalarLoss) {

@@ -195,6 +195,63 @@ TEST(GraphJson, BufferValueErrorsNameTheTensorAndTheFix) {
             "tensors[2].value: tensor 'ids' has role input; only buffers carry a constant value");
 }
 
+// logits = linear(x[2, 3, 4], w) against labels[2, 3], divided by labels' counted tokens past the first
+// position of each row (a causal LM's shift): tensor 3 is the count, derived from tensor 1.
+Graph counted_loss_graph() {
+  GraphBuilder b("counted", ops::builtin_ops());
+  const TensorId x = b.input("x", {2, 3, 4}, DType::f32);
+  const TensorId labels = b.input("labels", {2, 3}, DType::i64);
+  const TensorId w = b.parameter("w", {5, 4}, DType::f32);
+  const TensorId count = b.derived_input("labels.counted_tokens", {.from = labels, .ignore_index = -100, .trim = {{0, 0}, {1, 0}}});
+  const TensorId logits = b.op("linear", "head", {x, w});
+  b.set_loss(b.op("cross_entropy", "loss", {logits, labels, count}, {{"ignore_index", std::int64_t{-100}}}));
+  Expected<Graph> graph = std::move(b).finish();
+  EXPECT_TRUE(graph) << graph.error().to_string();
+  return graph.value_or(Graph{});
+}
+
+constexpr std::string_view kDerived = R"("derived":{"from":1,"kind":"counted_tokens","ignore_index":-100,"trim":[[0,0],[1,0]]})";
+
+TEST(GraphJson, DerivedInputRoundTripsWithItsRule) {
+  const Graph g = counted_loss_graph();
+  const std::string text = graph_to_json(g);
+  EXPECT_NE(text.find(kDerived), std::string::npos) << text;
+  Expected<Graph> read = graph_from_json(text);
+  ASSERT_TRUE(read) << read.error().to_string();
+  ASSERT_TRUE(read->tensor(TensorId(3)).derived.has_value());
+  EXPECT_EQ(read->tensor(TensorId(3)).derived, g.tensor(TensorId(3)).derived);
+  EXPECT_EQ(graph_to_json(*read), text);
+  // Without a trim the field is left out and reads back as none.
+  Expected<Graph> untrimmed = graph_from_json(replace_once(text, R"(,"trim":[[0,0],[1,0]])", ""));
+  ASSERT_TRUE(untrimmed) << untrimmed.error().to_string();
+  EXPECT_TRUE(untrimmed->tensor(TensorId(3)).derived->trim.empty());
+}
+
+TEST(GraphJson, MalformedDerivedInputIsRefusedNamingTheField) {
+  const std::string good = graph_to_json(counted_loss_graph());
+  const auto with = [&](std::string_view rule) { return error_of(replace_once(good, kDerived, rule)); };
+  EXPECT_EQ(with(R"("derived":{"from":1,"kind":"share","ignore_index":-100})"),
+            "tensors[3].derived.kind: kind 'share' is not a derived input kind");
+  EXPECT_EQ(with(R"("derived":{"from":1,"ignore_index":-100})"), "tensors[3].derived: missing field 'kind'");
+  EXPECT_EQ(with(R"("derived":{"from":1,"kind":"counted_tokens","ignore_index":-100,"count":2})"),
+            "tensors[3].derived: unknown field 'count'");
+  EXPECT_EQ(with(R"("derived":{"from":1,"kind":"counted_tokens","ignore_index":-100,"trim":[[0,0,0]]})"),
+            "tensors[3].derived.trim[0]: expected a [front, back] pair, got an array");
+  EXPECT_NE(with(R"("derived":{"from":9,"kind":"counted_tokens","ignore_index":-100})").find("tensors[3].derived.from"),
+            std::string::npos);
+  EXPECT_EQ(with(R"("derived":{"from":0,"kind":"counted_tokens","ignore_index":-100})"),
+            "tensor 'labels.counted_tokens' (%3): field \"derived\": 'from' is 'x', a f32 input");
+  EXPECT_EQ(with(R"("derived":{"from":1,"kind":"counted_tokens","ignore_index":-100,"trim":[[0,0]]})"),
+            "tensor 'labels.counted_tokens' (%3): field \"derived\": 'trim' has 1 pairs for 'labels' of shape [2, 3]");
+  EXPECT_EQ(with(R"("derived":{"from":1,"kind":"counted_tokens","ignore_index":-100,"trim":[[0,0],[2,1]]})"),
+            "tensor 'labels.counted_tokens' (%3): field \"derived\": 'trim' [2, 1] of dim 1 leaves nothing of size 3");
+  // Only a scalar floating input is derived.
+  const std::string on_x = replace_once(replace_once(good, std::string(",") + std::string(kDerived), ""), R"("shape":[2,3,4])",
+                                        R"("shape":[2,3,4],"derived":{"from":1,"kind":"counted_tokens","ignore_index":-100})");
+  EXPECT_NE(error_of(on_x).find("tensor 'x' (%0): field \"derived\" is set on a f32 input of shape [2, 3, 4]"),
+            std::string::npos) << error_of(on_x);
+}
+
 TEST(GraphJson, RejectsOtherFormatsAndVersions) {
   const std::string good = graph_to_json(tiny_graph());
   EXPECT_EQ(error_of(replace_once(good, R"("version": 1)", R"("version": 2)")),

@@ -17,7 +17,17 @@ TEST(Loss, CrossEntropyIsAScalarF32Mean) {
   EXPECT_EQ(r->op.output_shapes[0], Shape{});
   EXPECT_EQ(r->op.output_dtypes[0], DType::f32);
   EXPECT_DOUBLE_EQ(r->flops, 5.0 * 4 * 512 * 50257);
-  EXPECT_EQ(builtin_ops().find("cross_entropy")->backward.no_grad_inputs, std::vector<int>{1});
+  EXPECT_EQ(builtin_ops().find("cross_entropy")->backward.no_grad_inputs, (std::vector<int>{1, 2}));
+}
+
+// The third input, the whole batch's counted tokens, is a scalar no split divides; anything else is refused.
+TEST(Loss, CrossEntropyTakesTheCountedTokensWhole) {
+  auto r = resolve("cross_entropy", {Shape{8, 5}, Shape{8}, Shape{}}, {}, {DType::f32, DType::i64, DType::f32});
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(r->op.annotation_text, "n+ v^, n+,  -> ");
+  auto vector = resolve("nll_loss", {Shape{8, 5}, Shape{8}, Shape{8}}, {}, {DType::f32, DType::i64, DType::f32});
+  ASSERT_FALSE(vector);
+  EXPECT_EQ(vector.error().message, "nll_loss: the counted tokens (input 2) must be a floating scalar, got f32 [8]");
 }
 
 TEST(Loss, CrossEntropyNamesTokenDimsPerRank) {

@@ -20,8 +20,10 @@ TEST(LossKernels, ForwardValues) {
   // Mean over two tokens: logits [1, 2, 3] labelled 2, and uniform logits (loss log 3).
   const NdArray logits = array({2, 3}, {1, 2, 3, 0, 0, 0});
   expect_values(forward_ok("cross_entropy", {}, {logits, array({2}, {2, 0})}), {0.753109126556245});
-  // An ignored token (default ignore_index -100) does not count in the mean.
-  expect_values(forward_ok("cross_entropy", {}, {logits, array({2}, {-100, 0})}), {std::log(3.0)});
+  // An ignored token (default ignore_index -100) adds nothing; the sum is divided by the counted tokens given
+  // as a third input (torch's mean), else by every token.
+  expect_values(forward_ok("cross_entropy", {}, {logits, array({2}, {-100, 0}), array({}, {1})}), {std::log(3.0)});
+  expect_values(forward_ok("cross_entropy", {}, {logits, array({2}, {-100, 0})}), {std::log(3.0) / 2});
   // Label smoothing 0.1: 0.9 * -logp[2] + 0.1 / 3 * sum(-logp).
   expect_values(forward_ok("cross_entropy", {{"label_smoothing", 0.1}}, {array({1, 3}, {1, 2, 3}), array({1}, {2})}),
                 {0.5076059644443801});

@@ -19,6 +19,8 @@ class GraphBuilder {
   TensorId input(const std::string& name, Shape shape, DType dtype);
   TensorId parameter(const std::string& name, Shape shape, DType dtype);
   TensorId buffer(const std::string& name, Shape shape, DType dtype);
+  // A scalar f32 input its provider computes from another input (a loss's counted tokens, ir/derived_input.h).
+  TensorId derived_input(const std::string& name, DerivedInput derived);
 
   // Appends an op named scope + name and returns its outputs (invalid ids after an error).
   std::vector<TensorId> ops(const std::string& type, const std::string& name, const std::vector<TensorId>& inputs,
@@ -46,6 +48,7 @@ class GraphBuilder {
 
   const Shape& shape(TensorId id) const { return graph_.tensor(id).shape; }
   DType dtype(TensorId id) const { return graph_.tensor(id).dtype; }
+  TensorRole role(TensorId id) const { return graph_.tensor(id).role; }
   bool ok() const { return !error_.has_value(); }
   // Records an error found by the model code itself (e.g. a bad option); the first one sticks.
   void set_error(Error error);

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from .base import Meta, T, _arg, _is_tensor, _scalar_operand
+from .counted_tokens import counted_tokens
 
 
 def _binary(type_):
@@ -251,28 +252,56 @@ def _is_causal_mask(mask, s, t):
 def _loss(cx, type_, inputs, attrs, value):
     """The engine's losses are f32 scalars (src/ops/loss.cc); torch's has its inputs' dtype: a float64
     model's loss is the f32 loss cast to float64, as the engine computes it."""
-    if not isinstance(value, torch.Tensor) or value.dtype == torch.float32:
-        return cx.emit(type_, inputs, attrs, value)
-    loss = cx.emit(type_, inputs, attrs, Meta(value.shape, torch.float32), suffix="f32")
-    return cx.emit("cast", [loss], {"dtype": cx.dtype_name(value.dtype)}, value)
+    loss = cx.emit(type_, inputs, attrs, _f32_like(value), suffix=None if _is_f32(value) else "f32")
+    return _as_loss_dtype(cx, loss, value)
+
+
+def _token_mean(cx, type_, inputs, attrs, value):
+    """torch's mean over the counted tokens (label != ignore_index): the engine's cross_entropy / nll_loss divide
+    the counted tokens' sum by their third input, the whole batch's counted tokens (counted_tokens.py), or without
+    it by the labels' element count. Constant labels: the factor numel / count folded into a scale."""
+    logits, labels = inputs
+    count = counted_tokens(cx, labels, attrs["ignore_index"])
+    if isinstance(count, T):
+        return _loss(cx, type_, [logits, cx.tensor(labels), count], attrs, value)
+    if count is None or count == labels.numel():  # on meta (elements unknown), or nothing ignored
+        return _loss(cx, type_, [logits, cx.tensor(labels)], attrs, value)
+    whole = cx.emit(type_, [logits, cx.tensor(labels)], attrs, Meta((), torch.float32), suffix="over_numel")
+    mean = cx.emit("scale", [whole], {"factor": labels.numel() / count if count else math.nan}, _f32_like(value),
+                   suffix=None if _is_f32(value) else "f32")
+    return _as_loss_dtype(cx, mean, value)
+
+
+def _is_f32(value):
+    return not isinstance(value, torch.Tensor) or value.dtype == torch.float32
+
+
+def _f32_like(value):
+    return value if _is_f32(value) else Meta(value.shape, torch.float32)
+
+
+def _as_loss_dtype(cx, loss, value):
+    """The f32 loss, or for a model of another dtype the loss cast to it."""
+    return loss if _is_f32(value) else cx.emit("cast", [loss], {"dtype": cx.dtype_name(value.dtype)}, value)
 
 
 def _cross_entropy(cx, args, kwargs, value):
-    logits, labels = args[0], cx.tensor(args[1])
+    logits, labels = args[0], args[1]
     if kwargs.get("reduction", "mean") != "mean" or kwargs.get("weight") is not None:
         return None
     attrs = {"ignore_index": int(kwargs.get("ignore_index", -100))}  # torch's default, -100, spelled out
     if kwargs.get("label_smoothing", 0.0):
         attrs["label_smoothing"] = float(kwargs["label_smoothing"])
-    return _loss(cx, "cross_entropy", [logits, labels], attrs, value)
+    return _token_mean(cx, "cross_entropy", [logits, labels], attrs, value)
 
 
 def _nll_loss(cx, args, kwargs, value):
-    log_probs, labels = args[0], cx.tensor(_arg(args, kwargs, 1, "target"))
+    log_probs, labels = args[0], _arg(args, kwargs, 1, "target")
     if kwargs.get("reduction", "mean") != "mean" or kwargs.get("weight") is not None \
             or any(kwargs.get(k) is not None for k in ("size_average", "reduce")):
         return None
-    return _loss(cx, "nll_loss", [log_probs, labels], {"ignore_index": int(kwargs.get("ignore_index", -100))}, value)
+    return _token_mean(cx, "nll_loss", [log_probs, labels], {"ignore_index": int(kwargs.get("ignore_index", -100))},
+                       value)
 
 
 def _gather(cx, args, kwargs, value):

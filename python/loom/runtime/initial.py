@@ -6,6 +6,7 @@ one single-device value and a plan of any shape starts where the single device d
     integer tensors    min(bound - 1, floor(u * bound))             (bound from the manifest: the vocabulary)
     optimizer states   zeros, or a copy of the parameter (fp32 master weights)
     constant buffers   the program's own numbers (manifest "value": a traced model's position ids, constants)
+    derived inputs     computed from the whole value of another input (counted_tokens: src/ir/derived_input.h)
 
 Several steps (launch --steps): step 0 draws exactly the numbers above; step k > 0 draws each input (role
 "input": the batch) under the key "<name>@<k>", so every step sees a new batch, the same on every plan.
@@ -89,6 +90,15 @@ def initial_value(name, entry, seed, tensors, scale=0.5, step=0):
     else:
         raise ValueError(f"tensor '{name}': unknown init '{init}' in the manifest")
     return torch.from_numpy(np.ascontiguousarray(values)).reshape(shape)
+
+
+def counted_tokens(labels, derived):
+    """A loss's counted tokens (manifest "derived", src/ir/derived_input.h): the elements of the whole labels
+    inside the window (trim: [front, back] per dim) that are not ignore_index, as a float64 scalar."""
+    window = labels
+    for dim, (front, back) in enumerate(derived.get("trim", ())):
+        window = window.narrow(dim, front, labels.shape[dim] - front - back)
+    return (window != int(derived["ignore_index"])).sum().to(torch.float64)
 
 
 def module_state(module, manifest):

@@ -10,7 +10,7 @@ import torch
 from . import geometry
 from .comm import Incoming
 from .compute import SubOp, flush_adam
-from .initial import DTYPES, initial_value
+from .initial import DTYPES, counted_tokens, initial_value
 
 
 class Runtime:
@@ -93,6 +93,10 @@ class Runtime:
         (an fp32 master copy follows its parameter's given value)."""
         if name in self._batch:
             return self._batch[name]
+        if entry.get("init") == "derived":  # from the whole labels of this step, whoever gave them
+            derived = entry["derived"]
+            labels = self._whole(derived["from"], self.tensors[derived["from"]])
+            return counted_tokens(labels, derived)
         source = entry.get("copy_of") if entry.get("init") == "copy" else name
         if source in self._given:
             return self._given[source]

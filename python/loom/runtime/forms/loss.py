@@ -1,7 +1,9 @@
 """loss (src/ops/loss.cc, cross_entropy_parts.cc): cross entropy, NLL and MSE, and cross entropy in
-vocabulary-splittable parts (the shift is detached). Placed: a class shard starts at its offset, smoothing
-divides by the whole vocabulary, and a shard of the batch divides by the whole count, so the shards' losses
-add up to the whole's mean."""
+vocabulary-splittable parts (the shift is detached). The classification losses sum the counted tokens (label not
+ignore_index) and divide by one whole-batch number: the counted tokens given as a third input (a derived input,
+so the loss is torch's mean over counted tokens), else the labels' whole element count. Placed: a class shard
+starts at its offset, smoothing divides by the whole vocabulary, and a shard of the batch divides by the same
+whole-batch number, so the shards' losses add up exactly."""
 
 import numpy as np
 import torch
@@ -10,12 +12,17 @@ import torch.nn.functional as F
 from .common import offset
 
 
+def _over(total, count, whole):
+    """The counted tokens' sum over the whole-batch divisor: the count given, else the whole element count."""
+    return ((total / count.float()) if count is not None else (total / whole)).float()
+
+
 def _cross_entropy(attrs, inputs, outputs):
     ignore = int(attrs.get("ignore_index", -100))
     smoothing = float(attrs.get("label_smoothing", 0.0))
-    return lambda logits, labels: (
+    return lambda logits, labels, count=None: (_over(
         F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=ignore,
-                        label_smoothing=smoothing).float(),)
+                        label_smoothing=smoothing, reduction="sum"), count, labels.numel()),)
 
 
 def _target(x, labels, ignore, smoothing):
@@ -49,15 +56,16 @@ def _cross_entropy_from_parts(attrs, inputs, outputs):
     def run(sums, shift, target, labels):
         valid = (labels != ignore).float()
         per_token = torch.log(sums.float()) + shift.detach().float() - target.float()
-        return ((per_token * valid).sum() / valid.sum().clamp(min=1)).float(),
+        return ((per_token * valid).sum() / labels.numel()).float(),
 
     return run
 
 
 def _nll_loss(attrs, inputs, outputs):
     ignore = int(attrs.get("ignore_index", -100))
-    return lambda logp, labels: (
-        F.nll_loss(logp.reshape(-1, logp.shape[-1]), labels.reshape(-1), ignore_index=ignore).float(),)
+    return lambda logp, labels, count=None: (_over(
+        F.nll_loss(logp.reshape(-1, logp.shape[-1]), labels.reshape(-1), ignore_index=ignore, reduction="sum"),
+        count, labels.numel()),)
 
 
 def _mse_loss(attrs, inputs, outputs):
@@ -104,27 +112,21 @@ def _placed_cross_entropy_parts(attrs, inputs, outputs):
 
 def _placed_cross_entropy_from_parts(attrs, inputs, outputs):
     ignore = int(attrs.get("ignore_index", -100))
-    labels_spec = inputs[3]
-    token_shard = list(labels_spec["full"]) != list(labels_spec["shape"])
-    whole_tokens = float(np.prod(labels_spec["full"])) if token_shard else None
+    whole_tokens = _whole_count(inputs[3])
 
     def run(sums, shift, target, labels):
         counted = labels != ignore
         safe = torch.where(counted, sums.float(), torch.ones_like(sums, dtype=torch.float32))
         per_token = torch.log(safe) + shift.detach().float() - target.float()
         total = torch.where(counted, per_token, torch.zeros_like(per_token)).sum()
-        divisor = whole_tokens if token_shard else counted.sum().clamp(min=1).float()
-        return ((total / divisor).float(),)
+        return ((total / whole_tokens).float(),)
 
     return run
 
 
-def _loss_divisor(spec, counted):
-    """A shard of the batch divides by the whole tensor's element count, so the shards' losses add up to the
-    whole's mean (exact when no token is ignored); the whole divides by its counted tokens."""
-    if list(spec["full"]) != list(spec["shape"]):
-        return float(np.prod(spec["full"]))
-    return counted.sum().clamp(min=1).float()
+def _whole_count(spec):
+    """The whole labels' element count (np.prod of () is 1): a piece divides by it as the whole does."""
+    return float(np.prod(spec["full"]))
 
 
 def _placed_classification_loss(log_probs_given):
@@ -132,14 +134,16 @@ def _placed_classification_loss(log_probs_given):
         ignore = int(attrs.get("ignore_index", -100))
         smoothing = float(attrs.get("label_smoothing", 0.0))
 
-        def run(scores, labels):
+        whole = _whole_count(inputs[1])
+
+        def run(scores, labels, count=None):
             flat, flat_labels = scores.reshape(-1, scores.shape[-1]), labels.reshape(-1)
             if log_probs_given:
                 total = F.nll_loss(flat, flat_labels, ignore_index=ignore, reduction="sum")
             else:
                 total = F.cross_entropy(flat, flat_labels, ignore_index=ignore, label_smoothing=smoothing,
                                         reduction="sum")
-            return ((total / _loss_divisor(inputs[1], labels != ignore)).float(),)
+            return (_over(total, count, whole),)
 
         return run
 
