@@ -3,6 +3,7 @@ the same forward form, through the runtime's own SubOp (the contract compute.py 
 output gradients in, the mirror layout's input gradients out), over random shapes."""
 
 import random
+import zlib
 
 import pytest
 import torch
@@ -194,7 +195,7 @@ PROPERTIES = [_linear, _matmul, _bmm, _einsum, _elementwise, _unary, _norms, _em
 
 @pytest.mark.parametrize("prop", PROPERTIES, ids=lambda p: p.__name__.strip("_"))
 def test_closed_form_backward_equals_autograd(prop):
-    rng = torch.Generator().manual_seed(hash(prop.__name__) % 2 ** 31)
+    rng = torch.Generator().manual_seed(zlib.crc32(prop.__name__.encode()))  # str hash() differs per process
     for _ in range(CASES_PER_RULE):
         prop(rng)
 
