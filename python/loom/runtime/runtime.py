@@ -94,9 +94,11 @@ class Runtime:
         if name in self._batch:
             return self._batch[name]
         if entry.get("init") == "derived":  # from the whole labels of this step, whoever gave them
-            derived = entry["derived"]
-            labels = self._whole(derived["from"], self.tensors[derived["from"]])
-            return counted_tokens(labels, derived)
+            if name not in self._initial:  # counted once a step (an input: next_step drops it), not per load
+                derived = entry["derived"]
+                labels = self._whole(derived["from"], self.tensors[derived["from"]])
+                self._initial[name] = counted_tokens(labels, derived)
+            return self._initial[name]
         source = entry.get("copy_of") if entry.get("init") == "copy" else name
         if source in self._given:
             return self._given[source]
