@@ -32,7 +32,8 @@ Expected<void> check_attrs(const OpDef& def, const Attrs& attrs) {
     const bool integer_as_real = spec->kind == AttrKind::real && kind == AttrKind::integer;
     if (kind != spec->kind && !integer_as_real)
       return fail(fmt::format("attribute '{}' of op type '{}' must be {} but is {} ({})", key, def.type,
-                              name(spec->kind), name(kind), to_string(value)));
+                              name(spec->kind), name(kind), to_string(value)),
+                  fmt::format("give '{}' a {} value: {}", key, name(spec->kind), spec->doc));
     // Integers are sizes, strides, paddings, dims, seeds: none exceeds the largest tensor, and the bound
     // keeps the signatures' sums and differences of them from wrapping.
     const auto too_large = [](std::int64_t v) { return v > kMaxElements || v < -kMaxElements; };
@@ -46,7 +47,8 @@ Expected<void> check_attrs(const OpDef& def, const Attrs& attrs) {
   }
   for (const AttrSpec& spec : def.attrs)
     if (spec.required && !attrs.contains(spec.name))
-      return fail(fmt::format("op type '{}' needs attribute '{}' ({})", def.type, spec.name, spec.doc));
+      return fail(fmt::format("op type '{}' needs attribute '{}' ({})", def.type, spec.name, spec.doc),
+                  fmt::format("add \"{}\", a {} value, to the op's \"attrs\"", spec.name, name(spec.kind)));
   return {};
 }
 

@@ -109,9 +109,12 @@ TEST(ValidateGraph, AttributesAreCheckedAgainstTheSchema) {
   g.ops[1].attrs.clear();
   EXPECT_TRUE(error_of(g).message.starts_with("op 'loss' (#1, einsum): op type 'einsum' needs attribute 'equation'"))
       << error_of(g).message;
+  // The hint says what to add (fuzzing found a missing attribute reported with no fix).
+  EXPECT_EQ(error_of(g).hint, "add \"equation\", a string value, to the op's \"attrs\"");
   g.ops[1].attrs = {{"equation", std::int64_t{3}}};
   EXPECT_EQ(error_of(g).message,
             "op 'loss' (#1, einsum): attribute 'equation' of op type 'einsum' must be string but is integer (3)");
+  EXPECT_TRUE(error_of(g).hint.starts_with("give 'equation' a string value: ")) << error_of(g).hint;
 }
 
 TEST(ValidateGraph, SourceListsMatchRoles) {
