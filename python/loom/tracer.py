@@ -87,13 +87,14 @@ def _scope(node):
 
 
 class Lowering:
-    def __init__(self, gm, values, parameter_names, name, buffer_names=None, functions=None):
+    def __init__(self, gm, values, parameter_names, name, buffer_names=None, functions=None, state=()):
         self.gm = gm
         self.functions = lowering.FUNCTIONS if functions is None else functions  # call_function handlers
         self.values = values
         self.graph = GraphBuilder(name)
         self.parameter_names = parameter_names  # id(parameter) -> its first module path
         self.buffer_names = buffer_names or {}  # id(buffer) -> its first module path
+        self.state = {id(b) for b in state}  # buffers the step updates, read as state_buffer tensors
         self.parameters = {}  # id(parameter) -> T
         self.constants = {}  # id(tensor) -> T
         self.lowered = {}  # node -> lowered value
@@ -205,8 +206,23 @@ class Lowering:
         return known[key]
 
     def updates(self, new, old):
-        """`new` is buffer `old`'s value after the step: the engine carries it to the next step."""
+        """`new` is buffer `old`'s value after the step: the engine carries it to the next step. It is named
+        after the buffer (`bn1.running_mean.updated`), as the optimizer names a parameter's next value."""
         self.graph.update(new, old)
+        name = self.graph.tensors[old]["name"] + ".updated"
+        if all(t["name"] != name for t in self.graph.tensors):
+            self.graph.tensors[new]["name"] = name
+
+    def updates_buffer(self, new, buffer):
+        """Module buffer `buffer`'s next value is `new` (an output export lists as its mutation); None where the
+        op computing it wrote the update itself (batch norm's running statistics, lowering/compute.py)."""
+        old = self.state_buffer(buffer)
+        if isinstance(new, T):
+            if new not in self.graph.updated:
+                self.updates(new, old)
+        elif old not in self.graph.updated.values():
+            raise NotImplementedError(f"the step updates buffer {self.buffer_names.get(id(buffer), '?')}, and no op "
+                                      "of the graph computes its next value")
 
     def _parameter(self, p):
         key = id(p)
@@ -240,6 +256,8 @@ class Lowering:
             return self._parameter(value)
         if isinstance(value, torch.Tensor) and name in inputs:
             return self._new_tensor(name, "input", value)
+        if isinstance(value, torch.Tensor) and id(value) in self.state:
+            return self.state_buffer(value)
         return value
 
     def _call(self, node, value):
@@ -536,21 +554,28 @@ def _trace_once(module, inputs, concrete_args, leaf_modules, loss):
 
 def _export_once(module, inputs, concrete_args, leaf_modules, loss):
     find_loss = lambda outputs: _find_loss(outputs, lambda t: list(t.shape), torch.Tensor)  # noqa: E731
-    gm, values, aliases = export_capture.capture(module, inputs, concrete_args, loss, find_loss)
-    return _lower(module, gm, values, inputs, aliases, lowering.ATEN)
+    gm, values, aliases, updated = export_capture.capture(module, inputs, concrete_args, loss, find_loss)
+    return _lower(module, gm, values, inputs, aliases, lowering.ATEN, updated)
 
 
-def _lower(module, gm, values, inputs, aliases, functions):
+def _lower(module, gm, values, inputs, aliases, functions, updated=None):
     """The graph JSON of a captured GraphModule whose every node has a value (concrete, or meta where only
-    its shape and dtype are known); parameters and buffers named by their module paths."""
+    its shape and dtype are known); parameters and buffers named by their module paths. updated: per output,
+    the buffer it is the next value of, or None for the module's outputs (export's buffer mutations)."""
     names = {}
     for path, p in module.named_parameters():
         names.setdefault(id(p), path)
     buffer_names = {}
     for path, b in module.named_buffers():
         buffer_names.setdefault(id(b), path)
-    lowering_ = Lowering(gm, values, names, type(module).__name__, buffer_names, functions)
+    state = [b for b in updated or () if b is not None]
+    lowering_ = Lowering(gm, values, names, type(module).__name__, buffer_names, functions, state)
     output = lowering_.run(inputs, aliases)
+    if state:
+        for new, buffer in zip(output, updated):
+            if buffer is not None:
+                lowering_.updates_buffer(new, buffer)
+        output = tuple(out for out, buffer in zip(output, updated) if buffer is None)
     if lowering_.unsupported:
         raise UnsupportedOpsError(lowering_.unsupported)
     loss_tensor = _find_loss(output, lowering_.shape)
