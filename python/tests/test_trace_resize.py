@@ -5,13 +5,14 @@ import json
 
 import pytest
 import torch
+from conftest import HF_ROUTES
 
 import loom
 
 transformers = pytest.importorskip("transformers")
 
 
-@pytest.fixture(scope="module", params=["fx", "export"])
+@pytest.fixture(scope="module", params=HF_ROUTES)
 def traced(tmp_path_factory, request):
     """A small GPT-2 traced at batch 2 and at batch 8 (by each capture route), saved."""
     torch.manual_seed(0)
