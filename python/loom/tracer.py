@@ -87,7 +87,7 @@ def _scope(node):
 
 
 class Lowering:
-    def __init__(self, gm, values, parameter_names, name, buffer_names=None, functions=None, state=()):
+    def __init__(self, gm, values, parameter_names, name, buffer_names=None, functions=None, state=(), batch=None):
         self.gm = gm
         self.functions = lowering.FUNCTIONS if functions is None else functions  # call_function handlers
         self.values = values
@@ -95,6 +95,7 @@ class Lowering:
         self.parameter_names = parameter_names  # id(parameter) -> its first module path
         self.buffer_names = buffer_names or {}  # id(buffer) -> its first module path
         self.state = {id(b) for b in state}  # buffers the step updates, read as state_buffer tensors
+        self.batch = batch  # the examples' batch: constants repeated along it are stored once (constant())
         self.parameters = {}  # id(parameter) -> T
         self.constants = {}  # id(tensor) -> T
         self.lowered = {}  # node -> lowered value
@@ -172,12 +173,23 @@ class Lowering:
         raise _Unsupported(f"operand of type {type(x).__name__}")
 
     def constant(self, x):
+        """A constant's buffer. One that repeats along a dim of the batch's size (a mask expanded to the batch)
+        is stored once along its repeated dims and expanded by an op, so its elements do not depend on the
+        batch and the graph resizes (trace's "sizes")."""
         if not isinstance(x, torch.Tensor):
             x = torch.tensor(x)
         key = id(x)
         if key not in self.constants:
             self._keep_alive.append(x)
             name = self.folded_names.get(key) or f"{self._name()}.const{len(self.constants)}"
+            repeated = _repeated_dims(x, self.batch)
+            if repeated:
+                once = x[tuple(slice(0, 1) if d in repeated else slice(None) for d in range(x.dim()))]
+                base = self._new_tensor(name, "buffer", once)
+                self.graph.set_value(base, once)
+                self.constants[key] = self._new_tensor(f"{name}.expanded", "activation", x)
+                self.graph.op(f"{name}.expanded", "expand", [base], [self.constants[key]], {"shape": list(x.shape)})
+                return self.constants[key]
             self.constants[key] = self._new_tensor(name, "buffer", x)
             if x.device.type != "meta":  # on meta (from a model built there) only its shape and dtype are known
                 self.graph.set_value(self.constants[key], x)  # the model's own numbers, not drawn ones
@@ -401,6 +413,15 @@ def _hashable(x):
         return False
 
 
+def _repeated_dims(x, batch):
+    """The dims along which constant `x` repeats its first slice, where one of them has the batch's size; else
+    none (a constant that does not follow the batch is kept as it is)."""
+    if batch is None or batch < 2 or x.device.type == "meta" or batch not in x.shape:
+        return set()
+    repeated = {d for d, size in enumerate(x.shape) if size > 1 and torch.equal(x, x.narrow(d, 0, 1).expand_as(x))}
+    return repeated if any(x.shape[d] == batch for d in repeated) else set()
+
+
 def _has_dynamic(x):
     found = False
 
@@ -502,13 +523,13 @@ def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=N
         raise ValueError("leaf_modules applies to capture='fx' (torch.export traces through every module)")
     inputs = fx_capture.named_inputs(module, example_inputs)
     trace_once = _CAPTURES[capture]
-    graph = trace_once(module, inputs, concrete_args, leaf_modules, loss)
     batch = _batch_of(inputs, batch_dim)
+    graph = trace_once(module, inputs, concrete_args, leaf_modules, loss, batch)
     if batch is None:
         return graph
     grown = {name: _grow_batch(value, batch_dim, batch) for name, value in inputs.items()}
     try:
-        other = trace_once(module, grown, concrete_args, leaf_modules, loss)
+        other = trace_once(module, grown, concrete_args, leaf_modules, loss, batch + 1)
         sizes = batch_sizes(graph, other, batch, batch + 1)
     except Exception as e:  # any failure at the other batch only costs the resizing
         warnings.warn(f"loom.trace: the graph records no batch sizes (it plans at batch {batch} only): traced at "
@@ -538,7 +559,7 @@ def _grow_batch(value, batch_dim, batch):
     return value
 
 
-def _trace_once(module, inputs, concrete_args, leaf_modules, loss):
+def _trace_once(module, inputs, concrete_args, leaf_modules, loss, batch):
     gm, fixed, aliases = fx_capture.trace_module(module, inputs, concrete_args, tuple(leaf_modules))
     if loss is not None:
         gm = fx_capture.append_loss(gm, loss, inputs, aliases)
@@ -549,19 +570,20 @@ def _trace_once(module, inputs, concrete_args, leaf_modules, loss):
     with torch.no_grad():
         for b, before in buffers.values():
             b.copy_(before)
-    return _lower(module, gm, values, inputs, aliases, lowering.FUNCTIONS)
+    return _lower(module, gm, values, inputs, aliases, lowering.FUNCTIONS, batch)
 
 
-def _export_once(module, inputs, concrete_args, leaf_modules, loss):
+def _export_once(module, inputs, concrete_args, leaf_modules, loss, batch):
     find_loss = lambda outputs: _find_loss(outputs, lambda t: list(t.shape), torch.Tensor)  # noqa: E731
     gm, values, aliases, updated = export_capture.capture(module, inputs, concrete_args, loss, find_loss)
-    return _lower(module, gm, values, inputs, aliases, lowering.ATEN, updated)
+    return _lower(module, gm, values, inputs, aliases, lowering.ATEN, batch, updated)
 
 
-def _lower(module, gm, values, inputs, aliases, functions, updated=None):
+def _lower(module, gm, values, inputs, aliases, functions, batch, updated=None):
     """The graph JSON of a captured GraphModule whose every node has a value (concrete, or meta where only
-    its shape and dtype are known); parameters and buffers named by their module paths. updated: per output,
-    the buffer it is the next value of, or None for the module's outputs (export's buffer mutations)."""
+    its shape and dtype are known); parameters and buffers named by their module paths. batch: the examples'
+    batch (None: not recorded). updated: per output, the buffer it is the next value of, or None for the
+    module's outputs (export's buffer mutations)."""
     names = {}
     for path, p in module.named_parameters():
         names.setdefault(id(p), path)
@@ -569,7 +591,7 @@ def _lower(module, gm, values, inputs, aliases, functions, updated=None):
     for path, b in module.named_buffers():
         buffer_names.setdefault(id(b), path)
     state = [b for b in updated or () if b is not None]
-    lowering_ = Lowering(gm, values, names, type(module).__name__, buffer_names, functions, state)
+    lowering_ = Lowering(gm, values, names, type(module).__name__, buffer_names, functions, state, batch)
     output = lowering_.run(inputs, aliases)
     if state:
         for new, buffer in zip(output, updated):
