@@ -10,6 +10,8 @@
    no parameter) is evaluated concretely on the CPU, so the lowering folds it as today's does; any other
    node's value is a meta tensor of the shape and dtype export recorded (its elements are never needed).
 Module paths (node.meta["nn_module_stack"]) lose the wrapper's prefix, so ops are named as the fx route names them.
+Buffers the step updates (batch norm's running statistics) are the graph's state: what reads them is traced, not
+folded, and each output export lists as a buffer mutation becomes that buffer's next value (tracer.py).
 """
 
 import contextlib
@@ -61,7 +63,8 @@ def _decompositions():
 
 
 def capture(module, inputs, concrete_args, loss, find_loss):
-    """(GraphModule at the ATen level, {node: value}, {placeholder: input name}) of module(**inputs) and its loss.
+    """(GraphModule at the ATen level, {node: value}, {placeholder: input name}, updated) of module(**inputs) and
+    its loss; updated: per output of the graph, the buffer it is the next value of (None: the module's output).
     Tensors among `inputs` are the graph's inputs; anything else is fixed, as concrete_args are."""
     names = [name for name, value in inputs.items() if isinstance(value, torch.Tensor)]
     fixed = {name: value for name, value in inputs.items() if name not in names}
@@ -74,10 +77,11 @@ def capture(module, inputs, concrete_args, loss, find_loss):
         exported = torch.export.export(wrapper, _distinct(inputs[name] for name in names), strict=False)
     exported = exported.run_decompositions(_decompositions())
     gm = exported.graph_module
-    _check_outputs(exported)
+    updated = [wrapper.get_buffer(spec.target) if spec.kind == OutputKind.BUFFER_MUTATION else None
+               for spec in exported.graph_signature.output_specs]
     _strip_wrapper_scope(gm)
-    placeholders, aliases, traced = _placeholder_values(exported, wrapper, inputs, names)
-    return gm, _record(gm, placeholders, traced), aliases
+    placeholders, aliases, traced = _placeholder_values(exported, wrapper, inputs, names, updated)
+    return gm, _record(gm, placeholders, traced), aliases, updated
 
 
 @contextlib.contextmanager
@@ -129,13 +133,6 @@ def _distinct(tensors):
     return tuple(out)
 
 
-def _check_outputs(exported):
-    mutated = [spec.target for spec in exported.graph_signature.output_specs if spec.kind == OutputKind.BUFFER_MUTATION]
-    if mutated:
-        raise NotImplementedError(f"the exported step updates buffers ({', '.join(mutated[:3])}): running statistics "
-                                  "are captured by capture='fx'")
-
-
 def _strip_wrapper_scope(gm):
     prefix = _MODEL + "."
     for node in gm.graph.nodes:
@@ -147,10 +144,11 @@ def _strip_wrapper_scope(gm):
             for key, (path, kind) in stack.items()}
 
 
-def _placeholder_values(exported, wrapper, inputs, names):
-    """({placeholder node: value}, {placeholder: input name}, the placeholders of parameters and inputs):
-    parameters and buffers as the module's own tensors (so they are named by their module paths), lifted
-    constants, and the example inputs."""
+def _placeholder_values(exported, wrapper, inputs, names, updated):
+    """({placeholder node: value}, {placeholder: input name}, the placeholders of parameters, inputs and the
+    buffers in `updated`): parameters and buffers as the module's own tensors (so they are named by their module
+    paths), lifted constants, and the example inputs."""
+    state = {id(b) for b in updated if b is not None}
     by_name = {n.name: n for n in exported.graph_module.graph.nodes if n.op == "placeholder"}
     values, aliases, traced = {}, {}, set()
     user = iter(names)
@@ -161,6 +159,8 @@ def _placeholder_values(exported, wrapper, inputs, names):
             traced.add(node)
         elif spec.kind == InputKind.BUFFER:
             values[node] = wrapper.get_buffer(spec.target)
+            if id(values[node]) in state:
+                traced.add(node)
         elif spec.kind == InputKind.CONSTANT_TENSOR:
             values[node] = exported.constants[spec.target]
         elif spec.kind == InputKind.USER_INPUT:

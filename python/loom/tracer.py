@@ -87,13 +87,15 @@ def _scope(node):
 
 
 class Lowering:
-    def __init__(self, gm, values, parameter_names, name, buffer_names=None, functions=None):
+    def __init__(self, gm, values, parameter_names, name, buffer_names=None, functions=None, state=(), batch=None):
         self.gm = gm
         self.functions = lowering.FUNCTIONS if functions is None else functions  # call_function handlers
         self.values = values
         self.graph = GraphBuilder(name)
         self.parameter_names = parameter_names  # id(parameter) -> its first module path
         self.buffer_names = buffer_names or {}  # id(buffer) -> its first module path
+        self.state = {id(b) for b in state}  # buffers the step updates, read as state_buffer tensors
+        self.batch = batch  # the examples' batch: constants repeated along it are stored once (constant())
         self.parameters = {}  # id(parameter) -> T
         self.constants = {}  # id(tensor) -> T
         self.lowered = {}  # node -> lowered value
@@ -171,12 +173,23 @@ class Lowering:
         raise _Unsupported(f"operand of type {type(x).__name__}")
 
     def constant(self, x):
+        """A constant's buffer. One that repeats along a dim of the batch's size (a mask expanded to the batch)
+        is stored once along its repeated dims and expanded by an op, so its elements do not depend on the
+        batch and the graph resizes (trace's "sizes")."""
         if not isinstance(x, torch.Tensor):
             x = torch.tensor(x)
         key = id(x)
         if key not in self.constants:
             self._keep_alive.append(x)
             name = self.folded_names.get(key) or f"{self._name()}.const{len(self.constants)}"
+            repeated = _repeated_dims(x, self.batch)
+            if repeated:
+                once = x[tuple(slice(0, 1) if d in repeated else slice(None) for d in range(x.dim()))]
+                base = self._new_tensor(name, "buffer", once)
+                self.graph.set_value(base, once)
+                self.constants[key] = self._new_tensor(f"{name}.expanded", "activation", x)
+                self.graph.op(f"{name}.expanded", "expand", [base], [self.constants[key]], {"shape": list(x.shape)})
+                return self.constants[key]
             self.constants[key] = self._new_tensor(name, "buffer", x)
             if x.device.type != "meta":  # on meta (from a model built there) only its shape and dtype are known
                 self.graph.set_value(self.constants[key], x)  # the model's own numbers, not drawn ones
@@ -205,8 +218,23 @@ class Lowering:
         return known[key]
 
     def updates(self, new, old):
-        """`new` is buffer `old`'s value after the step: the engine carries it to the next step."""
+        """`new` is buffer `old`'s value after the step: the engine carries it to the next step. It is named
+        after the buffer (`bn1.running_mean.updated`), as the optimizer names a parameter's next value."""
         self.graph.update(new, old)
+        name = self.graph.tensors[old]["name"] + ".updated"
+        if all(t["name"] != name for t in self.graph.tensors):
+            self.graph.tensors[new]["name"] = name
+
+    def updates_buffer(self, new, buffer):
+        """Module buffer `buffer`'s next value is `new` (an output export lists as its mutation); None where the
+        op computing it wrote the update itself (batch norm's running statistics, lowering/compute.py)."""
+        old = self.state_buffer(buffer)
+        if isinstance(new, T):
+            if new not in self.graph.updated:
+                self.updates(new, old)
+        elif old not in self.graph.updated.values():
+            raise NotImplementedError(f"the step updates buffer {self.buffer_names.get(id(buffer), '?')}, and no op "
+                                      "of the graph computes its next value")
 
     def _parameter(self, p):
         key = id(p)
@@ -240,6 +268,8 @@ class Lowering:
             return self._parameter(value)
         if isinstance(value, torch.Tensor) and name in inputs:
             return self._new_tensor(name, "input", value)
+        if isinstance(value, torch.Tensor) and id(value) in self.state:
+            return self.state_buffer(value)
         return value
 
     def _call(self, node, value):
@@ -383,6 +413,15 @@ def _hashable(x):
         return False
 
 
+def _repeated_dims(x, batch):
+    """The dims along which constant `x` repeats its first slice, where one of them has the batch's size; else
+    none (a constant that does not follow the batch is kept as it is)."""
+    if batch is None or batch < 2 or x.device.type == "meta" or batch not in x.shape:
+        return set()
+    repeated = {d for d, size in enumerate(x.shape) if size > 1 and torch.equal(x, x.narrow(d, 0, 1).expand_as(x))}
+    return repeated if any(x.shape[d] == batch for d in repeated) else set()
+
+
 def _has_dynamic(x):
     found = False
 
@@ -484,13 +523,13 @@ def trace(module, example_inputs, *, concrete_args=None, leaf_modules=(), loss=N
         raise ValueError("leaf_modules applies to capture='fx' (torch.export traces through every module)")
     inputs = fx_capture.named_inputs(module, example_inputs)
     trace_once = _CAPTURES[capture]
-    graph = trace_once(module, inputs, concrete_args, leaf_modules, loss)
     batch = _batch_of(inputs, batch_dim)
+    graph = trace_once(module, inputs, concrete_args, leaf_modules, loss, batch)
     if batch is None:
         return graph
     grown = {name: _grow_batch(value, batch_dim, batch) for name, value in inputs.items()}
     try:
-        other = trace_once(module, grown, concrete_args, leaf_modules, loss)
+        other = trace_once(module, grown, concrete_args, leaf_modules, loss, batch + 1)
         sizes = batch_sizes(graph, other, batch, batch + 1)
     except Exception as e:  # any failure at the other batch only costs the resizing
         warnings.warn(f"loom.trace: the graph records no batch sizes (it plans at batch {batch} only): traced at "
@@ -520,7 +559,7 @@ def _grow_batch(value, batch_dim, batch):
     return value
 
 
-def _trace_once(module, inputs, concrete_args, leaf_modules, loss):
+def _trace_once(module, inputs, concrete_args, leaf_modules, loss, batch):
     gm, fixed, aliases = fx_capture.trace_module(module, inputs, concrete_args, tuple(leaf_modules))
     if loss is not None:
         gm = fx_capture.append_loss(gm, loss, inputs, aliases)
@@ -531,26 +570,34 @@ def _trace_once(module, inputs, concrete_args, leaf_modules, loss):
     with torch.no_grad():
         for b, before in buffers.values():
             b.copy_(before)
-    return _lower(module, gm, values, inputs, aliases, lowering.FUNCTIONS)
+    return _lower(module, gm, values, inputs, aliases, lowering.FUNCTIONS, batch)
 
 
-def _export_once(module, inputs, concrete_args, leaf_modules, loss):
+def _export_once(module, inputs, concrete_args, leaf_modules, loss, batch):
     find_loss = lambda outputs: _find_loss(outputs, lambda t: list(t.shape), torch.Tensor)  # noqa: E731
-    gm, values, aliases = export_capture.capture(module, inputs, concrete_args, loss, find_loss)
-    return _lower(module, gm, values, inputs, aliases, lowering.ATEN)
+    gm, values, aliases, updated = export_capture.capture(module, inputs, concrete_args, loss, find_loss)
+    return _lower(module, gm, values, inputs, aliases, lowering.ATEN, batch, updated)
 
 
-def _lower(module, gm, values, inputs, aliases, functions):
+def _lower(module, gm, values, inputs, aliases, functions, batch, updated=None):
     """The graph JSON of a captured GraphModule whose every node has a value (concrete, or meta where only
-    its shape and dtype are known); parameters and buffers named by their module paths."""
+    its shape and dtype are known); parameters and buffers named by their module paths. batch: the examples'
+    batch (None: not recorded). updated: per output, the buffer it is the next value of, or None for the
+    module's outputs (export's buffer mutations)."""
     names = {}
     for path, p in module.named_parameters():
         names.setdefault(id(p), path)
     buffer_names = {}
     for path, b in module.named_buffers():
         buffer_names.setdefault(id(b), path)
-    lowering_ = Lowering(gm, values, names, type(module).__name__, buffer_names, functions)
+    state = [b for b in updated or () if b is not None]
+    lowering_ = Lowering(gm, values, names, type(module).__name__, buffer_names, functions, state, batch)
     output = lowering_.run(inputs, aliases)
+    if state:
+        for new, buffer in zip(output, updated):
+            if buffer is not None:
+                lowering_.updates_buffer(new, buffer)
+        output = tuple(out for out, buffer in zip(output, updated) if buffer is None)
     if lowering_.unsupported:
         raise UnsupportedOpsError(lowering_.unsupported)
     loss_tensor = _find_loss(output, lowering_.shape)

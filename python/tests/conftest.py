@@ -11,6 +11,34 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
 
+def _has_huggingface_fx():
+    try:
+        import transformers.utils.fx  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# transformers' torch.fx tracer (transformers.utils.fx), which transformers 5 removed. Where it is absent, HuggingFace
+# models are captured by the export route (capture="auto" picks it): tests of a transformers model that name
+# capture="fx" take HF_CAPTURE instead, and the fx half of a test run on both routes is skipped (HF_ROUTES).
+HAS_HF_FX = _has_huggingface_fx()
+HF_CAPTURE = "fx" if HAS_HF_FX else "export"
+
+
+def _transformers_version():
+    try:
+        import transformers
+    except ImportError:
+        return "absent"
+    return transformers.__version__
+
+
+NO_HF_FX = f"transformers {_transformers_version()} has no torch.fx tracer (transformers.utils.fx, removed in 5.0)"
+needs_hf_fx = pytest.mark.skipif(not HAS_HF_FX, reason=NO_HF_FX)
+HF_ROUTES = [pytest.param("fx", marks=needs_hf_fx), "export"]
+
+
 @pytest.fixture(scope="session")
 def loom_binary():
     path = os.environ.get("LOOM") or str(ROOT / "build" / "loom")

@@ -5,10 +5,12 @@ planned on 1 device and with the batch split 2 ways, and trained one SGD step on
 weights. The loss and every updated parameter equal torch's own training of the module on the whole
 batch (float32, rtol 1e-5 of each tensor's largest value), and the dp plan does split the batch norm.
 Normalizing each half with its own statistics (DDP without SyncBatchNorm) would fail the same check.
+Both capture routes: torch.fx, and torch.export, whose graph lists the running statistics as buffer mutations.
 """
 
 import copy
 import json
+import re
 
 import pytest
 import torch
@@ -46,15 +48,15 @@ def loss_fn(out, batch):
     return F.cross_entropy(out, batch["y"])
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
+@pytest.fixture(scope="module", params=["fx", "export"])
+def setup(tmp_path_factory, request):
     torch.manual_seed(0)
     module = BatchNormCNN().train()
     # Per-channel offsets and scales, so the statistics matter (and differ between halves of the batch).
     x = torch.randn(BATCH, 3, 8, 8) * torch.tensor([1.0, 2.0, 0.5]).view(1, 3, 1, 1) + 0.5
     batch = {"x": x, "y": torch.randint(0, 10, (BATCH,), generator=torch.Generator().manual_seed(2))}
     path = tmp_path_factory.mktemp("bn") / "cnn.json"
-    graph = loom.trace(module, batch, loss=loss_fn)
+    graph = loom.trace(module, batch, loss=loss_fn, capture=request.param)
     loom.save_graph(graph, path)
     return module, batch, graph, path
 
@@ -113,7 +115,7 @@ def test_plan_trains_as_torch(setup, plan, run_loom, tmp_path):
 
 def test_dp_plan_splits_the_batch_norm(setup, run_loom, tmp_path):
     # Each of the two ranks normalizes half of the batch: the parts run on [BATCH / 2, ...] shards.
-    _, _, _, path = setup
+    _, _, graph, path = setup
     result = run_loom("plan", "--graph", str(path), "--dtype", "f32", "--policy", "dp", "--dp", "2",
                       "--gpus", "2", "--out", str(tmp_path / "out"), "--emit", str(tmp_path / "emit"))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -123,9 +125,15 @@ def test_dp_plan_splits_the_batch_norm(setup, run_loom, tmp_path):
     for s in parts:
         x = s["inputs"][0]
         assert x["shape"][0] * 2 == x["full"][0] == BATCH, s["name"]
-    # The per-channel statistics (sum, count, centered squares) are all-reduced before the normalization.
+    # The per-channel statistics (sum, count, centered squares) are all-reduced before the normalization (bn1's:
+    # its ops are the first; the program names a tensor as a Python identifier, src/codegen/buffer_names.cc).
     program = (tmp_path / "emit" / "rank_0.py").read_text()
-    for stat in ("bn1_sums_0", "bn1_sums_1", "bn1_squares"):
+    names = {t["id"]: t["name"] for t in graph["tensors"]}
+    sums, squares = (next(op for op in graph["ops"] if op["type"] == kind)
+                     for kind in ("batch_norm_sums", "batch_norm_centered_sums"))
+    stats = [re.sub(r"\W", "_", names[t]) for t in [*sums["outputs"], *squares["outputs"]]]
+    assert stats[0].startswith("bn1") and len(stats) == 3
+    for stat in stats:
         assert f"rt.all_reduce({stat}_" in program, stat
 
 

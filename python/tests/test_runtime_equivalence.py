@@ -6,7 +6,7 @@ optimizer state equal what the single-device plan's program computes from the sa
 
 import pytest
 import torch
-from conftest import emit_shrunk, loom_runner
+from conftest import HF_ROUTES, emit_shrunk, loom_runner
 
 from loom.runtime import programs
 from loom.runtime.launch import LaunchError, launch
@@ -137,7 +137,7 @@ def test_launch_without_manifest_names_the_fix(tmp_path):
         launch(tmp_path)
 
 
-@pytest.mark.parametrize("capture", ["fx", "export"])
+@pytest.mark.parametrize("capture", HF_ROUTES)
 def test_traced_transformers_gpt2_trains_as_one_device(capture, run_loom, tmp_path):
     # From a torch.nn.Module to per-rank programs: trace, plan with --graph, emit, run on 2 gloo processes.
     transformers = pytest.importorskip("transformers")

@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from conftest import needs_hf_fx
 
 import loom
 
@@ -265,6 +266,7 @@ class ShapeSteered(nn.Module):
         return y.view(b, s, 2, h // 2).sum()
 
 
+@needs_hf_fx
 def test_sizes_of_traced_values_decide_control_flow_with_the_huggingface_tracer():
     from transformers.utils.fx import HFTracer
     from loom.capture import _concrete_hf_tracer
@@ -307,6 +309,7 @@ class DoubleConvShapes(nn.Module):
         return y.reshape(b, c * h * w).sum(1).mean()
 
 
+@needs_hf_fx
 def test_a_float64_model_keeps_its_shapes_through_huggingfaces_meta_overrides():
     from loom.capture import _concrete_hf_tracer
     model = DoubleConvShapes().double()

@@ -6,13 +6,14 @@ import re
 
 import pytest
 import torch
+from conftest import HF_ROUTES
 
 import loom
 
 transformers = pytest.importorskip("transformers")
 
 
-@pytest.fixture(scope="module", params=["fx", "export"])
+@pytest.fixture(scope="module", params=HF_ROUTES)
 def gpt2(request):
     torch.manual_seed(0)
     config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=64)

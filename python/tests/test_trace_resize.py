@@ -5,13 +5,14 @@ import json
 
 import pytest
 import torch
+from conftest import HF_ROUTES
 
 import loom
 
 transformers = pytest.importorskip("transformers")
 
 
-@pytest.fixture(scope="module", params=["fx", "export"])
+@pytest.fixture(scope="module", params=HF_ROUTES)
 def traced(tmp_path_factory, request):
     """A small GPT-2 traced at batch 2 and at batch 8 (by each capture route), saved."""
     torch.manual_seed(0)
@@ -91,3 +92,27 @@ def test_batch_dim_none_records_nothing():
     assert "sizes" not in graph
     graph = loom.trace(model, (x,), loss=lambda out, batch: out.sum())
     assert graph["sizes"]["symbols"] == {"batch": 5}
+
+
+@pytest.mark.parametrize("capture", HF_ROUTES)
+def test_t5_resizes_with_its_masks_expanded_to_the_batch(capture, run_loom, tmp_path):
+    # T5's attention masks are constants of the batch's size (masks of ones expanded to it): each is stored once
+    # along the batch and expanded by an op, so the trace records the batch sizes and the graph resizes.
+    torch.manual_seed(0)
+    config = transformers.T5Config(num_layers=2, num_decoder_layers=2, d_model=32, d_kv=8, num_heads=4, d_ff=64,
+                                   vocab_size=64, dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0)
+    model = transformers.T5ForConditionalGeneration(config)
+    ids, labels = torch.randint(1, 64, (5, 12)), torch.randint(1, 64, (5, 7))
+    files = {}
+    for batch in (2, 5):
+        graph = loom.trace(model, {"input_ids": ids[:batch], "decoder_input_ids": labels[:batch],
+                                   "labels": labels[:batch]}, capture=capture)
+        assert graph["sizes"]["symbols"] == {"batch": batch}
+        assert not any("value" in t and batch in t["shape"] for t in graph["tensors"])  # no constant of the batch
+        files[batch] = tmp_path / f"t5-b{batch}.json"
+        loom.save_graph(graph, files[batch])
+    resized, direct = tmp_path / "resized.json", tmp_path / "direct.json"
+    a = run_loom("graph", "--from", str(files[2]), "--batch", "5", "--json", str(resized))
+    b = run_loom("graph", "--from", str(files[5]), "--json", str(direct))
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    assert _structure(json.loads(resized.read_text())) == _structure(json.loads(direct.read_text()))

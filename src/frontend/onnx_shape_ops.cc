@@ -1,5 +1,5 @@
 // ONNX shape and indexing nodes (Reshape, Transpose, Split, Slice, Concat, Unsqueeze, Squeeze, Expand,
-// Gather, Identity) as registry ops. Their shape operands must be constants: shapes are static.
+// Gather, Pad, Identity) as registry ops. Their shape operands must be constants: shapes are static.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -163,6 +163,43 @@ Out gather(Reader& r, const NodeCall& call) {
   return fail("a Gather by a constant index of rank > 1 from a tensor that is not a 2-D weight is not mapped");
 }
 
+// Pad in mode "constant" (F.pad's; transformers 5 pads a causal LM's labels with -100 before its shift).
+// ONNX lists every padded axis's begin, then every end; the registry's pad takes (before, after) pairs,
+// last dim first.
+Out pad(Reader& r, const NodeCall& call) {
+  LOOM_ASSIGN_OR_RETURN(Value * x, data_input(call));
+  const std::string mode = attr_string(call.node, "mode", "constant");
+  if (mode != "constant")
+    return fail(fmt::format("a Pad in mode '{}' is not mapped", mode), "pad with a constant (F.pad's default mode)");
+  const std::vector<std::int64_t> in = r.dims(*x);
+  LOOM_ASSIGN_OR_RETURN(const Constant* given, call.constant_input(1, "pads"));
+  const std::vector<std::int64_t> pads = given->integers();
+  std::vector<std::int64_t> axes;
+  if (call.input(3) != nullptr) {  // opset 18: the axes the pads are for
+    LOOM_ASSIGN_OR_RETURN(const Constant* listed, call.constant_input(3, "axes"));
+    for (std::int64_t a : listed->integers()) {
+      LOOM_ASSIGN_OR_RETURN(axes.emplace_back(), normalize_axis(a, in.size(), "axis"));
+    }
+  } else {
+    for (std::size_t a = 0; a < in.size(); ++a) axes.push_back(static_cast<std::int64_t>(a));
+  }
+  if (pads.size() != 2 * axes.size())
+    return fail(fmt::format("its pads have {} values for {} axes", pads.size(), axes.size()),
+                "give a begin and an end for every padded axis");
+  std::vector<std::int64_t> pairs(2 * in.size(), 0);
+  for (std::size_t k = 0; k < axes.size(); ++k) {
+    const std::size_t pair = in.size() - 1 - static_cast<std::size_t>(axes[k]);
+    pairs[2 * pair] = pads[k];
+    pairs[2 * pair + 1] = pads[k + axes.size()];
+  }
+  double value = 0.0;
+  if (call.input(2) != nullptr) {
+    LOOM_ASSIGN_OR_RETURN(const Constant* fill, call.constant_input(2, "constant_value"));
+    if (!fill->values.empty()) value = fill->values.front();
+  }
+  return one(r.emit("pad", call.name, {r.tensor(*x, call.node.input(0))}, {{"pads", pairs}, {"value", value}}));
+}
+
 // Identity and inference-mode Dropout pass their input on; an Identity of a floating initializer is the
 // exporter sharing equal initial values (torch.onnx dedups them), so its output is its own parameter.
 Out identity(Reader&, const NodeCall& call) {
@@ -178,7 +215,7 @@ Out identity(Reader&, const NodeCall& call) {
 void add_shape_handlers(std::vector<std::pair<std::string_view, Handler>>& t) {
   t.insert(t.end(), {{"Reshape", reshape}, {"Flatten", flatten}, {"Transpose", transpose}, {"Split", split},
                      {"Slice", slice}, {"Concat", concat}, {"Unsqueeze", unsqueeze}, {"Squeeze", squeeze},
-                     {"Expand", expand}, {"Gather", gather}, {"Identity", identity}, {"Dropout", identity}});
+                     {"Expand", expand}, {"Gather", gather}, {"Pad", pad}, {"Identity", identity}, {"Dropout", identity}});
 }
 
 }  // namespace loom::frontend::onnx_reader

@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -459,6 +460,58 @@ TEST(OnnxToGraph, ALossOverInputLabelsDividesByTheirDerivedCount) {
   EXPECT_EQ(count.derived->from, loss->inputs[1]);
   EXPECT_EQ(count.derived->ignore_index, -100);
   EXPECT_TRUE(count.derived->trim.empty());
+}
+
+// ONNX lists a Pad's begins, then its ends, per axis (opset 18: per listed axis); the registry's pad takes
+// (before, after) pairs, last dim first, as F.pad does. transformers 5 pads a causal LM's labels so.
+TEST(OnnxToGraph, AConstantPadBecomesThePadOpInTorchsOrder) {
+  struct Case {
+    std::string name;
+    std::vector<std::int64_t> pads, axes;
+  };
+  for (const Case& c : {Case{"every axis", {0, 0, 1, 0, 2, 0}, {}}, Case{"listed axes", {1, 0, 0, 2}, {-1, 1}}}) {
+    SCOPED_TRACE(c.name);
+    Model m;
+    m.input("x", {2, 3, 4});
+    m.ints("pads", c.pads);
+    m.floats("fill", {0.5f}, {});
+    std::vector<std::string> inputs = {"x", "pads", "fill"};
+    if (!c.axes.empty()) {
+      m.ints("axes", c.axes);
+      inputs.push_back("axes");
+    }
+    m.node("Pad", inputs, {"y"}, "/the/Pad");
+    set_int(m.node("ReduceSum", {"y"}, {"loss"}, "/loss"), "keepdims", 0);
+    m.output("loss");
+    Expected<ir::Graph> g = read(m);
+    ASSERT_TRUE(g) << g.error().to_string();
+    const ir::Op* pad = find_op(*g, "the.Pad");
+    ASSERT_NE(pad, nullptr);
+    EXPECT_EQ(pad->type, "pad");
+    EXPECT_EQ(*ir::get_int_list(pad->attrs, "pads"), (std::vector<std::int64_t>{1, 0, 0, 2, 0, 0}));
+    EXPECT_EQ(*ir::get_real(pad->attrs, "value"), 0.5);
+    EXPECT_EQ(g->tensor(pad->outputs[0]).shape, (ir::Shape{2, 5, 5}));
+  }
+}
+
+TEST(OnnxToGraph, APadNotInConstantModeOrWithPadsForOtherAxesIsAnError) {
+  for (const auto& [mode, pads, expected] : std::vector<std::tuple<std::string, std::vector<std::int64_t>, std::string>>{
+           {"reflect", {0, 1, 0, 1}, "a Pad in mode 'reflect' is not mapped"},
+           {"constant", {0, 1, 0}, "its pads have 3 values for 2 axes"}}) {
+    Model m;
+    m.input("x", {2, 4});
+    m.ints("pads", pads);
+    onnx::NodeProto* n = m.node("Pad", {"x", "pads"}, {"y"});
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name("mode");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(mode);
+    set_int(m.node("ReduceSum", {"y"}, {"loss"}), "keepdims", 0);
+    m.output("loss");
+    Expected<ir::Graph> g = read(m);
+    ASSERT_FALSE(g);
+    EXPECT_NE(g.error().message.find(expected), std::string::npos) << g.error().message;
+  }
 }
 
 TEST(OnnxToGraph, RefusesAnOutputThatIsNotAScalarLoss) {

@@ -13,7 +13,7 @@ import torch
 
 from .base import Meta, T
 from .compute import (
-    _adaptive_avg_pool2d, _addmm, _baddbmm, _binary, _conv1d, _conv2d, _cross_entropy, _dropout, _einsum, _embedding,
+    _adaptive_avg_pool2d, _addmm, _baddbmm, _batch_norm, _binary, _conv1d, _conv2d, _cross_entropy, _dropout, _einsum, _embedding,
     _gather, _gelu, _layer_norm, _linear, _logical_and, _matmul, _mse_loss, _nll_loss, _pool2d, _pow, _rms_norm,
     _rsub, _sdpa, _softmax, _stack, _unary,
 )
@@ -289,6 +289,10 @@ _PACKETS = {
     aten._log_softmax: _via(_softmax("log_softmax"), ("self", "dim")),
     aten.dropout: _via(_dropout, ("input", "p", "train")),
     aten.native_dropout: _first_of_tuple(_via(_dropout, ("input", "p", "train")), 2),
+    # Training batch norm: (out, saved mean, saved rstd, running mean and var after the step); the handler writes
+    # the running statistics' updates itself (export's buffer mutations, tracer.py).
+    aten._native_batch_norm_legit_functional: _first_of_tuple(_via(_batch_norm, (
+        "input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")), 5),
     aten.linear: _via(_linear, ("input", "weight", "bias")),
     aten.addmm: _via(_addmm, ("self", "mat1", "mat2"), (("beta", "beta"), ("alpha", "alpha"))),
     aten.baddbmm: _via(_baddbmm, ("self", "batch1", "batch2"), (("beta", "beta"), ("alpha", "alpha"))),

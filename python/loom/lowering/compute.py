@@ -486,7 +486,8 @@ def _batch_norm(cx, args, kwargs, value):
     the batch trains as one device. The running statistics torch updates on the side (float32 buffers and a
     momentum) become ops of the step writing the buffers' next versions, as torch computes them:
     (1 - momentum) x running + momentum x the batch's mean (variance: unbiased, sum / (count - 1)).
-    A module's num_batches_tracked counts the steps (momentum None, a cumulative average, is not lowered)."""
+    A module's num_batches_tracked counts the steps (momentum None, a cumulative average, is not lowered).
+    The running statistics come as the module's buffers (fx) or as the graph's state tensors (export)."""
     x, weight, bias = args[0], _arg(args, kwargs, 3, "weight"), _arg(args, kwargs, 4, "bias")
     training, eps = _arg(args, kwargs, 5, "training", False), float(_arg(args, kwargs, 7, "eps", 1e-5))
     if not training:
@@ -501,13 +502,14 @@ def _batch_norm(cx, args, kwargs, value):
     out = cx.emit("batch_norm_from_sums", [x, total, squares, count, weight, bias], {"eps": eps}, value)
     running = (_arg(args, kwargs, 1, "running_mean"), _arg(args, kwargs, 2, "running_var"))
     momentum = _arg(args, kwargs, 6, "momentum", 0.1)
-    if all(isinstance(r, torch.Tensor) and r.dtype == torch.float32 for r in running) and momentum is not None:
+    if all(isinstance(r, (T, torch.Tensor)) and cx.torch_dtype(r) == torch.float32 for r in running) \
+            and momentum is not None:
         mean = cx.emit("div", [total, count], {}, per_channel, suffix="batch_mean")
         less_one = cx.emit("add", [count, cx.constant(torch.tensor(-1.0))], {}, per_channel, suffix="count_less_one")
         variance = cx.emit("div", [squares, less_one], {}, per_channel, suffix="batch_var")
         for stat, buffer in zip((mean, variance), running):
             name = "running_mean" if stat is mean else "running_var"
-            old = cx.state_buffer(buffer)
+            old = buffer if isinstance(buffer, T) else cx.state_buffer(buffer)
             kept = cx.emit("scale", [old], {"factor": 1.0 - float(momentum)}, per_channel, suffix=f"{name}.kept")
             new = cx.emit("scale", [stat], {"factor": float(momentum)}, per_channel, suffix=f"{name}.new")
             cx.updates(cx.emit("add", [kept, new], {}, per_channel, suffix=f"{name}.updated"), old)
