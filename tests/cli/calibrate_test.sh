@@ -75,6 +75,13 @@ contains dangling-msg "'--tp' is not a flag with a value"
 printf 'a %s --gpus 1 --frobnicate 3\nb %s --gpus 1\n' "$tiny" "$tiny" > "$tmp/unknown.txt"
 expect unknown-flag nonzero "$LOOM" calibrate --plans "$tmp/unknown.txt" --fit 1 --out "$tmp/bad"
 contains unknown-flag-msg "plan 'a'"
+printf 'a %s --gpus 1 --layers 3\nb %s --gpus 1\n' "$tiny" "$tiny" > "$tmp/twice.txt"
+expect flag-twice nonzero "$LOOM" calibrate --plans "$tmp/twice.txt" --fit 1 --out "$tmp/bad"
+contains flag-twice-msg "plan 'a': --layers is given twice"
+# The default set's lines are `loom plan` flags as they stand: none gives a flag twice (gpt-pp4 gave --layers twice).
+out=$("$LOOM" calibrate --list | awk '{ delete seen; for (i = 2; i <= NF; i++) if ($i ~ /^--/ && seen[$i]++) print $1, $i }')
+[ -z "$out" ] && pass=$((pass+1)) || fail "list: a flag given twice: $out"
+out=$("$LOOM" calibrate --list | grep '^gpt-pp4 '); contains list-pp4-layers "--arch gpt --layers 4 --hidden 256"
 printf '{"version": 1, "runs": [{"name": "tiny-1", "step_s": [0.1], "peak_bytes": [1]}]}' > "$tmp/short.json"
 expect measured-missing nonzero "$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --out "$tmp/bad" --measured "$tmp/short.json"
 contains measured-missing-msg "has no run of plan 'tiny-dp2'"
