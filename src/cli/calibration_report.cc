@@ -15,7 +15,7 @@ double mib(std::int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); 
 
 // A constant in its unit: seconds as µs, bandwidth as GB/s.
 std::string constant_text(const std::string& name, double value) {
-  if (name == "instruction_overhead" || name.ends_with("alpha")) return fmt::format("{:.1f} us", value * 1e6);
+  if (name.ends_with("overhead") || name.ends_with("alpha")) return fmt::format("{:.1f} us", value * 1e6);
   if (name.ends_with("beta")) return fmt::format("{:.3f} GB/s", value / 1e9);
   return fmt::format("{:.3f}", value);
 }
