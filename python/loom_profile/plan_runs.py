@@ -5,9 +5,11 @@ RUNS is {"version": 1, "steps": N, "repeats": R, "runs": [{"name": ..., "dir": D
 one torch thread each: the 1-process case too), R times: round r runs every plan once before round r + 1
 starts, so a burst of load on a shared machine falls on different plans' rounds, not on all of one plan's.
 OUT gets {"version": 1, "nice": the runner's niceness (the ranks inherit it), "autogroup_nice": its session's
-scheduling group's while it measured (SessionPriority; null without autogroup), "runs": [{"name", "step_s":
+scheduling group's while it measured (priority.SessionPriority; null without autogroup), "runs": [{"name", "step_s":
 [per round, the slowest rank's seconds of each step], "load": [per round, the 1-minute load average when it
-started], "peak_bytes": [per rank, runtime/memory.py, from the first round]}]}. A progress line per plan and
+started], "peak_bytes": [per rank, runtime/memory.py, from the first round], "kinds": [per round, per rank
+{instruction kind: [seconds, calls]} over the steps after the first (launch._instrument): where the time went]}],
+"links": measure_links's, when RUNS gives "links_world" W >= 2}. A progress line per plan and
 round goes to stderr.
 """
 
@@ -18,6 +20,8 @@ import pathlib
 import statistics
 import sys
 import time
+
+from .priority import SessionPriority, autogroup_nice
 
 
 def run_plans(runs, steps, repeats=1, progress=sys.stderr):
@@ -35,6 +39,7 @@ def run_plans(runs, steps, repeats=1, progress=sys.stderr):
             step_s = [max(rank["step_s"][s] for rank in timing) for s in range(steps)]
             done[index]["step_s"].append(step_s)
             done[index]["load"].append(load)
+            done[index].setdefault("kinds", []).append([rank["kinds"] for rank in timing])
             done[index].setdefault("peak_bytes", [rank["peak_bytes"] for rank in timing])
             later = step_s[1:] or step_s
             print(f"calibrate  ran {index + 1}/{len(runs)} {run['name']} (round {round_ + 1}/{repeats}, load "
@@ -44,43 +49,22 @@ def run_plans(runs, steps, repeats=1, progress=sys.stderr):
     return done
 
 
-AUTOGROUP = pathlib.Path("/proc/self/autogroup")
+def measure_links(world, progress=sys.stderr):
+    """Each kind of communication's own α-β among `world` processes (loom_profile.cluster: gloo's all-reduce,
+    all-gather, reduce-scatter and sends, each fitted to the simulator's price of that kind), at the priority
+    the plans ran at: {kind: {"alpha_s", "beta_bytes_per_s", "rms_relative_error"}}; {} for world < 2."""
+    if world < 2:
+        return {}
+    from . import cluster
 
-
-def autogroup_nice():
-    """The niceness of this session's scheduling group, where Linux groups by session (autogroup); else None."""
-    try:
-        return int(AUTOGROUP.read_text().split("nice")[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def set_autogroup_nice(value):
-    """Sets this session's group niceness; False where it cannot (no autogroup, not permitted)."""
-    try:
-        AUTOGROUP.write_text(f"{value}\n")
-        return True
-    except OSError:
-        return False
-
-
-class SessionPriority:
-    """With autogroup, the scheduler shares the cores fairly among sessions first and applies a process's niceness
-    only inside its session: `nice -n -19` alone does not put the ranks ahead of another session's build or
-    tests. A runner started with a negative niceness gives its session's group that niceness too while it
-    measures (as root), and restores it after."""
-
-    def __enter__(self):
-        self.before = autogroup_nice()
-        if self.before is not None and os.nice(0) < self.before and set_autogroup_nice(os.nice(0)):
-            self.restore = self.before
-        else:
-            self.restore = None
-        return self
-
-    def __exit__(self, *exc):
-        if self.restore is not None:
-            set_autogroup_nice(self.restore)
+    began = time.perf_counter()
+    fits = cluster.fit_kinds(cluster.measure(world, repeats=5))
+    links = {kind: {"alpha_s": fit.alpha_s, "beta_bytes_per_s": fit.beta_bytes_per_s,
+                    "rms_relative_error": fit.rms_relative()} for kind, fit in fits.items() if fit is not None}
+    print(f"calibrate  links among {world} processes ({time.perf_counter() - began:.1f} s): " + ", ".join(
+        f"{kind} α {link['alpha_s'] * 1e6:.0f} us β {link['beta_bytes_per_s'] / 1e9:.2f} GB/s"
+        for kind, link in links.items()), file=progress, flush=True)
+    return links
 
 
 def main(argv=None):
@@ -103,12 +87,15 @@ def main(argv=None):
         with SessionPriority():
             group = autogroup_nice()
             done = run_plans(runs, steps, repeats)
-    except (LaunchError, OSError, ValueError) as e:
+            links = measure_links(int(spec.get("links_world", 0)))
+    except (LaunchError, OSError, ValueError, RuntimeError) as e:
         print(f"loom_profile.plan_runs: {e}", file=sys.stderr)
         return 1
     out = pathlib.Path(args.out)
     tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps({"version": 1, "nice": os.nice(0), "autogroup_nice": group, "runs": done}) + "\n")
+    tmp.write_text(json.dumps({"version": 1, "nice": os.nice(0), "autogroup_nice": group, "runs": done,
+                               **({"links": links, "links_world": int(spec["links_world"])} if links else {})})
+                   + "\n")
     os.replace(tmp, out)
     return 0
 

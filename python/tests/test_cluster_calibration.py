@@ -96,3 +96,39 @@ def test_calibrate_two_gloo_processes(tmp_path, run_loom):
     result = run_loom("clusters", "--json", "--file", str(out))
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["clusters"][0]["intra"]["latency"] == doc["alpha_s"]
+
+
+def test_each_kinds_fit_recovers_its_own_alpha_and_beta():
+    # gloo's all-gather, reduce-scatter and sends each get their own α-β (fit_kinds): the fit of each kind's
+    # price recovers random constants from exact times, and the prices follow include/loom/comm/cost_model.h.
+    rng = random.Random(29)
+    for _ in range(100):
+        n = rng.randint(2, 16)
+        for kind in calibration.KINDS:
+            alpha, beta = 10 ** rng.uniform(-6, -2), 10 ** rng.uniform(8, 11)
+            sizes = sorted({int(10 ** rng.uniform(3, 8)) for _ in range(rng.randint(2, 5))})
+            if len(sizes) < 2:
+                continue
+            samples = {s: calibration.collective_seconds(kind, s, n, alpha, beta) for s in sizes}
+            fit = calibration.fit_collective(kind, samples, n)
+            assert fit.rms_relative() < 1e-6, (kind, n, alpha, beta, sizes)
+            if kind != "all_reduce":  # one line: α and β themselves are determined by two sizes
+                assert fit.alpha_s == pytest.approx(alpha, rel=1e-4, abs=1e-9)
+                assert fit.beta_bytes_per_s == pytest.approx(beta, rel=1e-4)
+    launch = calibration.SIMULATOR_LAUNCH_S
+    assert calibration.gather_seconds(4000, 4, 1e-3, 1e9) == pytest.approx(launch + 3e-3 + 0.75 * 4000 / 1e9)
+    assert calibration.collective_seconds("p2p", 4000, 4, 1e-3, 1e9) == calibration.p2p_seconds(4000, 1e-3, 1e9)
+
+
+def test_kinds_measured_apart_are_fitted_apart():
+    sizes = (4096, 1 << 20, 8 << 20)
+    constants = {"all_reduce": (2e-4, 2e9), "all_gather": (3e-4, 1e9), "reduce_scatter": (1e-4, 5e8), "p2p": (5e-5, 3e9)}
+    times = {kind: {s: calibration.collective_seconds(kind, s, 4, *constants[kind]) for s in sizes} for kind in constants}
+    gathers = {"all_gather": times["all_gather"], "reduce_scatter": times["reduce_scatter"]}
+    measurement = calibration.Measurement(4, times["all_reduce"], times["p2p"], {}, 1e10, 1e10, gathers)
+    fits = calibration.fit_kinds(measurement)
+    for kind, (alpha, beta) in constants.items():
+        probe = [calibration.collective_seconds(kind, s, 4, fits[kind].alpha_s, fits[kind].beta_bytes_per_s) for s in sizes]
+        assert probe == pytest.approx(list(times[kind].values()), rel=1e-6)
+    flat = calibration.Measurement(4, times["all_reduce"], {4096: 1e-3, 1 << 20: 1e-3, 8 << 20: 1e-4}, {}, 1e10, 1e10, gathers)
+    assert calibration.fit_kinds(flat)["p2p"] is None

@@ -11,6 +11,7 @@
 #include "loom/exec/device_classes.h"
 #include "loom/policy/policy.h"
 #include "loom/sim/durations.h"
+#include "loom/sim/shared_cores.h"
 #include "stage_clock.h"
 #include "loom/api/stage_costs.h"
 
@@ -178,10 +179,14 @@ Expected<void> simulate(Job& job) {
   LOOM_ASSIGN_OR_RETURN(cost::ComputeModel compute,
                         cost::ComputeModel::make(job.plan, job.catalog, job.cluster.gpu,
                                                  job.profile ? &*job.profile : nullptr));
-  LOOM_ASSIGN_OR_RETURN(sim::Durations durations, sim::model_durations(step_programs(job), compute, job.cluster,
-                                                                          {.contention = job.cluster.comm_contention}));
-  LOOM_ASSIGN_OR_RETURN(job.sim, with_context(job.folded ? sim::simulate(job.step, durations)
-                                                         : sim::simulate(job.exec, durations),
+  // Processes sharing cores (a CPU cluster) slow each other by how many compute at once (sim/shared_cores.h).
+  LOOM_ASSIGN_OR_RETURN(job.sim, with_context(sim::simulate_sharing_cores(
+                                                  step_programs(job), compute, job.cluster,
+                                                  {.contention = job.cluster.comm_contention},
+                                                  [&](const sim::Durations& durations) {
+                                                    return job.folded ? sim::simulate(job.step, durations)
+                                                                      : sim::simulate(job.exec, durations);
+                                                  }),
                                               "simulating the plan"));
   job.memory = job.folded ? cost::memory_usage(job.step) : cost::memory_usage(job.exec);
   sim::Workload workload = job.workload;

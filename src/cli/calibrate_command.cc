@@ -3,6 +3,7 @@
 // (calibration_model.h) on some plans and predicts the rest; prints per plan the measured and predicted step
 // and peak memory, and the held-out plans' median |error| and Spearman correlation; writes the fitted
 // constants as a cluster file.
+#include <algorithm>
 #include <filesystem>
 #include <thread>
 
@@ -38,6 +39,7 @@ struct CalibrateArgs {
   std::string fix;  // NAME=VALUE,...: constants pinned, not fitted
   int steps = 5;
   int repeats = 3;
+  bool no_links = false;  // else each kind of link is measured apart after the plans (python -m loom_profile.cluster)
   bool json = false;
   bool list = false;
 };
@@ -47,6 +49,13 @@ std::vector<bool> fitted_subset(std::size_t n, std::size_t fit) {
   std::vector<bool> fitted(n, false);
   for (std::size_t j = 0; j < fit; ++j) fitted[j * n / fit] = true;
   return fitted;
+}
+
+// Whether `--fix` names the constant (it then is fixed, not measured).
+bool fixes_name(const std::string& fix, const std::string& name) {
+  for (const std::string& item : split(fix, ','))
+    if (trim(std::string_view(item).substr(0, item.find('='))) == name) return true;
+  return false;
 }
 
 Expected<std::unique_ptr<api::Job>> plan_one(const CalibrationPlan& plan, const CalibrateArgs& args,
@@ -103,7 +112,10 @@ Expected<CalibrationReport> calibrate(const CalibrateArgs& args) {
 
   PlanRuns measured;
   if (args.measured.empty()) {
-    LOOM_ASSIGN_OR_RETURN(measured, run_plans(python, names, dirs, args.steps, args.repeats, args.out));
+    // The links among as many processes as cores: more share the cores, which comm_sharing prices.
+    const int links_world = std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+    LOOM_ASSIGN_OR_RETURN(measured, run_plans(python, names, dirs, args.steps, args.repeats,
+                                              args.no_links ? 0 : links_world, args.out));
     LOOM_RETURN_IF_ERROR(write_file_atomically((fs::path(args.out) / "measured.json").string(), plan_runs_json(measured),
                                                "the measured runs"));
   } else {
@@ -125,9 +137,10 @@ Expected<CalibrationReport> calibrate(const CalibrateArgs& args) {
       fit_models.push_back(&models[i]);
     }
   std::vector<cost::FitParameter> parameters = calibration_parameters(base);
+  const std::vector<std::string> measured_links = pin_links(parameters, measured.links);
   if (!args.fix.empty()) LOOM_RETURN_IF_ERROR(fix_parameters(parameters, args.fix));
   const cost::Predictor predict = [&](std::span<const double> values) -> Expected<std::vector<double>> {
-    const cluster::Cluster c = calibrated_cluster(base, cores, values);
+    const cluster::Cluster c = calibrated_cluster(base, cores, parameters, values);
     std::vector<double> steps;
     for (const CalibrationModel* m : fit_models) {
       LOOM_ASSIGN_OR_RETURN(const double t, m->step_time(c));
@@ -135,11 +148,13 @@ Expected<CalibrationReport> calibrate(const CalibrateArgs& args) {
     }
     return steps;
   };
-  fmt::print(stderr, "calibrate  fitting {} constants on {} plans\n", parameters.size(), fit);
+  const auto free = static_cast<std::size_t>(
+      std::ranges::count_if(parameters, [](const cost::FitParameter& p) { return p.lower < p.upper; }));
+  fmt::print(stderr, "calibrate  fitting {} constants on {} plans ({} pinned)\n", free, fit, parameters.size() - free);
   LOOM_ASSIGN_OR_RETURN(const cost::FitResult result, cost::fit_constants(parameters, fit_measured, predict));
 
   CalibrationReport report;
-  report.cluster = calibrated_cluster(base, cores, result.values);
+  report.cluster = calibrated_cluster(base, cores, parameters, result.values);
   report.cluster.name = base.name + "-calibrated";
   report.steps = static_cast<int>(runs.front().rounds.front().size());
   report.rounds = static_cast<int>(runs.front().rounds.size());
@@ -147,7 +162,14 @@ Expected<CalibrationReport> calibrate(const CalibrateArgs& args) {
   report.group_nice = measured.group_nice;
   report.profile = profile;
   report.fit = result;
-  for (const cost::FitParameter& p : parameters) report.constant_names.push_back(p.name);
+  for (const cost::FitParameter& p : parameters) {
+    report.constant_names.push_back(p.name);
+    report.constant_sources.push_back(p.lower < p.upper                             ? ""
+                                      : std::ranges::find(measured_links, p.name) != measured_links.end() &&
+                                                !fixes_name(args.fix, p.name)       ? "measured"
+                                                                                    : "fixed");
+  }
+  report.links_world = measured.links.empty() ? 0 : measured.links_world;
   for (std::size_t i = 0; i < plans.size(); ++i) {
     const api::Job& job = models[i].job();
     LOOM_ASSIGN_OR_RETURN(const double predicted, models[i].step_time(report.cluster));
@@ -210,6 +232,9 @@ void add_calibrate_command(CLI::App& app) {
                   "Rounds: every plan runs once per round; a plan's step is its fastest round's (load only adds time)")
       ->check(CLI::Range(1, 20))
       ->default_str("3");
+  cmd->add_flag("--no-links", args->no_links,
+                "Do not measure gloo's all-reduce, all-gather, reduce-scatter and sends apart after the plans: fit "
+                "the link constants on the plans instead");
   cmd->add_option("--fix", args->fix, "Constants pinned, not fitted: NAME=VALUE[,NAME=VALUE] (SI units)");
   cmd->add_option("--measured", args->measured, "Fit on a measured.json of an earlier run instead of running the plans");
   cmd->add_option("--doc", args->doc, "Also write the report as Markdown here (docs/calibration.md)");

@@ -3,6 +3,7 @@
 // with `loom plan --cluster FILE` what the calibration printed.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <span>
 #include <vector>
@@ -12,22 +13,32 @@
 #include "loom/core/error.h"
 #include "loom/cost/calibration.h"
 #include "loom/cost/compute_model.h"
+#include "calibration_runs.h"
 
 namespace loom::cli {
 
-// The free constants, in this order: time_scale, instruction_overhead, core_sharing, alpha, beta (the
-// collectives' link), p2p_alpha, p2p_beta (point-to-point transfers), comm_sharing (communication's
-// slowdown under the cores' sharing); physical bounds, α and β starting from `base`'s link.
+// The free constants: time_scale, instruction_overhead, core_sharing, alpha, beta (the collectives' link),
+// p2p_alpha, p2p_beta (point-to-point transfers), comm_sharing (communication's slowdown under the cores'
+// sharing), collective_overhead (seconds each collective adds beyond its link); physical bounds, α and β
+// starting from `base`'s link.
 std::vector<cost::FitParameter> calibration_parameters(const cluster::Cluster& base);
+
+// Pins the constants of each kind of link measured apart (PlanRuns::links: all_reduce gives alpha and beta,
+// p2p p2p_alpha and p2p_beta, all_gather and reduce_scatter their own, added to `parameters`) at the
+// measured values, so the fit moves only the others; returns the names pinned. Unknown kinds are skipped.
+std::vector<std::string> pin_links(std::vector<cost::FitParameter>& parameters,
+                                   const std::map<std::string, LinkFit>& links);
 
 // Pins constants at given values (`--fix time_scale=1,comm_sharing=0.02`): each one's bounds and start
 // become the value, so the fit moves only the others. Errors: an unknown name, a value that is not a
 // positive number.
 Expected<void> fix_parameters(std::vector<cost::FitParameter>& parameters, const std::string& spec);
 
-// `base` with the constants set: one link tier (intra and inter) of latency α and bandwidth β for the
-// collectives, the processes sharing `cores` cores, and their transfers' own α-β.
-cluster::Cluster calibrated_cluster(const cluster::Cluster& base, int cores, std::span<const double> constants);
+// `base` with the constants (values[k] of parameters[k], by name) set: one link tier (intra and inter) of
+// latency alpha and bandwidth beta for the collectives, the processes sharing `cores` cores, and the
+// transfers', all-gathers' and reduce-scatters' own α-β where given (else the link's).
+cluster::Cluster calibrated_cluster(const cluster::Cluster& base, int cores,
+                                    std::span<const cost::FitParameter> parameters, std::span<const double> values);
 
 // A planned job and its compute model, priced again under other constants.
 class CalibrationModel {

@@ -25,8 +25,11 @@ std::vector<std::string> words(std::string_view line) {
   return out;
 }
 
-// Small enough that a step takes tens of milliseconds on one core, large enough that compute shows.
-constexpr std::string_view kGpt = "--arch gpt --layers 2 --hidden 256 --heads 4 --ffn 1024 --vocab 2048 --seq 128 --dtype f32";
+// Small enough that a step takes tens of milliseconds on one core, large enough that compute shows; two
+// layers unless a plan needs more (a 4-stage pipeline: one layer a stage).
+std::string gpt(int layers = 2) {
+  return fmt::format("--arch gpt --layers {} --hidden 256 --heads 4 --ffn 1024 --vocab 2048 --seq 128 --dtype f32", layers);
+}
 constexpr std::string_view kLlama =
     "--arch llama --layers 2 --hidden 256 --heads 4 --kv-heads 2 --ffn 704 --vocab 2048 --seq 128 --dtype f32";
 
@@ -34,30 +37,30 @@ constexpr std::string_view kLlama =
 
 std::vector<CalibrationPlan> default_calibration_plans() {
   const std::vector<std::pair<std::string_view, std::string>> table = {
-      {"gpt-1", fmt::format("{} --batch 8 --gpus 1", kGpt)},
+      {"gpt-1", fmt::format("{} --batch 8 --gpus 1", gpt())},
       {"llama-1", fmt::format("{} --batch 8 --gpus 1", kLlama)},
-      {"gpt-1-recompute", fmt::format("{} --batch 8 --gpus 1 --recompute full", kGpt)},
-      {"gpt-dp2", fmt::format("{} --batch 8 --policy dp --gpus 2", kGpt)},
+      {"gpt-1-recompute", fmt::format("{} --batch 8 --gpus 1 --recompute full", gpt())},
+      {"gpt-dp2", fmt::format("{} --batch 8 --policy dp --gpus 2", gpt())},
       {"llama-dp2", fmt::format("{} --batch 8 --policy dp --gpus 2", kLlama)},
-      {"gpt-tp2", fmt::format("{} --batch 8 --tp 2 --gpus 2", kGpt)},
+      {"gpt-tp2", fmt::format("{} --batch 8 --tp 2 --gpus 2", gpt())},
       {"llama-tp2", fmt::format("{} --batch 8 --tp 2 --gpus 2", kLlama)},
-      {"gpt-pp2", fmt::format("{} --batch 8 --pp 2 --microbatches 2 --gpus 2", kGpt)},
+      {"gpt-pp2", fmt::format("{} --batch 8 --pp 2 --microbatches 2 --gpus 2", gpt())},
       {"llama-pp2", fmt::format("{} --batch 8 --pp 2 --microbatches 2 --gpus 2", kLlama)},
-      {"gpt-zero1", fmt::format("{} --batch 8 --policy zero --zero 1 --gpus 2", kGpt)},
-      {"gpt-zero2", fmt::format("{} --batch 8 --policy zero --zero 2 --gpus 2", kGpt)},
-      {"gpt-zero3", fmt::format("{} --batch 8 --policy zero --zero 3 --gpus 2", kGpt)},
+      {"gpt-zero1", fmt::format("{} --batch 8 --policy zero --zero 1 --gpus 2", gpt())},
+      {"gpt-zero2", fmt::format("{} --batch 8 --policy zero --zero 2 --gpus 2", gpt())},
+      {"gpt-zero3", fmt::format("{} --batch 8 --policy zero --zero 3 --gpus 2", gpt())},
       {"llama-zero3", fmt::format("{} --batch 8 --policy zero --zero 3 --gpus 2", kLlama)},
-      {"gpt-tp2-recompute", fmt::format("{} --batch 8 --tp 2 --gpus 2 --recompute full", kGpt)},
-      {"gpt-dp3", fmt::format("{} --batch 12 --policy dp --gpus 3", kGpt)},
+      {"gpt-tp2-recompute", fmt::format("{} --batch 8 --tp 2 --gpus 2 --recompute full", gpt())},
+      {"gpt-dp3", fmt::format("{} --batch 12 --policy dp --gpus 3", gpt())},
       {"llama-dp3", fmt::format("{} --batch 12 --policy dp --gpus 3", kLlama)},
-      {"gpt-dp4", fmt::format("{} --batch 16 --policy dp --gpus 4", kGpt)},
+      {"gpt-dp4", fmt::format("{} --batch 16 --policy dp --gpus 4", gpt())},
       {"llama-dp4", fmt::format("{} --batch 16 --policy dp --gpus 4", kLlama)},
-      {"gpt-tp4", fmt::format("{} --batch 8 --tp 4 --gpus 4", kGpt)},
+      {"gpt-tp4", fmt::format("{} --batch 8 --tp 4 --gpus 4", gpt())},
       {"llama-dp2-tp2", fmt::format("{} --batch 8 --dp 2 --tp 2 --gpus 4", kLlama)},
-      {"gpt-dp2-tp2", fmt::format("{} --batch 8 --dp 2 --tp 2 --gpus 4", kGpt)},
-      {"gpt-pp2-tp2", fmt::format("{} --batch 8 --pp 2 --tp 2 --microbatches 2 --gpus 4", kGpt)},
-      {"gpt-pp4", fmt::format("{} --layers 4 --batch 8 --pp 4 --microbatches 4 --gpus 4", kGpt)},
-      {"gpt-zero3-4", fmt::format("{} --batch 16 --policy zero --zero 3 --gpus 4", kGpt)},
+      {"gpt-dp2-tp2", fmt::format("{} --batch 8 --dp 2 --tp 2 --gpus 4", gpt())},
+      {"gpt-pp2-tp2", fmt::format("{} --batch 8 --pp 2 --tp 2 --microbatches 2 --gpus 4", gpt())},
+      {"gpt-pp4", fmt::format("{} --batch 8 --pp 4 --microbatches 4 --gpus 4", gpt(4))},
+      {"gpt-zero3-4", fmt::format("{} --batch 16 --policy zero --zero 3 --gpus 4", gpt())},
       {"llama-zero1-4", fmt::format("{} --batch 16 --policy zero --zero 1 --gpus 4", kLlama)},
   };
   std::vector<CalibrationPlan> plans;
@@ -95,9 +98,13 @@ Expected<std::vector<CalibrationPlan>> read_calibration_plans(const std::string&
 Expected<api::JobOptions> calibration_options(const CalibrationPlan& plan) {
   api::JobOptions options;
   const std::string where = fmt::format("plan '{}'", plan.name);
+  std::set<std::string_view> given;
   for (std::size_t i = 0; i < plan.flags.size(); ++i) {
     const std::string& flag = plan.flags[i];
     const api::OptionField* field = flag.starts_with("--") ? api::find_option(flag) : nullptr;
+    // As `loom plan` refuses it: a plan file's line copied to the command line means the same.
+    if (field != nullptr && !given.insert(field->keyword).second)
+      return fail(fmt::format("{}: {} is given twice", where, flag), "give each flag once");
     if (field != nullptr && (field->keyword == "cluster" || field->keyword == "profile" || field->keyword == "fold"))
       return fail(fmt::format("{}: {} is set by loom calibrate", where, flag),
                   "leave it out; pass --cluster and --profile to loom calibrate itself");

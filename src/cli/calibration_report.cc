@@ -15,16 +15,28 @@ double mib(std::int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); 
 
 // A constant in its unit: seconds as µs, bandwidth as GB/s.
 std::string constant_text(const std::string& name, double value) {
-  if (name == "instruction_overhead" || name.ends_with("alpha")) return fmt::format("{:.1f} us", value * 1e6);
+  if (name.ends_with("overhead") || name.ends_with("alpha")) return fmt::format("{:.1f} us", value * 1e6);
   if (name.ends_with("beta")) return fmt::format("{:.3f} GB/s", value / 1e9);
   return fmt::format("{:.3f}", value);
 }
 
 std::string constants_line(const CalibrationReport& r) {
   std::string out;
-  for (std::size_t k = 0; k < r.constant_names.size(); ++k)
-    out += fmt::format("{}{} {}", k ? ", " : "", r.constant_names[k], constant_text(r.constant_names[k], r.fit.values[k]));
+  for (std::size_t k = 0; k < r.constant_names.size(); ++k) {
+    const std::string source = k < r.constant_sources.size() && !r.constant_sources[k].empty()
+                                   ? fmt::format(" ({})", r.constant_sources[k])
+                                   : "";
+    out += fmt::format("{}{} {}{}", k ? ", " : "", r.constant_names[k], constant_text(r.constant_names[k], r.fit.values[k]),
+                       source);
+  }
   return out;
+}
+
+// The constants the fit moved (neither measured apart nor fixed).
+std::size_t free_constants(const CalibrationReport& r) {
+  std::size_t n = 0;
+  for (std::size_t k = 0; k < r.constant_names.size(); ++k) n += k >= r.constant_sources.size() || r.constant_sources[k].empty();
+  return n;
 }
 
 // The load averages the rounds started at, over every plan: "min-max".
@@ -102,9 +114,9 @@ std::string calibration_text(const CalibrationReport& r) {
   out += fmt::format("measured   {}\n", measuring_line(r));
   out += fmt::format("fit        {} (rms log error {:.3f}, {} evaluations)\n", constants_line(r), r.fit.rms_log_error,
                      r.fit.evaluations);
-  if (r.plans.size() - s.held_out < r.constant_names.size())
+  if (r.plans.size() - s.held_out < free_constants(r))
     out += fmt::format("note       fitted on {} plans, fewer than the {} constants: some are not determined\n",
-                       r.plans.size() - s.held_out, r.constant_names.size());
+                       r.plans.size() - s.held_out, free_constants(r));
   out += fmt::format("held out   {} plans: median |error| {:.1f} %, Spearman {:.3f} (fitted plans: median |error| {:.1f} %)\n",
                      s.held_out, s.median_abs_error * 100, s.spearman, s.fit_median_abs_error * 100);
   out += fmt::format("memory     peak per rank, model vs runtime: worst |error| {:.1f} %, median {:.1f} %\n",
@@ -116,7 +128,11 @@ std::string calibration_text(const CalibrationReport& r) {
 nlohmann::json calibration_json(const CalibrationReport& r) {
   const CalibrationSummary s = summarize(r);
   nlohmann::json constants = nlohmann::json::object();
-  for (std::size_t k = 0; k < r.constant_names.size(); ++k) constants[r.constant_names[k]] = r.fit.values[k];
+  nlohmann::json sources = nlohmann::json::object();
+  for (std::size_t k = 0; k < r.constant_names.size(); ++k) {
+    constants[r.constant_names[k]] = r.fit.values[k];
+    if (k < r.constant_sources.size() && !r.constant_sources[k].empty()) sources[r.constant_names[k]] = r.constant_sources[k];
+  }
   nlohmann::json plans = nlohmann::json::array();
   for (const PlanRow& p : r.plans)
     plans.push_back({{"name", p.name}, {"flags", p.flags}, {"processes", p.processes}, {"fitted", p.fitted},
@@ -131,7 +147,7 @@ nlohmann::json calibration_json(const CalibrationReport& r) {
           {"rounds", r.rounds},
           {"nice", r.nice},
           {"profile", r.profile},
-          {"fit", {{"constants", constants}, {"rms_log_error", r.fit.rms_log_error}, {"evaluations", r.fit.evaluations}}},
+          {"fit", {{"constants", constants}, {"not_fitted", sources}, {"links_world", r.links_world}, {"rms_log_error", r.fit.rms_log_error}, {"evaluations", r.fit.evaluations}}},
           {"plans", plans},
           {"held_out", {{"plans", s.held_out}, {"median_abs_error", s.median_abs_error}, {"spearman", s.spearman}}},
           {"fitted", {{"median_abs_error", s.fit_median_abs_error}}},
@@ -156,35 +172,46 @@ load from other processes only adds time, so the least disturbed round is the cl
 the model describes (a round runs every plan once, so a burst of load falls on one round of several plans,
 not on every round of one). Run it as `flock /tmp/loom-build.lock nice -n -19 loom calibrate ...` on a
 shared machine: the ranks inherit the priority, and no build runs beside them. Where Linux groups the
-scheduling by session (autogroup), a niceness orders processes only inside their session, so the runner
+scheduling by session (autogroup), a niceness orders processes only inside their session, so a measurer
 started with a negative niceness gives its session's group the same while it measures (as root) and
-restores it after (python/loom_profile/plan_runs.py). The report gives both and the load averages the
-rounds started at.
+restores it after (python/loom_profile/priority.py: the plan runner, the op timer of `loom profile` and the
+link timer all do). The report gives both and the load averages the rounds started at. Each run's
+results.json also keeps, per round and rank, the seconds each kind of instruction took (where the time went).
 
-It then fits the cost model's free constants on some plans (`--fit K`, spread over the set) and predicts the
-others with the simulator, whose op times come from the profile database of this machine
-(`data/profiles/cpu-host.json`, made with `loom profile`, one thread, each op alone):
+After the plans, it measures each kind of communication apart among as many processes as the machine has
+cores (`python -m loom_profile.cluster`'s timer; `--no-links` skips it): gloo's all-reduce, all-gather (into a
+list of pieces, as the runtime calls it), reduce-scatter (`reduce_scatter_tensor`) and a send, at 4 KiB to
+8 MiB, each fitted to the simulator's price of that kind. Gloo runs each kind by its own algorithm, so their
+rates differ several times over loopback; one α-β for all, fitted on whole steps, underpriced the ZeRO plans
+(their reduce-scatters) and could not be told apart from the other constants.
+
+It then fits the cost model's remaining constants on some plans (`--fit K`, spread over the set) and predicts
+the others with the simulator, whose op times come from the profile database of this machine
+(`data/profiles/cpu-host.json`, made with `loom profile` at the measuring priority, one thread, each op alone):
 
 - `time_scale`: factor on every op time of the database (the runtime's ops against the timer's);
 - `instruction_overhead`: seconds every instruction adds (the runtime's Python dispatch, autograd's engine);
 - `core_sharing` γ: W processes on C cores compute `1 + γ·max(0, W − C)/C` times slower (γ = 1: fully
-  shared); the ranks' sharing of this machine's cores is modelled, not hidden;
-- `alpha`, `beta`: the collectives' link, latency per ring hop and bandwidth (α-β, as `python -m
-  loom_profile.cluster` fits them on all-reduces alone; here they are fitted on whole steps);
-- `p2p_alpha`, `p2p_beta`: a point-to-point transfer's (a pipeline's send), `p2p_alpha + bytes / p2p_beta`:
-  gloo sends one tensor to one peer by a socket write, not by a ring algorithm, so one α-β for both let the
-  collectives' fit price the sends (a bandwidth of 78 MB/s fitted on collectives made a 4-stage pipeline
-  +202 %);
+  shared), W the processes computing at once as a computing process sees them, `∫n² dt / ∫n dt` over the
+  simulated step (include/loom/sim/shared_cores.h): a pipeline's stage waiting for its input takes no core,
+  so a 4-stage pipeline on 2 cores shares them less than 4 data-parallel ranks do;
 - `comm_sharing`: communication's γ: collectives and transfers take `1 + γ·max(0, W − C)/C` times their
-  price (over loopback a collective's copies and sums, and each hop's wake-up, run on the shared cores).
+  price (over loopback a collective's copies and sums, and each hop's wake-up, run on the shared cores);
+- `collective_overhead`: seconds every collective adds to its link's price: the runtime's work around the
+  call (ordering the members, copying the input, assembling the pieces) and gloo's threads waking from a
+  compute, which the links' back-to-back calls do not pay (a ZeRO step runs 56 to 200 collectives);
+- measured, not fitted (marked so in the report): `alpha`, `beta` (the all-reduce's link, latency per ring
+  hop and bandwidth), `p2p_alpha`, `p2p_beta` (a send, `L + p2p_alpha + bytes / p2p_beta`),
+  `all_gather_alpha`, `all_gather_beta`, `reduce_scatter_alpha`, `reduce_scatter_beta` (one ring pass, `L +
+  (n−1)·α + (n−1)/n·S/β`, S the whole). Without the measurement (`--no-links`, an older measured.json), the
+  all-reduce's and the send's α-β are fitted on the plans and the others take the all-reduce's.
 
-`--fix NAME=VALUE,...` pins constants, so the fit moves only the others: a link measured apart (`python -m
-loom_profile.cluster --world W` fits gloo's all-reduce α-β: `--fix alpha=...,beta=...`), or a constant the
-fitted plans cannot separate.
+`--fix NAME=VALUE,...` pins constants, so the fit moves only the others (a fixed value replaces a measured one).
 
-Each constant is bounded by what is physical (src/cli/calibration_model.cc): `time_scale` 1/3 to 3,
+Each fitted constant is bounded by what is physical (src/cli/calibration_model.cc): `time_scale` 1/3 to 3,
 `instruction_overhead` 1 to 200 µs, γ 0.1 to 1.5, latencies 10 µs (a loopback round trip) to 5 ms (a
-scheduler's time slice), bandwidths 0.1 to 20 GB/s (a memory copy's rate at most), `comm_sharing` 0.02 to 2.
+scheduler's time slice), bandwidths 0.1 to 20 GB/s (a memory copy's rate at most), `comm_sharing` 0.02 to 2,
+`collective_overhead` 1 µs to 5 ms.
 
 They are cluster fields (`shared_cores`, docs/clusters.md, and the links), so the fitted cluster file
 (`--out DIR` writes DIR/cluster.yaml) predicts the same with `loom plan --cluster DIR/cluster.yaml --profile

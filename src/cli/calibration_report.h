@@ -40,6 +40,8 @@ struct CalibrationReport {
   std::string profile;
   cost::FitResult fit;
   std::vector<std::string> constant_names;
+  std::vector<std::string> constant_sources;  // per constant: "" fitted, "measured" (a link apart), "fixed" (--fix)
+  int links_world = 0;                        // the processes the measured links ran among; 0: none measured
   std::vector<PlanRow> plans;
   std::vector<std::string> files;
 };

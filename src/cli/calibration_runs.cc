@@ -54,6 +54,18 @@ Expected<PlanRuns> parse_plan_runs(const std::string& text, const std::string& s
   if (doc.contains("nice") && doc["nice"].is_number_integer()) result.nice = doc["nice"].get<int>();
   if (doc.contains("autogroup_nice") && doc["autogroup_nice"].is_number_integer())
     result.group_nice = doc["autogroup_nice"].get<int>();
+  if (doc.contains("links_world") && doc["links_world"].is_number_integer())
+    result.links_world = doc["links_world"].get<int>();
+  if (doc.contains("links") && doc["links"].is_object())
+    for (const auto& [kind, link] : doc["links"].items()) {
+      const bool shaped = link.is_object() && link.contains("alpha_s") && link["alpha_s"].is_number() &&
+                          link.contains("beta_bytes_per_s") && link["beta_bytes_per_s"].is_number();
+      if (!shaped || !(link["alpha_s"].get<double>() >= 0) || !(link["beta_bytes_per_s"].get<double>() > 0) ||
+          !std::isfinite(link["alpha_s"].get<double>()) || !std::isfinite(link["beta_bytes_per_s"].get<double>()))
+        return fail(fmt::format("{}: link '{}' is not {{\"alpha_s\": α ≥ 0, \"beta_bytes_per_s\": β > 0}}", source, kind),
+                    hint);
+      result.links[kind] = {.alpha = link["alpha_s"].get<double>(), .beta = link["beta_bytes_per_s"].get<double>()};
+    }
   std::map<std::string, PlanRun> found;
   for (const nlohmann::json& run : doc["runs"]) {
     const bool shaped = run.is_object() && run.contains("name") && run["name"].is_string() && run.contains("step_s") &&
@@ -90,14 +102,20 @@ Expected<PlanRuns> parse_plan_runs(const std::string& text, const std::string& s
 std::string plan_runs_json(const PlanRuns& runs) {
   nlohmann::json doc = {{"version", 1}, {"nice", runs.nice}, {"runs", nlohmann::json::array()}};
   if (runs.group_nice) doc["autogroup_nice"] = *runs.group_nice;
+  for (const auto& [kind, link] : runs.links)
+    doc["links"][kind] = {{"alpha_s", link.alpha}, {"beta_bytes_per_s", link.beta}};
+  if (!runs.links.empty()) doc["links_world"] = runs.links_world;
   for (const PlanRun& r : runs.runs)
     doc["runs"].push_back({{"name", r.name}, {"step_s", r.rounds}, {"load", r.load}, {"peak_bytes", r.peak_bytes}});
   return doc.dump(1) + "\n";
 }
 
 Expected<PlanRuns> run_plans(const TimerSetup& python, const std::vector<std::string>& names,
-                             const std::vector<std::string>& dirs, int steps, int repeats, const std::string& scratch) {
-  nlohmann::json spec = {{"version", 1}, {"steps", steps}, {"repeats", repeats}, {"runs", nlohmann::json::array()}};
+                             const std::vector<std::string>& dirs, int steps, int repeats, int links_world,
+                             const std::string& scratch) {
+  nlohmann::json spec = {{"version", 1},           {"steps", steps},
+                         {"repeats", repeats},     {"links_world", links_world},
+                         {"runs", nlohmann::json::array()}};
   for (std::size_t i = 0; i < names.size(); ++i)
     spec["runs"].push_back({{"name", names[i]}, {"dir", std::filesystem::absolute(dirs[i]).string()}});
   const std::string runs_path = (std::filesystem::path(scratch) / "runs.json").string();

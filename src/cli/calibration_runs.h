@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,18 +28,28 @@ struct PlanRun {
   double measured_step() const;
 };
 
+// One kind of communication's own α-β, measured apart (python -m loom_profile.cluster: gloo's all-reduce,
+// all-gather, reduce-scatter and sends, each fitted to the simulator's price of that kind).
+struct LinkFit {
+  double alpha = 0;  // seconds per hop (a transfer's latency)
+  double beta = 0;   // bytes/s
+};
+
 // The plans' runs and the runner's niceness (the ranks inherit it; -19 when run under `nice -n -19`).
 struct PlanRuns {
   std::vector<PlanRun> runs;
   int nice = 0;
   std::optional<int> group_nice;  // its session's scheduling group's (Linux autogroup), where there is one
+  std::map<std::string, LinkFit> links;  // by kind ("all_reduce", "all_gather", "reduce_scatter", "p2p")
+  int links_world = 0;                   // the processes the links were measured among
 };
 
 // Runs the emitted programs in dirs[i] (named names[i]) for `steps` steps each, `repeats` rounds of every
-// plan one after another; the runner prints a progress line per plan and round to stderr. `scratch` holds
-// the runs and results files.
+// plan one after another, then measures the links among `links_world` processes (none below 2); the runner
+// prints a progress line per plan and round to stderr. `scratch` holds the runs and results files.
 Expected<PlanRuns> run_plans(const TimerSetup& python, const std::vector<std::string>& names,
-                             const std::vector<std::string>& dirs, int steps, int repeats, const std::string& scratch);
+                             const std::vector<std::string>& dirs, int steps, int repeats, int links_world,
+                             const std::string& scratch);
 
 // A results file as run_plans reads it: "runs" with every plan of `names` (in any order), each with at
 // least one round of one step or more (a flat "step_s" list is one round) and one rank. Errors name the

@@ -25,7 +25,9 @@ constexpr std::string_view kTopFields[] = {"name", "nodes", "gpus_per_node", "gp
 constexpr std::string_view kHostFields[] = {"pcie_bandwidth", "gpus_per_pcie_switch", "cpu_adam_params_per_second",
                                             "memory_bytes"};
 constexpr std::string_view kSharedFields[] = {"cores", "core_sharing", "time_scale", "instruction_overhead",
-                                              "comm_sharing", "p2p_latency", "p2p_bandwidth"};
+                                              "comm_sharing", "p2p_latency", "p2p_bandwidth", "all_gather_latency",
+                                              "all_gather_bandwidth", "reduce_scatter_latency",
+                                              "reduce_scatter_bandwidth", "collective_overhead"};
 constexpr std::string_view kGpuFields[] = {"name", "peak_bf16", "peak_fp16", "peak_fp32", "memory_bytes",
                                            "memory_bandwidth"};
 constexpr std::string_view kLinkFields[] = {"kind", "bandwidth", "latency"};
@@ -246,16 +248,29 @@ class Reader {
       LOOM_ASSIGN_OR_RETURN(s.comm_sharing, number(node, "shared_cores.", "comm_sharing", kSharing,
                                                    "communication's slowdown per process beyond the cores, over the cores"));
     }
-    if (node["p2p_bandwidth"].IsDefined()) {
-      LOOM_ASSIGN_OR_RETURN(s.p2p_bandwidth, number(node, "shared_cores.", "p2p_bandwidth", kRate,
-                                                    "bytes/s of a point-to-point transfer"));
+    if (node["collective_overhead"].IsDefined()) {
+      LOOM_ASSIGN_OR_RETURN(s.collective_overhead, number(node, "shared_cores.", "collective_overhead", kLatency,
+                                                          "seconds every collective adds to its link's price"));
     }
-    if (node["p2p_latency"].IsDefined()) {
-      LOOM_ASSIGN_OR_RETURN(s.p2p_latency, number(node, "shared_cores.", "p2p_latency", kLatency,
-                                                  "seconds per point-to-point transfer"));
-      if (s.p2p_bandwidth == 0)
-        return error("shared_cores.p2p_latency", "is given without p2p_bandwidth",
-                     "give both (a transfer's own α-β) or neither (the link's)");
+    // A kind's own α-β: both or neither (the link's).
+    const struct {
+      std::string_view kind, what;
+      double& latency;
+      double& bandwidth;
+    } kinds[] = {{"p2p", "point-to-point transfer", s.p2p_latency, s.p2p_bandwidth},
+                 {"all_gather", "all-gather's ring hop", s.all_gather_latency, s.all_gather_bandwidth},
+                 {"reduce_scatter", "reduce-scatter's ring hop", s.reduce_scatter_latency, s.reduce_scatter_bandwidth}};
+    for (const auto& k : kinds) {
+      const std::string bandwidth = fmt::format("{}_bandwidth", k.kind), latency = fmt::format("{}_latency", k.kind);
+      if (node[bandwidth].IsDefined()) {
+        LOOM_ASSIGN_OR_RETURN(k.bandwidth, number(node, "shared_cores.", bandwidth, kRate, fmt::format("bytes/s of a {}", k.what)));
+      }
+      if (node[latency].IsDefined()) {
+        LOOM_ASSIGN_OR_RETURN(k.latency, number(node, "shared_cores.", latency, kLatency, fmt::format("seconds per {}", k.what)));
+        if (k.bandwidth == 0)
+          return error("shared_cores." + latency, fmt::format("is given without {}", bandwidth),
+                       "give both (its own α-β) or neither (the link's)");
+      }
     }
     return s;
   }
@@ -362,6 +377,19 @@ std::string cluster_to_yaml(const Cluster& c) {
     if (c.shared.p2p_bandwidth > 0) {
       out += fmt::format("  p2p_latency: {}  # seconds per point-to-point transfer\n", c.shared.p2p_latency);
       out += fmt::format("  p2p_bandwidth: {}  # bytes/s of a point-to-point transfer\n", c.shared.p2p_bandwidth);
+    }
+    if (c.shared.collective_overhead > 0)
+      out += fmt::format("  collective_overhead: {}  # seconds every collective adds to its link's price\n",
+                         c.shared.collective_overhead);
+    if (c.shared.all_gather_bandwidth > 0) {
+      out += fmt::format("  all_gather_latency: {}  # seconds per ring hop of an all-gather\n", c.shared.all_gather_latency);
+      out += fmt::format("  all_gather_bandwidth: {}  # bytes/s of an all-gather's ring\n", c.shared.all_gather_bandwidth);
+    }
+    if (c.shared.reduce_scatter_bandwidth > 0) {
+      out += fmt::format("  reduce_scatter_latency: {}  # seconds per ring hop of a reduce-scatter\n",
+                         c.shared.reduce_scatter_latency);
+      out += fmt::format("  reduce_scatter_bandwidth: {}  # bytes/s of a reduce-scatter's ring\n",
+                         c.shared.reduce_scatter_bandwidth);
     }
   }
   return out;

@@ -119,29 +119,42 @@ struct Pricing {
 
 // Processes sharing a host's cores (cluster::SharedCores): every instruction pays the overhead, and computes
 // are scaled, all slowed by the sharing of `processes` processes; communication slowed by its own sharing,
-// transfers priced by their own α-β when set.
-void share_cores(Durations& d, const cluster::SharedCores& shared, int processes) {
+// transfers, all-gathers and reduce-scatters priced by their own α-β when set (after the link's launch L),
+// every collective adding its call's overhead.
+void share_cores(Durations& d, const exec::ExecPlan& exec, const cluster::SharedCores& shared, double processes,
+                 double launch) {
   const double slowdown = shared.slowdown(processes), scale = shared.time_scale, overhead = shared.instruction_overhead;
-  const double comm = shared.comm_slowdown(processes);
+  const double comm = shared.comm_slowdown(processes), extra = slowdown * overhead;
   d.compute = [f = std::move(d.compute), slowdown, scale, overhead](const plan::SubOp& s, int device) {
     return slowdown * (scale * f(s, device) + overhead);
   };
   d.local = [f = std::move(d.local), slowdown, scale, overhead](const exec::Local& l, std::int64_t bytes) {
     return slowdown * (scale * f(l, bytes) + overhead);
   };
-  d.collective = [f = std::move(d.collective), comm, extra = slowdown * overhead](const exec::Collective& c,
-                                                                                  std::int64_t bytes) {
-    return comm * f(c, bytes) + extra;
+  d.collective = [f = std::move(d.collective), &exec, shared, comm, extra, launch](const exec::Collective& c,
+                                                                                   std::int64_t bytes) {
+    const bool gather = c.kind == comm::Primitive::all_gather && shared.all_gather_bandwidth > 0;
+    const bool scatter = c.kind == comm::Primitive::reduce_scatter && shared.reduce_scatter_bandwidth > 0;
+    const double call = shared.collective_overhead;
+    if ((!gather && !scatter) || c.group.size() < 2) return comm * (f(c, bytes) + call) + extra;
+    const double link = f(c, bytes);  // NaN for a group outside the cluster: the simulator names it
+    if (std::isnan(link)) return link;
+    // One ring pass: n − 1 hops, each member sending (n − 1)/n of the whole.
+    const comm::Step step = collective_step(exec, c, bytes);
+    const double hops = static_cast<double>(c.group.size() - 1);
+    const double alpha = gather ? shared.all_gather_latency : shared.reduce_scatter_latency;
+    const double beta = gather ? shared.all_gather_bandwidth : shared.reduce_scatter_bandwidth;
+    return comm * (launch + hops * alpha + static_cast<double>(step.bytes_per_device) / beta + call) + extra;
   };
   if (shared.p2p_bandwidth > 0) {
-    d.p2p = [f = std::move(d.p2p), alpha = shared.p2p_latency, beta = shared.p2p_bandwidth, comm,
-             extra = slowdown * overhead](int src, int dst, std::int64_t bytes) {
+    d.p2p = [f = std::move(d.p2p), alpha = shared.p2p_latency, beta = shared.p2p_bandwidth, comm, extra,
+             launch](int src, int dst, std::int64_t bytes) {
       const double link = f(src, dst, bytes);  // NaN for a device outside the cluster: the simulator names it
-      return std::isnan(link) ? link : comm * (alpha + static_cast<double>(bytes) / beta) + extra;
+      return std::isnan(link) ? link : comm * (launch + alpha + static_cast<double>(bytes) / beta) + extra;
     };
     return;
   }
-  d.p2p = [f = std::move(d.p2p), comm, extra = slowdown * overhead](int src, int dst, std::int64_t bytes) {
+  d.p2p = [f = std::move(d.p2p), comm, extra](int src, int dst, std::int64_t bytes) {
     return comm * f(src, dst, bytes) + extra;
   };
 }
@@ -195,7 +208,9 @@ Expected<Durations> model_durations(const exec::ExecPlan& exec, const cost::Comp
   };
   durations.copy = [pcie, launch](std::int64_t bytes, int) { return launch + static_cast<double>(bytes) / pcie; };
   durations.contention = options.contention;
-  if (cluster.shared != cluster::SharedCores{}) share_cores(durations, cluster.shared, exec.num_devices);
+  if (cluster.shared != cluster::SharedCores{})
+    share_cores(durations, exec, cluster.shared, options.busy_processes > 0 ? options.busy_processes : exec.num_devices,
+                options.comm.launch_latency);
   return durations;
 }
 

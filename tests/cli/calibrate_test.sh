@@ -19,7 +19,9 @@ contains run-p2p "p2p_alpha"
 contains run-fitted "tiny-1                   1 fit"
 contains run-held "tiny-dp2                 2 held-out"
 contains run-constants "fit        time_scale"
-contains run-note "fitted on 1 plans, fewer than the 8 constants"
+contains run-note "fitted on 1 plans, fewer than the 5 constants"
+contains run-links "reduce_scatter_beta"
+contains run-links-measured "(measured)"
 contains run-summary "held out   1 plans: median |error|"
 contains run-memory "memory     peak per rank"
 contains run-wrote "wrote      $tmp/out/cluster.yaml"
@@ -40,9 +42,21 @@ mkdir "$tmp/again"
 expect json 0 "$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --out "$tmp/again" --measured "$tmp/out/measured.json" --json
 json=$("$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --out "$tmp/again" --measured "$tmp/out/measured.json" --json 2>/dev/null)
 out=$("$py" -c 'import json, sys; d = json.loads(sys.stdin.read()); print(d["schema"], len(d["plans"]), sorted(d["fit"]["constants"]), d["held_out"]["plans"], sorted(d["plans"][1]))' <<<"$json")
-contains json-structure "loom.calibrate/1 2 ['alpha', 'beta', 'comm_sharing', 'core_sharing', 'instruction_overhead', 'p2p_alpha', 'p2p_beta', 'time_scale'] 1"
+contains json-structure "loom.calibrate/1 2 ['all_gather_alpha', 'all_gather_beta', 'alpha', 'beta', 'collective_overhead', 'comm_sharing', 'core_sharing', 'instruction_overhead', 'p2p_alpha', 'p2p_beta', 'reduce_scatter_alpha', 'reduce_scatter_beta', 'time_scale'] 1"
 contains json-plan "'measured_s', 'name', 'peak_bytes_measured', 'peak_bytes_predicted', 'peak_error', 'predicted_s', 'processes', 'round_s'"
+# Each kind of link was measured apart (python -m loom_profile.cluster) and pinned: the fit moved only the rest.
+out=$("$py" -c 'import json, sys; d = json.loads(sys.stdin.read())["fit"]; print(sorted(d["not_fitted"].items()), d["links_world"] >= 2)' <<<"$json")
+contains json-measured "[('all_gather_alpha', 'measured'), ('all_gather_beta', 'measured'), ('alpha', 'measured'), ('beta', 'measured'), ('p2p_alpha', 'measured'), ('p2p_beta', 'measured'), ('reduce_scatter_alpha', 'measured'), ('reduce_scatter_beta', 'measured')] True"
 [ -d "$tmp/again/plans" ] && fail "json: --measured emitted plans" || pass=$((pass+1))
+# Without the links measured (--no-links; an older measured.json), the link constants are fitted, and a kind's
+# own link may be fixed by --fix.
+"$py" -c 'import json, sys; d = json.load(open(sys.argv[1])); d.pop("links"); json.dump(d, open(sys.argv[2], "w"))' "$tmp/out/measured.json" "$tmp/nolinks.json"
+json=$("$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --out "$tmp/again" --measured "$tmp/nolinks.json" --fix reduce_scatter_beta=4e8 --json 2>/dev/null)
+out=$("$py" -c 'import json, sys; d = json.loads(sys.stdin.read())["fit"]; print(sorted(d["constants"]), d["not_fitted"])' <<<"$json")
+contains no-links "['alpha', 'beta', 'collective_overhead', 'comm_sharing', 'core_sharing', 'instruction_overhead', 'p2p_alpha', 'p2p_beta', 'reduce_scatter_beta', 'time_scale'] {'reduce_scatter_beta': 'fixed'}"
+printf '{"version": 1, "runs": [], "links": {"p2p": {"alpha_s": 1e-4, "beta_bytes_per_s": 0}}}' > "$tmp/badlink.json"
+expect measured-bad-link nonzero "$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --out "$tmp/bad" --measured "$tmp/badlink.json"
+contains measured-bad-link-msg "link 'p2p' is not"
 # --fix pins constants at their values; the fit moves the others.
 json=$("$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --out "$tmp/again" --measured "$tmp/out/measured.json" --fix "time_scale=1.25, p2p_beta=2e9" --json 2>/dev/null)
 out=$("$py" -c 'import json, sys; c = json.loads(sys.stdin.read())["fit"]["constants"]; print(c["time_scale"], c["p2p_beta"])' <<<"$json")
@@ -75,6 +89,13 @@ contains dangling-msg "'--tp' is not a flag with a value"
 printf 'a %s --gpus 1 --frobnicate 3\nb %s --gpus 1\n' "$tiny" "$tiny" > "$tmp/unknown.txt"
 expect unknown-flag nonzero "$LOOM" calibrate --plans "$tmp/unknown.txt" --fit 1 --out "$tmp/bad"
 contains unknown-flag-msg "plan 'a'"
+printf 'a %s --gpus 1 --layers 3\nb %s --gpus 1\n' "$tiny" "$tiny" > "$tmp/twice.txt"
+expect flag-twice nonzero "$LOOM" calibrate --plans "$tmp/twice.txt" --fit 1 --out "$tmp/bad"
+contains flag-twice-msg "plan 'a': --layers is given twice"
+# The default set's lines are `loom plan` flags as they stand: none gives a flag twice (gpt-pp4 gave --layers twice).
+out=$("$LOOM" calibrate --list | awk '{ delete seen; for (i = 2; i <= NF; i++) if ($i ~ /^--/ && seen[$i]++) print $1, $i }')
+[ -z "$out" ] && pass=$((pass+1)) || fail "list: a flag given twice: $out"
+out=$("$LOOM" calibrate --list | grep '^gpt-pp4 '); contains list-pp4-layers "--arch gpt --layers 4 --hidden 256"
 printf '{"version": 1, "runs": [{"name": "tiny-1", "step_s": [0.1], "peak_bytes": [1]}]}' > "$tmp/short.json"
 expect measured-missing nonzero "$LOOM" calibrate --plans "$tmp/plans.txt" --fit 1 --out "$tmp/bad" --measured "$tmp/short.json"
 contains measured-missing-msg "has no run of plan 'tiny-dp2'"

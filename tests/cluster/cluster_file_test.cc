@@ -134,6 +134,17 @@ TEST(ClusterFile, ReadsSharedCores) {
   EXPECT_EQ(p2p->shared.p2p_latency, 2e-4);
   EXPECT_EQ(p2p->shared.p2p_bandwidth, 3e9);
   EXPECT_EQ(parse_cluster_yaml(cluster_to_yaml(*p2p), "again").value_or(Cluster{}).shared, p2p->shared);
+  // An all-gather's and a reduce-scatter's own α-β likewise.
+  Expected<Cluster> kinds = parse_cluster_yaml(kValid + "shared_cores:\n  cores: 2\n  all_gather_latency: 1e-4\n"
+                                               "  all_gather_bandwidth: 1e9\n  reduce_scatter_latency: 3e-4\n"
+                                               "  reduce_scatter_bandwidth: 4e8\n  collective_overhead: 1.5e-3\n", "kinds");
+  ASSERT_TRUE(kinds) << kinds.error().message;
+  EXPECT_EQ(kinds->shared.all_gather_latency, 1e-4);
+  EXPECT_EQ(kinds->shared.all_gather_bandwidth, 1e9);
+  EXPECT_EQ(kinds->shared.reduce_scatter_latency, 3e-4);
+  EXPECT_EQ(kinds->shared.reduce_scatter_bandwidth, 4e8);
+  EXPECT_EQ(kinds->shared.collective_overhead, 1.5e-3);
+  EXPECT_EQ(parse_cluster_yaml(cluster_to_yaml(*kinds), "again").value_or(Cluster{}).shared, kinds->shared);
   EXPECT_EQ(cluster_to_yaml(*make_cluster("dgx-a100")).find("shared_cores"), std::string::npos);
   for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
            {"shared_cores:\n  time_scale: 2\n", "shared_cores.cores"},
@@ -141,6 +152,7 @@ TEST(ClusterFile, ReadsSharedCores) {
            {"shared_cores:\n  cores: 2\n  time_scale: 0\n", "shared_cores.time_scale' is zero"},
            {"shared_cores:\n  cores: 2\n  speed: 2\n", "speed"},
            {"shared_cores:\n  cores: 2\n  p2p_latency: 1e-4\n", "without p2p_bandwidth"},
+           {"shared_cores:\n  cores: 2\n  reduce_scatter_latency: 1e-4\n", "without reduce_scatter_bandwidth"},
            {"shared_cores:\n  cores: 2\n  p2p_bandwidth: 0\n  p2p_latency: 1e-4\n", "shared_cores.p2p_bandwidth"}}) {
     Expected<Cluster> bad = parse_cluster_yaml(kValid + text, "bad.yaml");
     ASSERT_FALSE(bad.has_value()) << text;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <random>
 
 #include "../exec/exec_test_plans.h"
 #include "testing/policy_plans.h"
@@ -139,7 +140,7 @@ TEST(ModelDurations, CachedComputesAreTheComputeModelsOnAPolicyPlan) {
   EXPECT_GT(checked, 500u);
 }
 
-// Processes sharing cores (cluster::SharedCores) with a transfer's own α-β: a transfer costs p2p_latency +
+// Processes sharing cores (cluster::SharedCores) with a transfer's own α-β: a transfer costs L + p2p_latency +
 // bytes / p2p_bandwidth, whatever the link, collectives the link's price, both slowed by comm_sharing's
 // slowdown, plus the instruction overhead slowed by core_sharing's; a device outside the cluster gives NaN.
 TEST(ModelDurations, SharedCoresPriceTransfersByTheirOwnAlphaBeta) {
@@ -151,7 +152,7 @@ TEST(ModelDurations, SharedCoresPriceTransfersByTheirOwnAlphaBeta) {
   const double slowdown = 1 + 0.5 * (2 - 1) / 1.0;  // the plan's 2 processes on 1 core
   const double comm = 1 + 0.25 * (2 - 1) / 1.0;
   for (const auto& [src, dst] : std::vector<std::pair<int, int>>{{0, 1}, {0, 8}})
-    EXPECT_NEAR(d.p2p(src, dst, 64 * kMiB), comm * (3e-4 + 64.0 * kMiB / 2e9) + slowdown * 1e-5, 1e-12);
+    EXPECT_NEAR(d.p2p(src, dst, 64 * kMiB), comm * (kLaunch + 3e-4 + 64.0 * kMiB / 2e9) + slowdown * 1e-5, 1e-12);
   const exec::Collective ring = collective(comm::Primitive::all_reduce, devices(0, 8));
   EXPECT_NEAR(d.collective(ring, kMiB), comm * s.durations.collective(ring, kMiB) + slowdown * 1e-5, 1e-12);
   EXPECT_TRUE(std::isnan(d.p2p(0, 99, kMiB)));
@@ -160,6 +161,46 @@ TEST(ModelDurations, SharedCoresPriceTransfersByTheirOwnAlphaBeta) {
   const Durations link = model_durations(s.f->exec, s.compute, shared).value();
   EXPECT_NEAR(link.p2p(0, 1, kMiB), s.durations.p2p(0, 1, kMiB) + slowdown * 1e-5, 1e-12);
   EXPECT_NEAR(link.collective(ring, kMiB), s.durations.collective(ring, kMiB) + slowdown * 1e-5, 1e-12);
+}
+
+// An all-gather's and a reduce-scatter's own α-β (gloo runs each by its own algorithm): one ring pass over the
+// group, L + (n−1)·α + (n−1)/n·S/β with S the whole (an all-gather's gathered size, a reduce-scatter's input),
+// slowed by comm_sharing, for random constants and groups; all-reduces keep the link's price, and a kind
+// without its own bandwidth the link's too; every collective adds collective_overhead.
+TEST(ModelDurations, SharedCoresPriceGathersAndScattersByTheirOwnAlphaBeta) {
+  Models s;
+  std::mt19937 rng(41);
+  std::uniform_real_distribution<double> unit(0, 1);
+  for (int round = 0; round < 50; ++round) {
+    cluster::Cluster shared = s.cluster;
+    const double ag_alpha = 1e-5 * (1 + 100 * unit(rng)), ag_beta = 1e8 * (1 + 100 * unit(rng));
+    const double rs_alpha = 1e-5 * (1 + 100 * unit(rng)), rs_beta = 1e8 * (1 + 100 * unit(rng));
+    const double gamma = 2 * unit(rng), overhead = 1e-4 * unit(rng);
+    const double call = 1e-3 * unit(rng);
+    shared.shared = {.cores = 1, .core_sharing = 1, .time_scale = 1, .instruction_overhead = overhead,
+                     .comm_sharing = gamma, .p2p_latency = 0, .p2p_bandwidth = 0, .all_gather_latency = ag_alpha,
+                     .all_gather_bandwidth = ag_beta, .reduce_scatter_latency = rs_alpha,
+                     .reduce_scatter_bandwidth = rs_beta, .collective_overhead = call};
+    const Durations d = model_durations(s.f->exec, s.compute, shared).value();
+    const double comm = 1 + gamma * (2 - 1) / 1.0, extra = (1 + 1.0 * (2 - 1) / 1.0) * overhead;
+    const int n = 2 + static_cast<int>(unit(rng) * 7);  // 2..8 of one node
+    const std::int64_t bytes = static_cast<std::int64_t>(1 + unit(rng) * 64 * kMiB);
+    const double hops = n - 1;
+    // Each member sends (n − 1)/n of the whole, in whole bytes; an all-gather's whole is n inputs (no output
+    // buffer named), a reduce-scatter's its input.
+    const auto sent = [n](std::int64_t whole) { return static_cast<double>((n - 1) * whole / n); };
+    const exec::Collective gather = collective(comm::Primitive::all_gather, devices(0, n));
+    const double gathered = comm * (kLaunch + hops * ag_alpha + sent(bytes * n) / ag_beta + call) + extra;
+    EXPECT_NEAR(d.collective(gather, bytes), gathered, gathered * 1e-12);
+    const exec::Collective scatter = collective(comm::Primitive::reduce_scatter, devices(0, n));
+    const double scattered = comm * (kLaunch + hops * rs_alpha + sent(bytes) / rs_beta + call) + extra;
+    EXPECT_NEAR(d.collective(scatter, bytes), scattered, scattered * 1e-12);
+    const exec::Collective ring = collective(comm::Primitive::all_reduce, devices(0, n));
+    EXPECT_NEAR(d.collective(ring, bytes), comm * (s.durations.collective(ring, bytes) + call) + extra, 1e-12);
+    shared.shared.all_gather_bandwidth = shared.shared.all_gather_latency = 0;
+    const Durations link = model_durations(s.f->exec, s.compute, shared).value();
+    EXPECT_NEAR(link.collective(gather, bytes), comm * (s.durations.collective(gather, bytes) + call) + extra, 1e-12);
+  }
 }
 
 // The hooks price a whole plan: a simulation of the hand-built data-parallel plan runs with them.

@@ -46,7 +46,10 @@ struct HostSpec {
 // takes 1 + comm_sharing · max(0, W − cores) / cores times its price: over loopback a collective's copies and
 // sums, and each hop's wake-up, run on the shared cores too. A point-to-point transfer (a pipeline's send) may have its own α-β, p2p_latency + bytes / p2p_bandwidth,
 // in place of the link's: gloo over loopback moves one tensor to one peer by another path than its ring
-// collectives (one socket write, no algorithm). The defaults change nothing (a GPU per device).
+// collectives (one socket write, no algorithm). So may an all-gather and a reduce-scatter, priced as the
+// link's ring with their own α and β ((n−1)·α + (n−1)/n·S/β, S the whole): gloo runs each by its own
+// algorithm, whose rates over loopback differ from its all-reduce's several times (`python -m
+// loom_profile.cluster` measures each kind). The defaults change nothing (a GPU per device).
 struct SharedCores {
   int cores = 0;                    // 0: the devices share nothing (a GPU each)
   double core_sharing = 1;          // 1: W processes on C cores compute W / C times slower; 0: no slowdown
@@ -55,11 +58,20 @@ struct SharedCores {
   double comm_sharing = 0;          // γ of communication: 0, communication runs beside the sharing unslowed
   double p2p_latency = 0;           // seconds per transfer, with p2p_bandwidth set
   double p2p_bandwidth = 0;         // bytes/s of a transfer; 0: the link's α-β prices transfers
+  double all_gather_latency = 0;    // seconds per ring hop of an all-gather, with all_gather_bandwidth set
+  double all_gather_bandwidth = 0;  // bytes/s of an all-gather's ring; 0: the link's α-β
+  double reduce_scatter_latency = 0;    // likewise for a reduce-scatter
+  double reduce_scatter_bandwidth = 0;
+  // Seconds every collective adds to its link's price, slowed like it: the runtime's work around the call
+  // (ordering the members, copying the input, assembling the pieces) and gloo's threads waking from a
+  // compute, which back-to-back calls of the link's measurement do not pay.
+  double collective_overhead = 0;
 
-  // The slowdown of `processes` processes sharing the cores.
-  double slowdown(int processes) const { return slowdown(processes, core_sharing); }
-  double comm_slowdown(int processes) const { return slowdown(processes, comm_sharing); }
-  double slowdown(int processes, double sharing) const {
+  // The slowdown of `processes` processes sharing the cores (a mean over time may be fractional:
+  // sim/shared_cores.h).
+  double slowdown(double processes) const { return slowdown(processes, core_sharing); }
+  double comm_slowdown(double processes) const { return slowdown(processes, comm_sharing); }
+  double slowdown(double processes, double sharing) const {
     return cores > 0 && processes > cores ? 1 + sharing * (processes - cores) / cores : 1;
   }
   bool operator==(const SharedCores&) const = default;

@@ -34,6 +34,9 @@ namespace loom::sim {
 struct DurationOptions {
   comm::CommCostOptions comm;  // NCCL's launch latency per transfer, NIC sharing across a node
   double contention = 1;       // Durations::contention: communication's slowdown under compute (≥ 1)
+  // Processes sharing the cluster's cores (cluster::SharedCores) that run at once, the slowdown's W; 0: the
+  // plan's devices, all of them (sim/shared_cores.h finds fewer where they wait for each other).
+  double busy_processes = 0;
 };
 
 // Errors: an ExecPlan without its plan, more devices than the cluster has, a contention below 1.
