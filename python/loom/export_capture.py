@@ -14,6 +14,7 @@ Module paths (node.meta["nn_module_stack"]) lose the wrapper's prefix, so ops ar
 
 import contextlib
 import inspect
+import operator
 
 import torch
 import torch.fx as fx
@@ -129,11 +130,28 @@ def _distinct(tensors):
     return tuple(out)
 
 
+_STATISTICS = (torch.ops.aten._native_batch_norm_legit_functional.default,)
+
+
 def _check_outputs(exported):
-    mutated = [spec.target for spec in exported.graph_signature.output_specs if spec.kind == OutputKind.BUFFER_MUTATION]
-    if mutated:
-        raise NotImplementedError(f"the exported step updates buffers ({', '.join(mutated[:3])}): running statistics "
-                                  "are captured by capture='fx'")
+    """The exported graph's outputs less the buffers it updates, when every update is a training-mode batch
+    norm's running statistics (outputs 3 and 4 of its functional op, which the lowering turns into the step's
+    own buffer updates: lowering/aten_norms.py) or its step count; any other buffer update is refused."""
+    gm = exported.graph_module
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    values = list(output.args[0])
+    kept, refused = [], []
+    for spec, value in zip(exported.graph_signature.output_specs, values):
+        if spec.kind != OutputKind.BUFFER_MUTATION:
+            kept.append(value)
+        elif not (spec.target.endswith("num_batches_tracked") or (
+                isinstance(value, fx.Node) and value.target is operator.getitem and value.args[1] in (3, 4)
+                and getattr(value.args[0], "target", None) in _STATISTICS)):
+            refused.append(spec.target)
+    if refused:
+        raise NotImplementedError(f"the exported step updates buffers ({', '.join(refused[:3])}) other than batch "
+                                  "norms' running statistics: capture='fx' may capture them")
+    output.args = (tuple(kept),)
 
 
 def _strip_wrapper_scope(gm):

@@ -11,6 +11,9 @@ import math
 
 import torch
 
+from .aten_attention import _sdpa_general
+from .aten_math import _bernoulli_keep, _hardtanh, _index_put_masked, _logical_or, _remainder, _upsample
+from .aten_norms import _batch_norm_functional, _native_group_norm, _vector_norm
 from .base import Meta, T
 from .compute import (
     _adaptive_avg_pool2d, _addmm, _baddbmm, _binary, _conv1d, _conv2d, _cross_entropy, _dropout, _einsum, _embedding,
@@ -126,10 +129,12 @@ def _squeeze_dims(cx, args, kwargs, value):
 
 def _sdpa_grouped(cx, args, kwargs, value):
     """scaled_dot_product_attention; enable_gqa (k and v with fewer heads) is the registry op's own
-    grouped-query form (hq = g * hk), so the flag is dropped."""
+    grouped-query form (hq = g * hk), so the flag is dropped. A mask the registry op does not take (computed
+    boolean, or computed with causality or grouped heads) is spelled out (aten_attention._sdpa_general)."""
     a = named_arguments(cx.node.target, args, kwargs)
-    return _sdpa(cx, [a["query"], a["key"], a["value"], a["attn_mask"], a["dropout_p"], a["is_causal"]],
-                 {"scale": a["scale"]}, value)
+    plain = _sdpa(cx, [a["query"], a["key"], a["value"], a["attn_mask"], a["dropout_p"], a["is_causal"]],
+                  {"scale": a["scale"]}, value)
+    return plain if plain is not None else _sdpa_general(cx, args, kwargs, value)
 
 
 def _topk(cx, args, kwargs, value):
@@ -272,7 +277,8 @@ def _convolution(cx, args, kwargs, value):
 
 _SAME = lambda cx, args, kwargs, value: _contiguous(cx, args[:1], {}, value)  # noqa: E731: layout only
 _BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}
-_UNARY = ("neg", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt", "abs", "relu", "silu", "square")
+_UNARY = ("neg", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt", "abs", "relu", "silu", "square", "reciprocal",
+          "acos")
 _COMPARE = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "minimum": "minimum",
             "maximum": "maximum"}
 
@@ -351,6 +357,11 @@ _PACKETS = {
     aten.bitwise_and: _via(_logical_and, ("self", "other")),
     aten.scatter: _scatter_value,
     aten.topk: _topk, aten.index: _index, aten.log1p: _log1p, aten.convolution: _convolution,
+    aten.linalg_vector_norm: _vector_norm, aten.remainder: _remainder, aten.index_put: _index_put_masked,
+    aten.bitwise_or: _logical_or, aten.logical_or: _logical_or,
+    aten._native_batch_norm_legit_functional: _batch_norm_functional,
+    aten.hardtanh: _hardtanh, aten.native_group_norm: _native_group_norm, aten.bernoulli: _bernoulli_keep,
+    aten.upsample_bilinear2d: _upsample("bilinear"), aten.upsample_nearest2d: _upsample("nearest"),
     aten.constant_pad_nd: _via(_pad, ("self", "pad"), (("value", "value"),)),
     **{getattr(aten, name): _shape_only(empty=name.startswith(("empty", "new_empty")))
        for name in ("zeros_like", "ones_like", "full_like", "empty_like", "new_zeros", "new_ones", "new_full",
