@@ -145,6 +145,9 @@ def shrink(config, family, image_sizes=True):
             config.num_key_value_heads = config.num_attention_heads
     if isinstance(getattr(config, "max_position_embeddings", None), int):
         config.max_position_embeddings = min(config.max_position_embeddings, 128)
+    if getattr(config, "num_experts_per_tok", 0) is None and any(
+            isinstance(getattr(config, f, None), int) for f in ("n_routed_experts", "num_experts", "num_local_experts")):
+        config.num_experts_per_tok = 2  # DeepSeek-V2's default config routes to None experts: topk(k=None)
     for field in ("layerdrop", "encoder_layerdrop", "decoder_layerdrop"):
         # LayerDrop skips a layer when a random draw says so (`if torch.rand([]) < p`): control flow on data,
         # which torch.export refuses and a fixed plan cannot hold; the step is captured without it.
@@ -182,20 +185,24 @@ def shrink(config, family, image_sizes=True):
     return config
 
 
-_WIDTH_WORDS, _NOT_WIDTH_WORDS = ("hidden", "dim", "embed", "width"), ("position", "vocab", "image", "patch", "chunk",
-                                                                        "window")
+_WIDTH_WORDS = ("hidden", "dim", "embed", "width", "bottleneck")
+_NOT_WIDTH_WORDS = ("position", "vocab", "image", "patch", "chunk", "window", "layers")
+_NARROWER_WIDTHS = ("embedding_size", "bottleneck_size", "true_hidden_size")  # at most the hidden size
 
 
 def _tie_widths(before, after):
-    """In `after` (a config's dict shrunk, sub configs as dicts), in place: every width field that held the
-    default's hidden size and that shrinking left alone (a pooler's, a cross attention's, an embedding's)
-    takes the shrunk hidden size, as the default config meant it to; sub configs likewise."""
+    """In `after` (a config's dict shrunk, sub configs as dicts), in place: every width field that shrinking
+    left alone and that held the default's hidden size (a pooler's, a cross attention's, an embedding's), or
+    a narrower width that is now wider than the shrunk hidden size (MobileBERT's 128-wide embeddings and
+    bottlenecks under a 512 hidden size: its head projects hidden - embedding), takes the shrunk hidden
+    size; sub configs likewise."""
     width, small = before.get("hidden_size"), after.get("hidden_size")
     for key, value in before.items():
         if isinstance(value, dict) and isinstance(after.get(key), dict):
             _tie_widths(value, after[key])
-        elif (isinstance(width, int) and isinstance(small, int) and key != "hidden_size" and value == width
-              and after.get(key) == value and not isinstance(value, bool)
+        elif (isinstance(width, int) and isinstance(small, int) and key != "hidden_size" and isinstance(value, int)
+              and not isinstance(value, bool) and after.get(key) == value
+              and (value == width or (small < value < width and key.endswith(_NARROWER_WIDTHS)))
               and any(w in key.lower() for w in _WIDTH_WORDS) and not any(w in key.lower() for w in _NOT_WIDTH_WORDS)):
             after[key] = small
 

@@ -185,3 +185,9 @@ def test_per_layer_lists_keep_every_kind_of_layer_and_match_the_layer_count():
 def test_layerdrop_is_off_so_export_sees_no_random_branch():
     config = coverage.shrunk_config(_config_class("M2M100Config"), "seq2seq-lm")
     assert config.encoder_layerdrop == config.decoder_layerdrop == 0.0
+
+
+def test_narrower_embeddings_and_bottlenecks_fit_the_shrunk_hidden_size():
+    # MobileBERT's head projects hidden - embedding: 128-wide embeddings under a 64 hidden size went negative
+    config = coverage.shrunk_config(_config_class("MobileBertConfig"), "masked-lm")
+    assert config.embedding_size == config.intra_bottleneck_size == config.true_hidden_size == config.hidden_size
