@@ -163,3 +163,26 @@ def test_in_place_dropout_draws_its_mask_with_the_dropout_op():
     kept = next(op for op in graph["ops"] if op["type"] == "scale" and op["inputs"] == dropout["outputs"])
     factor = kept["attrs"]["factor"]
     assert math.isclose(factor["real"] if isinstance(factor, dict) else factor, 0.75)  # 0 or 1: bernoulli(0.75)
+
+
+class ComplexRotary(nn.Module):
+    """DeepSeek-V2's and Llama 4's rotary embedding: pairs viewed as complex numbers times constant unit ones."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x):
+        s = x.shape[1]
+        angles = torch.outer(torch.arange(s, dtype=torch.float32), 1.0 / 10000 ** (torch.arange(0, 8, 2) / 8))
+        freqs = torch.polar(torch.ones_like(angles), angles)  # [s, 4] complex, a constant
+        h = torch.view_as_complex(self.proj(x).float().reshape(*x.shape[:-1], -1, 2))
+        return (torch.view_as_real(h * freqs).flatten(2) ** 2).sum()
+
+
+def test_complex_rotary_is_lowered_with_real_pairs():
+    torch.manual_seed(0)
+    model, inputs = ComplexRotary(), {"x": torch.randn(2, 5, 8)}
+    graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export")
+    assert all(t["dtype"] == "f32" for t in graph["tensors"] if t["role"] != "input")
+    assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), model(**inputs).item(), rel_tol=1e-5)

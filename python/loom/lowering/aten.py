@@ -12,6 +12,7 @@ import math
 import torch
 
 from .aten_attention import _sdpa_general
+from .aten_complex import _complex_mul, _view_as_complex, _view_as_real
 from .aten_math import _bernoulli_keep, _hardtanh, _index_put_masked, _logical_or, _remainder, _upsample
 from .aten_norms import _batch_norm_functional, _native_group_norm, _vector_norm
 from .base import Meta, T
@@ -241,7 +242,7 @@ def _scatter_value(cx, args, kwargs, value):
     a one-hot of the index along a new last dim (eq with arange), summed over the index's own positions along
     dim, marks where v goes; where(marked, v, x)."""
     a = named_arguments(cx.node.target, args, kwargs)
-    x, index, fill = cx.tensor(a["self"]), a["index"], a["value"]
+    x, index, fill = cx.tensor(a["self"]), a["index"], a.get("value")
     if not isinstance(index, T) or a.get("reduce") is not None or not isinstance(fill, (int, float, bool)):
         return None
     shape, index_shape = list(cx.shape(x)), list(cx.shape(index))
@@ -285,6 +286,8 @@ _COMPARE = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "g
 _PACKETS = {
     **{getattr(aten, name): _via(_binary(type_), ("self", "other"), (("alpha", "alpha"),),
                                  _no_rounding if name == "div" else None) for name, type_ in _BINARY.items()},
+    aten.mul: _complex_mul(_via(_binary("mul"), ("self", "other"))),
+    aten.view_as_complex: _view_as_complex, aten.view_as_real: _view_as_real,
     aten.rsub: _via(_rsub, ("self", "other"), (("alpha", "alpha"),)),
     **{getattr(aten, name): _via(_unary(name), ("self",)) for name in _UNARY},
     aten.pow: _via(_pow, ("self", "exponent")),
