@@ -186,3 +186,38 @@ def test_complex_rotary_is_lowered_with_real_pairs():
     graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export")
     assert all(t["dtype"] == "f32" for t in graph["tensors"] if t["role"] != "input")
     assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), model(**inputs).item(), rel_tol=1e-5)
+
+
+class Fourier(nn.Module):
+    """FNet's mixing: the real part of a 2-D Fourier transform over tokens and features (c2c after a cast, as
+    transformers' FNet writes it, and r2c as torch.fft.fft of a real tensor writes it), and an orthonormal one."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+
+    def forward(self, x):
+        h = self.proj(x)
+        a = torch.fft.fftn(h.to(torch.complex64), dim=(1, 2)).real
+        b = torch.fft.fft(torch.fft.fft(h, dim=-1), dim=-2).real
+        c = torch.fft.fft(h, dim=1, norm="ortho").imag
+        return (a * b).mean() + (c ** 2).sum()
+
+
+def test_fourier_transforms_are_einsums_with_cosines_and_sines():
+    torch.manual_seed(0)
+    model, inputs = Fourier(), {"x": torch.randn(2, 5, 6)}
+    graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export")
+    assert "einsum" in {op["type"] for op in graph["ops"]}
+    assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), model(**inputs).item(), rel_tol=1e-5)
+
+
+def test_integer_clamp_and_scale_forms_keep_integers():
+    """A question-answering span's positions are clamped to [0, tokens] (float bounds in the graph): the
+    loss's targets must stay integers, as torch's clamp of an integer tensor by integers keeps them."""
+    positions = torch.tensor([-3, 4, 20])
+    got = _form("clamp", {"min": 0.0, "max": 16.0}, positions)(positions)[0]
+    assert got.dtype == torch.int64 and got.tolist() == [0, 4, 16]
+    assert _form("scale", {"factor": 7.0}, positions)(positions)[0].dtype == torch.int64
+    x = torch.tensor([-0.5, 3.5])
+    assert torch.equal(_form("clamp", {"min": 0.25}, x)(x)[0], torch.tensor([0.25, 3.5]))

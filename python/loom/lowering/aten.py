@@ -12,7 +12,7 @@ import math
 import torch
 
 from .aten_attention import _sdpa_general
-from .aten_complex import _complex_mul, _view_as_complex, _view_as_real
+from .aten_complex import _complex_mul, _fft_c2c, _fft_r2c, _to_complex, _view_as_complex, _view_as_real
 from .aten_math import _bernoulli_keep, _hardtanh, _index_put_masked, _logical_or, _remainder, _upsample
 from .aten_norms import _batch_norm_functional, _native_group_norm, _vector_norm
 from .base import Meta, T
@@ -332,7 +332,8 @@ _PACKETS = {
     aten.split: _via(_split, ("self", "split_size", "dim")),
     aten.split_with_sizes: _via(_split, ("self", "split_sizes", "dim")),
     aten.chunk: _via(_chunk, ("self", "chunks", "dim")),
-    aten.to: _via(_convert, ("self",)), aten._to_copy: _via(_convert, ("self",)),
+    aten.to: _to_complex(_via(_convert, ("self",))), aten._to_copy: _to_complex(_via(_convert, ("self",))),
+    aten._fft_c2c: _fft_c2c, aten._fft_r2c: _fft_r2c,
     aten.type_as: _via(_convert, ("self",)),
     aten.clone: _SAME, aten.contiguous: _SAME, aten.alias: _SAME, aten.lift_fresh_copy: _SAME,
     aten.detach: _via(_detach, ("self",)),

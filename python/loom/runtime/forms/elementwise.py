@@ -1,6 +1,8 @@
 """elementwise (src/ops/elementwise.cc): arithmetic, unary maths, scale, pow, remainder, clamp, where, masked_fill, cast;
 the backward of add, sub, mul, scale, pow and tanh, and of the unary ops that save only their output."""
 
+import math
+
 import torch
 
 from .common import in_grad_order, sum_to, two_operand_rule
@@ -42,6 +44,8 @@ def _remainder(attrs, inputs, outputs):
 
 def _clamp(attrs, inputs, outputs):
     low, high = attrs.get("min"), attrs.get("max")
+    if not inputs[0][1].is_floating_point:  # integer positions clamped (a span's start) stay integers
+        low, high = (None if b is None else int(math.ceil(b) if b is low else math.floor(b)) for b in (low, high))
     return lambda x: (torch.clamp(x, low, high),)
 
 
