@@ -221,3 +221,26 @@ def test_integer_clamp_and_scale_forms_keep_integers():
     assert _form("scale", {"factor": 7.0}, positions)(positions)[0].dtype == torch.int64
     x = torch.tensor([-0.5, 3.5])
     assert torch.equal(_form("clamp", {"min": 0.25}, x)(x)[0], torch.tensor([0.25, 3.5]))
+
+
+class PromotedScale(nn.Module):
+    """BigBird's `mask * 1e6` of an integer mask: torch promotes to float before scaling."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x, ids):
+        return (self.proj(x) - (ids > 2).long().unsqueeze(-1) * 0.5).sum()
+
+
+def test_an_integer_tensor_times_a_float_is_cast_first(loom_binary, tmp_path):
+    torch.manual_seed(0)
+    model, inputs = PromotedScale(), {"x": torch.randn(4, 4), "ids": torch.tensor([1, 3, 5, 2])}
+    graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export")
+    scale = next(op for op in graph["ops"] if op["type"] == "scale")
+    assert graph["tensors"][scale["inputs"][0]]["dtype"] == "f32"
+    assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), model(**inputs).item(), rel_tol=1e-6)
+    loom.save_graph(graph, tmp_path / "g.json")
+    assert coverage._plan(loom_binary, str(tmp_path / "g.json"), coverage.PLANS["dp"], str(tmp_path / "out"),
+                          120).returncode == 0

@@ -20,6 +20,11 @@ def _binary(type_):
             a, b = b, a  # c * x is x * c: a scale
         if not _is_tensor(a):
             a = cx.constant(a) if isinstance(a, torch.Tensor) else _scalar_operand(cx, a, b, value)
+        if not _is_tensor(b) and isinstance(b, (int, float)) and type_ in ("mul", "div") \
+                and isinstance(value, torch.Tensor) and cx.torch_dtype(a) != value.dtype:
+            # an integer tensor times a float promotes (BigBird's mask * 1e6): the scale reads the promoted tensor
+            a = cx.emit("cast", [a], {"dtype": cx.dtype_name(value.dtype)}, Meta(cx.shape(a), value.dtype),
+                        suffix="promoted")
         if not _is_tensor(b):
             if type_ == "mul" and isinstance(b, (int, float)):
                 return cx.emit("scale", [a], {"factor": float(b)}, value)
