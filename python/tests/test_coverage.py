@@ -191,3 +191,21 @@ def test_narrower_embeddings_and_bottlenecks_fit_the_shrunk_hidden_size():
     # MobileBERT's head projects hidden - embedding: 128-wide embeddings under a 64 hidden size went negative
     config = coverage.shrunk_config(_config_class("MobileBertConfig"), "masked-lm")
     assert config.embedding_size == config.intra_bottleneck_size == config.true_hidden_size == config.hidden_size
+
+
+def test_a_part_cut_short_is_read_back_from_its_progress_lines(tmp_path):
+    from loom.coverage_markdown import main
+
+    rows = [{"family": "causal-lm", "model": "A", "built": True, "traced": True, "dp": True, "tp": False,
+             "match": None, "reason": "plan tp: loom: error: x: y"},
+            {"family": "causal-lm", "model": "B", "built": False, "traced": False, "dp": False, "tp": False,
+             "match": None, "reason": "does not build: ValueError: z"},
+            {"family": "causal-lm", "model": "C", "built": True, "traced": True, "dp": True, "tp": True,
+             "match": True, "reason": ""}]
+    lines = ["W1127 a warning line"]
+    for r in rows:  # exactly as loom.coverage prints a class's progress
+        lines.append(f"{r['family']:<21} {r['model']:<50} traced {r['traced']!s:<5} dp {r['dp']!s:<5} "
+                     f"tp {r['tp']!s:<5} match {r['match']!s:<5} {r['reason']}")
+    (tmp_path / "part.err").write_text("\n".join(lines) + "\n")
+    assert main([str(tmp_path / "part.err"), "--json", str(tmp_path / "all.json")]) == 0
+    assert json.loads((tmp_path / "all.json").read_text())["rows"] == rows
