@@ -145,6 +145,9 @@ def shrink(config, family, image_sizes=True):
             config.num_key_value_heads = config.num_attention_heads
     if isinstance(getattr(config, "max_position_embeddings", None), int):
         config.max_position_embeddings = min(config.max_position_embeddings, 128)
+    if "head_dim" in vars(config) and config.head_dim is None and isinstance(getattr(config, "hidden_size", None), int) \
+            and isinstance(getattr(config, "num_attention_heads", None), int):
+        config.head_dim = config.hidden_size // config.num_attention_heads  # Ministral reads a None head_dim as is
     if getattr(config, "num_experts_per_tok", 0) is None and any(
             isinstance(getattr(config, f, None), int) for f in ("n_routed_experts", "num_experts", "num_local_experts")):
         config.num_experts_per_tok = 2  # DeepSeek-V2's default config routes to None experts: topk(k=None)
