@@ -221,6 +221,8 @@ def test_integer_clamp_and_scale_forms_keep_integers():
     assert _form("scale", {"factor": 7.0}, positions)(positions)[0].dtype == torch.int64
     x = torch.tensor([-0.5, 3.5])
     assert torch.equal(_form("clamp", {"min": 0.25}, x)(x)[0], torch.tensor([0.25, 3.5]))
+    # an infinite bound written as text (JSON has no infinities: Nemotron's clamp(max=inf)) is no bound
+    assert torch.equal(_form("clamp", {"min": -1.0, "max": "inf"}, x)(x)[0], x)
 
 
 class PromotedScale(nn.Module):

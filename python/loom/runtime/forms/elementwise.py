@@ -43,9 +43,11 @@ def _remainder(attrs, inputs, outputs):
 
 
 def _clamp(attrs, inputs, outputs):
-    low, high = attrs.get("min"), attrs.get("max")
+    # a bound may come as text ("inf", "-inf": JSON has no infinities); an infinite bound is no bound
+    low, high = (None if b is None or math.isinf(float(b)) else float(b) for b in (attrs.get("min"), attrs.get("max")))
     if not inputs[0][1].is_floating_point:  # integer positions clamped (a span's start) stay integers
-        low, high = (None if b is None else int(math.ceil(b) if b is low else math.floor(b)) for b in (low, high))
+        low = None if low is None else int(math.ceil(low))
+        high = None if high is None else int(math.floor(high))
     return lambda x: (torch.clamp(x, low, high),)
 
 
