@@ -246,3 +246,28 @@ def test_an_integer_tensor_times_a_float_is_cast_first(loom_binary, tmp_path):
     loom.save_graph(graph, tmp_path / "g.json")
     assert coverage._plan(loom_binary, str(tmp_path / "g.json"), coverage.PLANS["dp"], str(tmp_path / "out"),
                           120).returncode == 0
+
+
+class BroadcastBatchMatmul(nn.Module):
+    """DeepSeek V3.2's indexer: per-head queries [b s h d] times one key per batch [b 1 d t]."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k = nn.Linear(4, 8), nn.Linear(4, 4)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q = self.q(x).view(b, s, 2, 4)
+        k = self.k(x).transpose(1, 2).unsqueeze(1)  # [b 1 4 s]
+        return (q @ k).relu().sum()
+
+
+def test_broadcast_batch_dims_of_a_matmul_are_expanded(loom_binary, tmp_path):
+    torch.manual_seed(0)
+    model, inputs = BroadcastBatchMatmul(), {"x": torch.randn(2, 3, 4)}
+    graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export")
+    assert "expand" in {op["type"] for op in graph["ops"]}
+    assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), model(**inputs).item(), rel_tol=1e-5)
+    loom.save_graph(graph, tmp_path / "g.json")
+    assert coverage._plan(loom_binary, str(tmp_path / "g.json"), coverage.PLANS["dp"], str(tmp_path / "out"),
+                          120).returncode == 0
