@@ -145,6 +145,17 @@ def shrink(config, family, image_sizes=True):
             config.num_key_value_heads = config.num_attention_heads
     if isinstance(getattr(config, "max_position_embeddings", None), int):
         config.max_position_embeddings = min(config.max_position_embeddings, 128)
+    if "head_dim" in vars(config) and config.head_dim is None and isinstance(getattr(config, "hidden_size", None), int) \
+            and isinstance(getattr(config, "num_attention_heads", None), int):
+        config.head_dim = config.hidden_size // config.num_attention_heads  # Ministral reads a None head_dim as is
+    if getattr(config, "num_experts_per_tok", 0) is None and any(
+            isinstance(getattr(config, f, None), int) for f in ("n_routed_experts", "num_experts", "num_local_experts")):
+        config.num_experts_per_tok = 2  # DeepSeek-V2's default config routes to None experts: topk(k=None)
+    for field in ("layerdrop", "encoder_layerdrop", "decoder_layerdrop"):
+        # LayerDrop skips a layer when a random draw says so (`if torch.rand([]) < p`): control flow on data,
+        # which torch.export refuses and a fixed plan cannot hold; the step is captured without it.
+        if isinstance(getattr(config, field, None), float):
+            setattr(config, field, 0.0)
     if family in ("sequence-classification", "token-classification"):
         config.num_labels = LABELS
     if family == "image-classification":
@@ -163,12 +174,104 @@ def shrink(config, family, image_sizes=True):
         depths = getattr(config, "depths", None)
         if isinstance(depths, (list, tuple)) and all(isinstance(d, int) for d in depths):
             config.depths = [1] * len(depths)
+        stages = getattr(config, "num_stages", None)
+        if isinstance(stages, int):  # ConvNeXt's num_hidden_layers is its num_stages: per-stage lists follow it
+            for field in ("hidden_sizes", "depths", "num_heads", "num_attention_heads"):
+                values = getattr(config, field, None)
+                if isinstance(values, list) and len(values) > stages:
+                    setattr(config, field, values[:stages])
         config.num_labels = LABELS
     for sub in ("text_config", "vision_config", "encoder", "decoder"):
         inner = getattr(config, sub, None)
         if inner is not None and hasattr(inner, "to_dict"):
             shrink(inner, family, image_sizes)
     return config
+
+
+_WIDTH_WORDS = ("hidden", "dim", "embed", "width", "bottleneck")
+_NOT_WIDTH_WORDS = ("position", "vocab", "image", "patch", "chunk", "window", "layers")
+_NARROWER_WIDTHS = ("embedding_size", "bottleneck_size", "true_hidden_size")  # at most the hidden size
+
+
+def _tie_widths(before, after):
+    """In `after` (a config's dict shrunk, sub configs as dicts), in place: every width field that shrinking
+    left alone and that held the default's hidden size (a pooler's, a cross attention's, an embedding's), or
+    a narrower width that is now wider than the shrunk hidden size (MobileBERT's 128-wide embeddings and
+    bottlenecks under a 512 hidden size: its head projects hidden - embedding), takes the shrunk hidden
+    size; sub configs likewise."""
+    width, small = before.get("hidden_size"), after.get("hidden_size")
+    for key, value in before.items():
+        if isinstance(value, dict) and isinstance(after.get(key), dict):
+            _tie_widths(value, after[key])
+        elif (isinstance(width, int) and isinstance(small, int) and key != "hidden_size" and isinstance(value, int)
+              and not isinstance(value, bool) and after.get(key) == value
+              and (value == width or (small < value < width and key.endswith(_NARROWER_WIDTHS)))
+              and any(w in key.lower() for w in _WIDTH_WORDS) and not any(w in key.lower() for w in _NOT_WIDTH_WORDS)):
+            after[key] = small
+
+
+def _tie_layers_and_heads(before, after):
+    """In `after`, in place, per config and sub config: a per-layer list (layer_types, layers_block_type) the
+    default sized to its layer count keeps as many entries as the shrunk layer count, every kind of layer
+    kept where it fits (the first of each kind, then the first others, in order); key-value heads that
+    equalled the attention heads (no grouped queries) still do."""
+    layers, small = before.get("num_hidden_layers"), after.get("num_hidden_layers")
+    for key, value in before.items():
+        if isinstance(value, dict) and isinstance(after.get(key), dict):
+            _tie_layers_and_heads(value, after[key])
+        elif (isinstance(layers, int) and isinstance(small, int) and small < layers and isinstance(value, list)
+              and len(value) == layers and after.get(key) == value):
+            firsts = sorted({repr(v): i for i, v in reversed(list(enumerate(value)))}.values())[:small]
+            keep = sorted(firsts + [i for i in range(layers) if i not in firsts][:small - len(firsts)])
+            after[key] = [value[i] for i in keep]
+    heads = ("num_key_value_heads", "num_attention_heads")
+    if all(isinstance(before.get(k), int) and isinstance(after.get(k), int) for k in heads) and \
+            before[heads[0]] == before[heads[1]]:
+        after[heads[0]] = after[heads[1]]
+
+
+def shrunk_config(config_class, family, image_sizes=True):
+    """The class's default config shrunk (see shrink), then built again by its constructor from the fields
+    shrinking changed: fields its __init__ derives from them (Zamba's attention width, a Mamba head's
+    width, per-layer type lists, the dt rank) are derived from the small values instead of staying the full
+    model's; widths that equalled the default hidden size follow the small one (_tie_widths); per-layer lists
+    and ungrouped key-value heads follow the layer and head counts (_tie_layers_and_heads, which config
+    validators of transformers 5 check); Mamba-2 heads times their width is expand x hidden
+    (_tie_state_space_heads). A constructor that refuses the changed
+    fields leaves the config shrunk field by field."""
+    default, small = config_class(), shrink(config_class(), family, image_sizes)
+    before, after = default.to_dict(), small.to_dict()
+    _tie_widths(before, after)
+    _tie_layers_and_heads(before, after)
+    _tie_state_space_heads(after)
+    changed = {k: v for k, v in after.items() if before.get(k) != v and not k.startswith("_")}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rebuilt = config_class(**changed)
+    except Exception:  # noqa: BLE001: some constructors validate against fields we did not change
+        return small
+    return rebuilt
+
+
+# (heads, head width) of a state-space (Mamba-2) mixer, whose product must be expand x hidden.
+_STATE_SPACE_HEADS = (("num_heads", "head_dim", "expand"), ("mamba_n_heads", "mamba_d_head", "mamba_expand"),
+                      ("n_mamba_heads", "mamba_headdim", "mamba_expand"))
+
+
+def _tie_state_space_heads(config):
+    """In `config` (a dict), in place: Mamba-2 heads x head width = expand x hidden, 8 heads where 8 divide
+    it (groups that would not divide the heads become 1)."""
+    hidden = config.get("hidden_size")
+    for heads, width, expand in _STATE_SPACE_HEADS:
+        if not all(isinstance(config.get(k), int) for k in (heads, width, expand)) or not isinstance(hidden, int):
+            continue
+        inner = config[expand] * hidden
+        count = 8 if inner % 8 == 0 else 1
+        config[heads], config[width] = count, inner // count
+        for groups in ("n_groups", "mamba_n_groups", "mamba_ngroups"):
+            if isinstance(config.get(groups), int) and count % config[groups]:
+                config[groups] = 1
 
 
 def example_inputs(config, family, cls=None):
@@ -196,13 +299,15 @@ def example_inputs(config, family, cls=None):
     if family == "multiple-choice":  # [batch, choices, tokens], the label the right choice
         return {"input_ids": torch.randint(len(_TOKEN_IDS), vocab, (BATCH, CHOICES, SEQ), generator=generator),
                 "labels": torch.randint(0, CHOICES, (BATCH,), generator=generator)}
-    if family == "seq2seq-lm":
+    if family == "seq2seq-lm" and (cls is None or "decoder_input_ids" in takes):
         # The decoder's inputs are the labels shifted right, given as data (as seq2seq data loaders do).
         labels = torch.randint(len(_TOKEN_IDS), vocab, (BATCH, TARGET_SEQ), generator=generator)
         start = getattr(config, "decoder_start_token_id", None)
         start = start if isinstance(start, int) else 0
         decoder_ids = torch.cat([torch.full((BATCH, 1), start), labels[:, :-1]], dim=1)
         return {"input_ids": ids, "decoder_input_ids": decoder_ids, "labels": labels}
+    # Past here: one token sequence and its labels (causal LMs; the speech-to-text classes transformers maps
+    # as seq2seq whose text side is a decoder alone, with no decoder_input_ids, read them so).
     codebooks = getattr(config, "num_codebooks", None)
     if isinstance(codebooks, int) and "input_ids" in takes:
         # MusicGen's decoder reads one row of audio codes per codebook: input_ids [batch x codebooks, seq],
@@ -217,7 +322,7 @@ def _build(cls, family):
     stages do not fit 32x32 images (windows, attention biases and patch grids sized for its own image
     size) keeps its default image and patch sizes, when it then runs."""
     import torch
-    config = shrink(cls.config_class(), family)
+    config = shrunk_config(cls.config_class, family)
     torch.manual_seed(0)
     model = cls(config)
     if family == "image-classification":
@@ -226,7 +331,7 @@ def _build(cls, family):
                 model(**example_inputs(config, family, cls))
         except Exception:  # noqa: BLE001: retried at its own sizes; that failing is the class's failure
             default = cls.config_class()
-            config = shrink(cls.config_class(), family, image_sizes=False)
+            config = shrunk_config(cls.config_class, family, image_sizes=False)
             global_image = getattr(default, "image_size", IMAGE)
             torch.manual_seed(0)
             model = cls(config)

@@ -2,9 +2,11 @@
 then `python -m loom.coverage_markdown out.json [more.json ...]` prints the per-family shares, the summary line
 and the table of the classes that do not count (the prose around them is written by hand). A run made in parts
 (`--family`, `--classes`) gives several files: their rows are merged, a later file's row replacing an earlier
-one of the same class, and `--json PATH` writes the merged report."""
+one of the same class, and `--json PATH` writes the merged report. A file not ending in .json is read as a
+run's progress lines (its stderr), for a part cut short before it wrote its report."""
 
 import json
+import re
 import sys
 
 from .coverage import FAMILIES, summary
@@ -87,6 +89,27 @@ def merged(reports):
     return {"rows": rows, "summary": summary(rows)}
 
 
+_PROGRESS = re.compile(r"^(\S+)\s+(\S+)\s+traced (True|False)\s+dp (True|False)\s+tp (True|False)\s+"
+                       r"match (True|False|None)\s?(.*)$")
+
+
+def from_progress(text):
+    """A report ({rows, summary}) from the per-class progress lines a run prints on stderr: a part cut short
+    (the deadline, a relinked engine) still counts the classes it reached. Other lines (warnings) are skipped."""
+    rows = []
+    for line in text.splitlines():
+        m = _PROGRESS.match(line.rstrip("\n"))
+        if not m or m.group(1) not in FAMILIES:
+            continue
+        family, model, traced, dp, tp, match, reason = m.groups()
+        reason = reason.strip()
+        flag = {"True": True, "False": False, "None": None}
+        rows.append({"family": family, "model": model, "built": not reason.startswith("does not build: "),
+                     "traced": flag[traced], "dp": flag[dp], "tp": flag[tp], "match": flag[match],
+                     "reason": reason})
+    return {"rows": rows, "summary": summary(rows)}
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     out = None
@@ -97,13 +120,13 @@ def main(argv=None):
         if out is None:
             argv = []
     if not argv:
-        print("usage: python -m loom.coverage_markdown REPORT.json [MORE.json ...] [--json MERGED.json] (reports from "
-              "`python -m loom.coverage --json`)", file=sys.stderr)
+        print("usage: python -m loom.coverage_markdown REPORT.json [MORE.json | PROGRESS.err ...] [--json MERGED.json] "
+              "(reports from `python -m loom.coverage --json`, or a run's stderr)", file=sys.stderr)
         return 2
     reports = []
-    for path in argv:
+    for path in argv:  # a run's --json report, or its progress lines (stderr) where it was cut short
         with open(path) as report:
-            reports.append(json.load(report))
+            reports.append(json.load(report) if path.endswith(".json") else from_progress(report.read()))
     report = merged(reports) if len(reports) > 1 else reports[0]
     if out:
         with open(out, "w") as merged_file:

@@ -228,7 +228,7 @@ def test_attention_backward_without_a_kept_forward_runs_autograd():
 
 
 FROM_OUTPUT_CASES = [("relu", {}), ("exp", {}), ("sqrt", {}), ("rsqrt", {}), ("tanh", {}), ("sigmoid", {}),
-                     ("softmax", {"dim": -1}), ("log_softmax", {"dim": 1})]
+                     ("softmax", {"dim": -1}), ("log_softmax", {"dim": 1}), ("reciprocal", {})]
 
 
 def test_every_gradient_from_output_is_covered():
@@ -245,7 +245,7 @@ def test_gradients_from_saved_outputs_equal_autograd(op_type, attrs):
         bw = backward_spec(op_type, attrs, [spec(shape)], [spec(shape)], [0], saved_inputs=False, saved_outputs=True)
         op = SubOp(bw, "cpu")
         x = torch.randn(shape, generator=rng, dtype=torch.float64).float()
-        if op_type in ("sqrt", "rsqrt"):
+        if op_type in ("sqrt", "rsqrt", "reciprocal"):
             x = x.abs() + 0.5
         leaf = x.clone().requires_grad_()
         y = SubOp({**bw["backward_of"], "name": "forward"}, "cpu")._forward([leaf.detach()])[0]

@@ -154,3 +154,58 @@ def test_the_top_causes_count_each_unsupported_op_once_per_class():
     assert lines[2] == "| 2 | aten.topk.default | A, B |"
     assert "| 1 | GuardOnDataDependentSymNode | C |" in lines and "| 1 | aten.sort.default | A |" in lines
     assert len(lines) == 5  # D does not build, E counts
+
+
+def _config_class(name):
+    import transformers
+    cls = getattr(transformers, name, None)
+    if cls is None:
+        pytest.skip(f"transformers {transformers.__version__} has no {name}")
+    return cls
+
+
+def test_a_shrunk_config_is_built_again_so_derived_fields_follow():
+    # Mamba-2: heads x head width = expand x hidden (the full model's 128 heads of 64 no longer fit)
+    config = coverage.shrunk_config(_config_class("Mamba2Config"), "causal-lm")
+    assert config.num_heads * config.head_dim == config.expand * config.hidden_size == 128
+    assert config.n_groups and config.num_heads % config.n_groups == 0
+    # a pooler's width that was the hidden size follows it (DeBERTa-v2: 1536 = hidden)
+    config = coverage.shrunk_config(_config_class("DebertaV2Config"), "sequence-classification")
+    assert config.pooler_hidden_size == config.hidden_size == 64
+    # no grouped queries by default: still none once the heads shrink
+    config = coverage.shrunk_config(_config_class("LlamaConfig"), "causal-lm")
+    assert config.num_key_value_heads == config.num_attention_heads == 4
+
+
+def test_per_layer_lists_keep_every_kind_of_layer_and_match_the_layer_count():
+    config = coverage.shrunk_config(_config_class("Gemma3TextConfig"), "causal-lm")
+    assert config.num_hidden_layers == 2 and sorted(config.layer_types) == ["full_attention", "sliding_attention"]
+
+
+def test_layerdrop_is_off_so_export_sees_no_random_branch():
+    config = coverage.shrunk_config(_config_class("M2M100Config"), "seq2seq-lm")
+    assert config.encoder_layerdrop == config.decoder_layerdrop == 0.0
+
+
+def test_narrower_embeddings_and_bottlenecks_fit_the_shrunk_hidden_size():
+    # MobileBERT's head projects hidden - embedding: 128-wide embeddings under a 64 hidden size went negative
+    config = coverage.shrunk_config(_config_class("MobileBertConfig"), "masked-lm")
+    assert config.embedding_size == config.intra_bottleneck_size == config.true_hidden_size == config.hidden_size
+
+
+def test_a_part_cut_short_is_read_back_from_its_progress_lines(tmp_path):
+    from loom.coverage_markdown import main
+
+    rows = [{"family": "causal-lm", "model": "A", "built": True, "traced": True, "dp": True, "tp": False,
+             "match": None, "reason": "plan tp: loom: error: x: y"},
+            {"family": "causal-lm", "model": "B", "built": False, "traced": False, "dp": False, "tp": False,
+             "match": None, "reason": "does not build: ValueError: z"},
+            {"family": "causal-lm", "model": "C", "built": True, "traced": True, "dp": True, "tp": True,
+             "match": True, "reason": ""}]
+    lines = ["W1127 a warning line"]
+    for r in rows:  # exactly as loom.coverage prints a class's progress
+        lines.append(f"{r['family']:<21} {r['model']:<50} traced {r['traced']!s:<5} dp {r['dp']!s:<5} "
+                     f"tp {r['tp']!s:<5} match {r['match']!s:<5} {r['reason']}")
+    (tmp_path / "part.err").write_text("\n".join(lines) + "\n")
+    assert main([str(tmp_path / "part.err"), "--json", str(tmp_path / "all.json")]) == 0
+    assert json.loads((tmp_path / "all.json").read_text())["rows"] == rows

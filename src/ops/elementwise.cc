@@ -63,6 +63,14 @@ Expected<OpSignature> clamp_signature(const OpCall& call) {
   return OpSignature{"* -> *", {}, {}};
 }
 
+// torch.remainder by a number: the divisor's sign, as Python's %; a zero divisor has no result.
+Expected<OpSignature> remainder_signature(const OpCall& call) {
+  LOOM_RETURN_IF_ERROR(expect_inputs(call, 1, 1, "remainder", "one input (x)"));
+  LOOM_ASSIGN_OR_RETURN(double divisor, ir::get_real(call.attrs, "divisor"));
+  if (divisor == 0) return fail("remainder: attribute 'divisor' is 0", "x % 0 has no value; give a non-zero divisor");
+  return OpSignature{"* -> *", {}, {}};
+}
+
 Expected<OpSignature> where_signature(const OpCall& call) {
   LOOM_RETURN_IF_ERROR(expect_inputs(call, 3, 3, "where", "three inputs (cond, a, b)"));
   LOOM_RETURN_IF_ERROR(expect_boolean(call, 0, "where", "cond"));
@@ -104,6 +112,16 @@ void register_elementwise_ops(OpRegistry& r) {
   r.add_builtin(unary("tanh", "hyperbolic tangent", 4, {.saves_inputs = false, .saves_outputs = true}));
   r.add_builtin(unary("sigmoid", "1 / (1 + e^-x)", 3, {.saves_inputs = false, .saves_outputs = true}));
   r.add_builtin(unary("abs", "|x|", 1));
+  r.add_builtin(unary("reciprocal", "1 / x", 1, {.saves_inputs = false, .saves_outputs = true}));
+  r.add_builtin(unary("acos", "arc cosine, x in [-1, 1]", 4));
+  r.add_builtin({.type = "remainder",
+                 .family = "elementwise",
+                 .summary = "x - floor(x / divisor) * divisor (Python's %, the divisor's sign), e.g. hashed ids",
+                 .op_class = ir::OpClass::elementwise,
+                 .attrs = {{"divisor", ir::AttrKind::real, true, "the constant divisor, non-zero"}},
+                 .signature = remainder_signature,
+                 .flops = ir::flops_per_output_element(3),
+                 .backward = {.saves_inputs = false, .flops_factor = 1.0}});
   r.add_builtin(unary("square", "x * x", 1));
   r.add_builtin(unary("pow", "x ^ exponent", 1, {},
                       {{"exponent", ir::AttrKind::real, true, "the constant exponent"}}));

@@ -85,6 +85,16 @@ Kernel pow_kernel() {
   });
 }
 
+// Python's %: the result takes the divisor's sign; the derivative is 1 (torch's remainder backward).
+Kernel remainder_kernel() {
+  return unary("remainder", [](const ir::Attrs& attrs) -> Expected<std::pair<UnaryFn, DerivativeFn>> {
+    LOOM_ASSIGN_OR_RETURN(double d, attr(ir::get_real(attrs, "divisor"), "remainder"));
+    if (d == 0) return failf("remainder: divisor is 0");
+    return std::pair{UnaryFn([d](double x) { return x - std::floor(x / d) * d; }),
+                     DerivativeFn([](double, double) { return 1.0; })};
+  });
+}
+
 // torch.clamp: the gradient passes where min <= x <= max (bounds inclusive).
 Kernel clamp_kernel() {
   return unary("clamp", [](const ir::Attrs& attrs) -> Expected<std::pair<UnaryFn, DerivativeFn>> {
@@ -173,6 +183,9 @@ void register_elementwise_kernels(KernelRegistry& r) {
   r.add("sigmoid", simple("sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }, [](double, double y) { return y * (1 - y); }));
   r.add("abs", simple("abs", [](double x) { return std::abs(x); }, [](double x, double) { return sign(x); }));
   r.add("square", simple("square", [](double x) { return x * x; }, [](double x, double) { return 2 * x; }));
+  r.add("reciprocal", simple("reciprocal", [](double x) { return 1 / x; }, [](double, double y) { return -y * y; }));
+  r.add("acos", simple("acos", [](double x) { return std::acos(x); }, [](double x, double) { return -1 / std::sqrt(1 - x * x); }));
+  r.add("remainder", remainder_kernel());
   r.add("pow", pow_kernel());
   r.add("clamp", clamp_kernel());
   r.add("where", where_kernel());

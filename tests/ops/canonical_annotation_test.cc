@@ -29,11 +29,12 @@ std::vector<Sample> samples() {
   const std::vector<Shape> two = {x, x};
   std::vector<Sample> s;
   for (const char* t : {"add", "sub", "mul", "div"}) s.push_back({t, {x, Shape{1, 16}}, {}, {}});
-  for (const char* t : {"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "abs", "square", "gelu", "relu",
-                        "silu", "softmax", "log_softmax", "dropout", "contiguous", "identity"})
+  for (const char* t : {"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "abs", "square", "reciprocal", "acos",
+                        "gelu", "relu", "silu", "softmax", "log_softmax", "dropout", "contiguous", "identity"})
     s.push_back({t, {x}, {}, {}});
   s.push_back({"scale", {x}, {{"factor", 2.0}}, {}});
   s.push_back({"pow", {x}, {{"exponent", 2.0}}, {}});
+  s.push_back({"remainder", {x}, {{"divisor", 7.0}}, {DType::i64}});
   s.push_back({"clamp", {x}, {{"min", 0.0}}, {}});
   s.push_back({"where", {Shape{8, 16}, x, x}, {}, {DType::boolean, DType::f32, DType::f32}});
   s.push_back({"masked_fill", {x, Shape{8, 1}}, {{"value", 0.0}}, {DType::f32, DType::boolean}});

@@ -54,12 +54,21 @@ TEST(Elementwise, ScaleNeedsItsFactor) {
 }
 
 TEST(Elementwise, UnaryOpsKeepShapeAndDtype) {
-  for (const char* type : {"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "abs", "square"}) {
+  for (const char* type : {"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "abs", "square", "reciprocal", "acos"}) {
     auto r = resolve(type, {Shape{3, 5}}, {}, {DType::bf16});
     ASSERT_TRUE(r) << type << ": " << r.error().to_string();
     EXPECT_EQ(r->op.output_shapes[0], (Shape{3, 5})) << type;
     EXPECT_EQ(r->op.output_dtypes[0], DType::bf16) << type;
   }
+}
+
+TEST(Elementwise, RemainderNeedsANonZeroDivisorAndKeepsTheDtype) {
+  EXPECT_ERROR_HAS(resolve("remainder", {Shape{4}}), "needs attribute 'divisor'");
+  EXPECT_ERROR_HAS(resolve("remainder", {Shape{4}}, {{"divisor", 0.0}}), "remainder: attribute 'divisor' is 0");
+  auto r = resolve("remainder", {Shape{2, 16}}, {{"divisor", 16384.0}}, {DType::i64});
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(r->op.annotation_text, "* -> *");  // elementwise: every dim splits
+  EXPECT_EQ(r->op.output_dtypes[0], DType::i64);
 }
 
 TEST(Elementwise, ClampChecksItsBounds) {

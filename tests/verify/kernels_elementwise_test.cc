@@ -24,6 +24,9 @@ TEST(ElementwiseKernels, UnaryGradients) {
   for (const char* type : {"neg", "exp", "tanh", "sigmoid", "abs", "square"})
     expect_gradients_match(type, {}, {random_array(shape, rng)}, {true});
   for (const char* type : {"log", "sqrt", "rsqrt"}) expect_gradients_match(type, {}, {random_array(shape, rng, 0.5, 2)}, {true});
+  expect_gradients_match("reciprocal", {}, {random_array(shape, rng, 0.5, 2)}, {true});
+  expect_gradients_match("acos", {}, {random_array(shape, rng, -0.8, 0.8)}, {true});
+  expect_gradients_match("remainder", {{"divisor", 0.75}}, {array({4}, {-1.3, -0.2, 0.4, 2.1})}, {true});
   expect_gradients_match("scale", {{"factor", 2.5}}, {random_array(shape, rng)}, {true});
   expect_gradients_match("pow", {{"exponent", 3.0}}, {random_array(shape, rng)}, {true});
   expect_gradients_match("pow", {{"exponent", 0.5}}, {random_array(shape, rng, 0.5, 2)}, {true});
@@ -46,6 +49,11 @@ TEST(ElementwiseKernels, ForwardValues) {
   expect_values(forward_ok("add", {}, {array({2, 2}, {1, 2, 3, 4}), array({2}, {10, 20})}), {11, 22, 13, 24});
   expect_values(forward_ok("div", {}, {array({2}, {1, 3}), array({}, {2})}), {0.5, 1.5});
   expect_values(forward_ok("sigmoid", {}, {array({1}, {0})}), {0.5});
+  expect_values(forward_ok("reciprocal", {}, {array({2}, {4, -0.5})}), {0.25, -2});
+  expect_values(forward_ok("acos", {}, {array({3}, {1, 0, -1})}), {0, std::acos(0.0), std::acos(-1.0)});
+  // Python's %: the divisor's sign (torch.remainder), not C's fmod.
+  expect_values(forward_ok("remainder", {{"divisor", 5.0}}, {array({4}, {7, -7, 10, -1})}), {2, 3, 0, 4});
+  expect_values(forward_ok("remainder", {{"divisor", -5.0}}, {array({2}, {7, -7})}), {-3, -2});
   expect_values(forward_ok("clamp", {{"max", 1.0}}, {array({2}, {-3, 3})}), {-3, 1});
   expect_values(forward_ok("cast", {{"dtype", std::string("i64")}}, {array({3}, {1.7, -1.7, 2})}), {1, -1, 2});
   expect_values(forward_ok("cast", {{"dtype", std::string("bool")}}, {array({2}, {0, -2})}), {0, 1});

@@ -11,6 +11,10 @@ import math
 
 import torch
 
+from .aten_attention import _sdpa_general
+from .aten_complex import _complex_mul, _fft_c2c, _fft_r2c, _to_complex, _view_as_complex, _view_as_real
+from .aten_math import _bernoulli_keep, _hardtanh, _index_put_masked, _logical_or, _remainder, _upsample
+from .aten_norms import _native_group_norm, _vector_norm
 from .base import Meta, T
 from .compute import (
     _adaptive_avg_pool2d, _addmm, _baddbmm, _batch_norm, _binary, _conv1d, _conv2d, _cross_entropy, _dropout, _einsum, _embedding,
@@ -126,10 +130,12 @@ def _squeeze_dims(cx, args, kwargs, value):
 
 def _sdpa_grouped(cx, args, kwargs, value):
     """scaled_dot_product_attention; enable_gqa (k and v with fewer heads) is the registry op's own
-    grouped-query form (hq = g * hk), so the flag is dropped."""
+    grouped-query form (hq = g * hk), so the flag is dropped. A mask the registry op does not take (computed
+    boolean, or computed with causality or grouped heads) is spelled out (aten_attention._sdpa_general)."""
     a = named_arguments(cx.node.target, args, kwargs)
-    return _sdpa(cx, [a["query"], a["key"], a["value"], a["attn_mask"], a["dropout_p"], a["is_causal"]],
-                 {"scale": a["scale"]}, value)
+    plain = _sdpa(cx, [a["query"], a["key"], a["value"], a["attn_mask"], a["dropout_p"], a["is_causal"]],
+                  {"scale": a["scale"]}, value)
+    return plain if plain is not None else _sdpa_general(cx, args, kwargs, value)
 
 
 def _topk(cx, args, kwargs, value):
@@ -236,7 +242,7 @@ def _scatter_value(cx, args, kwargs, value):
     a one-hot of the index along a new last dim (eq with arange), summed over the index's own positions along
     dim, marks where v goes; where(marked, v, x)."""
     a = named_arguments(cx.node.target, args, kwargs)
-    x, index, fill = cx.tensor(a["self"]), a["index"], a["value"]
+    x, index, fill = cx.tensor(a["self"]), a["index"], a.get("value")
     if not isinstance(index, T) or a.get("reduce") is not None or not isinstance(fill, (int, float, bool)):
         return None
     shape, index_shape = list(cx.shape(x)), list(cx.shape(index))
@@ -272,13 +278,16 @@ def _convolution(cx, args, kwargs, value):
 
 _SAME = lambda cx, args, kwargs, value: _contiguous(cx, args[:1], {}, value)  # noqa: E731: layout only
 _BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}
-_UNARY = ("neg", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt", "abs", "relu", "silu", "square")
+_UNARY = ("neg", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt", "abs", "relu", "silu", "square", "reciprocal",
+          "acos")
 _COMPARE = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "minimum": "minimum",
             "maximum": "maximum"}
 
 _PACKETS = {
     **{getattr(aten, name): _via(_binary(type_), ("self", "other"), (("alpha", "alpha"),),
                                  _no_rounding if name == "div" else None) for name, type_ in _BINARY.items()},
+    aten.mul: _complex_mul(_via(_binary("mul"), ("self", "other"))),
+    aten.view_as_complex: _view_as_complex, aten.view_as_real: _view_as_real,
     aten.rsub: _via(_rsub, ("self", "other"), (("alpha", "alpha"),)),
     **{getattr(aten, name): _via(_unary(name), ("self",)) for name in _UNARY},
     aten.pow: _via(_pow, ("self", "exponent")),
@@ -327,7 +336,8 @@ _PACKETS = {
     aten.split: _via(_split, ("self", "split_size", "dim")),
     aten.split_with_sizes: _via(_split, ("self", "split_sizes", "dim")),
     aten.chunk: _via(_chunk, ("self", "chunks", "dim")),
-    aten.to: _via(_convert, ("self",)), aten._to_copy: _via(_convert, ("self",)),
+    aten.to: _to_complex(_via(_convert, ("self",))), aten._to_copy: _to_complex(_via(_convert, ("self",))),
+    aten._fft_c2c: _fft_c2c, aten._fft_r2c: _fft_r2c,
     aten.type_as: _via(_convert, ("self",)),
     aten.clone: _SAME, aten.contiguous: _SAME, aten.alias: _SAME, aten.lift_fresh_copy: _SAME,
     aten.detach: _via(_detach, ("self",)),
@@ -355,6 +365,10 @@ _PACKETS = {
     aten.bitwise_and: _via(_logical_and, ("self", "other")),
     aten.scatter: _scatter_value,
     aten.topk: _topk, aten.index: _index, aten.log1p: _log1p, aten.convolution: _convolution,
+    aten.linalg_vector_norm: _vector_norm, aten.remainder: _remainder, aten.index_put: _index_put_masked,
+    aten.bitwise_or: _logical_or, aten.logical_or: _logical_or,
+    aten.hardtanh: _hardtanh, aten.native_group_norm: _native_group_norm, aten.bernoulli: _bernoulli_keep,
+    aten.upsample_bilinear2d: _upsample("bilinear"), aten.upsample_nearest2d: _upsample("nearest"),
     aten.constant_pad_nd: _via(_pad, ("self", "pad"), (("value", "value"),)),
     **{getattr(aten, name): _shape_only(empty=name.startswith(("empty", "new_empty")))
        for name in ("zeros_like", "ones_like", "full_like", "empty_like", "new_zeros", "new_ones", "new_full",

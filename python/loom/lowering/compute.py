@@ -20,6 +20,11 @@ def _binary(type_):
             a, b = b, a  # c * x is x * c: a scale
         if not _is_tensor(a):
             a = cx.constant(a) if isinstance(a, torch.Tensor) else _scalar_operand(cx, a, b, value)
+        if not _is_tensor(b) and isinstance(b, (int, float)) and type_ in ("mul", "div") \
+                and isinstance(value, torch.Tensor) and cx.torch_dtype(a) != value.dtype:
+            # an integer tensor times a float promotes (BigBird's mask * 1e6): the scale reads the promoted tensor
+            a = cx.emit("cast", [a], {"dtype": cx.dtype_name(value.dtype)}, Meta(cx.shape(a), value.dtype),
+                        suffix="promoted")
         if not _is_tensor(b):
             if type_ == "mul" and isinstance(b, (int, float)):
                 return cx.emit("scale", [a], {"factor": float(b)}, value)
@@ -88,6 +93,14 @@ def _matmul(cx, args, kwargs, value):
         batch = "".join(chr(ord("p") + k) for k in range(max(ranks) - 2))
         left, right = ("mk" if ranks[0] == 2 else batch + "mk"), ("kn" if ranks[1] == 2 else batch + "kn")
         return cx.emit("einsum", [a, b], {"equation": f"{left},{right}->{batch}mn"}, value)
+    if ranks[0] == ranks[1] > 2 and cx.shape(a)[:-2] != cx.shape(b)[:-2]:
+        # batch dims that broadcast (DeepSeek V3.2's indexer: [b s h d] @ [b 1 d t]): the registry's matmul takes
+        # equal batch dims, so the operand with unit dims is expanded first
+        batch = list(torch.broadcast_shapes(tuple(cx.shape(a)[:-2]), tuple(cx.shape(b)[:-2])))
+        a, b = (x if cx.shape(x)[:-2] == batch else
+                cx.emit("expand", [x], {"shape": batch + cx.shape(x)[-2:]}, Meta(batch + cx.shape(x)[-2:],
+                                                                                  cx.torch_dtype(x)), suffix="batched")
+                for x in (a, b))
     return cx.emit("matmul", [a, b], {}, value)
 
 

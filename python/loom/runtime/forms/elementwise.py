@@ -1,5 +1,7 @@
-"""elementwise (src/ops/elementwise.cc): arithmetic, unary maths, scale, pow, clamp, where, masked_fill, cast;
+"""elementwise (src/ops/elementwise.cc): arithmetic, unary maths, scale, pow, remainder, clamp, where, masked_fill, cast;
 the backward of add, sub, mul, scale, pow and tanh, and of the unary ops that save only their output."""
+
+import math
 
 import torch
 
@@ -9,6 +11,7 @@ _BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.di
 _UNARY = {
     "abs": torch.abs, "exp": torch.exp, "log": torch.log, "neg": torch.neg, "rsqrt": torch.rsqrt,
     "sigmoid": torch.sigmoid, "sqrt": torch.sqrt, "square": torch.square, "tanh": torch.tanh,
+    "reciprocal": torch.reciprocal, "acos": torch.acos,
 }
 
 
@@ -22,6 +25,9 @@ def _unary_builder(fn):
 
 def _scale(attrs, inputs, outputs):
     factor = float(attrs["factor"])
+    if factor.is_integer() and not inputs[0][1].is_floating_point:  # integer ids times 7 stay integers
+        whole = int(factor)
+        return lambda x: (x * whole,)
     return lambda x: (x * factor,)
 
 
@@ -30,8 +36,18 @@ def _pow(attrs, inputs, outputs):
     return lambda x: (torch.pow(x, exponent),)
 
 
+def _remainder(attrs, inputs, outputs):
+    divisor = float(attrs["divisor"])
+    # an integer x keeps its dtype: an integral divisor is passed as an int (torch would promote to float)
+    return lambda x: (torch.remainder(x, int(divisor) if divisor.is_integer() and not x.is_floating_point() else divisor),)
+
+
 def _clamp(attrs, inputs, outputs):
-    low, high = attrs.get("min"), attrs.get("max")
+    # a bound may come as text ("inf", "-inf": JSON has no infinities); an infinite bound is no bound
+    low, high = (None if b is None or math.isinf(float(b)) else float(b) for b in (attrs.get("min"), attrs.get("max")))
+    if not inputs[0][1].is_floating_point:  # integer positions clamped (a span's start) stay integers
+        low = None if low is None else int(math.ceil(low))
+        high = None if high is None else int(math.floor(high))
     return lambda x: (torch.clamp(x, low, high),)
 
 
@@ -98,7 +114,7 @@ def _tanh_backward(ctx):
 FORWARD = {
     **{name: _binary_builder(fn) for name, fn in _BINARY.items()},
     **{name: _unary_builder(fn) for name, fn in _UNARY.items()},
-    "scale": _scale, "pow": _pow, "clamp": _clamp, "masked_fill": _masked_fill, "where": _where, "cast": _cast,
+    "scale": _scale, "pow": _pow, "remainder": _remainder, "clamp": _clamp, "masked_fill": _masked_fill, "where": _where, "cast": _cast,
 }
 POSITIVE_INPUTS = {"log", "sqrt", "rsqrt", "pow"}
 BACKWARD = {"add": _add_backward, "sub": _add_backward, "mul": _mul_backward, "scale": _scale_backward,
@@ -109,6 +125,7 @@ FROM_OUTPUT = {
     "exp": lambda attrs, y, g: g * y,
     "sqrt": lambda attrs, y, g: g / (2 * y),
     "rsqrt": lambda attrs, y, g: -0.5 * g * y ** 3,
+    "reciprocal": lambda attrs, y, g: -g * y * y,  # autograd's reciprocal backward: -grad * (y * y).conj()
     "tanh": lambda attrs, y, g: torch.ops.aten.tanh_backward(g, y),
     "sigmoid": lambda attrs, y, g: torch.ops.aten.sigmoid_backward(g, y),
 }
