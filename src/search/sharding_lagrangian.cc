@@ -102,30 +102,35 @@ LagrangianOutcome lagrangian_search(const ShardingProblem& core, const ShardingC
   double best_bound = -std::numeric_limits<double>::infinity();
   int stale = 0;
   const auto limit = static_cast<double>(core.usage_limit);
+  // One search on the prices (which change in place between rounds) and one under the limit, kept
+  // across rounds: building them costs as much as a short round on the contest's sizes.
+  LocalSearch search(priced, seed);
+  LocalSearch limited(core, seed + 1);
   for (int round = 0; round < limits.rounds; ++round) {
     if (limits.deadline && std::chrono::steady_clock::now() >= *limits.deadline) break;
     ++out.rounds;
     price_nodes(core, points, lambda, priced);
-    LocalSearch search(priced, seed + static_cast<std::uint64_t>(round) * 7919);
     search.start_from(current);
+    const std::int64_t moves_before = search.iterations();
     search.run(inner, {});
-    out.iterations += search.iterations();
+    out.iterations += search.iterations() - moves_before;
     current = search.best();
 
-    // The upper bound: the choice repaired under the limit and polished.
+    // The choice's own cost (for the bound), then the upper bound: the choice repaired under the limit
+    // and polished.
+    limited.start_from(current);
+    const WideCost current_cost = limited.current_cost();
     const std::vector<std::int64_t> usage = usage_by_point(core, points, current);
     const std::int64_t peak = usage.empty() ? 0 : *std::max_element(usage.begin(), usage.end());
     ShardingChoice fitted = current;
     if (static_cast<double>(peak) <= kRepairReach * static_cast<double>(core.usage_limit) &&
-        repair_usage(core, fitted)) {
-      LocalSearch limited(core, seed + static_cast<std::uint64_t>(round));
-      if (limited.start_from(fitted)) {
-        limited.run(polish, {});
-        out.iterations += limited.iterations();
-        if (limited.best_cost() < out.cost) {
-          out.cost = limited.best_cost();
-          out.best = limited.best();
-        }
+        repair_usage(core, fitted) && limited.start_from(fitted)) {
+      const std::int64_t polish_before = limited.iterations();
+      limited.run(polish, {});
+      out.iterations += limited.iterations() - polish_before;
+      if (limited.best_cost() < out.cost) {
+        out.cost = limited.best_cost();
+        out.best = limited.best();
       }
     }
 
@@ -136,9 +141,7 @@ LagrangianOutcome lagrangian_search(const ShardingProblem& core, const ShardingC
       slack_priced += lambda[p] * g;
       if (lambda[p] > 0 || g > 0) norm += g * g;
     }
-    LocalSearch plain(core, 0);
-    plain.start_from(current);
-    const double bound = static_cast<double>(plain.best_cost()) + slack_priced;
+    const double bound = static_cast<double>(current_cost) + slack_priced;
     if (bound > best_bound) {
       best_bound = bound;
       stale = 0;

@@ -8,8 +8,7 @@
 namespace loom::search {
 namespace {
 
-// What one forbidden node or edge choice costs the search: more than any sum of allowed costs.
-constexpr WideCost kPenalty = WideCost{1} << 90;
+constexpr WideCost kPenalty = kForbiddenPenalty;
 constexpr WideCost kInfinite = WideCost{1} << 120;
 // The price of one unit of usage increase in the tree move's second tier: above ordinary costs per byte,
 // far below a forbidden choice's penalty.
@@ -25,8 +24,9 @@ LocalSearch::LocalSearch(const ShardingProblem& core, std::uint64_t seed)
     : core_(core), arcs_(core.nodes.size()), profile_(core), rng_(seed), in_tree_(core.nodes.size(), 0) {
   for (std::size_t e = 0; e < core.edges.size(); ++e) {
     const ShardingEdge& edge = core.edges[e];
-    arcs_[static_cast<std::size_t>(edge.from)].push_back(Arc{static_cast<int>(e), edge.to, true});
-    arcs_[static_cast<std::size_t>(edge.to)].push_back(Arc{static_cast<int>(e), edge.from, false});
+    const std::size_t to_count = core.nodes[static_cast<std::size_t>(edge.to)].costs.size();
+    arcs_[static_cast<std::size_t>(edge.from)].push_back(Arc{static_cast<int>(e), edge.to, true, edge.costs.data(), to_count, 1});
+    arcs_[static_cast<std::size_t>(edge.to)].push_back(Arc{static_cast<int>(e), edge.from, false, edge.costs.data(), 1, to_count});
   }
   for (std::size_t i = 0; i < core.nodes.size(); ++i)
     if (core.nodes[i].costs.size() > 1) free_nodes_.push_back(static_cast<int>(i));
@@ -93,14 +93,6 @@ ShardingChoice LocalSearch::consistent_start(const ShardingProblem& core) {
 
 WideCost LocalSearch::node_cost(int u, int s) const {
   return priced(core_.nodes[static_cast<std::size_t>(u)].costs[static_cast<std::size_t>(s)]);
-}
-
-WideCost LocalSearch::arc_cost(const Arc& arc, int s, int t) const {
-  const ShardingEdge& edge = core_.edges[static_cast<std::size_t>(arc.edge)];
-  const std::size_t to_count = core_.nodes[static_cast<std::size_t>(edge.to)].costs.size();
-  const auto from_s = static_cast<std::size_t>(arc.from ? s : t);
-  const auto to_s = static_cast<std::size_t>(arc.from ? t : s);
-  return priced(edge.costs[from_s * to_count + to_s]);
 }
 
 WideCost LocalSearch::total_cost() const {
@@ -329,8 +321,9 @@ void LocalSearch::run(const LocalSearchLimits& limits, const std::function<void(
   std::uniform_int_distribution<int> tree_size(2, std::max(2, limits.max_tree_nodes));
   std::uniform_int_distribution<int> large_tree(2, std::max(2, limits.max_tree_nodes * kLargeTreeFactor));
   std::vector<int> marked;  // free nodes paying a near-forbidden cost, refreshed now and then
+  const std::int64_t begun = iterations_;  // a search may run again; each run has its own budget
   for (;;) {
-    if (limits.iterations > 0 && iterations_ >= limits.iterations) break;
+    if (limits.iterations > 0 && iterations_ - begun >= limits.iterations) break;
     if (limits.deadline && std::chrono::steady_clock::now() >= *limits.deadline) break;
     if (iterations_ % 256 == 0) {
       if (report) report(iterations_, best_cost_);
@@ -342,8 +335,11 @@ void LocalSearch::run(const LocalSearchLimits& limits, const std::function<void(
     const bool targeted = !marked.empty() && rng_() % 2 == 0;
     const int root = targeted ? marked[rng_() % marked.size()] : free_nodes_[pick(rng_)];
     const bool region = limits.region_every > 0 && (targeted || iterations_ % limits.region_every == 0);
-    const bool moved = region ? region_move(root, limits.region_nodes, limits.deadline)
-                              : tree_move(root, targeted ? large_tree(rng_) : tree_size(rng_));
+    const bool chain = !region && limits.chain_every > 0 && iterations_ % limits.chain_every == 0;
+    const auto k = core_.nodes[static_cast<std::size_t>(root)].costs.size();
+    const bool moved = region  ? region_move(root, limits.region_nodes, limits.deadline)
+                       : chain ? chain_move(root, static_cast<int>(rng_() % k), limits.chain_nodes)
+                               : tree_move(root, targeted ? large_tree(rng_) : tree_size(rng_));
     if (moved) keep_best();
   }
   keep_best();

@@ -4,6 +4,8 @@
 // edge pairs aside, which it then pays a large penalty to leave) and keeps every step under the limit:
 //  - best response: one node moves to its best strategy given its neighbours, if the usage profile
 //    over its interval has room;
+//  - chain moves: a node takes a new strategy and the neighbours tied to it by near-forbidden edge
+//    costs follow (sharding_chain_move.cc);
 //  - region moves: a region with cycles (where permutation-like edge tables tie nodes round a loop)
 //    re-chosen by the MILP, aimed first at near-forbidden costs;
 //  - tree moves (large-neighbourhood): a random tree of nodes grown around a node is re-chosen
@@ -32,12 +34,17 @@ inline constexpr std::int64_t kNearForbidden = 100'000'000'000'000'000;
 
 __extension__ typedef __int128 WideCost;  // a GCC/Clang extension; pedantic mode needs the marker
 
+// What one forbidden node or edge choice costs the local search: more than any sum of allowed costs.
+inline constexpr WideCost kForbiddenPenalty = WideCost{1} << 90;
+
 struct LocalSearchLimits {
   std::int64_t iterations = 0;  // tree moves; 0: no bound
   std::optional<std::chrono::steady_clock::time_point> deadline;
   int max_tree_nodes = 48;      // a tree move's size is drawn from [2, max_tree_nodes]
   int region_nodes = 40;        // a region move's size
   int region_every = 32;        // one move in this many is a region move (targeted ones: every other)
+  int chain_every = 4;          // one move in this many is a chain move; 0: none
+  int chain_nodes = 4096;       // a chain move's largest group (a larger one is not tried)
 };
 
 class LocalSearch {
@@ -54,7 +61,8 @@ class LocalSearch {
   // strategies (a tensor and its consumers sharded alike) are followed instead of contradicted.
   static ShardingChoice consistent_start(const ShardingProblem& core);
 
-  // Improves the current choice until the limits; `report(iterations, best cost)` is called now and then.
+  // Improves the current choice until the limits (its iterations counted from this call);
+  // `report(iterations, best cost)` is called now and then.
   void run(const LocalSearchLimits& limits, const std::function<void(std::int64_t, WideCost)>& report);
 
   std::int64_t peak() const { return profile_.peak(); }  // the current choice's
@@ -62,16 +70,26 @@ class LocalSearch {
   WideCost best_cost() const { return best_cost_; }
   // True when the best choice pays for a forbidden node or edge choice.
   bool best_forbidden() const;
-  std::int64_t iterations() const { return iterations_; }
+  std::int64_t iterations() const { return iterations_; }  // tree and region moves, over every run
+  // The current choice's cost (forbidden choices at the search's penalty).
+  WideCost current_cost() const { return current_cost_; }
 
  private:
   struct Arc {
     int edge;
     int other;
     bool from;  // this node is the edge's `from` end
+    // The edge's table and where this end's and the other end's strategies step in it, so that a cost is
+    // one load: table[s * self_stride + t * other_stride] (the tree moves' dynamic program is made of these).
+    const std::int64_t* table;
+    std::size_t self_stride;
+    std::size_t other_stride;
   };
   WideCost node_cost(int u, int s) const;
-  WideCost arc_cost(const Arc& arc, int s, int t) const;
+  static WideCost arc_cost(const Arc& arc, int s, int t) {
+    const std::int64_t c = arc.table[static_cast<std::size_t>(s) * arc.self_stride + static_cast<std::size_t>(t) * arc.other_stride];
+    return c == kForbidden ? kForbiddenPenalty : WideCost{c};
+  }
   WideCost total_cost() const;
   void set(int u, int s);
   bool best_response(int u);
@@ -81,6 +99,12 @@ class LocalSearch {
   // Re-chooses a region grown around `root` (cycles included) exactly by the MILP, the rest fixed and its
   // usage profile a background; in sharding_region_milp.cc.
   bool region_move(int root, int size, std::optional<std::chrono::steady_clock::time_point> deadline);
+  // Node `root` takes `strategy`; each neighbour of a changed node that would then pay a near-forbidden
+  // edge cost follows, taking its cheapest strategy (node cost plus that edge) avoiding it, breadth-first
+  // up to `max_nodes`. Edge tables that permute strategies (a tensor and its consumers sharded alike) tie
+  // such groups together, often round cycles, where tree moves (no cycles; a broken tie priced 1e18)
+  // cannot move them. Kept when the cost falls and the usage fits; in sharding_chain_move.cc.
+  bool chain_move(int root, int strategy, int max_nodes);
   // The cost of the nodes marked in in_tree_ and of every arc with an end among them.
   WideCost marked_cost(const std::vector<int>& nodes) const;
   // Solves the tree exactly; `allowed(u, s)` filters strategies, `surcharge(u, s)` (may be empty) adds to

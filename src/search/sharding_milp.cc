@@ -1,12 +1,16 @@
 #include "sharding_milp.h"
 
+#include <coin/CbcEventHandler.hpp>
 #include <coin/CbcModel.hpp>
+#include <coin/ClpEventHandler.hpp>
 #include <coin/CoinPackedMatrix.hpp>
 #include <coin/CoinPackedVector.hpp>
 #include <coin/OsiClpSolverInterface.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
+#include <optional>
 #include <vector>
 
 namespace loom::search {
@@ -14,6 +18,31 @@ namespace {
 
 // Simplex iterations one LP may take (Clp otherwise may stall for minutes on a badly scaled region).
 constexpr int kLpIterations = 50'000;
+
+using Clock = std::chrono::steady_clock;
+
+// CBC checks its own time limit between branch-and-bound nodes only, so one long LP (the root's, or a
+// node's) ran past it by tens of seconds. These handlers stop at the deadline wherever CBC or Clp
+// reports an event: after every simplex iteration and after every node, heuristic and cut pass.
+class ClpDeadline : public ClpEventHandler {
+ public:
+  explicit ClpDeadline(Clock::time_point deadline) : deadline_(deadline) {}
+  int event(Event which) override { return which == endOfIteration && Clock::now() >= deadline_ ? 0 : -1; }
+  ClpEventHandler* clone() const override { return new ClpDeadline(*this); }
+
+ private:
+  Clock::time_point deadline_;
+};
+
+class CbcDeadline : public CbcEventHandler {
+ public:
+  explicit CbcDeadline(Clock::time_point deadline) : deadline_(deadline) {}
+  CbcAction event(CbcEvent) override { return Clock::now() >= deadline_ ? stop : noAction; }
+  CbcEventHandler* clone() const override { return new CbcDeadline(*this); }
+
+ private:
+  Clock::time_point deadline_;
+};
 
 }  // namespace
 
@@ -121,6 +150,13 @@ MilpOutcome solve_milp(const ShardingProblem& problem, const ShardingChoice* inc
 
   OsiClpSolverInterface solver;
   solver.messageHandler()->setLogLevel(0);
+  std::optional<Clock::time_point> deadline;
+  if (seconds > 0)
+    deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  if (deadline) {
+    const ClpDeadline lp_deadline(*deadline);
+    solver.getModelPtr()->passInEventHandler(&lp_deadline);  // copied, and copied on with the solver
+  }
   solver.loadProblem(matrix, lower.data(), upper.data(), objective.data(), row_lower.data(), row_upper.data());
   for (int i = 0; i < x_count; ++i) solver.setInteger(i);
   solver.setIntParam(OsiMaxNumIteration, kLpIterations);  // a bound on any one LP, whatever its numerics
@@ -129,7 +165,11 @@ MilpOutcome solve_milp(const ShardingProblem& problem, const ShardingChoice* inc
   model.setLogLevel(0);
   model.messageHandler()->setLogLevel(0);
   model.setMaximumNodes(static_cast<int>(std::min<std::int64_t>(node_limit, 1 << 30)));
-  if (seconds > 0) model.setMaximumSeconds(seconds);
+  if (deadline) {
+    model.setMaximumSeconds(seconds);
+    const CbcDeadline search_deadline(*deadline);
+    model.passInEventHandler(&search_deadline);  // copied
+  }
   std::vector<double> start;
   if (incumbent) {
     start.assign(objective.size(), 0.0);
@@ -149,7 +189,9 @@ MilpOutcome solve_milp(const ShardingProblem& problem, const ShardingChoice* inc
   model.branchAndBound();
 
   MilpOutcome outcome;
-  outcome.proven_optimal = model.isProvenOptimal() || model.isProvenInfeasible();
+  // An LP stopped at the deadline proves nothing, whatever status CBC then reports.
+  const bool stopped = deadline && Clock::now() >= *deadline;
+  outcome.proven_optimal = !stopped && (model.isProvenOptimal() || model.isProvenInfeasible());
   const double* best = model.bestSolution();
   if (best) {
     ShardingChoice choice;

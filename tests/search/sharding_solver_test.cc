@@ -207,6 +207,50 @@ TEST(SolveSharding, RefusesANodeWhoseStrategiesAreAllForbidden) {
       << result.error().message;
 }
 
+// A ring of nodes tied by near-forbidden edge costs (1e18 unless both ends take the same strategy), each
+// preferring its second strategy but starting from its first (less usage): only switching the whole ring
+// at once pays. The ring is longer than a tree move (48 nodes) and closes a cycle, so only the chain move
+// (every neighbour follows) reaches the optimum.
+TEST(SolveSharding, MovesARingTiedByNearForbiddenCostsAtOnce) {
+  constexpr int kRing = 120;
+  constexpr std::int64_t kTie = 1'000'000'000'000'000'000;
+  ShardingProblem p;
+  for (int i = 0; i < kRing; ++i) p.nodes.push_back({"", i, i + 1, {10, 1}, {1, 2}});
+  for (int i = 0; i < kRing; ++i) p.edges.push_back({i, (i + 1) % kRing, {0, kTie, kTie, 0}});
+  p.usage_limit = 2;
+  SolveOptions options = budget(400);
+  options.milp_max_cells = 0;
+  const Expected<ShardingResult> result = solve_sharding(p, options);
+  ASSERT_TRUE(result.has_value()) << result.error().to_string();
+  EXPECT_EQ(result->cost.total, kRing);
+  EXPECT_EQ(result->choice.strategies, std::vector<int>(kRing, 1));
+}
+
+// A timeout far shorter than any search: the solver still returns a feasible choice (its MILP gets a
+// floor of 1 s and stops at its deadline wherever it is). Asserted on the result, never on the time.
+TEST(SolveSharding, ReturnsAFeasibleChoiceUnderATinyTimeout) {
+  std::mt19937_64 rng(19);
+  ShardingProblem p = tight_chain(200, 8);
+  for (ShardingNode& node : p.nodes) {
+    node.costs = {static_cast<std::int64_t>(rng() % 100), static_cast<std::int64_t>(rng() % 100), 5};
+    node.usages = {1, 3, static_cast<std::int64_t>(rng() % 5)};
+  }
+  for (ShardingEdge& edge : p.edges) {
+    edge.costs.clear();
+    for (int c = 0; c < 9; ++c) edge.costs.push_back(static_cast<std::int64_t>(rng() % 50));
+  }
+  for (const std::int64_t cells : {std::int64_t{0}, std::int64_t{400'000}}) {  // local search; MILP
+    SolveOptions options;
+    options.timeout_seconds = 1e-6;
+    options.milp_max_cells = cells;
+    const Expected<ShardingResult> result = solve_sharding(p, options);
+    ASSERT_TRUE(result.has_value()) << result.error().to_string();
+    const Expected<ChoiceCost> check = evaluate_choice(p, result->choice);
+    ASSERT_TRUE(check.has_value()) << check.error().to_string();
+    EXPECT_LE(check->peak_usage, p.usage_limit);
+  }
+}
+
 TEST(SolveSharding, IsDeterministicForASeedAndABudget) {
   std::mt19937_64 rng(17);
   ShardingProblem p = tight_chain(300, 500);
