@@ -83,8 +83,8 @@ Expected<bool> decide_fold(const Job& job, const ir::Graph& forward) {
     if (!foldable)
       return fail(plans_a_graph(o)
                       ? std::string("folding rebuilds a model preset at micro-batch size; a graph file cannot be folded")
-                      : fmt::format("folding plans the megatron and zero policies (ZeRO within one node, not ZeRO-1 "
-                                    "with tp > 1, without ZeRO-Offload) without a zero-bubble schedule or 3f1b, not policy {}{} with schedule {}",
+                      : fmt::format("folding plans the megatron and zero policies (ZeRO-2 and -3 within one node, not "
+                                    "ZeRO-1 with tp > 1, without ZeRO-Offload) without a zero-bubble schedule or 3f1b, not policy {}{} with schedule {}",
                                     o.policy, zero_text(c.zero), plan::name(c.schedule)),
                   "use --policy megatron or zero without --offload, a zero-bubble schedule or 3f1b on a --model preset, "
                   "or --fold off");

@@ -63,7 +63,13 @@ std::string plan_summary(const api::Job& r) {
                      collectives.empty() ? "no collectives" : fmt::format("{}", fmt::join(collectives, ", ")),
                      r.materialize_stats.sends);
   if (r.passes != exec::ExecPassStats{}) out += passes_line(r.passes);
-  if (r.folded)
+  if (r.folded && r.slice_keeps_replicas)  // ZeRO: the shards and their collectives are among the replicas
+    out += fmt::format("folded     the plan is one micro-batch of every replica on {} devices (dp {} x tp {} x pp {}: ZeRO's "
+                       "shards and collectives are among the replicas), repeated over {} micro-batches; --fold off "
+                       "plans every sub-op\n",
+                       r.slice_devices, r.request.config.dp, r.request.config.tp, r.request.config.pp,
+                       r.request.config.micro_batches);
+  else if (r.folded)
     out += fmt::format("folded     the plan is one micro-batch of one replica on {} devices (tp x pp), repeated over {} "
                        "micro-batches and mirrored over dp {}; --fold off plans every sub-op\n",
                        r.slice_devices, r.request.config.micro_batches, r.request.config.dp);

@@ -159,9 +159,35 @@ bool read_in_a_block(const std::vector<Instruction>& program, const std::vector<
   return read;
 }
 
+// Walking back: a local or blocking collective in a block whose outputs are read, and only by instructions
+// that run once per step (the epilogue), runs once per step too, reading the accumulated input. Not a
+// reduce-scatter the shape runs per micro-batch (ZeRO-2 and -3 scatter each micro-batch's gradient).
+void settle_once_per_step(const std::vector<Instruction>& program, std::vector<int>& seg, bool scatter_per_micro_batch) {
+  std::unordered_map<std::uint32_t, int> readers;  // buffer -> 1: read only in the epilogue so far, 0: else
+  for (std::size_t i = program.size(); i-- > 0;) {
+    const Instruction& in = program[i];
+    if (std::holds_alternative<Free>(in)) continue;
+    const auto* collective = std::get_if<Collective>(&in);
+    const bool pinned = collective != nullptr && scatter_per_micro_batch &&
+                        collective->kind == comm::Primitive::reduce_scatter;
+    if (is_block(seg[i]) && !pinned && (std::holds_alternative<Local>(in) || collective != nullptr)) {
+      bool once = true;
+      for_each_written(in, [&](BufferId b) {
+        const auto it = readers.find(b.index());
+        once = once && it != readers.end() && it->second == 1;
+      });
+      if (once) seg[i] = kEpilogue;
+    }
+    for_each_read(in, [&](BufferId b) {
+      const auto [it, fresh] = readers.emplace(b.index(), seg[i] == kEpilogue ? 1 : 0);
+      if (!fresh && seg[i] != kEpilogue) it->second = 0;
+    });
+  }
+}
+
 // Where a send's recv runs once, the send runs once: an epilogue send reads the accumulated gradient;
 // a recv in a block of data sent once (in the prologue) receives it once. Collective members must agree.
-Expected<void> agree(const ExecPlan& slice, std::vector<std::vector<int>>& seg) {
+Expected<void> agree(const ExecPlan& slice, const FoldShape& shape, std::vector<std::vector<int>>& seg) {
   std::map<std::tuple<int, int, std::int64_t>, std::size_t> recv_at;  // (src, dst, tag) -> position
   std::map<std::int64_t, std::vector<std::pair<int, std::size_t>>> members;
   for (int d = 0; d < slice.num_devices; ++d) {
@@ -191,6 +217,11 @@ Expected<void> agree(const ExecPlan& slice, std::vector<std::vector<int>>& seg) 
                     "plan this job without folding (--fold off)");
     }
   }
+  // A send made once per step above takes along what only feeds it: a slice of a reduce-scatter's output sent
+  // to the next node (ZeRO across nodes: the scatter within the node, then sends), and the scatter itself.
+  for (int d = 0; d < slice.num_devices; ++d)
+    settle_once_per_step(slice.programs[static_cast<std::size_t>(d)], seg[static_cast<std::size_t>(d)],
+                         shape.scatter_per_micro_batch);
   for (const auto& [tag, sites] : members) {
     // A member that runs it once per step where another runs it per micro-batch: a contributor whose output
     // is not read in a block (a reduction's sender across nodes) classed by its block-computed input. It
@@ -225,7 +256,7 @@ Expected<std::vector<std::vector<int>>> fold_segments(const ExecPlan& slice, con
   std::vector<std::vector<int>> seg;
   seg.reserve(static_cast<std::size_t>(slice.num_devices));
   for (int d = 0; d < slice.num_devices; ++d) seg.push_back(classify.program(d));
-  LOOM_RETURN_IF_ERROR(agree(slice, seg));
+  LOOM_RETURN_IF_ERROR(agree(slice, shape, seg));
   return seg;
 }
 

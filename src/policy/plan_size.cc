@@ -23,7 +23,7 @@ double explicit_plan_bytes(std::int64_t forward_ops, const ParallelConfig& c, in
 double explicit_plan_bytes_limit() { return static_cast<double>(kExplicitSubOpLimit) * kPlanBytesPerSubOp; }
 
 bool zero_folds(const ParallelConfig& c, int gpus_per_node) {
-  return c.dp * c.tp * c.pp <= gpus_per_node && !(c.zero == 1 && c.tp > 1);
+  return !(c.zero == 1 && c.tp > 1) && (c.zero == 1 || c.dp * c.tp * c.pp <= gpus_per_node);
 }
 
 }  // namespace loom::policy

@@ -43,12 +43,16 @@ std::vector<std::vector<int>> dp_groups(const policy::ParallelConfig& c) {
   return groups;
 }
 
-// Whether the job pipeline folds the candidate when it is large (api/job_load.cc): megatron folds over
-// replicas and micro-batches, ZeRO (policies zero and megatron) where policy::zero_folds says.
+// Whether the job pipeline folds the candidate cheaply when it is large (api/job_load.cc): megatron folds
+// over replicas and micro-batches, ZeRO (policies zero and megatron) where policy::zero_folds says and within
+// one node. A ZeRO-1 slice across nodes folds too, but it keeps every node's replicas and the hierarchical
+// routes of their gradients and shards (llama3-8b's dp 64: ~10 instructions per sub-op, most of its plan's
+// time), which the plan-size estimate does not see: priced as its explicit plan, as before it folded.
 bool foldable(const Candidate& candidate, bool preset, int gpus_per_node) {
   const policy::ParallelConfig& c = candidate.config;
   return (candidate.policy == "megatron" || candidate.policy == "zero") && preset && !plan::splits_backward(c.schedule) &&
-         (c.zero == 0 || (c.micro_batches > 1 && policy::zero_folds(c, gpus_per_node)));
+         (c.zero == 0 || (c.micro_batches > 1 && policy::zero_folds(c, gpus_per_node) &&
+                          c.dp * c.tp * c.pp <= gpus_per_node));
 }
 
 }  // namespace

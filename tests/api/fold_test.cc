@@ -251,12 +251,12 @@ TEST(Fold, ZeroPlansAreRefusedByTheirMemoryWithTheMicroBatchesThatFit) {
 
   request.cluster = "dgx-a100x8";
   request.global_batch = 4096;
-  request = with_config(request, {.dp = 64, .micro_batches = 64, .zero = 1});
+  request = with_config(request, {.dp = 64, .micro_batches = 64, .zero = 3});
   auto fewer = load_job(request);
   ASSERT_FALSE(fewer.has_value());
   EXPECT_TRUE(fewer.error().hint.starts_with("plan --microbatches 18 or fewer")) << fewer.error().hint;
   request.global_batch = 64 * 18;
-  request = with_config(request, {.dp = 64, .micro_batches = 18, .zero = 1});
+  request = with_config(request, {.dp = 64, .micro_batches = 18, .zero = 3});
   EXPECT_TRUE(load_job(request).has_value());  // the hint's count is under the limit
 }
 

@@ -89,7 +89,7 @@ expect plan-fold-off 0 "$LOOM" plan "${fold[@]}" --fold off --out "$tmp/unfolded
   if grep -q "^folded" <<<"$out"; then fail "plan-fold-off: printed a folded line"; else pass=$((pass+1)); fi
 # ZeRO folds over micro-batches within a node (exec/fold.h), but not ZeRO-1 with tp > 1 (policy/plan_size.h).
 expect plan-fold-zero2 0 "$LOOM" plan "${fold[@]}" --zero 2 --fold on --out "$tmp/zfold" &&
-  contains plan-fold-zero2-line "folded"
+  contains plan-fold-zero2-line "folded     the plan is one micro-batch of every replica on 8 devices (dp 2 x tp 2 x pp 2: ZeRO's shards and collectives are among the replicas), repeated over 4 micro-batches"
 expect plan-fold-zero1-tp nonzero "$LOOM" plan "${fold[@]}" --zero 1 --fold on --out "$tmp/x" &&
   contains plan-fold-zero1-tp-msg "not ZeRO-1 with tp > 1"
 expect plan-fold-bad nonzero "$LOOM" plan "${fold[@]}" --fold sometimes --out "$tmp/x"

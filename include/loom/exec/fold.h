@@ -31,9 +31,11 @@
 // (sub-group gathers, sends between nodes): the device classes are closed over the collectives (a member
 // whose representative does not run a collective a representative runs becomes its own class), and a
 // collective member classed per micro-batch only by its block-computed input (its output not read in a
-// block), whose peers run it once per step, runs it once too, on the accumulated input. Across nodes the
-// job pipeline does not fold ZeRO yet (policy::zero_folds: llama3-8b's ZeRO-1 over 8 nodes still has a
-// collective its members place apart). Unfolding repeats the blocks per micro-batch as above: ZeRO-3's
+// block), whose peers run it once per step, runs it once too, on the accumulated input; and what in a block
+// only feeds instructions that run once per step (a slice of a within-node reduce-scatter's output sent to
+// another node, the scatter itself) runs once per step too, but not a reduce-scatter that
+// `scatter_per_micro_batch` keeps per micro-batch. The job pipeline folds ZeRO-1 across nodes, ZeRO-2 and
+// -3 within one node (policy::zero_folds says why). Unfolding repeats the blocks per micro-batch as above: ZeRO-3's
 // gathers run where their parameter is read (each block), ZeRO-1's reduce-scatter reads the
 // accumulated gradient once, and with `scatter_per_micro_batch` (ZeRO-2 and -3) a reduce-scatter of a
 // gradient a block computes runs in that block, its shard accumulated over the instances: as explicit

@@ -147,18 +147,30 @@ class Prefetcher {
     }
   }
 
-  // Drops the units of groups whose members would issue their collectives in different orders.
+  // Drops the units of groups whose members would issue their collectives in different orders, and the
+  // units whose starts the devices would run in orders that wait on each other across groups (a
+  // two-level gather's first step started before a flat gather on one device, after it on another),
+  // until neither is left: a dropped unit's gathers stay blocking where they were.
   void keep_ordered() {
-    std::unordered_set<std::int64_t> moved;
-    std::vector<std::vector<Issue>> started(units_.size());
-    for (std::size_t d = 0; d < units_.size(); ++d)
-      for (const Unit& u : units_[d]) {
-        for (const Gather* g : u.members) moved.insert(g->tag);
-        // Issued before the instruction at u.start: behind what comes after the one before it.
-        started[d].push_back(Issue{u.start, u.order - static_cast<int>(units_[d].size()), u.name, u.devices});
-      }
-    const std::set<std::vector<int>> disordered = detail::groups_out_of_order_after(exec_, moved, std::move(started));
-    for (auto& units : units_) std::erase_if(units, [&](const Unit& u) { return disordered.contains(u.devices); });
+    for (bool dropped = true; dropped;) {
+      std::unordered_set<std::int64_t> moved;
+      std::vector<std::vector<Issue>> started(units_.size());
+      std::vector<std::vector<Issue>> starts = detail::issued_starts(exec_);
+      for (std::size_t d = 0; d < units_.size(); ++d)
+        for (const Unit& u : units_[d]) {
+          for (const Gather* g : u.members) moved.insert(g->tag);
+          // Issued before the instruction at u.start: behind what comes after the one before it.
+          started[d].push_back(Issue{u.start, u.order - static_cast<int>(units_[d].size()), u.name, u.devices});
+          starts[d].push_back(started[d].back());
+        }
+      const std::set<std::vector<int>> disordered = detail::groups_out_of_order_after(exec_, moved, std::move(started));
+      const std::set<std::int64_t> cyclic = detail::starts_on_cycles(std::move(starts));
+      dropped = false;
+      for (auto& units : units_)
+        dropped |= std::erase_if(units, [&](const Unit& u) {
+                     return disordered.contains(u.devices) || cyclic.contains(u.name);
+                   }) > 0;
+    }
   }
 
   ExecPassStats rewrite() {

@@ -133,6 +133,92 @@ std::vector<std::vector<Issue>> issued_collectives(const ExecPlan& exec) {
   return by_device;
 }
 
+std::vector<std::vector<Issue>> issued_starts(const ExecPlan& exec) {
+  std::vector<std::vector<Issue>> by_device(exec.programs.size());
+  for (std::size_t d = 0; d < exec.programs.size(); ++d) {
+    const auto& program = exec.programs[d];
+    for (std::size_t i = 0; i < program.size(); ++i)
+      if (const auto* s = std::get_if<CollectiveStart>(&program[i])) {
+        std::vector<int> group(s->group.begin(), s->group.end());
+        std::ranges::sort(group);
+        by_device[d].push_back(Issue{i, 0, s->tag, std::move(group)});
+      }
+  }
+  return by_device;
+}
+
+std::set<std::int64_t> starts_on_cycles(std::vector<std::vector<Issue>> starts_by_device) {
+  // Nodes: the tags; edges: each device's consecutive starts. Kosaraju's two passes, iteratively.
+  std::map<std::int64_t, std::size_t> node;
+  std::vector<std::int64_t> tag_of;
+  std::vector<std::set<std::size_t>> next, previous;
+  const auto id = [&](std::int64_t tag) {
+    const auto [it, fresh] = node.try_emplace(tag, tag_of.size());
+    if (fresh) {
+      tag_of.push_back(tag);
+      next.emplace_back();
+      previous.emplace_back();
+    }
+    return it->second;
+  };
+  for (auto& starts : starts_by_device) {
+    std::ranges::sort(starts);
+    for (std::size_t k = 0; k < starts.size(); ++k) {
+      const std::size_t here = id(starts[k].tag);
+      if (k == 0) continue;
+      const std::size_t before = id(starts[k - 1].tag);
+      if (before == here) continue;
+      next[before].insert(here);
+      previous[here].insert(before);
+    }
+  }
+  const std::size_t n = tag_of.size();
+  std::vector<std::size_t> finished;  // by finishing time, along `next`
+  std::vector<char> seen(n, 0);
+  for (std::size_t root = 0; root < n; ++root) {
+    if (seen[root] != 0) continue;
+    std::vector<std::pair<std::size_t, std::set<std::size_t>::const_iterator>> stack{{root, next[root].begin()}};
+    seen[root] = 1;
+    while (!stack.empty()) {
+      auto& [v, it] = stack.back();
+      if (it == next[v].end()) {
+        finished.push_back(v);
+        stack.pop_back();
+        continue;
+      }
+      const std::size_t w = *it++;
+      if (seen[w] == 0) {
+        seen[w] = 1;
+        stack.emplace_back(w, next[w].begin());
+      }
+    }
+  }
+  std::vector<std::size_t> component(n, n);
+  std::vector<std::size_t> size;
+  for (std::size_t k = n; k-- > 0;) {
+    const std::size_t root = finished[k];
+    if (component[root] != n) continue;
+    const std::size_t c = size.size();
+    size.push_back(0);
+    std::vector<std::size_t> todo{root};
+    component[root] = c;
+    while (!todo.empty()) {
+      const std::size_t v = todo.back();
+      todo.pop_back();
+      ++size[c];
+      for (std::size_t w : previous[v])
+        if (component[w] == n) {
+          component[w] = c;
+          todo.push_back(w);
+        }
+    }
+  }
+  std::set<std::int64_t> out;
+  for (std::size_t v = 0; v < n; ++v)
+    if (size[component[v]] > 1) out.insert(tag_of[v]);
+  return out;
+}
+
 std::set<std::vector<int>> groups_out_of_order_after(const ExecPlan& exec, const std::unordered_set<std::int64_t>& replaced,
                                                      std::vector<std::vector<Issue>> started) {
   std::vector<std::vector<Issue>> issues = issued_collectives(exec);

@@ -76,6 +76,16 @@ std::vector<std::vector<Issue>> issued_collectives(const ExecPlan& exec);
 std::set<std::vector<int>> groups_out_of_order_after(const ExecPlan& exec, const std::unordered_set<std::int64_t>& replaced,
                                                      std::vector<std::vector<Issue>> started);
 
+// The starts (by tag) that lie on a cycle of the order the devices issue their starts in. A device runs its
+// started collectives one after another (the simulator's starts stream, as NCCL runs the collectives of a
+// CUDA stream), each once every member has reached it: where device a starts X before Y and device b, a
+// member of both, Y before X, neither ever runs. An order holds when the graph of each device's
+// consecutive starts (by device, an Issue per start; its tag is the name its members share) is acyclic.
+std::set<std::int64_t> starts_on_cycles(std::vector<std::vector<Issue>> starts_by_device);
+
+// Every device's asynchronous starts as the program has them.
+std::vector<std::vector<Issue>> issued_starts(const ExecPlan& exec);
+
 // A pass rewrites a collective only where every member of its group does: marks invalid each candidate
 // (by device; with `tag`, `group` and `valid`) whose tag not every member of its group holds valid.
 template <class Candidate>
