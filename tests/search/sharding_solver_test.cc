@@ -178,6 +178,21 @@ ShardingProblem tight_chain(int n, std::int64_t limit) {
   return p;
 }
 
+// tight_chain with three strategies a node, random costs and usages drawn from `seed`.
+ShardingProblem three_way_chain(int n, std::int64_t limit, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  ShardingProblem p = tight_chain(n, limit);
+  for (ShardingNode& node : p.nodes) {
+    node.costs = {static_cast<std::int64_t>(rng() % 100), static_cast<std::int64_t>(rng() % 100), 5};
+    node.usages = {1, 3, static_cast<std::int64_t>(rng() % 5)};
+  }
+  for (ShardingEdge& edge : p.edges) {
+    edge.costs.clear();
+    for (int c = 0; c < 9; ++c) edge.costs.push_back(static_cast<std::int64_t>(rng() % 50));
+  }
+  return p;
+}
+
 TEST(SolveSharding, StaysUnderATightLimit) {
   for (std::int64_t limit = 3; limit <= 12; limit += 3) {
     const ShardingProblem p = tight_chain(40, limit);  // three nodes live at once: least usage 3
@@ -229,16 +244,7 @@ TEST(SolveSharding, MovesARingTiedByNearForbiddenCostsAtOnce) {
 // A timeout far shorter than any search: the solver still returns a feasible choice (its MILP gets a
 // floor of 1 s and stops at its deadline wherever it is). Asserted on the result, never on the time.
 TEST(SolveSharding, ReturnsAFeasibleChoiceUnderATinyTimeout) {
-  std::mt19937_64 rng(19);
-  ShardingProblem p = tight_chain(200, 8);
-  for (ShardingNode& node : p.nodes) {
-    node.costs = {static_cast<std::int64_t>(rng() % 100), static_cast<std::int64_t>(rng() % 100), 5};
-    node.usages = {1, 3, static_cast<std::int64_t>(rng() % 5)};
-  }
-  for (ShardingEdge& edge : p.edges) {
-    edge.costs.clear();
-    for (int c = 0; c < 9; ++c) edge.costs.push_back(static_cast<std::int64_t>(rng() % 50));
-  }
+  ShardingProblem p = three_way_chain(200, 8, 19);
   for (const std::int64_t cells : {std::int64_t{0}, std::int64_t{400'000}}) {  // local search; MILP
     SolveOptions options;
     options.timeout_seconds = 1e-6;
@@ -252,16 +258,7 @@ TEST(SolveSharding, ReturnsAFeasibleChoiceUnderATinyTimeout) {
 }
 
 TEST(SolveSharding, IsDeterministicForASeedAndABudget) {
-  std::mt19937_64 rng(17);
-  ShardingProblem p = tight_chain(300, 500);
-  for (ShardingNode& node : p.nodes) {
-    node.costs = {static_cast<std::int64_t>(rng() % 100), static_cast<std::int64_t>(rng() % 100), 5};
-    node.usages = {1, 3, static_cast<std::int64_t>(rng() % 5)};
-  }
-  for (ShardingEdge& edge : p.edges) {
-    edge.costs.clear();
-    for (int c = 0; c < 9; ++c) edge.costs.push_back(static_cast<std::int64_t>(rng() % 50));
-  }
+  ShardingProblem p = three_way_chain(300, 500, 17);
   p.usage_limit = 7;
   SolveOptions options = budget(3'000);
   options.milp_max_cells = 0;
