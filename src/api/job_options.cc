@@ -275,7 +275,8 @@ const std::vector<OptionField>& table() {
        "before each all-gather; ZeRO-3); policies megatron and zero",
        LOOM_NAMED(offload, exec::parse_offload)},
       {"fold", "--fold", {}, G::fold, K::text,
-       "Plan one micro-batch of one replica and repeat it (megatron without ZeRO): auto (large jobs), on, off",
+       "Plan one micro-batch and repeat it (megatron: of one replica; ZeRO: of every replica, ZeRO-1 across nodes, "
+       "ZeRO-2/3 within one node): auto (large jobs), on, off",
        LOOM_NAMED(fold, parse_fold)},
       {"trace_devices", "--trace-devices", {}, G::report, K::text,
        "The devices trace.json draws: classes (one track per device class, named by the devices it stands for), "

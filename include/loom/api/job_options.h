@@ -26,8 +26,9 @@
 namespace loom::api {
 
 // Folded planning (exec/fold.h): one micro-batch of one data-parallel replica planned and materialized,
-// repeated over the micro-batches and mirrored over the replicas. automatic folds a megatron plan
-// without ZeRO whose explicit plan would exceed kFoldAboveSubOps sub-ops (ops x dp x tp x micro-batches).
+// repeated over the micro-batches and mirrored over the replicas (a ZeRO plan keeps every replica in the slice:
+// policy::zero_folds). automatic folds a plan whose explicit form would exceed kFoldAboveSubOps sub-ops
+// (ops x dp x tp x micro-batches).
 enum class Fold : std::uint8_t { automatic, off, on };
 std::string_view name(Fold fold);  // "auto", "off", "on"
 
