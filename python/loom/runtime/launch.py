@@ -133,7 +133,7 @@ def _free_port():
 
 
 def _worker(rank, directory, port, seed, device, timeout, out_dir, steps, timed=False, values=None, save=None,
-            slots=None):
+            slots=None, backend=None):
     import torch.distributed as dist
 
     from .comm import Communicator
@@ -148,7 +148,7 @@ def _worker(rank, directory, port, seed, device, timeout, out_dir, steps, timed=
     try:
         manifest = load_manifest(directory)
         world = manifest["world_size"]
-        backend = "nccl" if device == "cuda" else "gloo"
+        backend = backend or default_backend(device)
         if device == "cuda":
             torch.cuda.set_device(rank % torch.cuda.device_count())
         limit = datetime.timedelta(seconds=timeout)
@@ -190,6 +190,12 @@ def _gathered(dist, beat):
     return gather
 
 
+def default_backend(device):
+    """NCCL for ranks on GPUs, gloo on CPU. gloo also runs on CUDA tensors (staged through the host), which is
+    how two ranks share one GPU: NCCL refuses two ranks on the same device."""
+    return "nccl" if device == "cuda" else "gloo"
+
+
 def launch(directory, seed=1, device="cpu", timeout=300.0, out=None, steps=1):
     """Runs every rank of DIR's program for `steps` steps; returns {tensor name: whole value} of the last
     step (loss and updated persistent tensors) and writes them to OUT/values.pt (OUT defaults to
@@ -198,14 +204,19 @@ def launch(directory, seed=1, device="cpu", timeout=300.0, out=None, steps=1):
 
 
 def train(directory, steps, seed=1, device="cpu", timeout=300.0, out=None, timed=False, initial=None, batches=None,
-          start_step=0, save=None):
+          start_step=0, save=None, backend=None):
     """Runs every rank of DIR's program for `steps` steps; returns ([loss of every step], {tensor name:
     whole value} of the last step), written to OUT/losses.pt and OUT/values.pt. `timed`: also writes
     OUT/timing.pt, per rank (in rank order) run_rank's timing dict (wall seconds of every step, seconds per
     instruction kind after the first step; read_timing). `initial` ({tensor name: whole value}, e.g.
     initial.module_state), `batches` ([{input name: whole value}] per step) and `start_step` replace the
     seeded generator's values (Runtime). `save`: a directory where every rank writes its pieces of the
-    persistent tensors after the last step (checkpoint.save; resume with checkpoint.load)."""
+    persistent tensors after the last step (checkpoint.save; resume with checkpoint.load). `backend`: the
+    torch.distributed backend of a multi-rank run (default_backend(device) when None)."""
+    if backend not in (None, "gloo", "nccl"):
+        raise LaunchError(f"--backend {backend}: gloo or nccl")
+    if backend == "nccl" and device != "cuda":
+        raise LaunchError("--backend nccl needs --device cuda (NCCL runs on GPUs only)")
     values = {"initial": initial, "batches": batches, "start_step": start_step}
     if steps < 1:
         raise LaunchError(f"--steps {steps}: a run has at least one step")
@@ -233,7 +244,7 @@ def train(directory, steps, seed=1, device="cpu", timeout=300.0, out=None, timed
         given = out_dir / "given_values.pt"
         torch.save(values, given)
         loss_kept, kept = _spawn(directory, world, seed, device, timeout, out_dir, steps, timed, str(given),
-                                 str(save) if save else None)
+                                 str(save) if save else None, backend)
     losses = [results_mod.assemble(manifest, step_kept).get(manifest.get("loss")) for step_kept in loss_kept]
     losses = [None if loss is None else float(loss) for loss in losses]
     values = results_mod.assemble(manifest, kept)
@@ -258,12 +269,13 @@ def read_timing(out):
     return torch.load(pathlib.Path(out) / "timing.pt")
 
 
-def _spawn(directory, world, seed, device, timeout, out_dir, steps, timed=False, values=None, save=None):
+def _spawn(directory, world, seed, device, timeout, out_dir, steps, timed=False, values=None, save=None,
+           backend=None):
     # The port is free when picked but only bound when rank 0 starts its store; a process starting beside
     # (another launch, a test) may take it first. Then the whole launch runs again on a new port.
     for attempt in range(3):
         try:
-            return _spawn_once(directory, world, seed, device, timeout, out_dir, steps, timed, values, save)
+            return _spawn_once(directory, world, seed, device, timeout, out_dir, steps, timed, values, save, backend)
         except supervise.PortTaken:
             if attempt == 2:
                 raise
@@ -273,7 +285,8 @@ def _spawn(directory, world, seed, device, timeout, out_dir, steps, timed=False,
     raise AssertionError("unreachable")
 
 
-def _spawn_once(directory, world, seed, device, timeout, out_dir, steps, timed=False, values=None, save=None):
+def _spawn_once(directory, world, seed, device, timeout, out_dir, steps, timed=False, values=None, save=None,
+                backend=None):
     import torch.multiprocessing as mp
 
     # A fork server that imported torch once forks every rank of every launch: no per-rank import of
@@ -284,7 +297,7 @@ def _spawn_once(directory, world, seed, device, timeout, out_dir, steps, timed=F
     slots = heartbeat.slots_for(context, world)
     processes = [context.Process(target=_worker,
                                  args=(r, str(directory), port, seed, device, timeout, out_dir, steps, timed, values,
-                                       save, slots),
+                                       save, slots, backend),
                                  daemon=True) for r in range(world)]
     try:
         for p in processes:
@@ -307,6 +320,9 @@ def main(argv=None):
     parser.add_argument("dir", help="directory written by `loom plan ... --emit DIR`")
     parser.add_argument("--seed", type=int, default=1, help="seed of the initial values (as `loom verify --seed`)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--backend", choices=["gloo", "nccl"],
+                        help="torch.distributed backend (default: nccl on cuda, gloo on cpu; gloo on cuda lets "
+                             "ranks share one GPU)")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds any one collective or transfer may wait (default 300); a run itself may take "
                              "any time. A rank that stops making progress that long while others wait is named")
@@ -320,7 +336,8 @@ def main(argv=None):
         initial, start_step = checkpoint.load(args.resume, manifest=load_manifest(args.dir)) if args.resume \
             else (None, 0)
         losses, values = train(args.dir, args.steps, seed=args.seed, device=args.device, timeout=args.timeout,
-                               out=args.out, initial=initial, start_step=start_step, save=args.save)
+                               out=args.out, initial=initial, start_step=start_step, save=args.save,
+                               backend=args.backend)
     except (LaunchError, results_mod.ResultError, checkpoint.CheckpointError, ValueError) as e:
         print(f"loom.runtime: error: {e}", file=sys.stderr)
         return 1
