@@ -20,6 +20,14 @@ ranks compute on (2 ranks, 2 cores: no core is idle for communication), so an al
 with the compute beside it rather than running on a NIC or an NVLink copy engine; and halving the batch
 halves each GEMM, whose per-call overhead then counts twice. The simulator's contention factor (docs/overlap.md)
 is this slowdown; the job prices with none.
+
+On a GPU, in two phases (the engine plans here; the GPU machine has CUDA torch but not the engine):
+`bench_oases.py --emit-only DIR` plans the pair into DIR; `bench_oases.py --ranks DIR --device cuda
+--backend gloo` runs them there. NCCL refuses two ranks on one GPU, so on a one-GPU machine the pair runs on
+gloo with CUDA tensors (each collective staged through the host by gloo's threads while the GPU computes);
+`--backend nccl` needs a GPU per rank. On a GPU the kinds' seconds are the host's (kernels run asynchronously),
+so the step times, synchronized at each step's end, are the comparison; the losses of the two plans are printed
+side by side (the overlapped program computes the same step).
 """
 
 import argparse
@@ -42,9 +50,9 @@ def plan(args, directory, overlap):
     return directory / "ranks"
 
 
-def run(ranks, steps, out):
+def run(ranks, steps, out, device="cpu", backend=None):
     from loom.runtime import launch
-    launch.train(ranks, steps, out=out, timed=True)
+    losses, _ = launch.train(ranks, steps, out=out, timed=True, device=device, backend=backend)
     timing = launch.read_timing(out)
     step = statistics.median(max(rank["step_s"][s] for rank in timing) for s in range(1, steps))
     kinds = {}
@@ -55,7 +63,7 @@ def run(ranks, steps, out):
             kinds.setdefault(kind, [0.0, 0])
             kinds[kind][0] += seconds / len(timing) / (steps - 1)  # a rank's, per step
             kinds[kind][1] = calls // (steps - 1)
-    return {"step_s": step, "kinds": kinds}
+    return {"step_s": step, "kinds": kinds, "losses": losses}
 
 
 def main():
@@ -68,19 +76,45 @@ def main():
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--emit-only", metavar="DIR", help="plan the pair into DIR/{megatron,oases} and stop")
+    parser.add_argument("--ranks", metavar="DIR", help="run the pair planned by --emit-only DIR (no planning)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--backend", choices=["gloo", "nccl"], help="default: nccl on cuda, gloo on cpu")
+    parser.add_argument("--replay", metavar="FILE", help="print the tables of a saved --json document")
     args = parser.parse_args()
+    if args.replay:
+        saved = json.loads(pathlib.Path(args.replay).read_text())
+        vars(args).update({k: v for k, v in saved["args"].items() if k not in ("replay", "json")})
+        print_tables(args, saved["results"])
+        return
     results = {"megatron": [], "oases": []}
+    shape = ("model", "layers", "seq", "batch")
+    if args.emit_only:
+        for name in results:
+            plan(args, pathlib.Path(args.emit_only) / name, "none" if name == "megatron" else name)
+        (pathlib.Path(args.emit_only) / "job.json").write_text(json.dumps({k: getattr(args, k) for k in shape}))
+        return
+    if args.ranks:  # the job the pair was planned for, not this call's defaults
+        vars(args).update(json.loads((pathlib.Path(args.ranks) / "job.json").read_text()))
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
-        ranks = {name: plan(args, tmp / name, "none" if name == "megatron" else name) for name in results}
+        if args.ranks:
+            ranks = {name: pathlib.Path(args.ranks) / name / "ranks" for name in results}
+        else:
+            ranks = {name: plan(args, tmp / name, "none" if name == "megatron" else name) for name in results}
         for r in range(args.repeats):
             order = list(results) if r % 2 == 0 else list(reversed(results))
             for name in order:
-                results[name].append(run(ranks[name], args.steps, tmp / name / f"run{r}"))
+                results[name].append(run(ranks[name], args.steps, tmp / name / f"run{r}", args.device, args.backend))
     if args.json:
         print(json.dumps({"args": vars(args), "results": results}, indent=1))
         return
-    print(f"{args.model} L{args.layers} seq {args.seq} batch {args.batch}, tp 2 on 2 gloo ranks, "
+    print_tables(args, results)
+
+
+def print_tables(args, results):
+    backend = args.backend or ("nccl" if args.device == "cuda" else "gloo")
+    print(f"{args.model} L{args.layers} seq {args.seq} batch {args.batch}, tp 2 on 2 {backend} ranks ({args.device}), "
           f"{args.steps} steps x {args.repeats} repeats (median step 2..N, slowest rank)")
     print(f"{'repeat':>6} {'megatron s':>11} {'oases s':>9} {'speedup':>8} {'all_reduce s':>13} {'start+wait s':>13} "
           f"{'hidden':>7}")
@@ -90,6 +124,8 @@ def main():
         exposed = o["kinds"]["all_reduce_start"][0] + o["kinds"]["wait"][0]
         print(f"{r:>6} {m['step_s']:>11.4f} {o['step_s']:>9.4f} {m['step_s'] / o['step_s']:>8.3f} {blocking:>13.4f} "
               f"{exposed:>13.4f} {1 - exposed / blocking if blocking else 0:>7.2f}")
+    for name, runs in results.items():
+        print(f"  losses {name:<9} " + " ".join(f"{loss:.7g}" for loss in runs[0]["losses"]))
     med = {name: statistics.median(x["step_s"] for x in runs) for name, runs in results.items()}
     print(f"median step: megatron {med['megatron']:.4f} s, oases {med['oases']:.4f} s, "
           f"speedup {med['megatron'] / med['oases']:.3f}")

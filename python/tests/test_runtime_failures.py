@@ -169,6 +169,19 @@ def test_a_nonpositive_timeout_is_refused(program):
             train(program, 1, timeout=timeout)
 
 
+def test_a_backend_that_cannot_run_on_the_device_is_refused(program):
+    with pytest.raises(LaunchError, match="--backend nccl needs --device cuda"):
+        train(program, 1, timeout=30, backend="nccl")
+    with pytest.raises(LaunchError, match="--backend mpi: gloo or nccl"):
+        train(program, 1, timeout=30, backend="mpi")
+
+
+def test_gloo_named_as_the_backend_trains_as_the_default(program, tmp_path):
+    default, _ = train(program, 2, timeout=30, out=tmp_path / "default")
+    named, _ = train(program, 2, timeout=30, out=tmp_path / "named", backend="gloo")
+    assert named == default
+
+
 def test_program_lines_name_their_instructions(emitted):
     text = (emitted / "rank_0.py").read_text().splitlines()
     header = int(re.search(r"# (\d+) instructions", text[2])[1])
