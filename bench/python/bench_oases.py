@@ -15,6 +15,11 @@ the whole collective, waiting for the peer included); overlapped, it is held onl
 seconds: what of the collective was not done when its reader came) plus the issue of each start
 ("all_reduce_start"). The ratio hidden = 1 - (start + wait) / all_reduce is printed per repeat.
 
+When each collective ran: the runtime records the last step's spans per rank (runtime/timeline.py; an
+asynchronous all-reduce's span lasts from its issue until gloo's thread completed it), and the compute inside
+the collectives' spans over their length is printed per run ("compute beside them"): 0 for blocking
+collectives, the share of the collective's flight that the rank spent computing for overlapped ones.
+
 What limits it here: gloo runs a collective on the calling process's own threads, on the same 2 cores the
 ranks compute on (2 ranks, 2 cores: no core is idle for communication), so an all-reduce in flight competes
 with the compute beside it rather than running on a NIC or an NVLink copy engine; and halving the batch
@@ -63,7 +68,11 @@ def run(ranks, steps, out, device="cpu", backend=None):
             kinds.setdefault(kind, [0.0, 0])
             kinds[kind][0] += seconds / len(timing) / (steps - 1)  # a rank's, per step
             kinds[kind][1] = calls // (steps - 1)
-    return {"step_s": step, "kinds": kinds, "losses": losses}
+    from loom.runtime.timeline import overlap
+    per_rank = [overlap(rank["timeline"]) for rank in timing]  # the last step's spans
+    beside = {key: statistics.mean(r[key] for r in per_rank) for key in ("collective_s", "compute_beside_s")}
+    beside["ratio"] = beside["compute_beside_s"] / beside["collective_s"] if beside["collective_s"] else 0.0
+    return {"step_s": step, "kinds": kinds, "losses": losses, "overlap": beside, "spans_rank0": timing[0]["timeline"]}
 
 
 def main():
@@ -126,6 +135,11 @@ def print_tables(args, results):
               f"{exposed:>13.4f} {1 - exposed / blocking if blocking else 0:>7.2f}")
     for name, runs in results.items():
         print(f"  losses {name:<9} " + " ".join(f"{loss:.7g}" for loss in runs[0]["losses"]))
+    for name, runs in results.items():
+        if all("overlap" in x for x in runs):  # saved before the timeline existed: absent
+            print(f"  {name:<9} collectives in flight (last step, mean of ranks): " + "; ".join(
+                f"{x['overlap']['collective_s'] * 1e3:.1f} ms, compute beside them {x['overlap']['compute_beside_s'] * 1e3:.1f}"
+                f" ms ({x['overlap']['ratio']:.0%})" for x in runs))
     med = {name: statistics.median(x["step_s"] for x in runs) for name, runs in results.items()}
     print(f"median step: megatron {med['megatron']:.4f} s, oases {med['oases']:.4f} s, "
           f"speedup {med['megatron'] / med['oases']:.3f}")

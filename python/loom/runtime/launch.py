@@ -33,6 +33,7 @@ from .compute import OPTIMIZERS
 from .errors import LaunchError
 from .programs import check_programs, load_manifest
 from .runtime import Runtime, on_cpu
+from .timeline import ASYNC_STARTS, Timeline
 
 __all__ = ["LaunchError", "load_manifest", "launch", "train", "read_timing", "run_rank", "main"]
 
@@ -51,13 +52,15 @@ def run_rank(directory, manifest, rank, comm=None, seed=1, device="cpu", steps=1
     the last step). A `timing` dict, when given, receives the wall seconds of every step ("step_s") and, per
     instruction kind, the seconds and calls summed over the steps after the first (the only step when there
     is one: "kinds", _instrument) and the peak bytes of the buffers the instructions produced ("peak_bytes",
-    memory.py: as the memory model counts them, in the first step). `initial`, `start_step`: as Runtime's; `batches`: per step, the inputs'
+    memory.py: as the memory model counts them, in the first step) and the last step's spans ("timeline":
+    [(kind, start s, end s)], timeline.py). `initial`, `start_step`: as Runtime's; `batches`: per step, the inputs'
     whole values (else generated); `progress`: the rank's heartbeat (told each step's number)."""
     if batches is not None and len(batches) < steps:
         raise LaunchError(f"{len(batches)} batches for {steps} steps")
     rt = Runtime(manifest, rank, comm=comm, seed=seed, device=device, initial=initial, start_step=start_step)
     program = _rank_module(directory, rank)
-    kinds = _instrument(rt, manifest) if timing is not None else None
+    timeline = Timeline()
+    kinds = _instrument(rt, manifest, timeline) if timing is not None else None
     # The peak is taken in the first step, which is timed apart: the tracker's per-tensor bookkeeping stays out
     # of the steps whose times are measured (step_s after the first, "kinds").
     live, untrack = memory.track(rt) if timing is not None else (None, None)
@@ -72,6 +75,7 @@ def run_rank(directory, manifest, rank, comm=None, seed=1, device="cpu", steps=1
             untrack()
         if batches is not None:
             rt.set_batch(batches[step])
+        timeline.start_step(active=step == steps - 1)
         start = time.perf_counter()
         program.step(rt)
         rt.finish()
@@ -79,6 +83,7 @@ def run_rank(directory, manifest, rank, comm=None, seed=1, device="cpu", steps=1
             if str(device).startswith("cuda"):
                 torch.cuda.synchronize()  # the step ends when its kernels do, not when the host has issued them
             timing.setdefault("step_s", []).append(time.perf_counter() - start)
+            timing["timeline"] = timeline.finished()
         losses.append(on_cpu(k for k in rt.kept if k[0] == manifest.get("loss")))
     if timing is not None:
         timing["kinds"] = dict(kinds)
@@ -95,12 +100,12 @@ def _compute_kind(spec):
     return "backward closed form" if closed else "backward autograd"
 
 
-def _instrument(rt, manifest):
+def _instrument(rt, manifest, timeline):
     """Wraps rt's instruction methods to sum wall seconds per kind ("all_reduce", "compute forward", ...;
     "load", "keep", "slice", "scale", "combine", "accumulate" are the locals). A collective's time includes waiting for
     the slowest member, a reader's the wait for a receive in flight it reads first (a recv only posts it);
-    a compute also counts under "<kind>: <op type>". Returns the {kind: [seconds, calls]}
-    dict it fills."""
+    a compute also counts under "<kind>: <op type>". Each call is also a span of `timeline` (an asynchronous
+    start's span lasts until its work completes). Returns the {kind: [seconds, calls]} dict it fills."""
     kinds = {}
     sub_op_kind = {int(i): _compute_kind(spec) for i, spec in manifest["sub_ops"].items()}
     sub_op_type = {int(i): (spec.get("backward_of") or spec)["type"] for i, spec in manifest["sub_ops"].items()}
@@ -109,10 +114,15 @@ def _instrument(rt, manifest):
         def call(*args, **kwargs):
             start = time.perf_counter()
             result = method(*args, **kwargs)
-            seconds = time.perf_counter() - start
+            end = time.perf_counter()
+            seconds = end - start
             keys = [name]
             if name == "compute":
                 keys = [sub_op_kind[int(args[0])], f"{sub_op_kind[int(args[0])]}: {sub_op_type[int(args[0])]}"]
+            if name in ASYNC_STARTS:
+                timeline.async_span(name, start, result.work)
+            else:
+                timeline.span(keys[0], start, end)
             for key in keys:
                 entry = kinds.setdefault(key, [0.0, 0])
                 entry[0] += seconds
@@ -208,7 +218,7 @@ def train(directory, steps, seed=1, device="cpu", timeout=300.0, out=None, timed
     """Runs every rank of DIR's program for `steps` steps; returns ([loss of every step], {tensor name:
     whole value} of the last step), written to OUT/losses.pt and OUT/values.pt. `timed`: also writes
     OUT/timing.pt, per rank (in rank order) run_rank's timing dict (wall seconds of every step, seconds per
-    instruction kind after the first step; read_timing). `initial` ({tensor name: whole value}, e.g.
+    instruction kind after the first step, the last step's spans: timeline.py; read_timing). `initial` ({tensor name: whole value}, e.g.
     initial.module_state), `batches` ([{input name: whole value}] per step) and `start_step` replace the
     seeded generator's values (Runtime). `save`: a directory where every rank writes its pieces of the
     persistent tensors after the last step (checkpoint.save; resume with checkpoint.load). `backend`: the
