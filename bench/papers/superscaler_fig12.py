@@ -22,8 +22,12 @@ candidates (the paper tunes each system's degrees and micro-batch size):
   Loom's `megatron-best` is not used: it took over 300 s on one GPT-3 cell. Alpa (GPT-3 only) is this same
   column: Loom has no Alpa search and its stages share one tp degree; the paper says Megatron-LM and Alpa
   "achieve similar performance" and need the same 16-way tp for 15B;
-- DeepSpeed: `--policy deepspeed-best` (Loom's grid of ZeRO-3 with tp and dp). ZeRO-Offload, which the paper's
-  DeepSpeed enables when ZeRO-3 does not fit, is not in Loom: its PCIe traffic is not priced.
+- DeepSpeed: `--policy deepspeed-best` (Loom's grid of ZeRO-1/2/3 over dp = GPUs) and the paper's DeepSpeed,
+  tp 2..8 with ZeRO-3 over the rest (§6.1: ZeRO-3 "is not compatible with pipeline parallelism. Therefore, we
+  resort to its compatible tensor-parallelism and ZeRO data-parallelism"); where none of those fits, ZeRO-3 with
+  `--offload optimizer+params` over tp 1..8 (§6.1: "we enable it only when memory is insufficient under
+  ZeRO-3"). The offload is this script's grid, not deepspeed-best's: a search candidate carries no offload
+  (search::Candidate), and the paper's rule (offload only when ZeRO-3 does not fit) is a rule of its tuning.
 `--attention eager` builds every plan's attention as PyTorch 1.x / Megatron-LM v3.0.2 run it (q k^T, causal
 mask, softmax, dropout and the product with v as ops whose [b, heads, s, s] results are held and saved), as all
 the paper's systems did; the default prices Loom's fused (flash-style) attention, which never holds the scores.
@@ -82,7 +86,20 @@ def candidates(figure, gpus):
                        for tp in (4, 8) if gpus // tp >= 2] + [["--policy", "megatron", "--tp", str(gpus), *FOLD]]
         megatron = [["--policy", "megatron", "--tp", str(tp), "--pp", str(pp), *FOLD]
                     for tp in degrees(4, gpus) for pp in (1, 2, 4) if tp * pp <= gpus]
-    return {"SuperScaler": superscaler, "Megatron/Alpa": megatron, "DeepSpeed": [["--policy", "deepspeed-best"]]}
+    # DeepSpeed: Loom's deepspeed-best (ZeRO-1/2/3 over dp = GPUs) and the paper's tp with ZeRO-3 dp
+    deepspeed = [["--policy", "deepspeed-best"]] + [zero3(tp) for tp in degrees(2, min(gpus // 2, 8))]
+    return {"SuperScaler": superscaler, "Megatron/Alpa": megatron, "DeepSpeed": deepspeed}
+
+
+def zero3(tp):
+    return ["--policy", "megatron", "--zero", "3", "--tp", str(tp)]
+
+
+def fallbacks(gpus):
+    """Each system's plans tried only when none of its candidates fits: DeepSpeed's ZeRO-Offload of the optimizer
+    states and the parameter shards (§6.1: "we enable it only when memory is insufficient under ZeRO-3"), over
+    tp 1..8 inside a server."""
+    return {"DeepSpeed": [[*zero3(tp), "--offload", "optimizer+params"] for tp in degrees(1, min(gpus, 8))]}
 
 
 def cluster_of(gpus):
@@ -105,9 +122,14 @@ def best_of(tried):
 def measure(loom, figure, gpus, model, timeout, attention, recompute_collectives):
     cluster = cluster_of(gpus)
     row = {"gpus": gpus, "model": model, "cluster": " ".join(cluster), "systems": {}, "tried": {}}
+    spare = fallbacks(gpus)
     for system, plans in candidates(figure, gpus).items():
         tried = []
-        for flags in plans:
+        for flags in plans + [None] + spare.get(system, []):
+            if flags is None:  # the fallbacks, only where nothing fitted
+                if any(fits(r) for r in tried):
+                    break
+                continue
             result = loom_plan.run_plan(loom, ["--model", model, *cluster, *flags, *COMMON, "--attention", attention,
                                                *(["--recompute-collectives"] if recompute_collectives else [])],
                                         timeout)

@@ -195,6 +195,15 @@ Expected<void> Composer::schedule_interlaced() {
           if (previous.valid() && previous != current.front())
             LOOM_RETURN_IF_ERROR(with_context(plan::order(plan_, previous, current.front()),
                                               fmt::format("interlaced: device {} block {}", d, to_string(ib))));
+          // Every sub-op of the block waits for the block before, not only its first: order completion runs
+          // a device's ready sub-ops by program position, and would hoist what reads another input than the
+          // block's first op (a decoder's cross-attention keys and values of the next micro-batch, reading
+          // the encoder's output; a lookup's backward G, reading the embedding's gradient) into the block
+          // being run, where the device then waits for that input: stalls the searched order does not have.
+          if (previous.valid())
+            for (SubOpId later : std::span(current).subspan(1))
+              if (Expected<void> ordered = plan::order(plan_, previous, later); !ordered)
+                return with_context(std::move(ordered), fmt::format("interlaced: device {} block {}", d, to_string(ib)));
           previous = current.back();
         }
       }
