@@ -18,6 +18,9 @@ constexpr double kLeastGap = 0.01;
 constexpr double kRepairReach = 1.3;
 // Tree moves of a round and of a polish, as a share of the free nodes, unless the limits say otherwise.
 constexpr std::int64_t kMovesDivisor = 16;
+// Tree and region moves of a round's search over groups: 4 per group, at most a node round's, at least 200.
+constexpr std::int64_t kMovesPerGroup = 4;
+constexpr std::int64_t kLeastGroupMoves = 200;
 
 // Per node, its time points [first, last) among the distinct starts of live nodes (as UsageProfile's).
 struct Points {
@@ -106,15 +109,33 @@ LagrangianOutcome lagrangian_search(const ShardingProblem& core, const ShardingC
   // across rounds: building them costs as much as a short round on the contest's sizes.
   LocalSearch search(priced, seed);
   LocalSearch limited(core, seed + 1);
+  // With groups: the unpriced group problem (the group repair's prices) and the group search's moves.
+  const ShardingProblem unpriced_groups = limits.groups ? group_problem(core, *limits.groups) : ShardingProblem{};
+  LocalSearchLimits group_moves;
+  group_moves.iterations =
+      std::max(kLeastGroupMoves, std::min(inner.iterations, kMovesPerGroup * static_cast<std::int64_t>(limits.groups ? limits.groups->count() : 0)));
+  group_moves.deadline = limits.deadline;
   for (int round = 0; round < limits.rounds; ++round) {
     if (limits.deadline && std::chrono::steady_clock::now() >= *limits.deadline) break;
     ++out.rounds;
     price_nodes(core, points, lambda, priced);
-    search.start_from(current);
-    const std::int64_t moves_before = search.iterations();
-    search.run(inner, {});
-    out.iterations += search.iterations() - moves_before;
-    current = search.best();
+    std::optional<ShardingChoice> group_choice;  // the round's choice over the groups, when searched so
+    if (limits.groups) {
+      const ShardingProblem priced_groups = group_problem(priced, *limits.groups);
+      LocalSearch grouped(priced_groups, seed + static_cast<std::uint64_t>(round));
+      grouped.start_from(restrict_to_groups(*limits.groups, current));
+      const std::int64_t moves_before = grouped.iterations();
+      grouped.run(group_moves, {});
+      out.iterations += grouped.iterations() - moves_before;
+      group_choice = grouped.best();
+      current = expand_groups(core, *limits.groups, *group_choice);
+    } else {
+      search.start_from(current);
+      const std::int64_t moves_before = search.iterations();
+      search.run(inner, {});
+      out.iterations += search.iterations() - moves_before;
+      current = search.best();
+    }
 
     // The choice's own cost (for the bound), then the upper bound: the choice repaired under the limit
     // and polished.
@@ -123,8 +144,16 @@ LagrangianOutcome lagrangian_search(const ShardingProblem& core, const ShardingC
     const std::vector<std::int64_t> usage = usage_by_point(core, points, current);
     const std::int64_t peak = usage.empty() ? 0 : *std::max_element(usage.begin(), usage.end());
     ShardingChoice fitted = current;
-    if (static_cast<double>(peak) <= kRepairReach * static_cast<double>(core.usage_limit) &&
-        repair_usage(core, fitted) && limited.start_from(fitted)) {
+    bool fits = false;
+    if (static_cast<double>(peak) <= kRepairReach * static_cast<double>(core.usage_limit)) {
+      if (group_choice && repair_group_usage(core, *limits.groups, unpriced_groups, *group_choice)) {
+        fitted = expand_groups(core, *limits.groups, *group_choice);
+        fits = true;
+      } else {
+        fits = repair_usage(core, fitted);
+      }
+    }
+    if (fits && limited.start_from(fitted)) {
       const std::int64_t polish_before = limited.iterations();
       limited.run(polish, {});
       out.iterations += limited.iterations() - polish_before;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "sharding_groups.h"
 #include "sharding_local_search.h"
 
 namespace loom::search {
@@ -25,6 +26,9 @@ struct LagrangianLimits {
   std::int64_t moves_per_round = 0;  // tree moves of each round's priced search; 0: free nodes / 16
   std::int64_t polish_moves = 0;     // limited tree moves on each repaired choice; 0: free nodes / 16
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  // When set, each round searches the priced problem over these groups (sharding_groups.h) and repairs
+  // its choice group by group, falling back to the node repair.
+  const NodeGroups* groups = nullptr;
 };
 
 struct LagrangianOutcome {

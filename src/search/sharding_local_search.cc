@@ -5,15 +5,20 @@
 #include <limits>
 #include <tuple>
 
+#include "sharding_move_shares.h"
+
 namespace loom::search {
 namespace {
 
 constexpr WideCost kPenalty = kForbiddenPenalty;
 constexpr WideCost kInfinite = WideCost{1} << 120;
+// Large tree moves (targeted ones, and a kind of untargeted move) may grow this many times larger than
+// ordinary ones.
+constexpr int kLargeTreeFactor = 8;
+// The prior share of untargeted large tree moves (sharding_move_shares.h).
+constexpr double kLargeTreeShare = 0.125;
 // The price of one unit of usage increase in the tree move's second tier: above ordinary costs per byte,
 // far below a forbidden choice's penalty.
-// Targeted tree moves may grow this many times larger than ordinary ones.
-constexpr int kLargeTreeFactor = 8;
 constexpr WideCost kUsagePrice = WideCost{1} << 40;
 
 WideCost priced(std::int64_t cost) { return cost == kForbidden ? kPenalty : WideCost{cost}; }
@@ -322,9 +327,16 @@ void LocalSearch::run(const LocalSearchLimits& limits, const std::function<void(
   std::uniform_int_distribution<int> large_tree(2, std::max(2, limits.max_tree_nodes * kLargeTreeFactor));
   std::vector<int> marked;  // free nodes paying a near-forbidden cost, refreshed now and then
   const std::int64_t begun = iterations_;  // a search may run again; each run has its own budget
+  // Untargeted moves: the kinds' shares adapt to their recent gain per second (under a deadline).
+  const double region_prior = limits.region_every > 0 ? 1.0 / limits.region_every : 0;
+  const double chain_prior = limits.chain_every > 0 ? 1.0 / limits.chain_every : 0;
+  const double large_prior = kLargeTreeShare;
+  MoveShares shares({std::max(0.0, 1 - region_prior - chain_prior - large_prior), large_prior, chain_prior, region_prior});
+  using Clock = std::chrono::steady_clock;
   for (;;) {
     if (limits.iterations > 0 && iterations_ - begun >= limits.iterations) break;
-    if (limits.deadline && std::chrono::steady_clock::now() >= *limits.deadline) break;
+    const Clock::time_point now = limits.deadline ? Clock::now() : Clock::time_point{};
+    if (limits.deadline && now >= *limits.deadline) break;
     if (iterations_ % 256 == 0) {
       if (report) report(iterations_, best_cost_);
       marked = near_forbidden_nodes();
@@ -332,15 +344,29 @@ void LocalSearch::run(const LocalSearchLimits& limits, const std::function<void(
     ++iterations_;
     // Half the moves go to near-forbidden costs while any remain, in larger trees: leaving one often
     // means re-choosing a long-lived node together with all its neighbours.
-    const bool targeted = !marked.empty() && rng_() % 2 == 0;
-    const int root = targeted ? marked[rng_() % marked.size()] : free_nodes_[pick(rng_)];
-    const bool region = limits.region_every > 0 && (targeted || iterations_ % limits.region_every == 0);
-    const bool chain = !region && limits.chain_every > 0 && iterations_ % limits.chain_every == 0;
+    if (!marked.empty() && rng_() % 2 == 0) {
+      const int root = marked[rng_() % marked.size()];
+      const bool moved = limits.region_every > 0 ? region_move(root, limits.region_nodes, limits.deadline)
+                                                 : tree_move(root, large_tree(rng_));
+      if (moved) keep_best();
+      continue;
+    }
+    const int root = free_nodes_[pick(rng_)];
+    const MoveKind kind = shares.pick(rng_);
+    const WideCost before = current_cost_;
     const auto k = core_.nodes[static_cast<std::size_t>(root)].costs.size();
-    const bool moved = region  ? region_move(root, limits.region_nodes, limits.deadline)
-                       : chain ? chain_move(root, static_cast<int>(rng_() % k), limits.chain_nodes)
-                               : tree_move(root, targeted ? large_tree(rng_) : tree_size(rng_));
+    bool moved = false;
+    switch (kind) {
+      case MoveKind::kTree: moved = tree_move(root, tree_size(rng_)); break;
+      case MoveKind::kLargeTree: moved = tree_move(root, large_tree(rng_)); break;
+      case MoveKind::kChain: moved = chain_move(root, static_cast<int>(rng_() % k), limits.chain_nodes); break;
+      case MoveKind::kRegion: moved = region_move(root, limits.region_nodes, limits.deadline); break;
+    }
     if (moved) keep_best();
+    // Only timed searches adapt: per move, the costly region moves took a quarter of an iteration budget.
+    if (limits.deadline)
+      shares.record(kind, static_cast<double>(std::min(before - current_cost_, WideCost{kNearForbidden})),
+                    std::max(1e-9, std::chrono::duration<double>(Clock::now() - now).count()));
   }
   keep_best();
 }

@@ -12,6 +12,8 @@
 //    exactly by dynamic programming with the rest fixed; when the exact optimum overflows the limit,
 //    again with usage increases priced high (which trades near-forbidden costs for the least usage),
 //    then with each node's increase bounded by its own room, then with no increase (always feasible).
+// Half the moves target near-forbidden costs while any remain; the others' kinds (tree, large tree, chain,
+// region) get shares that adapt to each kind's recent gain per second (sharding_move_shares.h).
 // Costs are summed in 128 bits so that thousands of near-forbidden costs (1e18) cannot overflow.
 // Deterministic for a seed and an iteration budget.
 #pragma once
@@ -42,8 +44,8 @@ struct LocalSearchLimits {
   std::optional<std::chrono::steady_clock::time_point> deadline;
   int max_tree_nodes = 48;      // a tree move's size is drawn from [2, max_tree_nodes]
   int region_nodes = 40;        // a region move's size
-  int region_every = 32;        // one move in this many is a region move (targeted ones: every other)
-  int chain_every = 4;          // one move in this many is a chain move; 0: none
+  int region_every = 32;        // prior share of region moves: one in this many (targeted ones: every other); 0: none
+  int chain_every = 4;          // prior share of chain moves: one in this many; 0: none
   int chain_nodes = 4096;       // a chain move's largest group (a larger one is not tried)
 };
 

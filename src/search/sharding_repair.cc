@@ -3,6 +3,7 @@
 #include <limits>
 #include <optional>
 
+#include "sharding_groups.h"
 #include "usage_profile.h"
 
 namespace loom::search {
@@ -76,6 +77,95 @@ bool repair_usage(const ShardingProblem& core, ShardingChoice& choice) {
       profile.add(static_cast<int>(u), -saved);
       choice.strategies[u] = s;
       at_t -= saved;
+    }
+  }
+  return true;
+}
+
+}  // namespace loom::search
+
+namespace loom::search {
+
+bool repair_group_usage(const ShardingProblem& core, const NodeGroups& groups, const ShardingProblem& grouped,
+                        ShardingChoice& group_choice) {
+  const std::size_t count = groups.count();
+  std::vector<std::vector<Arc>> arcs(count);
+  for (std::size_t e = 0; e < grouped.edges.size(); ++e) {
+    const ShardingEdge& edge = grouped.edges[e];
+    arcs[static_cast<std::size_t>(edge.from)].push_back(Arc{static_cast<int>(e), edge.to, true});
+    arcs[static_cast<std::size_t>(edge.to)].push_back(Arc{static_cast<int>(e), edge.from, false});
+  }
+  auto local_cost = [&](std::size_t g, int s) {
+    double cost = price(grouped.nodes[g].costs[static_cast<std::size_t>(s)]);
+    for (const Arc& arc : arcs[g]) {
+      const ShardingEdge& edge = grouped.edges[static_cast<std::size_t>(arc.edge)];
+      const int t = group_choice.strategies[static_cast<std::size_t>(arc.other)];
+      const std::size_t kt = grouped.nodes[static_cast<std::size_t>(edge.to)].costs.size();
+      cost += price(edge.costs[static_cast<std::size_t>(arc.from ? s : t) * kt + static_cast<std::size_t>(arc.from ? t : s)]);
+    }
+    return cost;
+  };
+  auto usage = [&](int u, int g_strategy) {
+    const auto i = static_cast<std::size_t>(u);
+    return core.nodes[i].usages[static_cast<std::size_t>(groups.follow[i][static_cast<std::size_t>(g_strategy)])];
+  };
+  UsageProfile profile(core);
+  for (std::size_t u = 0; u < core.nodes.size(); ++u) {
+    const int g = groups.group_of[u];
+    profile.add(static_cast<int>(u), g < 0 ? core.nodes[u].usages[0]
+                                           : usage(static_cast<int>(u), group_choice.strategies[static_cast<std::size_t>(g)]));
+  }
+  // A group's move to s is allowed when no member's usage rises (so a fitted point stays fitted).
+  auto lowers_nowhere_raises = [&](std::size_t g, int s) {
+    const int now = group_choice.strategies[g];
+    for (int u : groups.members[g])
+      if (usage(u, s) > usage(u, now)) return false;
+    return true;
+  };
+  std::vector<std::int64_t> at_t;  // per group and strategy, the members' usage at the peak point
+  while (profile.peak() > core.usage_limit) {
+    const std::int64_t t = profile.peak_time();
+    std::vector<std::size_t> live;
+    for (std::size_t g = 0; g < count; ++g) {
+      bool any = false;
+      for (int u : groups.members[g]) {
+        const ShardingNode& node = core.nodes[static_cast<std::size_t>(u)];
+        if (node.start <= t && t < node.end) any = true;
+      }
+      if (any && grouped.nodes[g].costs.size() > 1) live.push_back(g);
+    }
+    std::vector<std::vector<std::int64_t>> used(count);
+    for (std::size_t g : live) {
+      used[g].assign(grouped.nodes[g].costs.size(), 0);
+      for (int u : groups.members[g]) {
+        const ShardingNode& node = core.nodes[static_cast<std::size_t>(u)];
+        if (!(node.start <= t && t < node.end)) continue;
+        for (std::size_t s = 0; s < used[g].size(); ++s) used[g][s] += usage(u, static_cast<int>(s));
+      }
+    }
+    std::int64_t over = profile.peak() - core.usage_limit;
+    while (over > 0) {
+      double best_ratio = std::numeric_limits<double>::infinity();
+      std::optional<std::pair<std::size_t, int>> best;
+      for (std::size_t g : live) {
+        const int now = group_choice.strategies[g];
+        const double present = local_cost(g, now);
+        for (int s = 0; s < static_cast<int>(used[g].size()); ++s) {
+          const std::int64_t saved = used[g][static_cast<std::size_t>(now)] - used[g][static_cast<std::size_t>(s)];
+          if (saved <= 0 || !lowers_nowhere_raises(g, s)) continue;
+          const double ratio = (local_cost(g, s) - present) / static_cast<double>(saved);
+          if (ratio < best_ratio) {
+            best_ratio = ratio;
+            best = {g, s};
+          }
+        }
+      }
+      if (!best) return false;
+      const auto [g, s] = *best;
+      const int now = group_choice.strategies[g];
+      for (int u : groups.members[g]) profile.add(u, usage(u, s) - usage(u, now));
+      over -= used[g][static_cast<std::size_t>(now)] - used[g][static_cast<std::size_t>(s)];
+      group_choice.strategies[g] = s;
     }
   }
   return true;

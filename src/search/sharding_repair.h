@@ -14,3 +14,16 @@ namespace loom::search {
 bool repair_usage(const ShardingProblem& core, ShardingChoice& choice);
 
 }  // namespace loom::search
+
+namespace loom::search {
+
+struct NodeGroups;
+
+// The same repair with groups (sharding_groups.h) as the units: `group_choice` is a choice of
+// `grouped` (group_problem(core, groups)); at the most-used point the group move (no member's usage rising)
+// that costs the least per unit saved there, priced on `grouped` against the other groups, is made.
+// Ties inside groups are never broken. False when some point cannot be fitted so.
+bool repair_group_usage(const ShardingProblem& core, const NodeGroups& groups, const ShardingProblem& grouped,
+                        ShardingChoice& group_choice);
+
+}  // namespace loom::search

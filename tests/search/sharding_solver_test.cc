@@ -224,8 +224,8 @@ TEST(SolveSharding, RefusesANodeWhoseStrategiesAreAllForbidden) {
 
 // A ring of nodes tied by near-forbidden edge costs (1e18 unless both ends take the same strategy), each
 // preferring its second strategy but starting from its first (less usage): only switching the whole ring
-// at once pays. The ring is longer than a tree move (48 nodes) and closes a cycle, so only the chain move
-// (every neighbour follows) reaches the optimum.
+// at once pays. The ring is longer than a tree move (48 nodes) and closes a cycle, so only moves of the whole
+// tie reach the optimum: the group step (the ring is one group) or the chain move (every neighbour follows).
 TEST(SolveSharding, MovesARingTiedByNearForbiddenCostsAtOnce) {
   constexpr int kRing = 120;
   constexpr std::int64_t kTie = 1'000'000'000'000'000'000;

@@ -3,6 +3,9 @@
 //   presolve (src/search/sharding_presolve.h): dominated strategies dropped, fixed nodes folded into
 //     their neighbours, usage-neutral nodes of degree <= 2 eliminated exactly (chains followed);
 //   exact MILP (sharding_milp.h, COIN-OR CBC) when the presolved problem is small;
+//   the group step (sharding_groups.h), when near-forbidden ties bind the nodes into groups (the contest's
+//     instances: a few hundred groups): the problem over groups searched and solved by the MILP, its
+//     choice (repaired) the start when it costs less; the Lagrangian rounds then search over groups;
 //   otherwise local search: under a usage limit first the Lagrangian search (sharding_lagrangian.h: the
 //     limit priced per time point, subgradient rounds, each round's choice repaired by sharding_repair.h
 //     and polished), then the local search (sharding_local_search.h) from its best: best responses and
