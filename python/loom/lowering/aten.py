@@ -13,8 +13,10 @@ import torch
 
 from .aten_attention import _sdpa_general
 from .aten_complex import _complex_mul, _fft_c2c, _fft_r2c, _to_complex, _view_as_complex, _view_as_real
+from .aten_masked import index_masked, is_mask, mask_of_columns, nonzero
 from .aten_math import _bernoulli_keep, _hardtanh, _index_put_masked, _logical_or, _remainder, _upsample
 from .aten_norms import _native_group_norm, _vector_norm
+from .aten_strided import as_strided, flip, unfold
 from .base import Meta, T
 from .compute import (
     _adaptive_avg_pool2d, _addmm, _baddbmm, _batch_norm, _binary, _conv1d, _conv2d, _cross_entropy, _dropout, _einsum, _embedding,
@@ -149,7 +151,7 @@ def _index(cx, args, kwargs, value):
     """x[..., i, j, ...] with integer index tensors on consecutive dims (a router's expert ids picking expert
     weights, transformers' batched_mm experts; a classifier's last token, x[arange(b), last]): the indexed dims
     merged into one, the indices combined into its row-major position (constant parts folded), and rows picked
-    by index_select; the result reshaped to torch's. Boolean masks are not lowered."""
+    by index_select; the result reshaped to torch's. A boolean mask: aten_masked.py."""
     a = named_arguments(cx.node.target, args, kwargs)
     x, indices = cx.tensor(a["self"]), list(a["indices"])
     used = [d for d, index in enumerate(indices) if index is not None]
@@ -158,6 +160,11 @@ def _index(cx, args, kwargs, value):
     picks = [indices[d] for d in used]
     if not all(isinstance(i, (T, torch.Tensor)) for i in picks):
         return None
+    if any(is_mask(cx, i) for i in picks):
+        return index_masked(cx, a["self"], indices, value)
+    spelled = mask_of_columns(cx, list(cx.node.args[1]))  # x[mask.nonzero().unbind(1)]
+    if spelled is not None:
+        return index_masked(cx, a["self"], [None] * spelled[0] + [spelled[1]], value)
     dtypes = [cx.torch_dtype(i) if isinstance(i, T) else i.dtype for i in picks]
     if any(dtype not in (torch.int64, torch.int32) for dtype in dtypes):
         return None
@@ -364,7 +371,8 @@ _PACKETS = {
     aten.expm1: _expm1, aten.bitwise_not: _bitwise_not,
     aten.bitwise_and: _via(_logical_and, ("self", "other")),
     aten.scatter: _scatter_value,
-    aten.topk: _topk, aten.index: _index, aten.log1p: _log1p, aten.convolution: _convolution,
+    aten.topk: _topk, aten.index: _index, aten.nonzero: nonzero,
+    aten.as_strided: as_strided, aten.unfold: unfold, aten.flip: flip, aten.log1p: _log1p, aten.convolution: _convolution,
     aten.linalg_vector_norm: _vector_norm, aten.remainder: _remainder, aten.index_put: _index_put_masked,
     aten.bitwise_or: _logical_or, aten.logical_or: _logical_or,
     aten.hardtanh: _hardtanh, aten.native_group_norm: _native_group_norm, aten.bernoulli: _bernoulli_keep,

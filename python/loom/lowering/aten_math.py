@@ -7,6 +7,7 @@ import math
 
 import torch
 
+from .aten_masked import index_put_rows, mask_of_columns
 from .base import Meta, T
 
 
@@ -27,9 +28,12 @@ def _remainder(cx, args, kwargs, value):
 def _index_put_masked(cx, args, kwargs, value):
     """x[mask] = v (index_put with one boolean index, not accumulating): where(mask, v, x), the mask given
     trailing unit dims when it indexes x's leading dims, v one number or one row of x's trailing dims (then
-    the same for every picked position; a v of one value per picked position is data-dependent)."""
+    the same for every picked position), or one row per picked position (aten_masked.py)."""
     a = named(cx.node.target, args, kwargs)
     x, indices, v = cx.tensor(a["self"]), list(a["indices"]), a["values"]
+    spelled = mask_of_columns(cx, list(cx.node.args[1]))  # x[mask.nonzero().unbind(1)] = v
+    if spelled is not None and spelled[0] == 0:
+        indices = [spelled[1]]
     if a.get("accumulate") or len(indices) != 1 or indices[0] is None:
         return None
     mask = indices[0]
@@ -46,8 +50,8 @@ def _index_put_masked(cx, args, kwargs, value):
         target = []
     elif trailing and core == trailing:
         target = trailing
-    else:
-        return None
+    else:  # one row per true element (X-MOD's adapters writing their rows back)
+        return index_put_rows(cx, x, mask, v, value) if isinstance(v, (T, torch.Tensor)) else None
     mask = cx.tensor(mask)
     if trailing:
         full = mask_shape + [1] * len(trailing)
