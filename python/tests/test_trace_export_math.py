@@ -271,3 +271,30 @@ def test_broadcast_batch_dims_of_a_matmul_are_expanded(loom_binary, tmp_path):
     loom.save_graph(graph, tmp_path / "g.json")
     assert coverage._plan(loom_binary, str(tmp_path / "g.json"), coverage.PLANS["dp"], str(tmp_path / "out"),
                           120).returncode == 0
+
+
+class ShiftVarMask(nn.Module):
+    """RWKV's time shift (a pad of one step in front, one cropped at the end), xLSTM's variance (Bessel's and
+    the plain one) and CpmAnt's mask (a boolean mask & a constant int32 0/1 mask)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x, ids):
+        h = self.proj(x)  # [b s d]
+        shifted = F.pad(h, (0, 0, 1, -1))
+        spread = h.var(-1, keepdim=True) + torch.var(h, dim=(0, 2), correction=0)[None, :, None]
+        allowed = torch.tril(torch.ones(ids.shape[1], ids.shape[1], dtype=torch.int32))
+        both = ((ids > 2)[:, None, :] & allowed).to(h.dtype)  # [b s s] int32 -> float
+        return ((shifted * spread) @ h.transpose(1, 2) * both).sum()
+
+
+def test_negative_pads_variance_and_an_integer_mask_compute_the_modules_loss(loom_binary, tmp_path):
+    torch.manual_seed(0)
+    model, inputs = ShiftVarMask(), {"x": torch.randn(2, 5, 4), "ids": torch.tensor([[1, 3, 5, 2, 4], [4, 4, 0, 1, 9]])}
+    graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export", batch_dim=None)
+    assert {"pad", "scale", "where"} <= {op["type"] for op in graph["ops"]}
+    assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), model(**inputs).item(), rel_tol=1e-5)
+    loom.save_graph(graph, tmp_path / "g.json")
+    assert coverage.check_match(loom_binary, str(tmp_path / "g.json"), str(tmp_path), "shift", timeout=120) == ""

@@ -14,8 +14,10 @@ import torch
 from .aten_attention import _sdpa_general
 from .aten_complex import _complex_mul, _fft_c2c, _fft_r2c, _to_complex, _view_as_complex, _view_as_real
 from .aten_masked import index_masked, is_mask, mask_of_columns, nonzero
-from .aten_math import _bernoulli_keep, _hardtanh, _index_put_masked, _logical_or, _remainder, _upsample
-from .aten_norms import _native_group_norm, _vector_norm
+from .aten_math import (
+    _bernoulli_keep, _bitwise_and, _constant_pad, _hardtanh, _index_put_masked, _logical_or, _remainder, _upsample,
+)
+from .aten_norms import _native_group_norm, _var, _vector_norm
 from .aten_strided import as_strided, flip, unfold
 from .base import Meta, T
 from .compute import (
@@ -369,15 +371,16 @@ _PACKETS = {
     aten.repeat: _via(_repeat, ("self", "repeats")),
     aten.argmax: _via(_argmax, ("self", "dim", "keepdim")),
     aten.expm1: _expm1, aten.bitwise_not: _bitwise_not,
-    aten.bitwise_and: _via(_logical_and, ("self", "other")),
+    aten.bitwise_and: _bitwise_and,
     aten.scatter: _scatter_value,
     aten.topk: _topk, aten.index: _index, aten.nonzero: nonzero,
-    aten.as_strided: as_strided, aten.unfold: unfold, aten.flip: flip, aten.log1p: _log1p, aten.convolution: _convolution,
+    aten.as_strided: as_strided, aten.unfold: unfold, aten.flip: flip,
+    aten.log1p: _log1p, aten.convolution: _convolution,
     aten.linalg_vector_norm: _vector_norm, aten.remainder: _remainder, aten.index_put: _index_put_masked,
     aten.bitwise_or: _logical_or, aten.logical_or: _logical_or,
     aten.hardtanh: _hardtanh, aten.native_group_norm: _native_group_norm, aten.bernoulli: _bernoulli_keep,
     aten.upsample_bilinear2d: _upsample("bilinear"), aten.upsample_nearest2d: _upsample("nearest"),
-    aten.constant_pad_nd: _via(_pad, ("self", "pad"), (("value", "value"),)),
+    aten.constant_pad_nd: _constant_pad, aten.var: _var,
     **{getattr(aten, name): _shape_only(empty=name.startswith(("empty", "new_empty")))
        for name in ("zeros_like", "ones_like", "full_like", "empty_like", "new_zeros", "new_ones", "new_full",
                     "new_empty")},

@@ -8,6 +8,8 @@ c = cumsum(m), the j-th true element (from 0) sits at p_j = #{i : c_i <= j}, sin
 first reaches j + 1 there: one comparison of c against 0 .. count-1 and a sum (count x numel elements, the
 size of a one-hot gather). The other way, the true element at position i is row c_i - 1 of the rows written.
 So the graph computes what torch computes for any batch whose mask has as many true elements as the examples'.
+Another batch (the synthetic batches `loom verify` and the runtime draw) has no such tensor in torch (its size
+differs); the graph still runs on it, every position clamped into range, the same function on every plan.
 """
 
 import math
@@ -79,7 +81,10 @@ def true_positions(cx, mask, count):
     before = cx.emit("le", [row, slots], {}, Meta([count, numel], torch.bool), suffix="before")
     counted = cx.emit("cast", [before], {"dtype": cx.dtype_name(torch.int64)}, Meta([count, numel], torch.int64),
                       suffix="before_count")
-    return cx.emit("sum", [counted], {"dims": [1]}, Meta([count], torch.int64), suffix="positions")
+    positions = cx.emit("sum", [counted], {"dims": [1]}, Meta([count], torch.int64), suffix="positions_counted")
+    # A batch with fewer true elements than the examples' would point past the end: the last element instead.
+    last = cx.constant(torch.tensor(numel - 1, dtype=torch.int64))
+    return cx.emit("minimum", [positions, last], {}, Meta([count], torch.int64), suffix="positions")
 
 
 def _running_count(cx, mask):
@@ -142,6 +147,9 @@ def index_put_rows(cx, x, mask, rows, value):
         rank = cx.emit("add", [_running_count(cx, mask), cx.constant(torch.tensor(-1, dtype=torch.int64))], {},
                        Meta([numel], torch.int64), suffix="row")
         rank = cx.emit("maximum", [rank, cx.constant(torch.tensor(0, dtype=torch.int64))], {},
+                       Meta([numel], torch.int64), suffix="row_from_0")
+        # A batch with more true elements than the examples' would read past the rows: the last row instead.
+        rank = cx.emit("minimum", [rank, cx.constant(torch.tensor(rows_shape[0] - 1, dtype=torch.int64))], {},
                        Meta([numel], torch.int64), suffix="row_clamped")
     else:
         rank = cx.constant((mask.reshape(-1).to(torch.int64).cumsum(0) - 1).clamp(min=0))

@@ -4,8 +4,9 @@ is index_select's, a scatter-add: overlapping windows add their gradients, as to
 
 as_strided(x, size, stride, offset) reads x's storage: element (i_0, .., i_k) is storage[offset + sum i_d
 stride_d]. It is lowered where that storage is x's own elements in some order of its dims (x dense, as export
-recorded its strides: a transposed tensor's view too) and every position lies inside x. The positions are built in the graph from one small
-constant per dim, added with broadcasting, rather than stored as one constant of the output's size."""
+recorded its strides: a transposed tensor's view too) and every position lies inside x. The positions are
+built in the graph from one small constant per dim, added with broadcasting, rather than stored as one
+constant of the output's size."""
 
 import math
 
