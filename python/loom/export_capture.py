@@ -76,13 +76,17 @@ class _MasksAsPositions(TorchFunctionMode):
     columns of one nonzero back as its mask (lowering/aten_masked.py)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if (func is torch.where and len(args) == 1 and not kwargs) or (
+                func in (torch.nonzero, torch.Tensor.nonzero) and kwargs.get("as_tuple")):
+            return args[0].nonzero().unbind(1)  # torch.where(mask), nonzero(as_tuple=True): the same columns
         if func in (torch.Tensor.__getitem__, torch.Tensor.__setitem__) and len(args) >= 2:
             index = args[1] if isinstance(args[1], tuple) else (args[1],)
             if any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in index):
                 spelled = tuple(p for i in index for p in (
                     i.nonzero().unbind(1) if isinstance(i, torch.Tensor) and i.dtype == torch.bool else (i,)))
                 args = (args[0], spelled, *args[2:])
-        return func(*args, **(kwargs or {}))
+        return func(*args, **kwargs)
 
 
 def _decompositions():
