@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from test_trace_lowered_values import evaluate, loss_of
+from test_trace_lowered_values import assert_computes_the_loss, evaluate, loss_of, train_mismatch
 
 import loom
 from loom import coverage
@@ -76,16 +76,12 @@ def test_the_ops_map_onto_the_registry(traced):
 def test_the_graph_computes_the_modules_loss(traced):
     model, graph, batch = traced
     for inputs in (batch, _batch(1)):  # masks and hashes traced, not folded: another batch is its own
-        with torch.no_grad():
-            want = model(**inputs).item()
-        assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), want, rel_tol=1e-5)
+        assert_computes_the_loss(graph, model, inputs, rel_tol=1e-5)
 
 
 def test_dp_and_tp_steps_equal_the_one_device_step(traced, loom_binary, tmp_path):
     _, graph, _ = traced
-    path = tmp_path / "math.json"
-    loom.save_graph(graph, path)
-    assert coverage.check_match(loom_binary, str(path), str(tmp_path), "math", timeout=120) == ""
+    assert train_mismatch(graph, loom_binary, tmp_path, "math") == ""
 
 
 def _form(op_type, attrs, x):
@@ -149,8 +145,7 @@ def test_batch_norm_group_norm_relu6_and_resizing_compute_the_modules_loss_and_u
     with torch.no_grad():
         want = model(**batch).item()
     assert math.isclose(loss_of(graph, evaluate(graph, model, batch)), want, rel_tol=1e-5)
-    loom.save_graph(graph, tmp_path / "conv.json")
-    assert coverage.check_match(loom_binary, str(tmp_path / "conv.json"), str(tmp_path), "conv", timeout=120) == ""
+    assert train_mismatch(graph, loom_binary, tmp_path, "conv") == ""
 
 
 def test_in_place_dropout_draws_its_mask_with_the_dropout_op():
@@ -296,5 +291,4 @@ def test_negative_pads_variance_and_an_integer_mask_compute_the_modules_loss(loo
     graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export", batch_dim=None)
     assert {"pad", "scale", "where"} <= {op["type"] for op in graph["ops"]}
     assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), model(**inputs).item(), rel_tol=1e-5)
-    loom.save_graph(graph, tmp_path / "g.json")
-    assert coverage.check_match(loom_binary, str(tmp_path / "g.json"), str(tmp_path), "shift", timeout=120) == ""
+    assert train_mismatch(graph, loom_binary, tmp_path, "shift") == ""

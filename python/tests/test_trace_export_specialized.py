@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from test_trace_lowered_values import evaluate, loss_of
+from test_trace_lowered_values import assert_computes_the_loss, evaluate, loss_of, train_mismatch
 
 import loom
 from loom import coverage
@@ -72,16 +72,12 @@ def test_the_graph_computes_the_modules_loss_on_batches_with_the_examples_counts
     model, graph, batch = masked
     other = _masked_batch(1)  # other tokens and positions, as many end tokens, language rows and kept labels
     for inputs in (batch, other):
-        with torch.no_grad():
-            want = model(**inputs).item()
-        assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), want, rel_tol=1e-6)
+        assert_computes_the_loss(graph, model, inputs, rel_tol=1e-6)
 
 
 def test_dp_and_tp_steps_equal_the_one_device_step(masked, loom_binary, tmp_path):
     _, graph, _ = masked
-    path = tmp_path / "masked.json"
-    loom.save_graph(graph, path)
-    assert coverage.check_match(loom_binary, str(path), str(tmp_path), "masked", timeout=120) == ""
+    assert train_mismatch(graph, loom_binary, tmp_path, "masked") == ""
 
 
 class Branches(nn.Module):
@@ -110,9 +106,7 @@ def test_a_branch_on_the_data_takes_the_examples_side(pad):
     graph = loom.trace(model, {"ids": ids}, capture="export", batch_dim=None)
     types = [op["type"] for op in graph["ops"]]
     assert types.count("scale") == (2 if pad else 1)  # h * 2 on the padded side; 1e-3 * peak on both
-    with torch.no_grad():
-        want = model(ids=ids).item()
-    assert math.isclose(loss_of(graph, evaluate(graph, model, {"ids": ids})), want, rel_tol=1e-6)
+    assert_computes_the_loss(graph, model, {"ids": ids}, rel_tol=1e-6)
 
 
 def test_a_branch_on_the_data_of_a_model_on_meta_is_refused_naming_the_fix():
@@ -147,12 +141,8 @@ def test_strided_views_compute_the_modules_loss_and_train_alike(loom_binary, tmp
     model, inputs = StridedViews(), {"x": torch.randn(8, 2, 4)}
     graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export", batch_dim=None)
     assert not {"as_strided", "unfold", "flip"} & {op["type"] for op in graph["ops"]}
-    with torch.no_grad():
-        want = model(**inputs).item()
-    assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), want, rel_tol=1e-6)
-    loom.save_graph(graph, tmp_path / "strided.json")
-    assert coverage.check_match(loom_binary, str(tmp_path / "strided.json"), str(tmp_path), "strided",
-                                timeout=120) == ""
+    assert_computes_the_loss(graph, model, inputs, rel_tol=1e-6)
+    assert train_mismatch(graph, loom_binary, tmp_path, "strided") == ""
 
 
 @pytest.mark.parametrize("family,name", [("sequence-classification", "BartForSequenceClassification"),
