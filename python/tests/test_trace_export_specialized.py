@@ -2,7 +2,8 @@
 is decided by the examples' own (export_capture.py), and boolean masks whose count of true elements is a size
 are lowered with that count (lowering/aten_masked.py): BART's `h[ids == eos]`, DeBERTa's `nonzero(labels >= 0)`,
 X-MOD's `out[lang] = adapter(h[lang])`, FSMT's `if (ids == pad).any()`. Views that pick elements by position
-(lowering/aten_strided.py): Longformer's overlapping chunks (as_strided of a transposed tensor), unfold, flip.
+(lowering/aten_strided.py): Longformer's overlapping chunks (as_strided of a transposed tensor), unfold, flip, and F.fold of
+non-overlapping patches (MobileViT V2).
 Each graph computes the module's loss; one SGD step of dp 2 and tp 2 plans equals the 1-device step."""
 
 import math
@@ -143,6 +144,29 @@ def test_strided_views_compute_the_modules_loss_and_train_alike(loom_binary, tmp
     assert not {"as_strided", "unfold", "flip"} & {op["type"] for op in graph["ops"]}
     assert_computes_the_loss(graph, model, inputs, rel_tol=1e-6)
     assert train_mismatch(graph, loom_binary, tmp_path, "strided") == ""
+
+
+class Patches(nn.Module):
+    """MobileViT V2's patches folded back into an image (F.fold of non-overlapping 2x2 patches: an index_put
+    accumulating at constant positions, each written once)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):  # [b, c*2*2, patches] of a 4x6 image
+        patches = self.proj(x.transpose(1, 2)).transpose(1, 2)
+        image = F.fold(patches, output_size=(4, 6), kernel_size=2, stride=2)
+        return (image ** 2 * torch.arange(24.0).view(4, 6)).sum()
+
+
+def test_folded_patches_compute_the_modules_loss_and_train_alike(loom_binary, tmp_path):
+    torch.manual_seed(0)
+    model, inputs = Patches(), {"x": torch.randn(2, 4, 6)}
+    graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export", batch_dim=None)
+    assert "index_select" in {op["type"] for op in graph["ops"]}
+    assert_computes_the_loss(graph, model, inputs, rel_tol=1e-6)
+    assert train_mismatch(graph, loom_binary, tmp_path, "patches") == ""
 
 
 @pytest.mark.parametrize("family,name", [("sequence-classification", "BartForSequenceClassification"),

@@ -8,6 +8,7 @@ import math
 import torch
 
 from .aten_masked import index_put_rows, mask_of_columns
+from .aten_strided import put_at_positions
 from .base import Meta, T
 
 
@@ -34,6 +35,8 @@ def _index_put_masked(cx, args, kwargs, value):
     spelled = mask_of_columns(cx, list(cx.node.args[1]))  # x[mask.nonzero().unbind(1)] = v
     if spelled is not None and spelled[0] == 0:
         indices = [spelled[1]]
+    if any(isinstance(i, torch.Tensor) and i.dtype != torch.bool for i in indices):  # constant integer positions
+        return put_at_positions(cx, a["self"], indices, v, bool(a.get("accumulate")), value)
     if a.get("accumulate") or len(indices) != 1 or indices[0] is None:
         return None
     mask = indices[0]

@@ -1,5 +1,6 @@
 """Views that pick elements by position (capture="export"): as_strided (Longformer's overlapping attention
-chunks), unfold (sliding windows) and flip. Each is an index_select of the positions it reads, so its backward
+chunks), unfold (sliding windows) and flip; and their inverse where each position is written once, an
+index_put at constant integer positions (F.fold of non-overlapping patches: MobileViT V2). Each is an index_select of the positions it reads, so its backward
 is index_select's, a scatter-add: overlapping windows add their gradients, as torch's backward does.
 
 as_strided(x, size, stride, offset) reads x's storage: element (i_0, .., i_k) is storage[offset + sum i_d
@@ -102,3 +103,49 @@ def flip(cx, args, kwargs, value):
         x = cx.emit("index_select", [x, reverse], {"dim": d}, value if last else Meta(shape, value.dtype),
                     suffix=None if last else f"flip{d}")
     return x if dims else cx.alias(x, value)
+
+
+def put_at_positions(cx, x, indices, v, accumulate, value):
+    """x[..., i, j, ..] = v (or += v) with constant integer indices on consecutive dims that name distinct
+    positions (F.fold of non-overlapping patches): the indexed dims merged, each position reading its entry of
+    v (index_select of the inverse permutation), zero where no entry lands; then x added (accumulating), or x
+    kept where nothing lands. None where positions repeat (overlapping patches need sums) or an index is
+    traced."""
+    used = [d for d, i in enumerate(indices) if i is not None]
+    if not used or used != list(range(used[0], used[-1] + 1)) or not all(
+            isinstance(indices[d], torch.Tensor) and not indices[d].dtype.is_floating_point
+            and indices[d].dtype != torch.bool for d in used):
+        return None
+    shape, first, dtype = list(value.shape), used[0], value.dtype
+    sizes = [shape[d] for d in used]
+    picks = torch.broadcast_tensors(*[indices[d].to(torch.int64) for d in used])
+    flat = torch.zeros(picks[0].shape, dtype=torch.int64)
+    for pick, size in zip(picks, sizes):
+        flat = flat * size + torch.remainder(pick, size)
+    flat = flat.reshape(-1)
+    if flat.unique().numel() != flat.numel():
+        return None
+    slots = math.prod(sizes)
+    target = shape[:first] + list(picks[0].shape) + shape[used[-1] + 1:]
+    v = cx.tensor(v) if isinstance(v, (T, torch.Tensor)) else cx.constant(torch.tensor(v, dtype=dtype))
+    if list(cx.shape(v)) != target:
+        v = cx.emit("expand", [v], {"shape": target}, Meta(target, dtype), suffix="values")
+    merged = shape[:first] + [flat.numel()] + shape[used[-1] + 1:]
+    v = cx.emit("reshape", [v], {"shape": merged}, Meta(merged, dtype), suffix="entries")
+    inverse = torch.zeros(slots, dtype=torch.int64)
+    inverse[flat] = torch.arange(flat.numel())
+    spread_shape = shape[:first] + [slots] + shape[used[-1] + 1:]
+    placed = cx.emit("index_select", [v, cx.constant(inverse)], {"dim": first}, Meta(spread_shape, dtype),
+                     suffix="spread")
+    placed = cx.emit("reshape", [placed], {"shape": shape}, Meta(shape, dtype), suffix="placed")
+    landed = torch.zeros(slots, dtype=torch.bool)
+    landed[flat] = True
+    landed = landed.reshape([1] * first + sizes + [1] * (len(shape) - used[-1] - 1))
+    zeros_x = isinstance(x, torch.Tensor) and not bool(x.any())
+    if bool(landed.all()):
+        return placed if zeros_x or not accumulate else cx.emit("add", [cx.tensor(x), placed], {}, value)
+    if accumulate or zeros_x:
+        placed = cx.emit("where", [cx.constant(landed), placed, cx.constant(torch.zeros((), dtype=dtype))], {},
+                         Meta(shape, dtype), suffix="landed")
+        return placed if zeros_x else cx.emit("add", [cx.tensor(x), placed], {}, value)
+    return cx.emit("where", [cx.constant(landed), placed, cx.tensor(x)], {}, value)
