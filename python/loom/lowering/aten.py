@@ -246,11 +246,40 @@ def _max_dim(cx, args, kwargs, value):
     return values, cx.emit("argmax", [x], {"dim": dim, **keep}, value[1], suffix="indices")
 
 
+def _scatter_src(cx, a, value):
+    """x.scatter(dim, index, src) (Llama 4's router: the top-k scores scattered into -inf): per position j of
+    the index along dim (k of them, a top-k's k), where(index[j] == arange(size) along dim, src[j], x), later
+    positions written over earlier ones."""
+    x, index, src = cx.tensor(a["self"]), a["index"], a["src"]
+    if not isinstance(index, T) or a.get("reduce") is not None or not isinstance(src, (T, torch.Tensor)):
+        return None
+    shape, index_shape = list(cx.shape(x)), list(cx.shape(index))
+    dim = int(a["dim"]) % len(shape)
+    src_shape = list(cx.shape(src)) if isinstance(src, T) else list(src.shape)
+    if len(index_shape) != len(shape) or src_shape != index_shape or any(
+            index_shape[d] != shape[d] for d in range(len(shape)) if d != dim):
+        return None
+    slots = cx.constant(torch.arange(shape[dim]).reshape([1] * dim + [shape[dim]] + [1] * (len(shape) - dim - 1)))
+    current = x
+    for j in range(index_shape[dim]):
+        pick = (slice(None),) * dim + (slice(j, j + 1),)
+        one = index_shape[:dim] + [1] + index_shape[dim + 1:]
+        index_j = _getitem(cx, [index, pick], {}, Meta(one, cx.torch_dtype(index)))
+        src_j = _getitem(cx, [src, pick], {}, Meta(one, value.dtype))
+        hot = cx.emit("eq", [index_j, slots], {}, Meta(shape, torch.bool), suffix=f"hot{j}")
+        last = j == index_shape[dim] - 1
+        current = cx.emit("where", [hot, cx.tensor(src_j), current], {}, value if last else Meta(shape, value.dtype),
+                          suffix=None if last else f"written{j}")
+    return current
+
+
 def _scatter_value(cx, args, kwargs, value):
     """x.scatter(dim, index, v) with a number v (group-limited routers' masks, `mask.scatter_(1, top_groups, 1)`):
     a one-hot of the index along a new last dim (eq with arange), summed over the index's own positions along
     dim, marks where v goes; where(marked, v, x)."""
     a = named_arguments(cx.node.target, args, kwargs)
+    if "src" in a:
+        return _scatter_src(cx, a, value)
     x, index, fill = cx.tensor(a["self"]), a["index"], a.get("value")
     if not isinstance(index, T) or a.get("reduce") is not None or not isinstance(fill, (int, float, bool)):
         return None
