@@ -272,6 +272,11 @@ def _record(gm, placeholders, traced, specialized=False):
             values[node] = None
             continue
         reads = [n for n in pytree.tree_leaves((node.args, node.kwargs)) if isinstance(n, fx.Node)]
+        if node.target == torch.ops.aten.type_as.default and node.args[0] not in dynamic:
+            # x.type_as(y) reads y's dtype only: constant x stays constant (PegasusX's sinusoids)
+            args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda n: _stand_in(values[n]))
+            values[node] = _evaluate(node.target, args, kwargs)
+            continue
         if getattr(node.target, "overloadpacket", None) in _SHAPE_ONLY:  # zeros_like(x): a constant whatever x is
             args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda n: _stand_in(values[n]))
             values[node] = _evaluate(node.target, args, kwargs)

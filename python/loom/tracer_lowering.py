@@ -16,6 +16,8 @@ from .lowering import T
 from .tracer_names import _scope, _target_name, _Unsupported
 
 _Meta = lowering.Meta
+# x.type_as(y), as torch.fx and torch.export write it: reads y's dtype only
+_TYPE_AS = {("call_method", "type_as"), ("call_function", torch.ops.aten.type_as.default)}
 
 
 class Lowering:
@@ -210,7 +212,7 @@ class Lowering:
         # A module with parameters is trainable whatever it reads (an embedding of constant position ids).
         trainable = node.op == "call_module" and any(True for _ in self.gm.get_submodule(node.target).parameters())
         # x.type_as(y) reads only y's dtype (known on the examples): constant when x is (PegasusX's sinusoids).
-        read = (args[:1], kwargs) if (node.op, node.target) == ("call_method", "type_as") else (args, kwargs)
+        read = (args[:1], kwargs) if (node.op, node.target) in _TYPE_AS else (args, kwargs)
         if not trainable and not _has_dynamic(read):
             if isinstance(value, torch.Tensor):
                 self.folded_names.setdefault(id(value), self._name())  # names its buffer, if one is used

@@ -292,3 +292,28 @@ def test_negative_pads_variance_and_an_integer_mask_compute_the_modules_loss(loo
     assert {"pad", "scale", "where"} <= {op["type"] for op in graph["ops"]}
     assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), model(**inputs).item(), rel_tol=1e-5)
     assert train_mismatch(graph, loom_binary, tmp_path, "shift") == ""
+
+
+class Sinusoids(nn.Module):
+    """PegasusX's positions: sin and cos of constant positions cast with `type_as` the embeddings (a traced
+    tensor whose dtype alone is read), written into a table."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(10, 6)
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        positions = torch.arange(ids.shape[1])[:, None]
+        rates = torch.exp(torch.arange(3).type_as(x) * -0.5)
+        table = torch.zeros(ids.shape[1], 6)
+        table[:, :3], table[:, 3:] = torch.sin(positions * rates), torch.cos(positions * rates)
+        return ((x + table) ** 2).sum()
+
+
+def test_sinusoids_of_constant_positions_are_folded():
+    torch.manual_seed(0)
+    model, inputs = Sinusoids(), {"ids": torch.randint(0, 10, (2, 5))}
+    graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export", batch_dim=None)
+    assert not {"sin", "cos"} & {op["type"] for op in graph["ops"]}
+    assert_computes_the_loss(graph, model, inputs, rel_tol=1e-6)
