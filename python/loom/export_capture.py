@@ -11,7 +11,9 @@
    node's value is a meta tensor of the shape and dtype export recorded (its elements are never needed).
 Module paths (node.meta["nn_module_stack"]) lose the wrapper's prefix, so ops are named as the fx route names them.
 Buffers the step updates (batch norm's running statistics) are the graph's state: what reads them is traced, not
-folded, and each output export lists as a buffer mutation becomes that buffer's next value (tracer.py).
+folded, and each output export lists as a buffer mutation becomes that buffer's next value (tracer_lowering.py).
+Control flow and sizes that depend on tensor values are specialized to the examples (`capture`, `_record`,
+`_fold_numbers`; docs/capture.md).
 """
 
 import contextlib

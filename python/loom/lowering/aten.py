@@ -337,7 +337,7 @@ _PACKETS = {
     aten.dropout: _via(_dropout, ("input", "p", "train")),
     aten.native_dropout: _first_of_tuple(_via(_dropout, ("input", "p", "train")), 2),
     # Training batch norm: (out, saved mean, saved rstd, running mean and var after the step); the handler writes
-    # the running statistics' updates itself (export's buffer mutations, tracer.py).
+    # the running statistics' updates itself (export's buffer mutations, tracer_lowering.py).
     aten._native_batch_norm_legit_functional: _first_of_tuple(_via(_batch_norm, (
         "input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")), 5),
     aten.linear: _via(_linear, ("input", "weight", "bias")),
