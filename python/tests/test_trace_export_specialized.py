@@ -142,6 +142,8 @@ def test_strided_views_compute_the_modules_loss_and_train_alike(loom_binary, tmp
     model, inputs = StridedViews(), {"x": torch.randn(8, 2, 4)}
     graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export", batch_dim=None)
     assert not {"as_strided", "unfold", "flip"} & {op["type"] for op in graph["ops"]}
+    windows = next(op for op in graph["ops"] if op["name"].endswith("unfold.windows"))
+    assert windows["type"] == "index_select" and windows["attrs"]["dim"] == 0  # x's other dims kept: they split
     assert_computes_the_loss(graph, model, inputs, rel_tol=1e-6)
     assert train_mismatch(graph, loom_binary, tmp_path, "strided") == ""
 

@@ -73,20 +73,28 @@ def as_strided(cx, args, kwargs, value):
 
 
 def unfold(cx, args, kwargs, value):
-    """x.unfold(dim, size, step): windows along dim, a new last dim of `size`: the strided view of a
-    contiguous x (dim's stride times step between windows, dim's stride within one)."""
+    """x.unfold(dim, size, step): windows along dim, a new last dim of `size`: index_select of every window's
+    positions along dim (the other dims untouched, so they still split), that dim cut into [windows, size],
+    and the size dim moved last."""
     a = named(cx.node.target, args, kwargs)
     x, dim, size, step = a["self"], int(a["dimension"]), int(a["size"]), int(a["step"])
     if not isinstance(x, T):
         return None
     shape = list(cx.shape(x))
     dim = dim + len(shape) if dim < 0 else dim
-    strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
-    out_stride = strides[:dim] + [strides[dim] * step] + strides[dim + 1:] + [strides[dim]]
-    count = math.prod(value.shape)
-    if count == 0:
+    windows = list(value.shape)[dim]
+    if windows == 0 or size == 0:
         return None
-    return pick_positions(cx, x, strided_positions(cx, list(value.shape), out_stride, 0), count, value)
+    positions = (torch.arange(windows)[:, None] * step + torch.arange(size)[None, :]).reshape(-1)
+    picked = shape[:dim] + [windows * size] + shape[dim + 1:]
+    out = cx.emit("index_select", [x, cx.constant(positions)], {"dim": dim}, Meta(picked, value.dtype),
+                  suffix="windows")
+    cut = shape[:dim] + [windows, size] + shape[dim + 1:]
+    out = cx.emit("reshape", [out], {"shape": cut}, Meta(cut, value.dtype), suffix="cut")
+    if dim == len(shape) - 1:
+        return cx.alias(out, value) if cut == list(value.shape) else None
+    order = list(range(dim + 1)) + list(range(dim + 2, len(cut))) + [dim + 1]
+    return cx.emit("permute", [out], {"dims": order}, value)
 
 
 def flip(cx, args, kwargs, value):
