@@ -154,8 +154,34 @@ def _export(wrapper, module, examples, specialize):
         if specialize:
             stack.enter_context(torch._functorch.config.patch(fake_tensor_propagate_real_tensors=True))
             stack.enter_context(_MasksAsPositions())
+            stack.enter_context(_parameters_propagated())
         exported = torch.export.export(wrapper, examples, strict=False)
         return exported.run_decompositions(_decompositions())
+
+
+@contextlib.contextmanager
+def _parameters_propagated():
+    """torch 2.13's fake tensors of parameters carry their real values too: its meta converter copies a real
+    value only from a plain torch.Tensor (`type(src) is torch.Tensor` in meta_utils._safe_copy / _safe_clone),
+    so an nn.Parameter's real tensor was uninitialized memory, and a branch on a weight's or an activation's
+    value was decided on garbage (I-BERT's NaN check of its activations)."""
+    from torch._subclasses import meta_utils
+    copy, clone = meta_utils._safe_copy, meta_utils._safe_clone
+
+    def safe_copy(dst, src):
+        if isinstance(src, torch.Tensor) and not isinstance(src, torch._subclasses.FakeTensor):
+            dst.copy_(src.detach())
+
+    def safe_clone(src):
+        if isinstance(src, torch.Tensor) and not isinstance(src, torch._subclasses.FakeTensor):
+            return src.detach().clone()
+        return None
+
+    meta_utils._safe_copy, meta_utils._safe_clone = safe_copy, safe_clone
+    try:
+        yield
+    finally:
+        meta_utils._safe_copy, meta_utils._safe_clone = copy, clone
 
 
 @contextlib.contextmanager

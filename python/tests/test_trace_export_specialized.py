@@ -82,7 +82,8 @@ def test_dp_and_tp_steps_equal_the_one_device_step(masked, loom_binary, tmp_path
 
 
 class Branches(nn.Module):
-    """A branch on whether any padding is present (FSMT) and statistics read through `.data` (I-BERT)."""
+    """A branch on whether any padding is present (FSMT), statistics read through `.data` and a check that
+    none is NaN (I-BERT): the checks read the weights' values."""
 
     def __init__(self, vocab=20, hidden=8):
         super().__init__()
@@ -94,6 +95,9 @@ class Branches(nn.Module):
         if (ids == PAD).any():  # a branch on the data: the examples decide it
             h = h * 2.0
         peak = h.data.abs().max()  # read as h.detach(): export would take h.data for a constant
+        assert not peak.isnan(), "NaN in the activations"  # decided on the weights' values
+        if peak > 1e3:  # so is this branch (not taken)
+            h = h * 0.0
         return (self.head(h) ** 2).mean() + 1e-3 * peak
 
 
