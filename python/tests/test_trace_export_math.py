@@ -317,3 +317,17 @@ def test_sinusoids_of_constant_positions_are_folded():
     graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export", batch_dim=None)
     assert not {"sin", "cos"} & {op["type"] for op in graph["ops"]}
     assert_computes_the_loss(graph, model, inputs, rel_tol=1e-6)
+
+
+def test_batch_norm_in_float64_updates_its_running_statistics_in_float64(loom_binary, tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)).train().double()
+    inputs = {"input": torch.randn(4, 3, 6, 6, dtype=torch.float64)}
+    graph = loom.trace(model, inputs, loss=lambda out, batch: (out ** 2).sum(), capture="export", batch_dim=None)
+    values = evaluate(graph, model, inputs)
+    model(**inputs)  # torch's step updates the running statistics
+    for name in ("running_mean", "running_var"):
+        got = values[f"1.{name}.updated"]
+        assert got.dtype == torch.float64
+        torch.testing.assert_close(got, getattr(model[1], name), rtol=1e-9, atol=1e-12)
+    assert train_mismatch(graph, loom_binary, tmp_path, "bn64") == ""
