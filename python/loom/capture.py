@@ -54,7 +54,7 @@ def _is_identity(module, args, kwargs):
 
 class _WritableProxy(fx.Proxy):
     """x[i] = v recorded as a call of operator.setitem (as HuggingFace's proxies do; lowering writes it
-    functionally, tracer.py)."""
+    functionally, tracer_writes.py)."""
 
     def __setitem__(self, index, value):
         return self.tracer.create_proxy("call_function", operator.setitem, (self, index, value), {})

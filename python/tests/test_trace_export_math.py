@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from test_trace_lowered_values import evaluate, loss_of
+from test_trace_lowered_values import assert_computes_the_loss, evaluate, loss_of, train_mismatch
 
 import loom
 from loom import coverage
@@ -76,16 +76,12 @@ def test_the_ops_map_onto_the_registry(traced):
 def test_the_graph_computes_the_modules_loss(traced):
     model, graph, batch = traced
     for inputs in (batch, _batch(1)):  # masks and hashes traced, not folded: another batch is its own
-        with torch.no_grad():
-            want = model(**inputs).item()
-        assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), want, rel_tol=1e-5)
+        assert_computes_the_loss(graph, model, inputs, rel_tol=1e-5)
 
 
 def test_dp_and_tp_steps_equal_the_one_device_step(traced, loom_binary, tmp_path):
     _, graph, _ = traced
-    path = tmp_path / "math.json"
-    loom.save_graph(graph, path)
-    assert coverage.check_match(loom_binary, str(path), str(tmp_path), "math", timeout=120) == ""
+    assert train_mismatch(graph, loom_binary, tmp_path, "math") == ""
 
 
 def _form(op_type, attrs, x):
@@ -149,8 +145,7 @@ def test_batch_norm_group_norm_relu6_and_resizing_compute_the_modules_loss_and_u
     with torch.no_grad():
         want = model(**batch).item()
     assert math.isclose(loss_of(graph, evaluate(graph, model, batch)), want, rel_tol=1e-5)
-    loom.save_graph(graph, tmp_path / "conv.json")
-    assert coverage.check_match(loom_binary, str(tmp_path / "conv.json"), str(tmp_path), "conv", timeout=120) == ""
+    assert train_mismatch(graph, loom_binary, tmp_path, "conv") == ""
 
 
 def test_in_place_dropout_draws_its_mask_with_the_dropout_op():
@@ -271,3 +266,68 @@ def test_broadcast_batch_dims_of_a_matmul_are_expanded(loom_binary, tmp_path):
     loom.save_graph(graph, tmp_path / "g.json")
     assert coverage._plan(loom_binary, str(tmp_path / "g.json"), coverage.PLANS["dp"], str(tmp_path / "out"),
                           120).returncode == 0
+
+
+class ShiftVarMask(nn.Module):
+    """RWKV's time shift (a pad of one step in front, one cropped at the end), xLSTM's variance (Bessel's and
+    the plain one) and CpmAnt's mask (a boolean mask & a constant int32 0/1 mask)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x, ids):
+        h = self.proj(x)  # [b s d]
+        shifted = F.pad(h, (0, 0, 1, -1))
+        spread = h.var(-1, keepdim=True) + torch.var(h, dim=(0, 2), correction=0)[None, :, None]
+        allowed = torch.tril(torch.ones(ids.shape[1], ids.shape[1], dtype=torch.int32))
+        both = ((ids > 2)[:, None, :] & allowed).to(h.dtype)  # [b s s] int32 -> float
+        return ((shifted * spread) @ h.transpose(1, 2) * both).sum()
+
+
+def test_negative_pads_variance_and_an_integer_mask_compute_the_modules_loss(loom_binary, tmp_path):
+    torch.manual_seed(0)
+    model, inputs = ShiftVarMask(), {"x": torch.randn(2, 5, 4), "ids": torch.tensor([[1, 3, 5, 2, 4], [4, 4, 0, 1, 9]])}
+    graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export", batch_dim=None)
+    assert {"pad", "scale", "where"} <= {op["type"] for op in graph["ops"]}
+    assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), model(**inputs).item(), rel_tol=1e-5)
+    assert train_mismatch(graph, loom_binary, tmp_path, "shift") == ""
+
+
+class Sinusoids(nn.Module):
+    """PegasusX's positions: sin and cos of constant positions cast with `type_as` the embeddings (a traced
+    tensor whose dtype alone is read), written into a table."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(10, 6)
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        positions = torch.arange(ids.shape[1])[:, None]
+        rates = torch.exp(torch.arange(3).type_as(x) * -0.5)
+        table = torch.zeros(ids.shape[1], 6)
+        table[:, :3], table[:, 3:] = torch.sin(positions * rates), torch.cos(positions * rates)
+        return ((x + table) ** 2).sum()
+
+
+def test_sinusoids_of_constant_positions_are_folded():
+    torch.manual_seed(0)
+    model, inputs = Sinusoids(), {"ids": torch.randint(0, 10, (2, 5))}
+    graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export", batch_dim=None)
+    assert not {"sin", "cos"} & {op["type"] for op in graph["ops"]}
+    assert_computes_the_loss(graph, model, inputs, rel_tol=1e-6)
+
+
+def test_batch_norm_in_float64_updates_its_running_statistics_in_float64(loom_binary, tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)).train().double()
+    inputs = {"input": torch.randn(4, 3, 6, 6, dtype=torch.float64)}
+    graph = loom.trace(model, inputs, loss=lambda out, batch: (out ** 2).sum(), capture="export", batch_dim=None)
+    values = evaluate(graph, model, inputs)
+    model(**inputs)  # torch's step updates the running statistics
+    for name in ("running_mean", "running_var"):
+        got = values[f"1.{name}.updated"]
+        assert got.dtype == torch.float64
+        torch.testing.assert_close(got, getattr(model[1], name), rtol=1e-9, atol=1e-12)
+    assert train_mismatch(graph, loom_binary, tmp_path, "bn64") == ""

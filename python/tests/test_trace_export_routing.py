@@ -1,8 +1,8 @@
 """The ATen ops of transformers 5's mixture-of-experts routing, state-space layers and masks, captured by the
 export route (capture="export"): topk (the registry's topk, src/ops/routing.cc), a parameter indexed by traced
 expert ids and rows picked by (arange, traced position) pairs (index_select), log1p (log of 1 + x), a depthwise
-1-D convolution (conv2d of unit height), max with positions, boolean ~ and &, expm1, scattered masks, a matrix
-times a batch of matrices (an einsum). Each graph computes the module's loss op by op with the runtime's forms;
+1-D convolution (conv2d of unit height), max with positions, boolean ~ and &, expm1, scattered masks, scores
+scattered from a top-k (Llama 4), a matrix times a batch of matrices (an einsum). Each graph computes the module's loss op by op with the runtime's forms;
 one SGD step of the routing model's dp 2 and tp 2 plans equals the 1-device step (topk's sharding rule: rows
 split, the ranked dim whole)."""
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from test_trace_lowered_values import evaluate, loss_of
+from test_trace_lowered_values import assert_computes_the_loss, evaluate, loss_of, train_mismatch
 
 import loom
 from loom import coverage
@@ -130,6 +130,29 @@ def test_scattered_masks_compute_the_modules_loss():
     graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export")
     assert [op["type"] for op in graph["ops"]].count("topk") == 2
     assert math.isclose(loss_of(graph, evaluate(graph, model, inputs)), model(**inputs).item(), rel_tol=1e-6)
+
+
+class ScatteredScores(nn.Module):
+    """Llama 4's router: the top-2 scores scattered into a row of -inf (scatter of a source), then a softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.router = nn.Linear(4, 6)
+
+    def forward(self, x):
+        logits = self.router(x)
+        top, ids = torch.topk(logits, 2, dim=1)
+        scores = torch.full_like(logits, float("-inf")).scatter_(1, ids, top)
+        return (torch.softmax(scores, -1) ** 2).sum() + scores.clamp(min=-5).sum()
+
+
+def test_scattered_scores_compute_the_modules_loss_and_train_alike(loom_binary, tmp_path):
+    torch.manual_seed(0)
+    model, inputs = ScatteredScores(), {"x": torch.randn(6, 4)}
+    graph = loom.trace(model, inputs, loss=lambda out, batch: out, capture="export", batch_dim=None)
+    assert [op["type"] for op in graph["ops"]].count("eq") == 2  # one per top-k position
+    assert_computes_the_loss(graph, model, inputs, rel_tol=1e-6)
+    assert train_mismatch(graph, loom_binary, tmp_path, "scores") == ""
 
 
 class MatrixTimesBatch(nn.Module):

@@ -56,6 +56,23 @@ def loss_of(graph, values):
     return values[graph["tensors"][graph["loss"]]["name"]].item()
 
 
+def assert_computes_the_loss(graph, model, inputs, rel_tol):
+    """The graph, evaluated op by op on `inputs`, gives the module's loss on them."""
+    with torch.no_grad():
+        want = model(**inputs).item()
+    got = loss_of(graph, evaluate(graph, model, inputs))
+    assert math.isclose(got, want, rel_tol=rel_tol), (got, want)
+
+
+def train_mismatch(graph, loom_binary, tmp_path, name):
+    """'' when one SGD step of the graph's dp 2 and tp 2 plans equals its 1-device step (coverage's --match),
+    else why not."""
+    from loom import coverage
+    path = tmp_path / f"{name}.json"
+    loom.save_graph(graph, path)
+    return coverage.check_match(loom_binary, str(path), str(tmp_path), name, timeout=120)
+
+
 class Writes(nn.Module):
     """XGLM's label shift (integers written into new zeros), float writes of traced rows, ProphetNet's
     gather with constant buckets and its n-gram targets (new zeros filled with -100, then written)."""

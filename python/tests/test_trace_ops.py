@@ -81,7 +81,8 @@ def test_pad_interpolate_index_select_and_fills():
     assert "lt" in by_type
     tensors = graph["tensors"]
     assert tensors[by_type["pad"]["outputs"][0]]["shape"] == [2, 4, 10, 10]
-    # zeros_like is a constant; repeated along the batch, it is stored once and expanded (tracer.py, constant()).
+    # zeros_like is a constant; repeated along the batch, it is stored once and expanded
+    # (tracer_lowering.py, constant()).
     expand = next(op for op in graph["ops"] if op["type"] == "expand" and op["attrs"]["shape"] == [2, 4, 10, 10])
     stored = tensors[expand["inputs"][0]]
     assert stored["role"] == "buffer" and stored["shape"] == [1, 1, 1, 1] and stored["value"] == [0.0]

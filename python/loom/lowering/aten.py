@@ -13,8 +13,12 @@ import torch
 
 from .aten_attention import _sdpa_general
 from .aten_complex import _complex_mul, _fft_c2c, _fft_r2c, _to_complex, _view_as_complex, _view_as_real
-from .aten_math import _bernoulli_keep, _hardtanh, _index_put_masked, _logical_or, _remainder, _upsample
-from .aten_norms import _native_group_norm, _vector_norm
+from .aten_masked import index_masked, is_mask, mask_of_columns, nonzero
+from .aten_math import (
+    _bernoulli_keep, _bitwise_and, _constant_pad, _hardtanh, _index_put_masked, _logical_or, _remainder, _upsample,
+)
+from .aten_norms import _native_group_norm, _var, _vector_norm
+from .aten_strided import as_strided, flip, unfold
 from .base import Meta, T
 from .compute import (
     _adaptive_avg_pool2d, _addmm, _baddbmm, _batch_norm, _binary, _conv1d, _conv2d, _cross_entropy, _dropout, _einsum, _embedding,
@@ -149,7 +153,7 @@ def _index(cx, args, kwargs, value):
     """x[..., i, j, ...] with integer index tensors on consecutive dims (a router's expert ids picking expert
     weights, transformers' batched_mm experts; a classifier's last token, x[arange(b), last]): the indexed dims
     merged into one, the indices combined into its row-major position (constant parts folded), and rows picked
-    by index_select; the result reshaped to torch's. Boolean masks are not lowered."""
+    by index_select; the result reshaped to torch's. A boolean mask: aten_masked.py."""
     a = named_arguments(cx.node.target, args, kwargs)
     x, indices = cx.tensor(a["self"]), list(a["indices"])
     used = [d for d, index in enumerate(indices) if index is not None]
@@ -158,6 +162,11 @@ def _index(cx, args, kwargs, value):
     picks = [indices[d] for d in used]
     if not all(isinstance(i, (T, torch.Tensor)) for i in picks):
         return None
+    if any(is_mask(cx, i) for i in picks):
+        return index_masked(cx, a["self"], indices, value)
+    spelled = mask_of_columns(cx, list(cx.node.args[1]))  # x[mask.nonzero().unbind(1)]
+    if spelled is not None:
+        return index_masked(cx, a["self"], [None] * spelled[0] + [spelled[1]], value)
     dtypes = [cx.torch_dtype(i) if isinstance(i, T) else i.dtype for i in picks]
     if any(dtype not in (torch.int64, torch.int32) for dtype in dtypes):
         return None
@@ -237,11 +246,40 @@ def _max_dim(cx, args, kwargs, value):
     return values, cx.emit("argmax", [x], {"dim": dim, **keep}, value[1], suffix="indices")
 
 
+def _scatter_src(cx, a, value):
+    """x.scatter(dim, index, src) (Llama 4's router: the top-k scores scattered into -inf): per position j of
+    the index along dim (k of them, a top-k's k), where(index[j] == arange(size) along dim, src[j], x), later
+    positions written over earlier ones."""
+    x, index, src = cx.tensor(a["self"]), a["index"], a["src"]
+    if not isinstance(index, T) or a.get("reduce") is not None or not isinstance(src, (T, torch.Tensor)):
+        return None
+    shape, index_shape = list(cx.shape(x)), list(cx.shape(index))
+    dim = int(a["dim"]) % len(shape)
+    src_shape = list(cx.shape(src)) if isinstance(src, T) else list(src.shape)
+    if len(index_shape) != len(shape) or src_shape != index_shape or any(
+            index_shape[d] != shape[d] for d in range(len(shape)) if d != dim):
+        return None
+    slots = cx.constant(torch.arange(shape[dim]).reshape([1] * dim + [shape[dim]] + [1] * (len(shape) - dim - 1)))
+    current = x
+    for j in range(index_shape[dim]):
+        pick = (slice(None),) * dim + (slice(j, j + 1),)
+        one = index_shape[:dim] + [1] + index_shape[dim + 1:]
+        index_j = _getitem(cx, [index, pick], {}, Meta(one, cx.torch_dtype(index)))
+        src_j = _getitem(cx, [src, pick], {}, Meta(one, value.dtype))
+        hot = cx.emit("eq", [index_j, slots], {}, Meta(shape, torch.bool), suffix=f"hot{j}")
+        last = j == index_shape[dim] - 1
+        current = cx.emit("where", [hot, cx.tensor(src_j), current], {}, value if last else Meta(shape, value.dtype),
+                          suffix=None if last else f"written{j}")
+    return current
+
+
 def _scatter_value(cx, args, kwargs, value):
     """x.scatter(dim, index, v) with a number v (group-limited routers' masks, `mask.scatter_(1, top_groups, 1)`):
     a one-hot of the index along a new last dim (eq with arange), summed over the index's own positions along
     dim, marks where v goes; where(marked, v, x)."""
     a = named_arguments(cx.node.target, args, kwargs)
+    if "src" in a:
+        return _scatter_src(cx, a, value)
     x, index, fill = cx.tensor(a["self"]), a["index"], a.get("value")
     if not isinstance(index, T) or a.get("reduce") is not None or not isinstance(fill, (int, float, bool)):
         return None
@@ -299,7 +337,7 @@ _PACKETS = {
     aten.dropout: _via(_dropout, ("input", "p", "train")),
     aten.native_dropout: _first_of_tuple(_via(_dropout, ("input", "p", "train")), 2),
     # Training batch norm: (out, saved mean, saved rstd, running mean and var after the step); the handler writes
-    # the running statistics' updates itself (export's buffer mutations, tracer.py).
+    # the running statistics' updates itself (export's buffer mutations, tracer_lowering.py).
     aten._native_batch_norm_legit_functional: _first_of_tuple(_via(_batch_norm, (
         "input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")), 5),
     aten.linear: _via(_linear, ("input", "weight", "bias")),
@@ -362,14 +400,16 @@ _PACKETS = {
     aten.repeat: _via(_repeat, ("self", "repeats")),
     aten.argmax: _via(_argmax, ("self", "dim", "keepdim")),
     aten.expm1: _expm1, aten.bitwise_not: _bitwise_not,
-    aten.bitwise_and: _via(_logical_and, ("self", "other")),
+    aten.bitwise_and: _bitwise_and,
     aten.scatter: _scatter_value,
-    aten.topk: _topk, aten.index: _index, aten.log1p: _log1p, aten.convolution: _convolution,
+    aten.topk: _topk, aten.index: _index, aten.nonzero: nonzero,
+    aten.as_strided: as_strided, aten.unfold: unfold, aten.flip: flip,
+    aten.log1p: _log1p, aten.convolution: _convolution,
     aten.linalg_vector_norm: _vector_norm, aten.remainder: _remainder, aten.index_put: _index_put_masked,
     aten.bitwise_or: _logical_or, aten.logical_or: _logical_or,
     aten.hardtanh: _hardtanh, aten.native_group_norm: _native_group_norm, aten.bernoulli: _bernoulli_keep,
     aten.upsample_bilinear2d: _upsample("bilinear"), aten.upsample_nearest2d: _upsample("nearest"),
-    aten.constant_pad_nd: _via(_pad, ("self", "pad"), (("value", "value"),)),
+    aten.constant_pad_nd: _constant_pad, aten.var: _var,
     **{getattr(aten, name): _shape_only(empty=name.startswith(("empty", "new_empty")))
        for name in ("zeros_like", "ones_like", "full_like", "empty_like", "new_zeros", "new_ones", "new_full",
                     "new_empty")},

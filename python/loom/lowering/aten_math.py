@@ -7,6 +7,8 @@ import math
 
 import torch
 
+from .aten_masked import index_put_rows, mask_of_columns
+from .aten_strided import put_at_positions
 from .base import Meta, T
 
 
@@ -27,9 +29,14 @@ def _remainder(cx, args, kwargs, value):
 def _index_put_masked(cx, args, kwargs, value):
     """x[mask] = v (index_put with one boolean index, not accumulating): where(mask, v, x), the mask given
     trailing unit dims when it indexes x's leading dims, v one number or one row of x's trailing dims (then
-    the same for every picked position; a v of one value per picked position is data-dependent)."""
+    the same for every picked position), or one row per picked position (aten_masked.py)."""
     a = named(cx.node.target, args, kwargs)
     x, indices, v = cx.tensor(a["self"]), list(a["indices"]), a["values"]
+    spelled = mask_of_columns(cx, list(cx.node.args[1]))  # x[mask.nonzero().unbind(1)] = v
+    if spelled is not None and spelled[0] == 0:
+        indices = [spelled[1]]
+    if any(isinstance(i, torch.Tensor) and i.dtype != torch.bool for i in indices):  # constant integer positions
+        return put_at_positions(cx, a["self"], indices, v, bool(a.get("accumulate")), value)
     if a.get("accumulate") or len(indices) != 1 or indices[0] is None:
         return None
     mask = indices[0]
@@ -46,8 +53,8 @@ def _index_put_masked(cx, args, kwargs, value):
         target = []
     elif trailing and core == trailing:
         target = trailing
-    else:
-        return None
+    else:  # one row per true element (X-MOD's adapters writing their rows back)
+        return index_put_rows(cx, x, mask, v, value) if isinstance(v, (T, torch.Tensor)) else None
     mask = cx.tensor(mask)
     if trailing:
         full = mask_shape + [1] * len(trailing)
@@ -71,6 +78,44 @@ def _logical_or(cx, args, kwargs, value):
         return None
     a, b = cx.tensor(a), cx.tensor(b)
     return cx.emit("where", [a, a, b], {}, value)
+
+
+def _bitwise_and(cx, args, kwargs, value):
+    """a & b: of two boolean tensors, where(a, b, a); of a boolean tensor and a constant integer one (CpmAnt's
+    attention mask, an int32 0/1 mask and a boolean one), the boolean promoted to 0 / 1 as torch does, so
+    where(a, b & 1, 0)."""
+    from .compute import _logical_and
+    a = named(cx.node.target, args, kwargs)
+    x, y = a["self"], a["other"]
+    dtypes = [cx.torch_dtype(v) if isinstance(v, T) else getattr(v, "dtype", None) for v in (x, y)]
+    if dtypes == [torch.bool, torch.bool]:
+        return _logical_and(cx, [x, y], {}, value)
+    if torch.bool not in dtypes or value.dtype.is_floating_point or value.dtype == torch.bool:
+        return None
+    mask, other = (x, y) if dtypes[0] == torch.bool else (y, x)
+    if not isinstance(other, torch.Tensor):  # a traced integer operand: not lowered
+        return None
+    low_bit = cx.constant((other.to(value.dtype) & 1).expand(value.shape).contiguous())
+    return cx.emit("where", [cx.tensor(mask), low_bit, cx.constant(torch.zeros((), dtype=value.dtype))], {}, value)
+
+
+def _constant_pad(cx, args, kwargs, value):
+    """constant_pad_nd(x, pad, value) with negative pads too (RWKV's time shift, (0, 0, 1, -1)): the negative
+    ends cropped by a slice, then the positive ones padded."""
+    from .shapes import _getitem, _pad
+    a = named(cx.node.target, args, kwargs)
+    x, pads = a["self"], [int(p) for p in a["pad"]]
+    if any(p < 0 for p in pads):
+        shape = list(cx.shape(x))
+        index = [slice(None)] * len(shape)
+        for k in range(0, len(pads), 2):  # pads name the last dim first
+            d = len(shape) - 1 - k // 2
+            before, after = pads[k], pads[k + 1]
+            index[d] = slice(max(0, -before), shape[d] - max(0, -after))
+        cropped = [len(range(*s.indices(n))) for s, n in zip(index, shape)]
+        x = _getitem(cx, [x, tuple(index)], {}, Meta(cropped, value.dtype))
+        pads = [max(0, p) for p in pads]
+    return _pad(cx, [x, pads], {"value": a.get("value")}, value)
 
 
 def _hardtanh(cx, args, kwargs, value):

@@ -1,5 +1,6 @@
 """Norms of transformers 5 models as torch.export writes them (capture="export"): vector norms (YOSO, Zaya,
-Inkling, NeoMME) spelled with registry ops, group norm (PoolFormer, MobileViT V2). Training-mode batch norm
+Inkling, NeoMME) and the variance (xLSTM's multi-head norm) spelled with registry ops, group norm (PoolFormer,
+MobileViT V2). Training-mode batch norm
 (ResNet, MobileNet, CvT, EfficientNet) is aten.py's table entry: its running statistics are the graph's state."""
 
 import math
@@ -32,6 +33,30 @@ def _vector_norm(cx, args, kwargs, value):
     if order == math.inf:
         return cx.emit("amax", [magnitude], attrs, value)
     return None
+
+
+def _var(cx, args, kwargs, value):
+    """var(x, dim, correction, keepdim): sum((x - mean)^2) / (n - correction) over `dim` (every dim when
+    None), n the number of elements reduced; torch's default correction is 1 (Bessel's)."""
+    a = named(cx.node.target, args, kwargs)
+    x = cx.tensor(a["self"])
+    if not cx.torch_dtype(x).is_floating_point:
+        return None
+    rank, dtype, shape = cx.rank(x), cx.torch_dtype(x), list(cx.shape(x))
+    dims = a["dim"]
+    dims = list(range(rank)) if dims is None or dims == [] else [d % rank for d in
+                                                                 (dims if isinstance(dims, (list, tuple)) else [dims])]
+    correction = 1 if a.get("correction") is None else float(a["correction"])
+    count = math.prod(shape[d] for d in dims)
+    if count - correction <= 0:
+        return None  # torch gives inf or nan: not a training graph's value
+    kept = [1 if d in dims else n for d, n in enumerate(shape)]
+    mean = cx.emit("mean", [x], {"dims": dims, "keepdim": True}, Meta(kept, dtype), suffix="mean")
+    centered = cx.emit("sub", [x, mean], {}, Meta(shape, dtype), suffix="centered")
+    squares = cx.emit("square", [centered], {}, Meta(shape, dtype), suffix="squares")
+    attrs = {"dims": dims, **({"keepdim": True} if a.get("keepdim") else {})}
+    total = cx.emit("sum", [squares], attrs, Meta(list(value.shape), dtype), suffix="sum_squares")
+    return cx.emit("scale", [total], {"factor": 1.0 / (count - correction)}, value)
 
 
 def _native_group_norm(cx, args, kwargs, value):

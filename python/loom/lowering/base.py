@@ -19,8 +19,8 @@ def _is_tensor(x):
 
 
 # ------------------------------------------------------------------------------------------------
-# Helpers the handlers share. `cx` is the Lowering (tracer.py): cx.emit(type, inputs, attrs, value),
-# cx.constant(value) (a buffer tensor holding a non-traced tensor or scalar), cx.alias(t).
+# Helpers the handlers share. `cx` is the Lowering (tracer_lowering.py): cx.emit(type, inputs, attrs,
+# value), cx.constant(value) (a buffer tensor holding a non-traced tensor or scalar), cx.alias(t).
 
 
 def _arg(args, kwargs, index, name, default=None):

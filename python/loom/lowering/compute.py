@@ -500,7 +500,8 @@ def _batch_norm(cx, args, kwargs, value):
     momentum) become ops of the step writing the buffers' next versions, as torch computes them:
     (1 - momentum) x running + momentum x the batch's mean (variance: unbiased, sum / (count - 1)).
     A module's num_batches_tracked counts the steps (momentum None, a cumulative average, is not lowered).
-    The running statistics come as the module's buffers (fx) or as the graph's state tensors (export)."""
+    The running statistics come as the module's buffers (fx) or as the graph's state tensors (export); float64
+    ones (a model in double) get the statistics cast to float64."""
     x, weight, bias = args[0], _arg(args, kwargs, 3, "weight"), _arg(args, kwargs, 4, "bias")
     training, eps = _arg(args, kwargs, 5, "training", False), float(_arg(args, kwargs, 7, "eps", 1e-5))
     if not training:
@@ -515,17 +516,21 @@ def _batch_norm(cx, args, kwargs, value):
     out = cx.emit("batch_norm_from_sums", [x, total, squares, count, weight, bias], {"eps": eps}, value)
     running = (_arg(args, kwargs, 1, "running_mean"), _arg(args, kwargs, 2, "running_var"))
     momentum = _arg(args, kwargs, 6, "momentum", 0.1)
-    if all(isinstance(r, (T, torch.Tensor)) and cx.torch_dtype(r) == torch.float32 for r in running) \
-            and momentum is not None:
+    kinds = {cx.torch_dtype(r) for r in running if isinstance(r, (T, torch.Tensor))}
+    if len(kinds) == 1 and len(running) == 2 and kinds <= {torch.float32, torch.float64} and momentum is not None:
         mean = cx.emit("div", [total, count], {}, per_channel, suffix="batch_mean")
         less_one = cx.emit("add", [count, cx.constant(torch.tensor(-1.0))], {}, per_channel, suffix="count_less_one")
         variance = cx.emit("div", [squares, less_one], {}, per_channel, suffix="batch_var")
+        kind = kinds.pop()  # float64 buffers (a model in double): the float32 statistics cast to theirs
+        stats = Meta([channels], kind)
         for stat, buffer in zip((mean, variance), running):
             name = "running_mean" if stat is mean else "running_var"
+            if kind != torch.float32:
+                stat = cx.emit("cast", [stat], {"dtype": cx.dtype_name(kind)}, stats, suffix=f"{name}.batch_cast")
             old = buffer if isinstance(buffer, T) else cx.state_buffer(buffer)
-            kept = cx.emit("scale", [old], {"factor": 1.0 - float(momentum)}, per_channel, suffix=f"{name}.kept")
-            new = cx.emit("scale", [stat], {"factor": float(momentum)}, per_channel, suffix=f"{name}.new")
-            cx.updates(cx.emit("add", [kept, new], {}, per_channel, suffix=f"{name}.updated"), old)
+            kept = cx.emit("scale", [old], {"factor": 1.0 - float(momentum)}, stats, suffix=f"{name}.kept")
+            new = cx.emit("scale", [stat], {"factor": float(momentum)}, stats, suffix=f"{name}.new")
+            cx.updates(cx.emit("add", [kept, new], {}, stats, suffix=f"{name}.updated"), old)
         tracked = kwargs.get("num_batches_tracked")  # nn.BatchNorm's step count (F.batch_norm has none)
         if isinstance(tracked, torch.Tensor) and tracked.dim() == 0:
             old = cx.state_buffer(tracked)
