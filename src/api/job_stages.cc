@@ -110,6 +110,10 @@ Expected<void> apply_policy(Job& job, const PolicyFunction& policy) {
   LOOM_RETURN_IF_ERROR(expect_stage(job, Stage::loaded, "apply_policy"));
   const StageClock clock;
   policy::ParallelConfig config = job.request.config;
+  // ZeRO's shards in node-major order where dp spans nodes (ParallelConfig::zero_node_ranks): dp ranks of
+  // one tp rank are consecutive, tp apart, so a node holds gpus_per_node / tp of them.
+  if (config.zero > 0 && config.zero_node_ranks == 0 && config.tp > 0 && job.cluster.gpus_per_node % config.tp == 0)
+    config.zero_node_ranks = job.cluster.gpus_per_node / config.tp;
   if (balances_stages(config)) {
     // The one-stage plan that prices the layers is a helper, not the job: where it cannot be planned
     // (degrees the policy refuses, a model it cannot split) the stages fall back to training FLOPs and

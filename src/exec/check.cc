@@ -40,6 +40,7 @@ std::string site_to_text(const ExecPlan& exec, const Links& links, std::uint32_t
 
 Expected<void> check_exec_plan(const ExecPlan& exec) {
   LOOM_ASSIGN_OR_RETURN(const detail::Links links, detail::check_structure(exec));
+  LOOM_RETURN_IF_ERROR(detail::check_start_order(exec));
   return detail::check_progress(exec, links);
 }
 

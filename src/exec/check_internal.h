@@ -64,6 +64,9 @@ Expected<void> match_transfers(const ExecPlan& exec, std::vector<TransferSite>& 
 Expected<void> match_collectives(const ExecPlan& exec, std::vector<CollectiveSite>& sites,
                                  const std::vector<CollectiveSite>& waits, Links& links);
 
+// Devices sharing asynchronous collectives start them in one relative order (check_start_order.cc).
+Expected<void> check_start_order(const ExecPlan& exec);
+
 // Simulates execution of a structurally valid plan; a deadlock is reported as its wait-for cycle.
 Expected<void> check_progress(const ExecPlan& exec, const Links& links);
 

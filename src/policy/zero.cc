@@ -22,6 +22,15 @@ std::optional<std::string> shard_identifier(const Plan& plan, SubOpId part, int 
   return std::nullopt;
 }
 
+// The dp rank holding shard `shard` of dp (ParallelConfig::zero_node_ranks): node-major where the ranks
+// span nodes, so shard l x nodes + n lies on node n's rank l.
+int shard_rank(const ParallelConfig& config, int shard) {
+  const int per_node = config.zero_node_ranks;
+  if (per_node <= 1 || config.dp <= per_node || config.dp % per_node != 0) return shard;
+  const int nodes = config.dp / per_node;
+  return shard % nodes * per_node + shard / nodes;
+}
+
 Expected<std::vector<SubOpId>> split(Plan& plan, SubOpId piece, const plan::TransAlgo& algo, int n) {
   if (n == 1) return std::vector<SubOpId>{piece};
   return plan::trans(plan, piece, algo, n);
@@ -46,7 +55,8 @@ Expected<void> place_zero_step(Plan& plan, SubOpId step, const plan::TransAlgo& 
       const plan::TransAlgo data = x ? plan::TransAlgo{plan::SplitAlgo{*x}} : plan::TransAlgo{plan::ReplicateAlgo{}};
       LOOM_ASSIGN_OR_RETURN(const std::vector<SubOpId> dp_parts, split(plan, local_part, data, config.dp));
       for (int r = 0; r < config.dp; ++r)
-        LOOM_RETURN_IF_ERROR(plan::assign(plan, dp_parts[static_cast<std::size_t>(r)], device(r, j)));
+        LOOM_RETURN_IF_ERROR(
+            plan::assign(plan, dp_parts[static_cast<std::size_t>(r)], device(shard_rank(config, r), j)));
     }
   }
   if (config.zero >= 2) LOOM_RETURN_IF_ERROR(plan::set_residence(plan, op.inputs[1], plan::Residence::optimizer_shards));

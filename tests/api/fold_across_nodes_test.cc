@@ -12,6 +12,7 @@
 
 #include "loom/api/job.h"
 #include "loom/policy/plan_size.h"
+#include "loom/policy/policy.h"
 
 namespace loom::api {
 namespace {
@@ -104,6 +105,71 @@ TEST(FoldAcrossNodes, ZeroOnePredictsWhatTheExplicitPlanPredicts) {
       EXPECT_GT(ratio, 0.85) << "device " << d;
       EXPECT_LT(relative(folded->sim.devices[d].compute, explicit_plan->sim.devices[d].compute), 1e-3) << "device " << d;
     }
+  }
+}
+
+// The job with ZeRO's shards in the natural order (shard r on dp rank r) rather than the job's
+// node-major one.
+std::unique_ptr<Job> plan_in_natural_order(const JobOptions& request) {
+  auto loaded = load_job(request);
+  EXPECT_TRUE(loaded.has_value()) << (loaded ? "" : loaded.error().message);
+  if (!loaded) return nullptr;
+  Job& job = **loaded;
+  const auto natural = [&](plan::Plan& plan, const policy::ParallelConfig& config) -> Expected<void> {
+    policy::ParallelConfig c = config;
+    c.zero_node_ranks = 1;
+    return policy::apply_policy(plan, request.policy, c, job.catalog);
+  };
+  const Expected<void> planned = apply_policy(job, natural);
+  const Expected<void> made = planned ? materialize(job) : planned;
+  const Expected<void> ran = made ? simulate(job) : made;
+  EXPECT_TRUE(ran.has_value()) << (ran ? "" : ran.error().message);
+  return ran ? std::move(*loaded) : nullptr;
+}
+
+// ZeRO's shards in node-major order (ParallelConfig::zero_node_ranks, which the job sets from the
+// cluster): shard l x nodes + n of each optimizer step lies on node n's rank l, so each gradient's
+// reduce-scatter within a node can be followed by one among the nodes' peers that lands every shard on its
+// owner (llama3-8b ZeRO-1 dp 64: 129 k sends -> 14.6 k, docs/search.md); a policy applied directly keeps
+// shard r on rank r. Random ZeRO-1 jobs over 2-3 nodes: the placement, and the peak memory of the natural
+// order within 1 %. (The step is not always faster: on these tiny tensors the layout search's routes
+// differ, one case 1.8 % slower.)
+TEST(FoldAcrossNodes, ZeroShardsLieInNodeMajorOrder) {
+  std::mt19937 rng(27);
+  const auto pick = [&](std::initializer_list<int> values) {
+    return values.begin()[std::uniform_int_distribution<std::size_t>(0, values.size() - 1)(rng)];
+  };
+  for (int round = 0; round < 4; ++round) {
+    ZeroJob j;
+    j.nodes = pick({2, 3});
+    j.gpus = pick({2, 4});
+    j.micro_batches = pick({2, 3});
+    SCOPED_TRACE(describe(j));
+    const auto natural = plan_in_natural_order(request_of(j, Fold::off));
+    const auto node_major = plan_or_fail(request_of(j, Fold::off));
+    ASSERT_TRUE(natural && node_major);
+    const int dp = j.nodes * j.gpus;
+    int sharded = 0;
+    for (const auto* job : {natural.get(), node_major.get()})
+      for (const ir::Op& op : job->plan.graph->ops) {
+        if (op.pass != ir::Pass::optimizer) continue;
+        std::vector<std::pair<std::int64_t, int>> shards;  // (first row, device)
+        for (plan::SubOpId part : job->plan.parts[op.id.index()]) {
+          const plan::SubOp& s = job->plan.sub_op(part);
+          shards.emplace_back(s.outputs.front().box.front().start, s.device);
+        }
+        std::ranges::sort(shards);
+        if (shards.size() != static_cast<std::size_t>(dp) || shards.front().first == shards.back().first) continue;
+        ++sharded;
+        for (int p = 0; p < dp; ++p) {
+          const int expected = job == natural.get() ? p : p % j.nodes * j.gpus + p / j.nodes;
+          EXPECT_EQ(shards[static_cast<std::size_t>(p)].second, expected) << op.name << " shard " << p;
+        }
+      }
+    EXPECT_GT(sharded, 0);
+    EXPECT_LT(relative(static_cast<double>(node_major->memory.devices[0].peak_bytes),
+                       static_cast<double>(natural->memory.devices[0].peak_bytes)),
+              0.01);
   }
 }
 

@@ -26,7 +26,11 @@
 // (sends are buffered; a start joins its collective and goes on), a recv waiting for its send, a
 // collective for all its members, and a wait for every member's start of its tag. Devices still
 // blocked at the end form a wait-for graph with a cycle, reported as a deadlock naming the devices and
-// what each waits in. Both passes are about linear in the total instruction count.
+// what each waits in.
+// Start order: a device runs its starts one after another, each once all members reach it (the
+// simulator's starts stream), so members of two asynchronous collectives start them in one relative order:
+// the graph of every device's consecutive starts is acyclic, else a deadlock naming the collectives and
+// the devices that order them apart. The passes are about linear in the total instruction count.
 #pragma once
 
 #include "loom/core/error.h"

@@ -59,6 +59,12 @@ struct ParallelConfig {
   // ZeRO stage over the dp ranks (policy/zero.h): 0 off; 1 optimizer states, 2 also gradients, 3 also
   // parameters partitioned. Policies 'zero' (which requires 1 to 3) and 'megatron'.
   int zero = 0;
+  // ZeRO's shard order over nodes (policy/zero.h): the dp ranks of one tp rank that share a node, when
+  // they are consecutive and several nodes hold dp (the job sets it from the cluster). Shard l x nodes + n
+  // then goes to rank n x zero_node_ranks + l, so a reduce-scatter within each node followed by one among
+  // the nodes' peers lands every shard on its owner, with nothing sent between nodes. 1: shard r on rank
+  // r; 0: the job sets it (api::apply_policy), a policy applied directly takes it as 1.
+  int zero_node_ranks = 0;
   // Activation recomputation (policy/recompute_policy.h): none, selective or full.
   Recompute recompute = Recompute::none;
   // Coshard (policy/coshard.h; policies 'megatron' and 'coshard'): the chosen tensor-parallel regions

@@ -35,7 +35,7 @@ struct LocalSplit {
 // Places one optimizer step (a fresh, unsplit sub-op) for ZeRO stage `config.zero` (1 to 3): split over
 // tp by `tensor` (the parameter's tensor-parallel split, or a replication), then each tp part dp ways along
 // the first dimension of its shard that dp divides (replicated over dp when none does: zero_notes names
-// those), part (r, j) placed on device(r, j); sets the residences of its gradient (stage >= 2) and its
+// those), part (r, j) placed on device(r, j), r in node-major order where config.zero_node_ranks says; sets the residences of its gradient (stage >= 2) and its
 // parameter (stage 3). Errors: a stage outside 1..3, and what trans or assign report.
 // `local`: a further split of each tp part on its device before the dp split (coshard's parameter slices,
 // policy/coshard.h), so each slice is sharded over dp on its own.
