@@ -9,7 +9,7 @@ import torch
 
 pytest.importorskip("transformers")
 
-from loom import coverage  # noqa: E402
+from loom import coverage, coverage_configs, coverage_match  # noqa: E402
 
 SUBSET = [
     ("causal-lm", "GPT2LMHeadModel"),
@@ -85,21 +85,21 @@ def test_one_class_trains_as_one_device_under_dp_and_tp(loom_binary, tmp_path):
 
 def test_the_comparison_has_teeth():
     reference = {"loss": torch.tensor(2.5), "w": torch.tensor([1.0, -2.0]), "b": torch.tensor([1e-10, 0.0])}
-    assert coverage.worst_error(reference, dict(reference))[0] == 0.0
+    assert coverage_match.worst_error(reference, dict(reference))[0] == 0.0
     off = dict(reference, w=torch.tensor([1.0, -2.0001]))  # 5e-5 relative: a wrong gradient, not rounding
-    assert coverage.worst_error(reference, off) == (pytest.approx(5e-5, rel=1e-2), "w")
+    assert coverage_match.worst_error(reference, off) == (pytest.approx(5e-5, rel=1e-2), "w")
     # A gradient that is exactly zero (the key bias's) differs by rounding noise far below the model's scale.
     noise = dict(reference, b=torch.tensor([3e-10, -1e-10]))
-    assert coverage.worst_error(reference, noise)[0] <= coverage.RTOL
-    assert coverage.worst_error(reference, {"loss": reference["loss"], "w": reference["w"]})[1] == "b"
-    assert coverage.worst_error(reference, dict(reference, loss=torch.tensor(float("nan"))))[1] == "loss"
+    assert coverage_match.worst_error(reference, noise)[0] <= coverage_match.RTOL
+    assert coverage_match.worst_error(reference, {"loss": reference["loss"], "w": reference["w"]})[1] == "b"
+    assert coverage_match.worst_error(reference, dict(reference, loss=torch.tensor(float("nan"))))[1] == "loss"
 
 
 def test_batch_norm_classes_are_compared_in_float64_and_the_summary_says_so():
     import torch.nn as nn
-    assert coverage._has_batch_norm(nn.Sequential(nn.Conv2d(3, 4, 1), nn.BatchNorm2d(4)).train())
-    assert not coverage._has_batch_norm(nn.Sequential(nn.Conv2d(3, 4, 1), nn.BatchNorm2d(4)).eval())
-    assert not coverage._has_batch_norm(nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4)))
+    assert coverage_match.has_batch_norm(nn.Sequential(nn.Conv2d(3, 4, 1), nn.BatchNorm2d(4)).train())
+    assert not coverage_match.has_batch_norm(nn.Sequential(nn.Conv2d(3, 4, 1), nn.BatchNorm2d(4)).eval())
+    assert not coverage_match.has_batch_norm(nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4)))
     row = {"family": "image-classification", "model": "M", "built": True, "traced": True, "dp": True, "tp": True,
            "match": True, "reason": ""}
     text = coverage.summary([row, dict(row, model="N", float64=True)])["text"]
@@ -166,30 +166,30 @@ def _config_class(name):
 
 def test_a_shrunk_config_is_built_again_so_derived_fields_follow():
     # Mamba-2: heads x head width = expand x hidden (the full model's 128 heads of 64 no longer fit)
-    config = coverage.shrunk_config(_config_class("Mamba2Config"), "causal-lm")
+    config = coverage_configs.shrunk_config(_config_class("Mamba2Config"), "causal-lm")
     assert config.num_heads * config.head_dim == config.expand * config.hidden_size == 128
     assert config.n_groups and config.num_heads % config.n_groups == 0
     # a pooler's width that was the hidden size follows it (DeBERTa-v2: 1536 = hidden)
-    config = coverage.shrunk_config(_config_class("DebertaV2Config"), "sequence-classification")
+    config = coverage_configs.shrunk_config(_config_class("DebertaV2Config"), "sequence-classification")
     assert config.pooler_hidden_size == config.hidden_size == 64
     # no grouped queries by default: still none once the heads shrink
-    config = coverage.shrunk_config(_config_class("LlamaConfig"), "causal-lm")
+    config = coverage_configs.shrunk_config(_config_class("LlamaConfig"), "causal-lm")
     assert config.num_key_value_heads == config.num_attention_heads == 4
 
 
 def test_per_layer_lists_keep_every_kind_of_layer_and_match_the_layer_count():
-    config = coverage.shrunk_config(_config_class("Gemma3TextConfig"), "causal-lm")
+    config = coverage_configs.shrunk_config(_config_class("Gemma3TextConfig"), "causal-lm")
     assert config.num_hidden_layers == 2 and sorted(config.layer_types) == ["full_attention", "sliding_attention"]
 
 
 def test_layerdrop_is_off_so_export_sees_no_random_branch():
-    config = coverage.shrunk_config(_config_class("M2M100Config"), "seq2seq-lm")
+    config = coverage_configs.shrunk_config(_config_class("M2M100Config"), "seq2seq-lm")
     assert config.encoder_layerdrop == config.decoder_layerdrop == 0.0
 
 
 def test_narrower_embeddings_and_bottlenecks_fit_the_shrunk_hidden_size():
     # MobileBERT's head projects hidden - embedding: 128-wide embeddings under a 64 hidden size went negative
-    config = coverage.shrunk_config(_config_class("MobileBertConfig"), "masked-lm")
+    config = coverage_configs.shrunk_config(_config_class("MobileBertConfig"), "masked-lm")
     assert config.embedding_size == config.intra_bottleneck_size == config.true_hidden_size == config.hidden_size
 
 
