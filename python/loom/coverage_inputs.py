@@ -29,14 +29,17 @@ def example_inputs(config, family, cls=None):
     vocab = getattr(config, "vocab_size", VOCAB) or VOCAB
     ids = torch.randint(len(TOKEN_IDS), vocab, (BATCH, SEQ), generator=generator)
     if family == "sequence-classification":
-        return {"input_ids": ids, "labels": torch.randint(0, LABELS, (BATCH,), generator=generator)}
+        return {"input_ids": _marked(ids, config, family, vocab), "labels": torch.randint(0, LABELS, (BATCH,),
+                                                                                  generator=generator)}
     if family == "token-classification":
         return {"input_ids": ids, "labels": torch.randint(0, LABELS, (BATCH, SEQ), generator=generator)}
     if family == "question-answering":  # the answer span's first and last token
         start = torch.randint(0, SEQ // 2, (BATCH,), generator=generator)
-        return {"input_ids": ids, "start_positions": start, "end_positions": start + SEQ // 4}
+        return {"input_ids": _marked(ids, config, family, vocab), "start_positions": start,
+                "end_positions": start + SEQ // 4}
     if family == "multiple-choice":  # [batch, choices, tokens], the label the right choice
-        return {"input_ids": torch.randint(len(TOKEN_IDS), vocab, (BATCH, CHOICES, SEQ), generator=generator),
+        choices = torch.randint(len(TOKEN_IDS), vocab, (BATCH, CHOICES, SEQ), generator=generator)
+        return {"input_ids": _marked(choices, config, family, vocab),
                 "labels": torch.randint(0, CHOICES, (BATCH,), generator=generator)}
     if family == "seq2seq-lm" and (cls is None or "decoder_input_ids" in takes):
         # The decoder's inputs are the labels shifted right, given as data (as seq2seq data loaders do).
@@ -54,6 +57,24 @@ def example_inputs(config, family, cls=None):
         codes = torch.randint(0, vocab, (BATCH, SEQ, codebooks), generator=generator)
         return {"input_ids": codes.permute(0, 2, 1).reshape(BATCH * codebooks, SEQ), "labels": codes}
     return {"input_ids": ids, "labels": ids}
+
+
+def _marked(ids, config, family, vocab):
+    """`ids` (random ids past the special tokens) with the special tokens its family's heads look for:
+    sequence classification ends every row with the end-of-sequence token (BART, T5 and the like classify at
+    the last one, and refuse a row without); question answering and multiple choice read a question and a
+    context, `q </s></s> c </s>` (Longformer puts global attention on the question up to the first separator,
+    and refuses a row without three)."""
+    def token(field):
+        value = getattr(config, field, None)
+        return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < vocab else None
+    ids = ids.clone()
+    if family == "sequence-classification" and token("eos_token_id") is not None:
+        ids[..., -1] = token("eos_token_id")
+    if family in ("question-answering", "multiple-choice") and token("sep_token_id") is not None:
+        for position in (SEQ // 4, SEQ // 4 + 1, SEQ - 1):
+            ids[..., position] = token("sep_token_id")
+    return ids
 
 
 def build_model(cls, family):

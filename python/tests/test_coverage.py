@@ -223,3 +223,24 @@ def test_a_part_cut_short_is_read_back_from_its_progress_lines(tmp_path):
     (tmp_path / "part.err").write_text("\n".join(lines) + "\n")
     assert main([str(tmp_path / "part.err"), "--json", str(tmp_path / "all.json")]) == 0
     assert json.loads((tmp_path / "all.json").read_text())["rows"] == rows
+
+
+@pytest.mark.parametrize(("family", "name"), [("sequence-classification", "BartForSequenceClassification"),
+                                              ("question-answering", "LongformerForQuestionAnswering"),
+                                              ("multiple-choice", "LongformerForMultipleChoice")])
+def test_the_samples_carry_the_special_tokens_their_heads_look_for(family, name):
+    """BART-like classifiers read each row's last end-of-sequence token, Longformer's question answering and
+    multiple choice three separators a row (`q </s></s> c </s>`); without them the eager model refuses the
+    sample ("Each example must contain at least one <eos> token", "There should be exactly three separator
+    tokens"), so no capture could be checked against it."""
+    from loom.coverage_inputs import build_with_inputs
+
+    _config_class(name.replace("For", "Config").split("Config")[0] + "Config")
+    model, inputs, loss = build_with_inputs(family, name)
+    ids, config = inputs["input_ids"], model.config
+    if family == "sequence-classification":
+        assert (ids[..., -1] == config.eos_token_id).all()
+    else:
+        assert ((ids == config.sep_token_id).sum(-1) == 3).all()
+    with torch.no_grad():
+        assert torch.isfinite(model(**inputs).loss)
