@@ -4,16 +4,16 @@ Inkling, NeoMME) spelled with registry ops, group norm (PoolFormer, MobileViT V2
 
 import math
 
-import torch
-
 from .aten_math import named
 from .base import Meta
 from .compute import _group_norm
+from .shapes import root_of_squares
 
 
 def _vector_norm(cx, args, kwargs, value):
-    """linalg_vector_norm(x, ord, dim, keepdim): ord 2 as sqrt(sum(x^2)) (0 with no gradient at 0), 1 as sum(|x|), inf as amax(|x|),
-    over `dim` (every dim when None). Other orders, and a dtype cast, are not lowered."""
+    """linalg_vector_norm(x, ord, dim, keepdim): ord 2 as sqrt(sum(x^2)) (0 with no gradient at 0), 1 as
+    sum(|x|), inf as amax(|x|), over `dim` (every dim when None). Other orders, and a dtype cast, are not
+    lowered."""
     a = named(cx.node.target, args, kwargs)
     x, order, keep = cx.tensor(a["self"]), float(a["ord"]), bool(a["keepdim"])
     if a.get("dtype") is not None or not cx.torch_dtype(x).is_floating_point:
@@ -27,17 +27,7 @@ def _vector_norm(cx, args, kwargs, value):
     if order == 2:
         squares = cx.emit("square", [x], {}, Meta(shape, dtype), suffix="squares")
         total = cx.emit("sum", [squares], attrs, Meta(list(value.shape), dtype), suffix="sum_squares")
-        # sqrt's slope at 0 is infinite: a zero vector (Swin V2's zero-padded windows through a key without
-        # bias) would get inf x 0 = NaN gradients where torch's norm gives 0. The root is of the sum raised
-        # to the dtype's smallest positive number (no sum of squares lies below it but 0: the same value)
-        # and 0 where the sum is 0: the clamp passes no gradient there.
-        finfo = torch.finfo(dtype)
-        raised = cx.emit("clamp", [total], {"min": finfo.tiny * finfo.eps}, Meta(list(value.shape), dtype),
-                         suffix="sum_squares_raised")
-        root = cx.emit("sqrt", [raised], {}, Meta(list(value.shape), dtype), suffix="root")
-        zero = cx.constant(torch.tensor(0.0, dtype=dtype))
-        nonzero = cx.emit("gt", [total, zero], {}, Meta(list(value.shape), torch.bool), suffix="nonzero")
-        return cx.emit("where", [nonzero, root, zero], {}, value)
+        return root_of_squares(cx, total, value)  # a zero vector: 0 and no NaN gradient (Swin V2's padding)
     magnitude = cx.emit("abs", [x], {}, Meta(shape, dtype), suffix="magnitude")
     if order == 1:
         return cx.emit("sum", [magnitude], attrs, value)
