@@ -66,6 +66,8 @@ def check_match(loom_binary, path, workdir, name, timeout=180):
             results[plan] = train(emit, 1, timeout=timeout)[1]
         except LaunchError as e:
             return f"run {plan}: {str(e).splitlines()[0]}"[:300]
+        except Exception as e:  # noqa: BLE001: the class's failure (results that do not assemble), not the run's
+            return f"run {plan}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
     reference = results.pop("single")
     for plan, values in results.items():
         rel, where = worst_error(reference, values)
