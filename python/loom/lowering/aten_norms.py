@@ -8,11 +8,13 @@ import math
 from .aten_math import named
 from .base import Meta
 from .compute import _group_norm
+from .shapes import root_of_squares
 
 
 def _vector_norm(cx, args, kwargs, value):
-    """linalg_vector_norm(x, ord, dim, keepdim): ord 2 as sqrt(sum(x^2)), 1 as sum(|x|), inf as amax(|x|),
-    over `dim` (every dim when None). Other orders, and a dtype cast, are not lowered."""
+    """linalg_vector_norm(x, ord, dim, keepdim): ord 2 as sqrt(sum(x^2)) (0 with no gradient at 0), 1 as
+    sum(|x|), inf as amax(|x|), over `dim` (every dim when None). Other orders, and a dtype cast, are not
+    lowered."""
     a = named(cx.node.target, args, kwargs)
     x, order, keep = cx.tensor(a["self"]), float(a["ord"]), bool(a["keepdim"])
     if a.get("dtype") is not None or not cx.torch_dtype(x).is_floating_point:
@@ -26,7 +28,7 @@ def _vector_norm(cx, args, kwargs, value):
     if order == 2:
         squares = cx.emit("square", [x], {}, Meta(shape, dtype), suffix="squares")
         total = cx.emit("sum", [squares], attrs, Meta(list(value.shape), dtype), suffix="sum_squares")
-        return cx.emit("sqrt", [total], {}, value)
+        return root_of_squares(cx, total, value)  # a zero vector: 0 and no NaN gradient (Swin V2's padding)
     magnitude = cx.emit("abs", [x], {}, Meta(shape, dtype), suffix="magnitude")
     if order == 1:
         return cx.emit("sum", [magnitude], attrs, value)

@@ -321,8 +321,7 @@ def _extreme(type_, reduce_type):
 
 def _norm(cx, args, kwargs, value):
     """torch.norm / Tensor.norm, the Euclidean (p = 2) form: sqrt(sum(x^2)) over the given dims. sqrt's
-    gradient at 0 is infinite (times the zero gradient of x^2: NaN) where torch's norm gives 0, so a zero sum
-    takes sqrt of 1 and the result 0 by two wheres: no gradient reaches the sum there, as in torch."""
+    gradient at 0 is infinite (times the zero gradient of x^2: NaN) where torch's norm gives 0: root_of_squares."""
     x, p, dim = args[0], _arg(args, kwargs, 1, "p", "fro"), _arg(args, kwargs, 2, "dim")
     keepdim = bool(_arg(args, kwargs, 3, "keepdim", False))
     if p not in (2, 2.0, "fro") or kwargs.get("dtype") is not None or not cx.torch_dtype(x).is_floating_point:
@@ -332,12 +331,19 @@ def _norm(cx, args, kwargs, value):
     if dim is not None:
         attrs["dims"] = _dims(dim, cx.rank(x))
     total = cx.emit("sum", [squared], attrs, Meta(value.shape, value.dtype), suffix="sum")
-    positive = cx.emit("gt", [total, cx.constant(torch.tensor(0.0))], {}, Meta(value.shape, torch.bool),
+    return root_of_squares(cx, total, value)
+
+
+def root_of_squares(cx, total, value):
+    """sqrt of a sum of squares `total`, 0 with no gradient where the sum is 0 (torch's norm's gradient at a zero
+    vector), not sqrt's infinite slope times 0: NaN. A zero sum takes sqrt of 1 and the result 0 by two wheres."""
+    shape, dtype = list(value.shape), value.dtype
+    positive = cx.emit("gt", [total, cx.constant(torch.tensor(0.0, dtype=dtype))], {}, Meta(shape, torch.bool),
                        suffix="positive")
-    safe = cx.emit("where", [positive, total, cx.constant(torch.tensor(1.0))], {}, Meta(value.shape, value.dtype),
+    safe = cx.emit("where", [positive, total, cx.constant(torch.tensor(1.0, dtype=dtype))], {}, Meta(shape, dtype),
                    suffix="safe")
-    root = cx.emit("sqrt", [safe], {}, Meta(value.shape, value.dtype), suffix="root")
-    return cx.emit("where", [positive, root, cx.constant(torch.tensor(0.0))], {}, value)
+    root = cx.emit("sqrt", [safe], {}, Meta(shape, dtype), suffix="root")
+    return cx.emit("where", [positive, root, cx.constant(torch.tensor(0.0, dtype=dtype))], {}, value)
 
 
 def _normalize(cx, args, kwargs, value):

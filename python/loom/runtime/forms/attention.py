@@ -97,7 +97,11 @@ ATTENTION_SAVED = {}
 
 
 def attention_keeping_logsumexp(q, k, v, causal, scale):
-    if q.device.type != "cpu" or q.dtype not in (torch.float32, torch.float64) or torch.is_grad_enabled():
+    # The CPU flash kernel takes one head size for q, k and v; values of another width (DeepSeek V3's
+    # multi-head latent attention: 192-wide queries and keys, 128-wide values) take torch's math kernel,
+    # whose backward the rule's autograd path runs.
+    if q.device.type != "cpu" or q.dtype not in (torch.float32, torch.float64) or torch.is_grad_enabled() \
+            or v.shape[-1] != q.shape[-1]:
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
     out, logsumexp = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
     key = (id(q), id(k), id(v))
