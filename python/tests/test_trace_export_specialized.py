@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from test_trace_lowered_values import assert_computes_the_loss, evaluate, loss_of, train_mismatch
 
 import loom
-from loom import coverage
+from loom import coverage_inputs
 
 EOS, PAD = 2, 1
 
@@ -181,7 +181,7 @@ def test_folded_patches_compute_the_modules_loss_and_train_alike(loom_binary, tm
                                          ("sequence-classification", "DebertaV2ForSequenceClassification")])
 def test_transformers_classes_with_data_dependent_sizes_trace_and_compute_their_loss(family, name):
     pytest.importorskip("transformers")
-    model, inputs, loss = coverage._build_with_inputs(family, name)
+    model, inputs, loss = coverage_inputs.build_with_inputs(family, name)
     model.eval()  # no dropout: the loss is compared
     if "eos_token_id" in model.config and name.startswith("Bart"):
         inputs["input_ids"][:, -1] = model.config.eos_token_id  # BART classifies at each row's last <eos>
