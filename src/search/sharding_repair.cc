@@ -14,36 +14,74 @@ constexpr double kForbiddenPrice = 1e30;
 
 double price(std::int64_t cost) { return cost == kForbidden ? kForbiddenPrice : static_cast<double>(cost); }
 
-struct Arc {
-  int edge;
-  int other;
-  bool from;
-};
-
-}  // namespace
-
-bool repair_usage(const ShardingProblem& core, ShardingChoice& choice) {
-  const std::size_t n = core.nodes.size();
-  std::vector<std::vector<Arc>> arcs(n);
-  for (std::size_t e = 0; e < core.edges.size(); ++e) {
-    const ShardingEdge& edge = core.edges[e];
-    arcs[static_cast<std::size_t>(edge.from)].push_back(Arc{static_cast<int>(e), edge.to, true});
-    arcs[static_cast<std::size_t>(edge.to)].push_back(Arc{static_cast<int>(e), edge.from, false});
+// The cost of one node at a strategy with its edges against the neighbours' current strategies.
+class LocalCost {
+ public:
+  LocalCost(const ShardingProblem& problem, const std::vector<int>& strategies)
+      : problem_(problem), strategies_(strategies), arcs_(problem.nodes.size()) {
+    for (std::size_t e = 0; e < problem.edges.size(); ++e) {
+      const ShardingEdge& edge = problem.edges[e];
+      arcs_[static_cast<std::size_t>(edge.from)].push_back(Arc{static_cast<int>(e), edge.to, true});
+      arcs_[static_cast<std::size_t>(edge.to)].push_back(Arc{static_cast<int>(e), edge.from, false});
+    }
   }
-  auto usage = [&](std::size_t u, int s) { return core.nodes[u].usages[static_cast<std::size_t>(s)]; };
-  // The cost of node u at strategy s with its edges against the current neighbours.
-  auto local_cost = [&](std::size_t u, int s) {
-    double cost = price(core.nodes[u].costs[static_cast<std::size_t>(s)]);
-    for (const Arc& arc : arcs[u]) {
-      const ShardingEdge& edge = core.edges[static_cast<std::size_t>(arc.edge)];
-      const int t = choice.strategies[static_cast<std::size_t>(arc.other)];
-      const std::size_t kt = core.nodes[static_cast<std::size_t>(edge.to)].costs.size();
+
+  double operator()(std::size_t u, int s) const {
+    double cost = price(problem_.nodes[u].costs[static_cast<std::size_t>(s)]);
+    for (const Arc& arc : arcs_[u]) {
+      const ShardingEdge& edge = problem_.edges[static_cast<std::size_t>(arc.edge)];
+      const int t = strategies_[static_cast<std::size_t>(arc.other)];
+      const std::size_t kt = problem_.nodes[static_cast<std::size_t>(edge.to)].costs.size();
       const auto a = static_cast<std::size_t>(arc.from ? s : t);
       const auto b = static_cast<std::size_t>(arc.from ? t : s);
       cost += price(edge.costs[a * kt + b]);
     }
     return cost;
+  }
+
+ private:
+  struct Arc {
+    int edge;
+    int other;
+    bool from;
   };
+  const ShardingProblem& problem_;
+  const std::vector<int>& strategies_;  // read live: moves made by the caller are seen
+  std::vector<std::vector<Arc>> arcs_;
+};
+
+// The move (node, strategy) among `live` that adds the least cost per unit of usage saved, where
+// saved(u, now, s) > 0 and allowed(u, s); none when no move saves anything.
+template <typename Saved, typename Allowed>
+std::optional<std::pair<std::size_t, int>> cheapest_saving(const std::vector<std::size_t>& live,
+                                                            const ShardingProblem& problem,
+                                                            const std::vector<int>& strategies,
+                                                            const LocalCost& local_cost, Saved saved,
+                                                            Allowed allowed) {
+  double best_ratio = std::numeric_limits<double>::infinity();
+  std::optional<std::pair<std::size_t, int>> best;
+  for (std::size_t u : live) {
+    const int now = strategies[u];
+    const double present = local_cost(u, now);
+    for (int s = 0; s < static_cast<int>(problem.nodes[u].costs.size()); ++s) {
+      const std::int64_t gain = saved(u, now, s);
+      if (gain <= 0 || !allowed(u, s)) continue;
+      const double ratio = (local_cost(u, s) - present) / static_cast<double>(gain);
+      if (ratio < best_ratio) {
+        best_ratio = ratio;
+        best = {u, s};
+      }
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+bool repair_usage(const ShardingProblem& core, ShardingChoice& choice) {
+  const std::size_t n = core.nodes.size();
+  auto usage = [&](std::size_t u, int s) { return core.nodes[u].usages[static_cast<std::size_t>(s)]; };
+  const LocalCost local_cost(core, choice.strategies);
   UsageProfile profile(core);
   for (std::size_t u = 0; u < n; ++u) profile.add(static_cast<int>(u), usage(u, choice.strategies[u]));
   std::vector<std::size_t> live;
@@ -56,21 +94,10 @@ bool repair_usage(const ShardingProblem& core, ShardingChoice& choice) {
     }
     std::int64_t at_t = profile.peak();
     while (at_t > core.usage_limit) {
-      double best_ratio = std::numeric_limits<double>::infinity();
-      std::optional<std::pair<std::size_t, int>> best;
-      for (std::size_t u : live) {
-        const int now = choice.strategies[u];
-        const double present = local_cost(u, now);
-        for (int s = 0; s < static_cast<int>(core.nodes[u].costs.size()); ++s) {
-          const std::int64_t saved = usage(u, now) - usage(u, s);
-          if (saved <= 0) continue;
-          const double ratio = (local_cost(u, s) - present) / static_cast<double>(saved);
-          if (ratio < best_ratio) {
-            best_ratio = ratio;
-            best = {u, s};
-          }
-        }
-      }
+      const auto best = cheapest_saving(
+          live, core, choice.strategies, local_cost,
+          [&](std::size_t u, int now, int s) { return usage(u, now) - usage(u, s); },
+          [](std::size_t, int) { return true; });
       if (!best) return false;
       const auto [u, s] = *best;
       const std::int64_t saved = usage(u, choice.strategies[u]) - usage(u, s);
@@ -82,29 +109,10 @@ bool repair_usage(const ShardingProblem& core, ShardingChoice& choice) {
   return true;
 }
 
-}  // namespace loom::search
-
-namespace loom::search {
-
 bool repair_group_usage(const ShardingProblem& core, const NodeGroups& groups, const ShardingProblem& grouped,
                         ShardingChoice& group_choice) {
   const std::size_t count = groups.count();
-  std::vector<std::vector<Arc>> arcs(count);
-  for (std::size_t e = 0; e < grouped.edges.size(); ++e) {
-    const ShardingEdge& edge = grouped.edges[e];
-    arcs[static_cast<std::size_t>(edge.from)].push_back(Arc{static_cast<int>(e), edge.to, true});
-    arcs[static_cast<std::size_t>(edge.to)].push_back(Arc{static_cast<int>(e), edge.from, false});
-  }
-  auto local_cost = [&](std::size_t g, int s) {
-    double cost = price(grouped.nodes[g].costs[static_cast<std::size_t>(s)]);
-    for (const Arc& arc : arcs[g]) {
-      const ShardingEdge& edge = grouped.edges[static_cast<std::size_t>(arc.edge)];
-      const int t = group_choice.strategies[static_cast<std::size_t>(arc.other)];
-      const std::size_t kt = grouped.nodes[static_cast<std::size_t>(edge.to)].costs.size();
-      cost += price(edge.costs[static_cast<std::size_t>(arc.from ? s : t) * kt + static_cast<std::size_t>(arc.from ? t : s)]);
-    }
-    return cost;
-  };
+  const LocalCost local_cost(grouped, group_choice.strategies);
   auto usage = [&](int u, int g_strategy) {
     const auto i = static_cast<std::size_t>(u);
     return core.nodes[i].usages[static_cast<std::size_t>(groups.follow[i][static_cast<std::size_t>(g_strategy)])];
@@ -122,7 +130,6 @@ bool repair_group_usage(const ShardingProblem& core, const NodeGroups& groups, c
       if (usage(u, s) > usage(u, now)) return false;
     return true;
   };
-  std::vector<std::int64_t> at_t;  // per group and strategy, the members' usage at the peak point
   while (profile.peak() > core.usage_limit) {
     const std::int64_t t = profile.peak_time();
     std::vector<std::size_t> live;
@@ -145,21 +152,12 @@ bool repair_group_usage(const ShardingProblem& core, const NodeGroups& groups, c
     }
     std::int64_t over = profile.peak() - core.usage_limit;
     while (over > 0) {
-      double best_ratio = std::numeric_limits<double>::infinity();
-      std::optional<std::pair<std::size_t, int>> best;
-      for (std::size_t g : live) {
-        const int now = group_choice.strategies[g];
-        const double present = local_cost(g, now);
-        for (int s = 0; s < static_cast<int>(used[g].size()); ++s) {
-          const std::int64_t saved = used[g][static_cast<std::size_t>(now)] - used[g][static_cast<std::size_t>(s)];
-          if (saved <= 0 || !lowers_nowhere_raises(g, s)) continue;
-          const double ratio = (local_cost(g, s) - present) / static_cast<double>(saved);
-          if (ratio < best_ratio) {
-            best_ratio = ratio;
-            best = {g, s};
-          }
-        }
-      }
+      const auto best = cheapest_saving(
+          live, grouped, group_choice.strategies, local_cost,
+          [&](std::size_t g, int now, int s) {
+            return used[g][static_cast<std::size_t>(now)] - used[g][static_cast<std::size_t>(s)];
+          },
+          lowers_nowhere_raises);
       if (!best) return false;
       const auto [g, s] = *best;
       const int now = group_choice.strategies[g];
