@@ -244,3 +244,52 @@ def test_the_samples_carry_the_special_tokens_their_heads_look_for(family, name)
         assert ((ids == config.sep_token_id).sum(-1) == 3).all()
     with torch.no_grad():
         assert torch.isfinite(model(**inputs).loss)
+
+
+def test_image_stage_widths_shrink_by_value_so_the_stages_still_chain():
+    # HGNetV2 builds its stages from stage_in/out_channels and its head from hidden_sizes[-1]: 2048 everywhere
+    config = coverage_configs.shrunk_config(_config_class("HGNetV2Config"), "image-classification")
+    assert config.stage_out_channels[:-1] == config.stage_in_channels[1:]
+    assert config.stage_out_channels[-1] == config.hidden_sizes[-1] == 64
+    # TextNet's stem is as wide as its first stage (64 and 64): equal widths stay equal
+    config = coverage_configs.shrunk_config(_config_class("TextNetConfig"), "image-classification")
+    assert config.stem_out_channels == config.hidden_sizes[0] == config.hidden_sizes[1] == 16
+    # Bit's group norm: 32 groups do not divide a shrunk stage's 8-channel bottleneck
+    config = coverage_configs.shrunk_config(_config_class("BitConfig"), "image-classification")
+    assert config.num_groups == coverage_configs.GROUPS and all(w % config.num_groups == 0 for w in config.hidden_sizes)
+    # EfficientNet's head width is its base width (1280) times the width coefficient, as its top conv's
+    config = coverage_configs.shrunk_config(_config_class("EfficientNetConfig"), "image-classification")
+    assert (config.width_coefficient, config.depth_coefficient, config.hidden_dim) == (0.25, 1.0, 320)
+    # Hiera's image size is [height, width]: its position table follows the 32x32 images
+    config = coverage_configs.shrunk_config(_config_class("HieraConfig"), "image-classification")
+    assert list(config.image_size) == [coverage_configs.IMAGE] * 2
+
+
+@pytest.mark.parametrize("name", ["HGNetV2", "TextNet", "Hiera", "Bit", "EfficientNet", "PPLCNet"])
+def test_image_classifiers_run_their_shrunk_config_on_small_images(name):
+    """Each ran only at its own image size or not at all before (a head 2048 wide under 64 channels, a stem
+    of 64 channels into a 16-channel stage, a 224x224 position table, groups that do not divide); PP-LCNet's
+    head scores come as last_hidden_state, the loss reads them."""
+    from loom.coverage_inputs import build_with_inputs
+
+    _config_class(name + "Config")
+    model, inputs, loss = build_with_inputs("image-classification", name + "ForImageClassification")
+    assert inputs["pixel_values"].shape[-2:] == (coverage_configs.IMAGE,) * 2
+    assert sum(p.numel() for p in model.parameters()) < 5_000_000
+    with torch.no_grad():
+        outputs = model(**inputs)
+        value = outputs.loss if loss is None else loss(outputs, inputs)
+    assert torch.isfinite(value) and value > 0
+
+
+def test_every_sub_config_shrinks_and_widths_and_token_ids_across_them_follow():
+    """Nemotron 3.5 Transcribe: its audio towers (audio_config's ASR and diarization encoders) shrink too; its
+    language model, whose depth is its per-layer list (no layer count), keeps one layer of each kind; the
+    diarization head's audio_hidden_size follows its audio_config; the timestamp head's blank token (the last
+    of its vocabulary) stays the last. Its shrunk model had 1.5 G parameters (killed at 23.7 GB)."""
+    config = coverage_configs.shrunk_config(_config_class("Nemotron3_5TranscribeConfig"), "seq2seq-lm")
+    assert config.audio_config.asr_config.hidden_size == config.audio_config.asr_config.num_hidden_layers * 32
+    diarization = config.audio_config.diarization_config
+    assert diarization.head_config.audio_hidden_size == diarization.audio_config.hidden_size == 64
+    assert config.text_config.layers_block_type == ["linear_attention", "moe", "full_attention"]
+    assert config.word_timestamp_config.blank_token_id == config.word_timestamp_config.vocab_size - 1

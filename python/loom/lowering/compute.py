@@ -540,6 +540,15 @@ def _batch_norm(cx, args, kwargs, value):
     return out
 
 
+def _floor_sized(shape, kernel, stride, padding, value):
+    """Whether a ceil-mode pooling's output has the floor mode's size: then no window hangs past the input
+    and the two are the same pooling (HGNetV2's stride-1 max pool)."""
+    stride = kernel if stride is None or (isinstance(stride, (list, tuple)) and not stride) else stride
+    floor = [(size + 2 * p - k) // s + 1 for size, k, s, p in zip(shape[-2:], _pair(kernel), _pair(stride),
+                                                                   _pair(padding))]
+    return floor == [int(v) for v in value.shape[-2:]]
+
+
 def _pool2d(type_):
     def handler(cx, args, kwargs, value):
         x, kernel = args[0], _arg(args, kwargs, 1, "kernel_size")
@@ -548,7 +557,8 @@ def _pool2d(type_):
             return None  # unbatched, or max pooling that returns its indices
         if type_ == "max_pool2d":
             dilation, ceil_mode = _arg(args, kwargs, 4, "dilation", 1), _arg(args, kwargs, 5, "ceil_mode", False)
-            if _pair(dilation) != [1, 1] or ceil_mode:
+            if _pair(dilation) != [1, 1] or (ceil_mode and not _floor_sized(cx.shape(x), kernel, stride, padding,
+                                                                             value)):
                 return None
         else:
             ceil_mode = _arg(args, kwargs, 4, "ceil_mode", False)
