@@ -9,7 +9,8 @@ for a few plain torch.nn models (loom.coverage_torch, family torch-nn): build it
 shrunk (2 layers, hidden 64, 4 heads, vocabulary 512, 32x32 images; random init, nothing downloaded; an
 image model that does not run on 32x32 images keeps its own image and patch sizes), trace it with its own
 loss on a small batch (loom.trace; a class that takes no labels, such as DeiT's and LeViT's distillation
-heads, with the cross entropy of its logits), and plan the graph with the
+heads, with the cross entropy of its logits; a class whose trace fails without an attention mask, which
+transformers makes itself only outside export, once more with a mask of ones), and plan the graph with the
 engine twice, `loom plan --graph` under `--policy dp --gpus 2` and `--policy megatron --tp 2`.
 
 With --match, every class that plans both ways is also trained one step under the dp 2, tp 2 and 1-device
@@ -37,7 +38,7 @@ import warnings
 
 from .coverage_engine import PLANS, engine_error, failure_reason, time_limit
 from .coverage_engine import run_plan as _plan  # the name the export route's tests call  # noqa: F401
-from .coverage_inputs import build_with_inputs
+from .coverage_inputs import build_with_inputs, with_ones_mask
 from .coverage_match import check_match, compare_training  # noqa: F401: check_match, the export tests' entry
 
 FAMILIES = {  # family: transformers' mapping of its classes (torch-nn: loom.coverage_torch's hand-written models)
@@ -79,7 +80,17 @@ def check_model(family, name, loom_binary, workdir, timeout=180, match=False, ca
         with time_limit(timeout):
             model, inputs, loss = build_with_inputs(family, name)
             row["built"] = True
-            graph = loom.trace(model, inputs, loss=loss, capture=capture)
+            try:
+                graph = loom.trace(model, inputs, loss=loss, capture=capture)
+            except Exception as first:  # noqa: BLE001: once more with the mask export does not make itself
+                masked = with_ones_mask(model, inputs)
+                if masked is None:
+                    raise
+                try:
+                    graph = loom.trace(model, masked, loss=loss, capture=capture)
+                except Exception:  # noqa: BLE001: the row's reason is the first failure
+                    raise first from None
+                inputs = masked
             row["traced"] = True
     except Exception as e:  # noqa: BLE001: every failure is a row of the report
         row["reason"] = ("" if row["built"] else "does not build: ") + failure_reason(e)

@@ -124,3 +124,15 @@ def build_with_inputs(family, name):
     takes = inspect.signature(cls.forward).parameters
     own = "labels" in takes or "start_positions" in takes  # question answering: the span's two positions
     return model, example_inputs(config, family, cls), None if own else _classification_loss
+
+
+def with_ones_mask(model, inputs):
+    """`inputs` with an all-ones attention_mask where the model's forward takes one and none is given, else None.
+    transformers makes that default mask itself only outside torch.compile and export (`attention_mask is None
+    and not is_torchdynamo_compiling()`): LongT5's and Switch Transformers' encoders then read a None mask."""
+    import torch
+    ids = inputs.get("input_ids")
+    if "attention_mask" in inputs or ids is None or "attention_mask" not in inspect.signature(model.forward).parameters:
+        return None
+    return {**inputs, "attention_mask": torch.ones_like(ids)}
+

@@ -17,6 +17,7 @@ SUBSET = [
     ("causal-lm", "OPTForCausalLM"),
     ("causal-lm", "BertLMHeadModel"),
     ("seq2seq-lm", "T5ForConditionalGeneration"),
+    ("seq2seq-lm", "LongT5ForConditionalGeneration"),  # exported only with the mask it makes itself in eager
     ("image-classification", "ViTForImageClassification"),
     ("image-classification", "ResNetForImageClassification"),
     ("causal-lm", "MixtralForCausalLM"),  # top-k routing, lowered densely
@@ -293,3 +294,15 @@ def test_every_sub_config_shrinks_and_widths_and_token_ids_across_them_follow():
     assert diarization.head_config.audio_hidden_size == diarization.audio_config.hidden_size == 64
     assert config.text_config.layers_block_type == ["linear_attention", "moe", "full_attention"]
     assert config.word_timestamp_config.blank_token_id == config.word_timestamp_config.vocab_size - 1
+
+
+def test_a_class_that_reads_a_none_mask_under_export_is_given_ones():
+    from loom.coverage_inputs import build_with_inputs, with_ones_mask
+
+    model, inputs, _ = build_with_inputs("seq2seq-lm", "LongT5ForConditionalGeneration")
+    masked = with_ones_mask(model, inputs)
+    assert masked["attention_mask"].tolist() == torch.ones_like(inputs["input_ids"]).tolist()
+    assert with_ones_mask(model, masked) is None  # a mask given stays
+    vit, images, _ = build_with_inputs("image-classification", "ViTForImageClassification")
+    assert with_ones_mask(vit, images) is None  # no token ids, no mask
+

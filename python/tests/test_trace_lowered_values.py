@@ -331,3 +331,27 @@ def test_standardized_weights_and_a_ceil_mode_pool_of_floor_size_train_as_one_de
     assert {"batch_norm_sums", "max_pool2d"} <= {op["type"] for op in graph["ops"]}
     assert_computes_the_loss(graph, module, inputs, rel_tol=1e-5)
     assert train_mismatch(graph, loom_binary, tmp_path, "standardized") == ""
+
+
+class IntegerMaskedScores(nn.Module):
+    """LongT5's local attention mask: torch.logical_and of integer masks (the attention mask is int64 ones
+    and zeros), which reads each element's truth."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+
+    def forward(self, x, mask):
+        h = self.proj(x)
+        pairs = torch.logical_and(mask.unsqueeze(-1), mask.unsqueeze(-2))  # [b s s] of int64 masks
+        scores = (h @ h.transpose(1, 2)).masked_fill(~pairs, -1e4)
+        return scores.softmax(-1).sum(1).pow(2).mean()
+
+
+def test_logical_and_of_integer_masks_computes_the_modules_loss():
+    torch.manual_seed(0)
+    mask = torch.tensor([[1, 1, 0, 1], [0, 1, 1, 1]])
+    module, inputs = IntegerMaskedScores(), {"x": torch.randn(2, 4, 6), "mask": mask}
+    graph = loom.trace(module, inputs, capture="export")
+    assert_computes_the_loss(graph, module, inputs, rel_tol=1e-5)
+

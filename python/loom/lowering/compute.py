@@ -474,13 +474,21 @@ def _softplus(cx, args, kwargs, value):
 
 
 def _logical_and(cx, args, kwargs, value):
-    """a & b of boolean tensors: where(a, b, a), false wherever a is."""
-    a, b = args[0], args[1]
-    if any(isinstance(v, (T, torch.Tensor)) and (cx.torch_dtype(v) if isinstance(v, T) else v.dtype) != torch.bool
-           for v in (a, b)) or not all(isinstance(v, (T, torch.Tensor)) for v in (a, b)):
+    """a & b of tensors: where(a, b, a), false wherever a is; a non-boolean operand (LongT5's integer
+    attention mask) is its elements' truth first, x != 0, as torch.logical_and reads it."""
+    if not all(isinstance(v, (T, torch.Tensor)) for v in args[:2]):
         return None
-    a, b = cx.tensor(a), cx.tensor(b)
+    a, b = (_truth(cx, cx.tensor(v)) for v in args[:2])
     return cx.emit("where", [a, b, a], {}, value)
+
+
+def _truth(cx, x):
+    """x as a boolean tensor: itself, or x != 0."""
+    dtype = cx.torch_dtype(x)
+    if dtype == torch.bool:
+        return x
+    return cx.emit("ne", [x, cx.constant(torch.tensor(0, dtype=dtype))], {}, Meta(cx.shape(x), torch.bool),
+                   suffix="truth")
 
 
 def _hardswish(cx, args, kwargs, value):
