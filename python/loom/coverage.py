@@ -114,6 +114,21 @@ def check_model(family, name, loom_binary, workdir, timeout=180, match=False, ca
     return row
 
 
+FLOAT32 = " || float32: "  # in a progress line, before the float32 step's difference of a row compared in float64
+
+
+def progress_line(row):
+    """The line a run prints on stderr per class as it goes (loom.coverage_markdown reads a part cut short back
+    from them): the stages, `float64` where the step was compared in float64, the reason, and the float32
+    step's difference after FLOAT32."""
+    line = (f"{row['family']:<21} {row['model']:<50} traced {row['traced']!s:<5} dp {row['dp']!s:<5} "
+            f"tp {row['tp']!s:<5} match {row['match']!s:<5} ")
+    if row.get("float64"):
+        line += "float64 "
+    line += row["reason"]
+    return line + (FLOAT32 + row["float32"] if row.get("float32") else "")
+
+
 def summary(rows):
     built = [r for r in rows if r["built"]]
     n = len(built)
@@ -193,8 +208,7 @@ def main(argv=None):
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 row = check_model(family, name, args.loom, workdir, args.timeout, args.match, args.capture)
             rows.append(row)
-            print(f"{family:<21} {name:<50} traced {row['traced']!s:<5} dp {row['dp']!s:<5} tp {row['tp']!s:<5} "
-                  f"match {row['match']!s:<5} {row['reason']}", file=sys.stderr, flush=True)
+            print(progress_line(row), file=sys.stderr, flush=True)
     print(format_table(rows))
     totals = summary(rows)
     print(totals["text"])

@@ -216,11 +216,14 @@ def test_a_part_cut_short_is_read_back_from_its_progress_lines(tmp_path):
             {"family": "causal-lm", "model": "B", "built": False, "traced": False, "dp": False, "tp": False,
              "match": None, "reason": "does not build: ValueError: z"},
             {"family": "causal-lm", "model": "C", "built": True, "traced": True, "dp": True, "tp": True,
-             "match": True, "reason": ""}]
-    lines = ["W1127 a warning line"]
-    for r in rows:  # exactly as loom.coverage prints a class's progress
-        lines.append(f"{r['family']:<21} {r['model']:<50} traced {r['traced']!s:<5} dp {r['dp']!s:<5} "
-                     f"tp {r['tp']!s:<5} match {r['match']!s:<5} {r['reason']}")
+             "match": True, "reason": ""},
+            {"family": "causal-lm", "model": "D", "built": True, "traced": True, "dp": True, "tp": True,
+             "match": True, "reason": "", "float64": True,
+             "float32": "tp differs from 1 device: w relative error 2.30e-05"},
+            {"family": "image-classification", "model": "E", "built": True, "traced": True, "dp": True, "tp": True,
+             "match": False, "reason": "dp differs from 1 device: w relative error 1.00e-02", "float64": True,
+             "float32": ""}]
+    lines = ["W1127 a warning line"] + [coverage.progress_line(r) for r in rows]  # as a run prints them
     (tmp_path / "part.err").write_text("\n".join(lines) + "\n")
     assert main([str(tmp_path / "part.err"), "--json", str(tmp_path / "all.json")]) == 0
     assert json.loads((tmp_path / "all.json").read_text())["rows"] == rows
@@ -305,4 +308,16 @@ def test_a_class_that_reads_a_none_mask_under_export_is_given_ones():
     assert with_ones_mask(model, masked) is None  # a mask given stays
     vit, images, _ = build_with_inputs("image-classification", "ViTForImageClassification")
     assert with_ones_mask(vit, images) is None  # no token ids, no mask
+
+
+def test_a_later_row_stopped_by_the_time_limit_does_not_replace_one_that_got_further():
+    from loom.coverage_markdown import merged
+
+    done = {"family": "causal-lm", "model": "A", "built": True, "traced": True, "dp": True, "tp": True,
+            "match": True, "reason": ""}
+    slow = dict(done, traced=False, dp=False, tp=False, match=None, reason="_Timeout: took longer than 120 s")
+    broken = dict(slow, reason="TypeError: x")
+    assert merged([{"rows": [done]}, {"rows": [slow]}])["rows"] == [done]
+    assert merged([{"rows": [done]}, {"rows": [broken]}])["rows"] == [broken]  # the class's own failure counts
+    assert merged([{"rows": [slow]}, {"rows": [done]}])["rows"] == [done]
 
