@@ -125,6 +125,8 @@ def progress_line(row):
             f"tp {row['tp']!s:<5} match {row['match']!s:<5} ")
     if row.get("float64"):
         line += "float64 "
+    if row.get("own_init"):
+        line += "own_init "
     line += row["reason"]
     return line + (FLOAT32 + row["float32"] if row.get("float32") else "")
 
@@ -144,8 +146,10 @@ def summary(rows):
         text += f"; matches single-process training {share(matched)} ({matched} of the {len(checked)} checked"
         norms = sum(1 for r in checked if r.get("float64") and not r.get("float32"))
         rounding = sum(1 for r in checked if r.get("float64") and r.get("float32"))
+        own = sum(1 for r in checked if r.get("own_init"))
         text += f"; {norms} with batch norm compared in float64" if norms else ""
         text += f"; {rounding} compared in float64 after float32 rounding differed" if rounding else ""
+        text += f" ({own} of them from their own parameters)" if own else ""
         text += ")"
     return {"classes": len(rows), "built": n, "traced": count("traced"), "dp": count("dp"), "tp": count("tp"),
             "all": every, "match": matched, "checked": len(checked), "text": text}

@@ -121,6 +121,8 @@ def from_progress(text):
                "traced": flag[traced], "dp": flag[dp], "tp": flag[tp], "match": flag[match], "reason": reason.strip()}
         if row["reason"] == "float64" or row["reason"].startswith("float64 "):  # compared in float64
             row.update(reason=row["reason"][len("float64"):].strip(), float64=True, float32=float32.strip())
+        if row["reason"] == "own_init" or row["reason"].startswith("own_init "):  # from the model's parameters
+            row.update(reason=row["reason"][len("own_init"):].strip(), own_init=True)
         rows.append(row)
     return {"rows": rows, "summary": summary(rows)}
 
