@@ -9,7 +9,8 @@ for a few plain torch.nn models (loom.coverage_torch, family torch-nn): build it
 shrunk (2 layers, hidden 64, 4 heads, vocabulary 512, 32x32 images; random init, nothing downloaded; an
 image model that does not run on 32x32 images keeps its own image and patch sizes), trace it with its own
 loss on a small batch (loom.trace; a class that takes no labels, such as DeiT's and LeViT's distillation
-heads, with the cross entropy of its logits), and plan the graph with the
+heads, with the cross entropy of its logits; a class whose trace fails without an attention mask, which
+transformers makes itself only outside export, once more with a mask of ones), and plan the graph with the
 engine twice, `loom plan --graph` under `--policy dp --gpus 2` and `--policy megatron --tp 2`.
 
 With --match, every class that plans both ways is also trained one step under the dp 2, tp 2 and 1-device
@@ -37,7 +38,7 @@ import warnings
 
 from .coverage_engine import PLANS, engine_error, failure_reason, time_limit
 from .coverage_engine import run_plan as _plan  # the name the export route's tests call  # noqa: F401
-from .coverage_inputs import build_with_inputs
+from .coverage_inputs import build_with_inputs, with_ones_mask
 from .coverage_match import check_match, compare_training  # noqa: F401: check_match, the export tests' entry
 
 FAMILIES = {  # family: transformers' mapping of its classes (torch-nn: loom.coverage_torch's hand-written models)
@@ -79,7 +80,17 @@ def check_model(family, name, loom_binary, workdir, timeout=180, match=False, ca
         with time_limit(timeout):
             model, inputs, loss = build_with_inputs(family, name)
             row["built"] = True
-            graph = loom.trace(model, inputs, loss=loss, capture=capture)
+            try:
+                graph = loom.trace(model, inputs, loss=loss, capture=capture)
+            except Exception as first:  # noqa: BLE001: once more with the mask export does not make itself
+                masked = with_ones_mask(model, inputs)
+                if masked is None:
+                    raise
+                try:
+                    graph = loom.trace(model, masked, loss=loss, capture=capture)
+                except Exception:  # noqa: BLE001: the row's reason is the first failure
+                    raise first from None
+                inputs = masked
             row["traced"] = True
     except Exception as e:  # noqa: BLE001: every failure is a row of the report
         row["reason"] = ("" if row["built"] else "does not build: ") + failure_reason(e)
@@ -103,6 +114,23 @@ def check_model(family, name, loom_binary, workdir, timeout=180, match=False, ca
     return row
 
 
+FLOAT32 = " || float32: "  # in a progress line, before the float32 step's difference of a row compared in float64
+
+
+def progress_line(row):
+    """The line a run prints on stderr per class as it goes (loom.coverage_markdown reads a part cut short back
+    from them): the stages, `float64` where the step was compared in float64, the reason, and the float32
+    step's difference after FLOAT32."""
+    line = (f"{row['family']:<21} {row['model']:<50} traced {row['traced']!s:<5} dp {row['dp']!s:<5} "
+            f"tp {row['tp']!s:<5} match {row['match']!s:<5} ")
+    if row.get("float64"):
+        line += "float64 "
+    if row.get("own_init"):
+        line += "own_init "
+    line += row["reason"]
+    return line + (FLOAT32 + row["float32"] if row.get("float32") else "")
+
+
 def summary(rows):
     built = [r for r in rows if r["built"]]
     n = len(built)
@@ -118,8 +146,10 @@ def summary(rows):
         text += f"; matches single-process training {share(matched)} ({matched} of the {len(checked)} checked"
         norms = sum(1 for r in checked if r.get("float64") and not r.get("float32"))
         rounding = sum(1 for r in checked if r.get("float64") and r.get("float32"))
+        own = sum(1 for r in checked if r.get("own_init"))
         text += f"; {norms} with batch norm compared in float64" if norms else ""
         text += f"; {rounding} compared in float64 after float32 rounding differed" if rounding else ""
+        text += f" ({own} of them from their own parameters)" if own else ""
         text += ")"
     return {"classes": len(rows), "built": n, "traced": count("traced"), "dp": count("dp"), "tp": count("tp"),
             "all": every, "match": matched, "checked": len(checked), "text": text}
@@ -182,8 +212,7 @@ def main(argv=None):
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 row = check_model(family, name, args.loom, workdir, args.timeout, args.match, args.capture)
             rows.append(row)
-            print(f"{family:<21} {name:<50} traced {row['traced']!s:<5} dp {row['dp']!s:<5} tp {row['tp']!s:<5} "
-                  f"match {row['match']!s:<5} {row['reason']}", file=sys.stderr, flush=True)
+            print(progress_line(row), file=sys.stderr, flush=True)
     print(format_table(rows))
     totals = summary(rows)
     print(totals["text"])

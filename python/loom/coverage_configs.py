@@ -26,15 +26,21 @@ TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_toke
 
 
 def shrink(config, family, image_sizes=True):
-    """The config made small in place: few layers, small widths, a small vocabulary, small images (with
-    image_sizes; else the image and patch sizes stay the config's)."""
+    """The config made small in place, every sub config too: few layers, small widths, a small vocabulary,
+    small images (with image_sizes; else the image and patch sizes stay the config's)."""
     for value, fields in _SMALL.items():
         for field in fields:
             if isinstance(getattr(config, field, None), int) and not isinstance(getattr(config, field), bool):
                 with contextlib.suppress(NotImplementedError, AttributeError):  # some configs refuse an alias
                     setattr(config, field, value)
     if isinstance(getattr(config, "vocab_size", None), int):
-        config.vocab_size = VOCAB
+        full, config.vocab_size = config.vocab_size, VOCAB
+        for field, value in list(vars(config).items()):
+            # other token ids of this vocabulary (a CTC head's blank, the last class) keep their distance
+            # from its end
+            if (field.endswith("_token_id") and field not in TOKEN_IDS and isinstance(value, int)
+                    and not isinstance(value, bool) and VOCAB <= value < full):
+                setattr(config, field, VOCAB - (full - value) if full - value <= VOCAB else len(TOKEN_IDS))
         if isinstance(getattr(config, "decoder_vocab_size", None), int):  # Marian's target vocabulary
             config.decoder_vocab_size = VOCAB
         for field in TOKEN_IDS:  # special tokens of the full vocabulary would index past the small one
@@ -80,14 +86,15 @@ def shrink(config, family, image_sizes=True):
     if family in ("sequence-classification", "token-classification"):
         config.num_labels = LABELS
     if family == "image-classification":
-        if isinstance(getattr(config, "image_size", None), int) and image_sizes:
+        size = getattr(config, "image_size", None)
+        if image_sizes and isinstance(size, int):
             config.image_size = IMAGE
+        elif image_sizes and _is_ints(size) and len(size) == 2:  # [height, width] (Hiera's position table)
+            config.image_size = [IMAGE, IMAGE]
         if isinstance(getattr(config, "patch_size", None), int) and image_sizes:
             config.patch_size = min(config.patch_size, 8)
-        for field in ("hidden_sizes", "embed_dims", "neck_hidden_sizes"):
-            sizes = getattr(config, field, None)
-            if isinstance(sizes, (list, tuple)) and all(isinstance(s, int) for s in sizes):  # tuples: transformers 5
-                setattr(config, field, [16 * 2 ** min(k, 2) for k in range(len(sizes))])
+        _shrink_stage_widths(config)
+        _shrink_compound_scaling(config)
         for field in ("num_heads", "num_attention_heads"):  # per stage: 2 divides every shrunk width
             heads = getattr(config, field, None)
             if isinstance(heads, (list, tuple)) and all(isinstance(h, int) for h in heads):
@@ -102,11 +109,65 @@ def shrink(config, family, image_sizes=True):
                 if isinstance(values, list) and len(values) > stages:
                     setattr(config, field, values[:stages])
         config.num_labels = LABELS
-    for sub in ("text_config", "vision_config", "encoder", "decoder"):
-        inner = getattr(config, sub, None)
-        if inner is not None and hasattr(inner, "to_dict"):
+    for inner in list(vars(config).values()):  # every sub config: text, vision, encoder, audio (Nemotron 3.5's)
+        if hasattr(inner, "to_dict") and hasattr(inner, "to_json_string"):
             shrink(inner, family, image_sizes)
     return config
+
+
+def _is_ints(values):
+    """A non-empty list or tuple (transformers 5 gives tuples) of integers."""
+    return isinstance(values, (list, tuple)) and bool(values) and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in values)
+
+
+_STAGE_WIDTHS = ("hidden_sizes", "embed_dims", "neck_hidden_sizes")
+# Per-stage channel counts some image models build their stages from beside hidden_sizes (HGNetV2's in and
+# out channels, TextNet's stem): a field ending so; the input's channels are not a width.
+_CHANNEL_SUFFIX, _NOT_CHANNELS = "channels", ("num_channels", "stem_num_channels", "num_channels_out")
+# A group norm's groups must divide every width; the narrowest shrunk width (16) at a quarter bottleneck
+# (Bit's, rounded up to 8 there) is 4 channels.
+GROUPS = 4
+
+
+def _shrink_stage_widths(config):
+    """An image model's per-stage widths, in place: hidden_sizes (embed_dims, neck_hidden_sizes) shrink by
+    value, the k-th smallest distinct width to 16 x 2^min(k, 2) (16, 32, 64, 64, ...), so widths that were
+    equal stay equal (TextNet's stem and first stage); every other channel count that held one of those
+    widths (an int or list field ending in "channels") takes the same small value, so the stages still chain
+    (HGNetV2 builds its stages from stage_in/out_channels and its head from hidden_sizes[-1]); a group norm's
+    groups (Bit's 32) become GROUPS."""
+    small = {}
+    for field in _STAGE_WIDTHS:
+        sizes = getattr(config, field, None)
+        if _is_ints(sizes):
+            widths = {w: 16 * 2 ** min(k, 2) for k, w in enumerate(sorted(set(sizes)))}
+            setattr(config, field, [widths[s] for s in sizes])
+            small = {**widths, **small}  # the first field's widths where two disagree
+    if not small:
+        return
+    for field, value in list(vars(config).items()):
+        if not field.endswith(_CHANNEL_SUFFIX) or field in _NOT_CHANNELS:
+            continue
+        if isinstance(value, int) and not isinstance(value, bool) and value in small:
+            setattr(config, field, small[value])
+        elif _is_ints(value) and any(v in small for v in value):
+            setattr(config, field, [small.get(v, v) for v in value])
+    if isinstance(getattr(config, "num_groups", None), int) and config.num_groups > GROUPS:
+        config.num_groups = GROUPS
+
+
+def _shrink_compound_scaling(config):
+    """EfficientNet's compound scaling, in place: every stage's width is its base width times
+    width_coefficient (the head's width hidden_dim too, which the config holds as a number) and every stage's
+    depth its base depth times depth_coefficient; the default (B7: 2.0, 3.1) shrinks to a quarter of B0's
+    widths at B0's depth."""
+    width, depth = getattr(config, "width_coefficient", None), getattr(config, "depth_coefficient", None)
+    if not (isinstance(width, float) and isinstance(depth, float)) or width <= 0.25:
+        return
+    if isinstance(getattr(config, "hidden_dim", None), int):
+        config.hidden_dim = round(config.hidden_dim * 0.25 / width)
+    config.width_coefficient, config.depth_coefficient = 0.25, min(depth, 1.0)
 
 
 _WIDTH_WORDS = ("hidden", "dim", "embed", "width", "bottleneck")
@@ -114,16 +175,24 @@ _NOT_WIDTH_WORDS = ("position", "vocab", "image", "patch", "chunk", "window", "l
 _NARROWER_WIDTHS = ("embedding_size", "bottleneck_size", "true_hidden_size")  # at most the hidden size
 
 
-def _tie_widths(before, after):
+def _tie_widths(before, after, outer=({}, {})):
     """In `after` (a config's dict shrunk, sub configs as dicts), in place: every width field that shrinking
     left alone and that held the default's hidden size (a pooler's, a cross attention's, an embedding's), or
     a narrower width that is now wider than the shrunk hidden size (MobileBERT's 128-wide embeddings and
     bottlenecks under a 512 hidden size: its head projects hidden - embedding), takes the shrunk hidden
-    size; sub configs likewise."""
+    size; a width named after a sub config of this config or of the one holding it (X_hidden_size, X_config:
+    Nemotron 3.5's diarization head reads its audio_config's width as audio_hidden_size) follows that sub
+    config's hidden size; sub configs likewise."""
     width, small = before.get("hidden_size"), after.get("hidden_size")
     for key, value in before.items():
+        named = key[:-len("_hidden_size")] + "_config" if str(key).endswith("_hidden_size") else None
+        sub = next(((b[named], a[named]) for b, a in ((before, after), outer)
+                    if isinstance(b.get(named), dict) and isinstance(a.get(named), dict)), None)
         if isinstance(value, dict) and isinstance(after.get(key), dict):
-            _tie_widths(value, after[key])
+            _tie_widths(value, after[key], (before, after))
+        elif (sub is not None and isinstance(value, int) and after.get(key) == value
+              and sub[0].get("hidden_size") == value and isinstance(sub[1].get("hidden_size"), int)):
+            after[key] = sub[1]["hidden_size"]
         elif (isinstance(width, int) and isinstance(small, int) and key != "hidden_size" and isinstance(value, int)
               and not isinstance(value, bool) and after.get(key) == value
               and (value == width or (small < value < width and key.endswith(_NARROWER_WIDTHS)))
@@ -134,21 +203,34 @@ def _tie_widths(before, after):
 def _tie_layers_and_heads(before, after):
     """In `after`, in place, per config and sub config: a per-layer list (layer_types, layers_block_type) the
     default sized to its layer count keeps as many entries as the shrunk layer count, every kind of layer
-    kept where it fits (the first of each kind, then the first others, in order); key-value heads that
-    equalled the attention heads (no grouped queries) still do."""
+    kept where it fits (the first of each kind, then the first others, in order); a config with no layer
+    count, whose per-layer list is its depth (Nemotron-H's layers_block_type), keeps one layer of each kind
+    (at least LAYERS); key-value heads that equalled the attention heads (no grouped queries) still do."""
     layers, small = before.get("num_hidden_layers"), after.get("num_hidden_layers")
     for key, value in before.items():
         if isinstance(value, dict) and isinstance(after.get(key), dict):
             _tie_layers_and_heads(value, after[key])
         elif (isinstance(layers, int) and isinstance(small, int) and small < layers and isinstance(value, list)
               and len(value) == layers and after.get(key) == value):
-            firsts = sorted({repr(v): i for i, v in reversed(list(enumerate(value)))}.values())[:small]
-            keep = sorted(firsts + [i for i in range(layers) if i not in firsts][:small - len(firsts)])
-            after[key] = [value[i] for i in keep]
+            after[key] = _some_layers(value, small)
+        elif (layers is None and key in _DEPTH_LISTS and isinstance(value, list) and after.get(key) == value
+              and all(isinstance(v, str) for v in value)):
+            after[key] = _some_layers(value, max(LAYERS, len(set(value))))
     heads = ("num_key_value_heads", "num_attention_heads")
     if all(isinstance(before.get(k), int) and isinstance(after.get(k), int) for k in heads) and \
             before[heads[0]] == before[heads[1]]:
         after[heads[0]] = after[heads[1]]
+
+
+LAYERS = 2  # _SMALL's layer count
+_DEPTH_LISTS = ("layers_block_type", "layer_types")
+
+
+def _some_layers(kinds, count):
+    """`count` entries of the per-layer list `kinds`, in order: the first of each kind, then the first others."""
+    firsts = sorted({repr(v): i for i, v in reversed(list(enumerate(kinds)))}.values())[:count]
+    keep = sorted(firsts + [i for i in range(len(kinds)) if i not in firsts][:count - len(firsts)])
+    return [kinds[i] for i in keep]
 
 
 def shrunk_config(config_class, family, image_sizes=True):

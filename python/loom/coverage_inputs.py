@@ -95,6 +95,8 @@ def build_model(cls, family):
             global_image = getattr(default, "image_size", IMAGE)
             torch.manual_seed(0)
             model = cls(config)
+            if isinstance(global_image, (list, tuple)) and len(global_image) == 2 and global_image[0] == global_image[1]:
+                global_image = global_image[0]  # [height, width] of a square image
             config.loom_image_size = global_image if isinstance(global_image, int) else IMAGE
     model.train()
     if hasattr(model, "set_default_language"):  # X-MOD's adapters need a language (its docs: en_XX)
@@ -104,9 +106,11 @@ def build_model(cls, family):
 
 def _classification_loss(outputs, batch):
     """For a class that takes no labels (DeiT and LeViT with a distillation head, whose loss is the
-    teacher's): cross entropy of its logits, the loss its fine-tuning head is trained with."""
+    teacher's): cross entropy of its logits, the loss its fine-tuning head is trained with. PP-LCNet's
+    classifier returns its head's scores as last_hidden_state (no logits field): the first output."""
     import torch.nn.functional as F
-    return F.cross_entropy(outputs["logits"], batch["labels"])
+    logits = outputs["logits"] if "logits" in outputs else next(iter(outputs.values()))
+    return F.cross_entropy(logits, batch["labels"])
 
 
 def build_with_inputs(family, name):
@@ -120,3 +124,15 @@ def build_with_inputs(family, name):
     takes = inspect.signature(cls.forward).parameters
     own = "labels" in takes or "start_positions" in takes  # question answering: the span's two positions
     return model, example_inputs(config, family, cls), None if own else _classification_loss
+
+
+def with_ones_mask(model, inputs):
+    """`inputs` with an all-ones attention_mask where the model's forward takes one and none is given, else None.
+    transformers makes that default mask itself only outside torch.compile and export (`attention_mask is None
+    and not is_torchdynamo_compiling()`): LongT5's and Switch Transformers' encoders then read a None mask."""
+    import torch
+    ids = inputs.get("input_ids")
+    if "attention_mask" in inputs or ids is None or "attention_mask" not in inspect.signature(model.forward).parameters:
+        return None
+    return {**inputs, "attention_mask": torch.ones_like(ids)}
+

@@ -2,14 +2,15 @@
 then `python -m loom.coverage_markdown out.json [more.json ...]` prints the per-family shares, the summary line
 and the table of the classes that do not count (the prose around them is written by hand). A run made in parts
 (`--family`, `--classes`) gives several files: their rows are merged, a later file's row replacing an earlier
-one of the same class, and `--json PATH` writes the merged report. A file not ending in .json is read as a
-run's progress lines (its stderr), for a part cut short before it wrote its report."""
+one of the same class (not where it stopped at the time limit and the earlier got further), and `--json PATH`
+writes the merged report. A file not ending in .json is read as a run's progress lines (its stderr), for a part
+cut short before it wrote its report."""
 
 import json
 import re
 import sys
 
-from .coverage import FAMILIES, summary
+from .coverage import FAMILIES, FLOAT32, summary
 
 
 def _share(count, total):
@@ -78,13 +79,25 @@ def tables(report):
     return "\n".join(lines)
 
 
+def _stages_passed(row):
+    return sum(bool(row.get(k)) for k in ("built", "traced", "dp", "tp", "match"))
+
+
+def _timed_out(row):
+    return "took longer than" in row["reason"]
+
+
 def merged(reports):
     """One report of several parts' ({rows, summary}): rows in first-seen order, a later part's row replacing an
-    earlier one of the same (family, class); the summary recomputed over the merged rows."""
+    earlier one of the same (family, class), except a row that stopped at the time limit (a busy box's verdict,
+    not the class's) where the earlier row got further; the summary recomputed over the merged rows."""
     rows = {}
     for report in reports:
         for row in report["rows"]:
-            rows[(row["family"], row["model"])] = row
+            key = (row["family"], row["model"])
+            if key in rows and _timed_out(row) and _stages_passed(rows[key]) > _stages_passed(row):
+                continue
+            rows[key] = row
     rows = list(rows.values())
     return {"rows": rows, "summary": summary(rows)}
 
@@ -102,11 +115,15 @@ def from_progress(text):
         if not m or m.group(1) not in FAMILIES:
             continue
         family, model, traced, dp, tp, match, reason = m.groups()
-        reason = reason.strip()
+        reason, _, float32 = reason.strip().partition(FLOAT32.strip())
         flag = {"True": True, "False": False, "None": None}
-        rows.append({"family": family, "model": model, "built": not reason.startswith("does not build: "),
-                     "traced": flag[traced], "dp": flag[dp], "tp": flag[tp], "match": flag[match],
-                     "reason": reason})
+        row = {"family": family, "model": model, "built": not reason.startswith("does not build: "),
+               "traced": flag[traced], "dp": flag[dp], "tp": flag[tp], "match": flag[match], "reason": reason.strip()}
+        if row["reason"] == "float64" or row["reason"].startswith("float64 "):  # compared in float64
+            row.update(reason=row["reason"][len("float64"):].strip(), float64=True, float32=float32.strip())
+        if row["reason"] == "own_init" or row["reason"].startswith("own_init "):  # from the model's parameters
+            row.update(reason=row["reason"][len("own_init"):].strip(), own_init=True)
+        rows.append(row)
     return {"rows": rows, "summary": summary(rows)}
 
 

@@ -14,6 +14,10 @@ scalars: in float64 graphs the loss is computed in float32 and cast):
   data-parallel gradient is the sum of the ranks' sums, a row-parallel linear's output the sum of its shards'),
   and where the terms cancel, float32 rounding of the order reaches 1e-5 of the result. A wrong plan differs as
   much in float64; rounding shrinks by ~1e9. The row keeps the float32 difference (`float32`).
+A class as far off in float64 is compared once more in float64 from its own parameters on its batch (the runtime's
+seeded values are uniform(-0.5, 0.5) for every parameter, which a model that scales parameters by large factors,
+as Dory's nGPT scales do, turns into an ill-conditioned step; a wrong plan differs from any start): it matches
+when that step does (`own_init`, the seeded float64 difference kept as `seeded`).
 """
 
 import os
@@ -46,10 +50,13 @@ def worst_error(reference, candidate):
     return worst
 
 
-def check_match(loom_binary, path, workdir, name, timeout=180):
+def check_match(loom_binary, path, workdir, name, timeout=180, own=None):
     """'' when one SGD step of the dp and tp plans of the graph at `path` (gloo) equals the 1-device plan's step,
-    else why not (a reason with DIFFERS when a parallel step trained to other values)."""
-    from loom.runtime.launch import LaunchError, train
+    else why not (a reason with DIFFERS when a parallel step trained to other values). The step starts from the
+    runtime's seeded values, or with `own` ((model, batch) the graph was traced from) from the model's own
+    parameters on that batch."""
+    from loom.runtime.initial import module_state
+    from loom.runtime.launch import LaunchError, load_manifest, train
     results = {}
     for plan, options in {"single": SINGLE, **PLANS}.items():
         emit = os.path.join(workdir, f"{name}-{plan}-emit")
@@ -63,7 +70,8 @@ def check_match(loom_binary, path, workdir, name, timeout=180):
         if result.returncode != 0:
             return f"emit {plan}: {engine_error(result)}"
         try:
-            results[plan] = train(emit, 1, timeout=timeout)[1]
+            given = {} if own is None else {"initial": module_state(own[0], load_manifest(emit)), "batches": [own[1]]}
+            results[plan] = train(emit, 1, timeout=timeout, **given)[1]
         except LaunchError as e:
             return f"run {plan}: {str(e).splitlines()[0]}"[:300]
         except Exception as e:  # noqa: BLE001: the class's failure (results that do not assemble), not the run's
@@ -83,7 +91,8 @@ def has_batch_norm(model):
 
 
 def _float64_graph(model, inputs, loss, workdir, name, timeout, capture):
-    """The model and its floating inputs in float64, traced again and saved: (path, '') or ('', why not)."""
+    """The model and its floating inputs in float64, traced again and saved: (path, float64 inputs, '') or
+    ('', None, why not)."""
     import loom
     try:
         with time_limit(timeout):
@@ -91,10 +100,10 @@ def _float64_graph(model, inputs, loss, workdir, name, timeout, capture):
             inputs = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
             graph = loom.trace(model, inputs, loss=loss, capture=capture)
     except Exception as e:  # noqa: BLE001: the row's failure
-        return "", "float64 trace: " + failure_reason(e)
+        return "", None, "float64 trace: " + failure_reason(e)
     path = os.path.join(workdir, f"{name}-f64.json")
     loom.save_graph(graph, path)
-    return path, ""
+    return path, inputs, ""
 
 
 def compare_training(model, inputs, loss, path, loom_binary, workdir, name, timeout=180, capture="auto"):
@@ -102,7 +111,7 @@ def compare_training(model, inputs, loss, path, loom_binary, workdir, name, time
     {match, reason} and, where the step was compared in float64, float64: True and float32: the float32 step's
     difference ('' for a batch-norm class, compared in float64 from the start). Leaves `model` in float64 then."""
     if has_batch_norm(model):
-        path64, why = _float64_graph(model, inputs, loss, workdir, name, timeout, capture)
+        path64, _, why = _float64_graph(model, inputs, loss, workdir, name, timeout, capture)
         if why:
             return {"match": False, "reason": why}
         why = check_match(loom_binary, path64, workdir, name + "-f64", timeout)
@@ -110,11 +119,20 @@ def compare_training(model, inputs, loss, path, loom_binary, workdir, name, time
     why = check_match(loom_binary, path, workdir, name, timeout)
     if DIFFERS not in why:
         return {"match": not why, "reason": why}
-    path64, failed = _float64_graph(model, inputs, loss, workdir, name, timeout, capture)
+    path64, inputs64, failed = _float64_graph(model, inputs, loss, workdir, name, timeout, capture)
     if failed:
         return {"match": False, "reason": f"{why}; {failed}"[:300]}
     why64 = check_match(loom_binary, path64, workdir, name + "-f64", timeout)
-    if why64:  # as far off in float64: not rounding
+    if not why64:
+        return {"match": True, "reason": "", "float64": True, "float32": why}
+    if DIFFERS not in why64:
         return {"match": False, "reason": f"{why}; float64: {why64}"[:300]}
-    return {"match": True, "reason": "", "float64": True, "float32": why}
+    # As far off in float64 from the seeded values: a wrong plan, or a step the seeded values make
+    # ill-conditioned where the model computes in float32 inside (Dory scales uniform(-0.5, 0.5) parameters by
+    # 1 / initializer_range, ~56 to 200, then squares them, and casts its norms to float32): the model's own
+    # parameters on its batch decide.
+    why_own = check_match(loom_binary, path64, workdir, name + "-f64-own", timeout, own=(model, inputs64))
+    if why_own:
+        return {"match": False, "reason": f"{why}; float64: {why64}; own parameters: {why_own}"[:300]}
+    return {"match": True, "reason": "", "float64": True, "float32": why, "seeded": why64, "own_init": True}
 

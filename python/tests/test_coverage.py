@@ -17,6 +17,7 @@ SUBSET = [
     ("causal-lm", "OPTForCausalLM"),
     ("causal-lm", "BertLMHeadModel"),
     ("seq2seq-lm", "T5ForConditionalGeneration"),
+    ("seq2seq-lm", "LongT5ForConditionalGeneration"),  # exported only with the mask it makes itself in eager
     ("image-classification", "ViTForImageClassification"),
     ("image-classification", "ResNetForImageClassification"),
     ("causal-lm", "MixtralForCausalLM"),  # top-k routing, lowered densely
@@ -215,11 +216,17 @@ def test_a_part_cut_short_is_read_back_from_its_progress_lines(tmp_path):
             {"family": "causal-lm", "model": "B", "built": False, "traced": False, "dp": False, "tp": False,
              "match": None, "reason": "does not build: ValueError: z"},
             {"family": "causal-lm", "model": "C", "built": True, "traced": True, "dp": True, "tp": True,
-             "match": True, "reason": ""}]
-    lines = ["W1127 a warning line"]
-    for r in rows:  # exactly as loom.coverage prints a class's progress
-        lines.append(f"{r['family']:<21} {r['model']:<50} traced {r['traced']!s:<5} dp {r['dp']!s:<5} "
-                     f"tp {r['tp']!s:<5} match {r['match']!s:<5} {r['reason']}")
+             "match": True, "reason": ""},
+            {"family": "causal-lm", "model": "D", "built": True, "traced": True, "dp": True, "tp": True,
+             "match": True, "reason": "", "float64": True,
+             "float32": "tp differs from 1 device: w relative error 2.30e-05"},
+            {"family": "causal-lm", "model": "F", "built": True, "traced": True, "dp": True, "tp": True,
+             "match": True, "reason": "", "float64": True, "own_init": True,
+             "float32": "tp differs from 1 device: w relative error 2.48e-02"},
+            {"family": "image-classification", "model": "E", "built": True, "traced": True, "dp": True, "tp": True,
+             "match": False, "reason": "dp differs from 1 device: w relative error 1.00e-02", "float64": True,
+             "float32": ""}]
+    lines = ["W1127 a warning line"] + [coverage.progress_line(r) for r in rows]  # as a run prints them
     (tmp_path / "part.err").write_text("\n".join(lines) + "\n")
     assert main([str(tmp_path / "part.err"), "--json", str(tmp_path / "all.json")]) == 0
     assert json.loads((tmp_path / "all.json").read_text())["rows"] == rows
@@ -244,3 +251,101 @@ def test_the_samples_carry_the_special_tokens_their_heads_look_for(family, name)
         assert ((ids == config.sep_token_id).sum(-1) == 3).all()
     with torch.no_grad():
         assert torch.isfinite(model(**inputs).loss)
+
+
+def test_image_stage_widths_shrink_by_value_so_the_stages_still_chain():
+    # HGNetV2 builds its stages from stage_in/out_channels and its head from hidden_sizes[-1]: 2048 everywhere
+    config = coverage_configs.shrunk_config(_config_class("HGNetV2Config"), "image-classification")
+    assert config.stage_out_channels[:-1] == config.stage_in_channels[1:]
+    assert config.stage_out_channels[-1] == config.hidden_sizes[-1] == 64
+    # TextNet's stem is as wide as its first stage (64 and 64): equal widths stay equal
+    config = coverage_configs.shrunk_config(_config_class("TextNetConfig"), "image-classification")
+    assert config.stem_out_channels == config.hidden_sizes[0] == config.hidden_sizes[1] == 16
+    # Bit's group norm: 32 groups do not divide a shrunk stage's 8-channel bottleneck
+    config = coverage_configs.shrunk_config(_config_class("BitConfig"), "image-classification")
+    assert config.num_groups == coverage_configs.GROUPS and all(w % config.num_groups == 0 for w in config.hidden_sizes)
+    # EfficientNet's head width is its base width (1280) times the width coefficient, as its top conv's
+    config = coverage_configs.shrunk_config(_config_class("EfficientNetConfig"), "image-classification")
+    assert (config.width_coefficient, config.depth_coefficient, config.hidden_dim) == (0.25, 1.0, 320)
+    # Hiera's image size is [height, width]: its position table follows the 32x32 images
+    config = coverage_configs.shrunk_config(_config_class("HieraConfig"), "image-classification")
+    assert list(config.image_size) == [coverage_configs.IMAGE] * 2
+
+
+@pytest.mark.parametrize("name", ["HGNetV2", "TextNet", "Hiera", "Bit", "EfficientNet", "PPLCNet"])
+def test_image_classifiers_run_their_shrunk_config_on_small_images(name):
+    """Each ran only at its own image size or not at all before (a head 2048 wide under 64 channels, a stem
+    of 64 channels into a 16-channel stage, a 224x224 position table, groups that do not divide); PP-LCNet's
+    head scores come as last_hidden_state, the loss reads them."""
+    from loom.coverage_inputs import build_with_inputs
+
+    _config_class(name + "Config")
+    model, inputs, loss = build_with_inputs("image-classification", name + "ForImageClassification")
+    assert inputs["pixel_values"].shape[-2:] == (coverage_configs.IMAGE,) * 2
+    assert sum(p.numel() for p in model.parameters()) < 5_000_000
+    with torch.no_grad():
+        outputs = model(**inputs)
+        value = outputs.loss if loss is None else loss(outputs, inputs)
+    assert torch.isfinite(value) and value > 0
+
+
+def test_every_sub_config_shrinks_and_widths_and_token_ids_across_them_follow():
+    """Nemotron 3.5 Transcribe: its audio towers (audio_config's ASR and diarization encoders) shrink too; its
+    language model, whose depth is its per-layer list (no layer count), keeps one layer of each kind; the
+    diarization head's audio_hidden_size follows its audio_config; the timestamp head's blank token (the last
+    of its vocabulary) stays the last. Its shrunk model had 1.5 G parameters (killed at 23.7 GB)."""
+    config = coverage_configs.shrunk_config(_config_class("Nemotron3_5TranscribeConfig"), "seq2seq-lm")
+    assert config.audio_config.asr_config.hidden_size == config.audio_config.asr_config.num_hidden_layers * 32
+    diarization = config.audio_config.diarization_config
+    assert diarization.head_config.audio_hidden_size == diarization.audio_config.hidden_size == 64
+    assert config.text_config.layers_block_type == ["linear_attention", "moe", "full_attention"]
+    assert config.word_timestamp_config.blank_token_id == config.word_timestamp_config.vocab_size - 1
+
+
+def test_a_class_that_reads_a_none_mask_under_export_is_given_ones():
+    from loom.coverage_inputs import build_with_inputs, with_ones_mask
+
+    model, inputs, _ = build_with_inputs("seq2seq-lm", "LongT5ForConditionalGeneration")
+    masked = with_ones_mask(model, inputs)
+    assert masked["attention_mask"].tolist() == torch.ones_like(inputs["input_ids"]).tolist()
+    assert with_ones_mask(model, masked) is None  # a mask given stays
+    vit, images, _ = build_with_inputs("image-classification", "ViTForImageClassification")
+    assert with_ones_mask(vit, images) is None  # no token ids, no mask
+
+
+def test_a_later_row_stopped_by_the_time_limit_does_not_replace_one_that_got_further():
+    from loom.coverage_markdown import merged
+
+    done = {"family": "causal-lm", "model": "A", "built": True, "traced": True, "dp": True, "tp": True,
+            "match": True, "reason": ""}
+    slow = dict(done, traced=False, dp=False, tp=False, match=None, reason="_Timeout: took longer than 120 s")
+    broken = dict(slow, reason="TypeError: x")
+    assert merged([{"rows": [done]}, {"rows": [slow]}])["rows"] == [done]
+    assert merged([{"rows": [done]}, {"rows": [broken]}])["rows"] == [broken]  # the class's own failure counts
+    assert merged([{"rows": [slow]}, {"rows": [done]}])["rows"] == [done]
+
+
+class _LogScale(torch.nn.Module):
+    """A loss defined only for positive `p`: its own 2.0 train, the runtime's seeded uniform(-0.5, 0.5) give NaN."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+        self.p = torch.nn.Parameter(torch.full((8,), 2.0))
+
+    def forward(self, x, y):
+        return torch.nn.functional.mse_loss(self.proj(x) * torch.log(self.p), y)
+
+
+def test_a_step_from_the_models_own_parameters_is_the_last_word(loom_binary, tmp_path):
+    import loom
+
+    torch.manual_seed(0)
+    module, batch = _LogScale(), {"x": torch.randn(4, 8), "y": torch.randn(4, 8)}
+    path = tmp_path / "log.json"
+    loom.save_graph(loom.trace(module, batch, capture="export"), path)
+    seeded = coverage_match.check_match(loom_binary, str(path), str(tmp_path), "log", timeout=120)
+    assert coverage_match.DIFFERS in seeded and "inf" in seeded  # NaN steps from log of negative seeds
+    own = coverage_match.check_match(loom_binary, str(path), str(tmp_path), "log-own", timeout=120, own=(module, batch))
+    assert own == ""
+

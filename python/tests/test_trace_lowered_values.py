@@ -2,7 +2,8 @@
 runtime's torch forms (loom.runtime.forms) with the module's own weights and the buffers' recorded values,
 gives the module's loss. Covers the top-k mixture-of-experts blocks lowered densely (Mixtral, Qwen2-MoE,
 GraniteMoe), writes x[i] = v, fill_, gather with a constant index, nll_loss, list and tensor indexing, conv1d, softplus, hardswish, BatchNorm1d, average pooling whose
-divisor is not the window's area, and einsum with an ellipsis."""
+divisor is not the window's area, einsum with an ellipsis, Bit's weight standardization and ceil-mode max pooling of
+floor size."""
 
 import math
 
@@ -303,3 +304,54 @@ def test_a_float64_models_loss_is_the_engines_f32_loss_cast():
     assert graph["tensors"][graph["loss"]]["dtype"] == "f64"
     want = F.cross_entropy(module(inputs["input"]), inputs["labels"]).item()
     assert math.isclose(loss_of(graph, evaluate(graph, module, inputs)), want, rel_tol=1e-6)
+
+
+class StandardizedConvNet(nn.Module):
+    """Bit's weight-standardized convolution (each filter normalized as F.batch_norm of the weight with no
+    running statistics: ATen's _native_batch_norm_legit.no_stats) and HGNetV2's stem pooling (a stride-1
+    ceil-mode max pool after a one-pixel pad, whose output has the floor mode's size)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x, labels):
+        weight = F.batch_norm(self.conv.weight.reshape(1, 8, -1), None, None, training=True, momentum=0.0,
+                              eps=1e-6).reshape_as(self.conv.weight)
+        h = F.conv2d(x, weight, self.conv.bias, padding=1)
+        h = F.max_pool2d(F.pad(h, (0, 1, 0, 1)), kernel_size=2, stride=1, ceil_mode=True)
+        return F.cross_entropy(self.head(h.mean((2, 3))), labels)
+
+
+def test_standardized_weights_and_a_ceil_mode_pool_of_floor_size_train_as_one_device(loom_binary, tmp_path):
+    torch.manual_seed(0)
+    module, inputs = StandardizedConvNet(), {"x": torch.randn(4, 3, 6, 6), "labels": torch.randint(0, 4, (4,))}
+    graph = loom.trace(module, inputs, capture="export")
+    assert {"batch_norm_sums", "max_pool2d"} <= {op["type"] for op in graph["ops"]}
+    assert_computes_the_loss(graph, module, inputs, rel_tol=1e-5)
+    assert train_mismatch(graph, loom_binary, tmp_path, "standardized") == ""
+
+
+class IntegerMaskedScores(nn.Module):
+    """LongT5's local attention mask: torch.logical_and of integer masks (the attention mask is int64 ones
+    and zeros), which reads each element's truth."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+
+    def forward(self, x, mask):
+        h = self.proj(x)
+        pairs = torch.logical_and(mask.unsqueeze(-1), mask.unsqueeze(-2))  # [b s s] of int64 masks
+        scores = (h @ h.transpose(1, 2)).masked_fill(~pairs, -1e4)
+        return scores.softmax(-1).sum(1).pow(2).mean()
+
+
+def test_logical_and_of_integer_masks_computes_the_modules_loss():
+    torch.manual_seed(0)
+    mask = torch.tensor([[1, 1, 0, 1], [0, 1, 1, 1]])
+    module, inputs = IntegerMaskedScores(), {"x": torch.randn(2, 4, 6), "mask": mask}
+    graph = loom.trace(module, inputs, capture="export")
+    assert_computes_the_loss(graph, module, inputs, rel_tol=1e-5)
+

@@ -340,6 +340,10 @@ _PACKETS = {
     # the running statistics' updates itself (export's buffer mutations, tracer_lowering.py).
     aten._native_batch_norm_legit_functional: _first_of_tuple(_via(_batch_norm, (
         "input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")), 5),
+    # Batch norm with no running statistics (.no_stats: Bit's weight standardization normalizes each conv
+    # filter as F.batch_norm(weight [1, out, rest], None, None, training=True)): (out, saved mean, saved rstd).
+    aten._native_batch_norm_legit: _first_of_tuple(_via(_batch_norm, (
+        "input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")), 3),
     aten.linear: _via(_linear, ("input", "weight", "bias")),
     aten.addmm: _via(_addmm, ("self", "mat1", "mat2"), (("beta", "beta"), ("alpha", "alpha"))),
     aten.baddbmm: _via(_baddbmm, ("self", "batch1", "batch2"), (("beta", "beta"), ("alpha", "alpha"))),

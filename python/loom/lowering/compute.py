@@ -474,13 +474,21 @@ def _softplus(cx, args, kwargs, value):
 
 
 def _logical_and(cx, args, kwargs, value):
-    """a & b of boolean tensors: where(a, b, a), false wherever a is."""
-    a, b = args[0], args[1]
-    if any(isinstance(v, (T, torch.Tensor)) and (cx.torch_dtype(v) if isinstance(v, T) else v.dtype) != torch.bool
-           for v in (a, b)) or not all(isinstance(v, (T, torch.Tensor)) for v in (a, b)):
+    """a & b of tensors: where(a, b, a), false wherever a is; a non-boolean operand (LongT5's integer
+    attention mask) is its elements' truth first, x != 0, as torch.logical_and reads it."""
+    if not all(isinstance(v, (T, torch.Tensor)) for v in args[:2]):
         return None
-    a, b = cx.tensor(a), cx.tensor(b)
+    a, b = (_truth(cx, cx.tensor(v)) for v in args[:2])
     return cx.emit("where", [a, b, a], {}, value)
+
+
+def _truth(cx, x):
+    """x as a boolean tensor: itself, or x != 0."""
+    dtype = cx.torch_dtype(x)
+    if dtype == torch.bool:
+        return x
+    return cx.emit("ne", [x, cx.constant(torch.tensor(0, dtype=dtype))], {}, Meta(cx.shape(x), torch.bool),
+                   suffix="truth")
 
 
 def _hardswish(cx, args, kwargs, value):
@@ -540,6 +548,15 @@ def _batch_norm(cx, args, kwargs, value):
     return out
 
 
+def _floor_sized(shape, kernel, stride, padding, value):
+    """Whether a ceil-mode pooling's output has the floor mode's size: then no window hangs past the input
+    and the two are the same pooling (HGNetV2's stride-1 max pool)."""
+    stride = kernel if stride is None or (isinstance(stride, (list, tuple)) and not stride) else stride
+    floor = [(size + 2 * p - k) // s + 1 for size, k, s, p in zip(shape[-2:], _pair(kernel), _pair(stride),
+                                                                   _pair(padding))]
+    return floor == [int(v) for v in value.shape[-2:]]
+
+
 def _pool2d(type_):
     def handler(cx, args, kwargs, value):
         x, kernel = args[0], _arg(args, kwargs, 1, "kernel_size")
@@ -548,7 +565,8 @@ def _pool2d(type_):
             return None  # unbatched, or max pooling that returns its indices
         if type_ == "max_pool2d":
             dilation, ceil_mode = _arg(args, kwargs, 4, "dilation", 1), _arg(args, kwargs, 5, "ceil_mode", False)
-            if _pair(dilation) != [1, 1] or ceil_mode:
+            if _pair(dilation) != [1, 1] or (ceil_mode and not _floor_sized(cx.shape(x), kernel, stride, padding,
+                                                                             value)):
                 return None
         else:
             ceil_mode = _arg(args, kwargs, 4, "ceil_mode", False)
