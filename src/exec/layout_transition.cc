@@ -100,9 +100,20 @@ Expected<Holding> lower_p2p(const StepContext& ctx, const comm::PlannedStep& pla
       const auto common = plan::box_intersection(chunk.piece, target);
       if (!common) continue;
       const std::vector<int>* group = &chunk.groups[static_cast<std::size_t>(c[comm::kAxisR] % before.r)];
-      if (after.v == 1)  // a whole piece may come from any group: prefer the one this device is in
+      if (after.v == 1) {
+        // A whole piece may come from any group: prefer the one this device is in, else the first one
+        // holding a device of the new layout, so the exchange stays among the devices that read the
+        // tensor (the interlaced head's input gradient, summed over every stage and read by the last:
+        // its tp peers' parts rather than the first stage's, which would send them from inside its own
+        // blocks).
+        const auto in_new_layout = [&](int member) { return std::ranges::find(after.devices, member) != after.devices.end(); };
+        const std::vector<int>* with_reader = nullptr;
+        for (const std::vector<int>& g : chunk.groups)
+          if (with_reader == nullptr && std::ranges::any_of(g, in_new_layout)) with_reader = &g;
+        if (with_reader != nullptr) group = with_reader;
         for (const std::vector<int>& g : chunk.groups)
           if (std::ranges::find(g, device) != g.end()) group = &g;
+      }
       const std::vector<int> members =
           same_parts ? std::vector<int>{(*group)[static_cast<std::size_t>(c[comm::kAxisV])]} : *group;
       for (int member : members) {

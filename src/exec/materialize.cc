@@ -54,6 +54,10 @@ class Materializer {
       for (const ir::Op& op : graph.ops)
         if (op.pass == ir::Pass::forward)
           for (ir::TensorId in : op.inputs) first_reader_.try_emplace(in.value, op.id.value);
+    readers_.resize(graph.tensors.size());
+    for (const ir::Op& op : graph.ops)
+      for (ir::TensorId in : op.inputs)
+        if (auto& r = readers_[in.index()]; r.empty() || r.back() != op.id) r.push_back(op.id);
   }
 
   Expected<void> emit(const SubOp& s) {
@@ -73,7 +77,28 @@ class Materializer {
         available_.emplace(NeedKey{s.device, normalized(out)}, b);
     }
     builder_.compute(s.device, std::move(compute));
-    return residents_.produced(s);  // resident gradients reduced, steps closed (plan/residence.h)
+    LOOM_RETURN_IF_ERROR(residents_.produced(s));  // resident gradients reduced, steps closed (plan/residence.h)
+    for (std::size_t k = 0; k < s.outputs.size(); ++k)
+      if (!s.outputs[k].value.is_whole()) completed_.emplace_back(s.id, k);
+    return {};
+  }
+
+  // The partial sums of an activation (or of its gradient) summed as soon as the last of a group's
+  // producers has run, where every device that reads the sum wrote a part of it: the collective then sits
+  // in each member's program right after the block that wrote the parts, not where the global order
+  // first reaches a reader. Waiting for the reader put it after the blocks other members ran meanwhile:
+  // the interlaced head's input gradient, written by every device of a replica and read by the last stage
+  // only after it recomputes its forward, was issued by the other stages inside their next backward, and
+  // the last stage waited there (nnScaler Fig. 8, t5-21b on 16 GPUs: 0.31 s a step). Readers on devices
+  // that wrote no part (a pipeline's next stage) still take their sum where they read it, so that no
+  // receive blocks a device before it needs the data; weight gradients (the optimizer's, summed at the
+  // step or as residence says) and persistent tensors are left as they were. Called at the end of each
+  // round of the completed order (plan/validate.h), so that devices related by a symmetry of the plan
+  // issue the sum at the same place in their programs.
+  Expected<void> sum_completed() {
+    for (const auto& [id, k] : completed_) LOOM_RETURN_IF_ERROR(sum_when_complete(plan_.sub_op(id), k));
+    completed_.clear();
+    return {};
   }
 
   Materialized finish() && {
@@ -245,7 +270,46 @@ class Materializer {
     ConsumerNeeds& needs = consumer_needs(consumer.op, key.piece->tensor);
     const auto at = needs.group_of.find(key);
     if (at == needs.group_of.end()) return {};
-    NeedGroup& group = needs.groups[at->second];
+    return move_group_once(needs.groups[at->second]);
+  }
+
+  // sum_completed's step for output k of `s`: each reader op's group of it whose producers have all run.
+  Expected<void> sum_when_complete(const SubOp& s, std::size_t k) {
+    if (!options_.use_layout_search) return {};
+    const ir::Graph& graph = *plan_.graph;
+    const ir::TensorId tensor = s.outputs[k].tensor;
+    if (residents_.holds(tensor) || plan::persists(graph, tensor)) return {};
+    const ir::FullTensor& full = graph.tensor(tensor);
+    if (full.role == ir::TensorRole::gradient && full.owner.valid() &&
+        graph.tensor(full.owner).role == ir::TensorRole::parameter)
+      return {};
+    for (ir::OpId reader : readers_[tensor.index()]) {
+      ConsumerNeeds& needs = consumer_needs(reader, tensor);
+      const auto at = needs.group_of_producer.find(detail::OutputRef{s.id, k});
+      if (at == needs.group_of_producer.end()) continue;
+      NeedGroup& group = needs.groups[at->second];
+      if (group.tried || !read_where_written(group)) continue;
+      // Another reader's group may have summed the same pieces already (a residual and a dropout reading
+      // one row-parallel output): they are read from there, as need() would.
+      const auto ready = [&](const detail::PlacedPiece& n) { return available_.contains(NeedView{n.device, &n.piece}); };
+      if (std::ranges::all_of(group.needs, ready)) continue;
+      LOOM_RETURN_IF_ERROR(move_group_once(group));
+    }
+    return {};
+  }
+
+  // Whether every producer of the group has run and every device needing its pieces runs one of them.
+  bool read_where_written(const NeedGroup& group) const {
+    std::set<int> writers;
+    for (const auto& [sub_op, k] : group.producers) {
+      if (outputs_[sub_op.index()].empty()) return false;
+      writers.insert(plan_.sub_op(sub_op).device);
+    }
+    return std::ranges::all_of(group.needs, [&](const detail::PlacedPiece& n) { return writers.contains(n.device); });
+  }
+
+  // Moves `group` with the layout search, once, if its producers have all run.
+  Expected<void> move_group_once(NeedGroup& group) {
     if (group.tried) return {};
     group.tried = true;
     std::vector<BufferId> sources;
@@ -279,6 +343,8 @@ class Materializer {
   NeedMap<BufferId> available_;
   NeedMap<BufferId> summed_again_;  // recompute_collectives: whole pieces summed again for recomputation
   std::unordered_map<std::uint32_t, std::uint32_t> first_reader_;  // recompute_collectives: tensor -> forward op
+  std::vector<std::vector<ir::OpId>> readers_;                     // by tensor: the ops reading it
+  std::vector<detail::OutputRef> completed_;  // value parts written this round, for sum_completed
   std::map<std::pair<std::uint32_t, std::uint32_t>, ConsumerNeeds> needs_;  // by (consumer op, tensor)
   // Value parts: where each is produced (device and label -> its first producer), and per (consumer op,
   // tensor) whether they are read in place and the buffers given out.
@@ -323,7 +389,11 @@ Expected<Materialized> materialize(const plan::Plan& plan, int num_devices, cons
   std::map<std::tuple<std::vector<std::int64_t>, ir::DType, comm::Layout, comm::Layout>, comm::TransitionPlan> memo;
   const detail::SearchContext search{cluster, *cost, options.search, cache, memo};
   Materializer materializer(plan, num_devices, options, search);
-  for (SubOpId id : order.global) LOOM_RETURN_IF_ERROR(materializer.emit(plan.sub_op(id)));
+  std::size_t next = 0;
+  for (std::size_t end : order.round_ends) {
+    for (; next < end; ++next) LOOM_RETURN_IF_ERROR(materializer.emit(plan.sub_op(order.global[next])));
+    LOOM_RETURN_IF_ERROR(materializer.sum_completed());
+  }
   Materialized result = std::move(materializer).finish();
   result.stats.distinct_searches = static_cast<std::int64_t>(cache.size());
   return result;

@@ -41,7 +41,11 @@ ConsumerNeeds group_needs(const plan::Plan& plan, ir::OpId op, ir::TensorId tens
     result.group_of.emplace(NeedKey{needs[n].device, needs[n].piece}, g);
   }
   for (std::size_t p = 0; p < producers.size(); ++p)
-    if (group_of_root.contains(root(needs.size() + p))) result.groups[group_at(needs.size() + p)].producers.push_back(producers[p]);
+    if (group_of_root.contains(root(needs.size() + p))) {
+      const std::size_t g = group_at(needs.size() + p);
+      result.groups[g].producers.push_back(producers[p]);
+      result.group_of_producer.emplace(producers[p], g);
+    }
   return result;
 }
 

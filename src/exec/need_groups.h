@@ -2,6 +2,7 @@
 // op's needs of one tensor into candidates for the layout search.
 #pragma once
 
+#include <map>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -53,6 +54,7 @@ struct NeedGroup {
 struct ConsumerNeeds {
   std::vector<NeedGroup> groups;
   NeedMap<std::size_t> group_of;
+  std::map<OutputRef, std::size_t> group_of_producer;  // the producer pieces that some group holds
 };
 
 // `producers`: every output piece of the tensor in the plan.

@@ -242,6 +242,7 @@ Expected<ExecutionOrder> complete_order(const Plan& plan, int num_devices) {
       result.global.push_back(id);
       result.per_device[static_cast<std::size_t>(plan.sub_op(id).device)].push_back(id);
     }
+    result.round_ends.push_back(result.global.size());
     // Successors become ready for the next round; a gradient's node passes its readers on at once.
     for (const auto& [position, value] : round)
       for (SubOpId to : graph.edges[SubOpId(value).index()]) arrive(to);

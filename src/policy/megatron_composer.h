@@ -116,6 +116,10 @@ class Composer {
   Expected<void> place_shared(const ir::Op& op, const std::vector<plan::SubOpId>& pieces);
   // Every (dp rank, tp rank) pipeline ordered by the interlaced template (plan/interlaced_schedule.h).
   Expected<void> schedule_interlaced();
+  // By device, each shared block's (last sub-op of the device's block before it, the block's sub-ops):
+  // every sub-op ordered after every other device's block before (a barrier of the replica).
+  Expected<void> order_shared_barriers(
+      const std::vector<std::vector<std::pair<plan::SubOpId, std::vector<plan::SubOpId>>>>& shared_blocks);
 
   // megatron_coshard.cc
 

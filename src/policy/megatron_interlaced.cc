@@ -167,6 +167,10 @@ Expected<void> Composer::schedule_interlaced() {
     LOOM_ASSIGN_OR_RETURN(sequences, plan::interlaced_blocks(c_.pp, c_.micro_batches, reader_list));
   }
   BlockStarts starts(static_cast<std::size_t>(device_count(c_)));
+  // Per device, each shared block's sub-ops and the last sub-op of the device's block before it (invalid
+  // for the first), in the order every device lists them.
+  std::vector<std::vector<std::pair<SubOpId, std::vector<SubOpId>>>> shared_blocks(
+      static_cast<std::size_t>(device_count(c_)));
   for (int r = 0; r < c_.dp; ++r)
     for (int j = 0; j < c_.tp; ++j)
       for (int s = 0; s < c_.pp; ++s) {
@@ -192,6 +196,7 @@ Expected<void> Composer::schedule_interlaced() {
               break;
           }
           if (current.empty()) continue;
+          if (ib.shared != plan::SharedPart::none) shared_blocks[d].emplace_back(previous, current);
           if (previous.valid() && previous != current.front())
             LOOM_RETURN_IF_ERROR(with_context(plan::order(plan_, previous, current.front()),
                                               fmt::format("interlaced: device {} block {}", d, to_string(ib))));
@@ -207,7 +212,38 @@ Expected<void> Composer::schedule_interlaced() {
           previous = current.back();
         }
       }
+  LOOM_RETURN_IF_ERROR(order_shared_barriers(shared_blocks));
   return order_gradient_accumulations(starts);
+}
+
+// A shared block is a barrier of the replica's devices (its collectives span them all), and the order
+// says so: every sub-op of the block on one device after the block before it on every other device.
+// The devices' own programs do not change (each already runs the block after its own block before);
+// what changes is where order completion's global order reaches the block: on every device at once, so
+// a collective that materialization emits where the block's first reader runs (the head's input,
+// gathered from the last stage to every device) sits at the block's start in every member's program,
+// not inside a block another device was still running (nnScaler Fig. 8, t5-21b: the last stage waited
+// 0.16 s inside its next forward for the other stages to reach the head's all-gather).
+Expected<void> Composer::order_shared_barriers(
+    const std::vector<std::vector<std::pair<SubOpId, std::vector<SubOpId>>>>& shared_blocks) {
+  const int ways = c_.tp * c_.pp;
+  for (int r = 0; r < c_.dp; ++r) {
+    const auto& first = shared_blocks[static_cast<std::size_t>(shared_device(r, 0))];
+    for (std::size_t k = 0; k < first.size(); ++k)
+      for (int i = 0; i < ways; ++i) {
+        const auto d = static_cast<std::size_t>(shared_device(r, i));
+        if (shared_blocks[d].size() != first.size())
+          return fail(fmt::format("interlaced: device {} runs {} shared blocks, device {} {}", d, shared_blocks[d].size(),
+                                  shared_device(r, 0), first.size()),
+                      "every device of a replica runs every shared block (a Loom defect)");
+        for (int e = 0; e < ways; ++e) {
+          const SubOpId before = shared_blocks[static_cast<std::size_t>(shared_device(r, e))][k].first;
+          if (e == i || !before.valid()) continue;
+          for (SubOpId x : shared_blocks[d][k].second) LOOM_RETURN_IF_ERROR(plan::order(plan_, before, x));
+        }
+      }
+  }
+  return {};
 }
 
 }  // namespace loom::policy::detail

@@ -25,6 +25,7 @@ std::vector<std::vector<SubOpId>> dependency_edges(const Plan& plan);
 struct ExecutionOrder {
   std::vector<SubOpId> global;
   std::vector<std::vector<SubOpId>> per_device;
+  std::vector<std::size_t> round_ends;  // per round, the index in `global` past its last sub-op
 };
 Expected<ExecutionOrder> complete_order(const Plan& plan, int num_devices);
 
