@@ -233,12 +233,16 @@ class Search {
 
   Expected<void> plan_finalists(const std::vector<std::size_t>& order) {
     plan_queue(order);
-    // No finalist fits in full: the next candidates in rank order, a few more.
+    // No finalist fits in full, though priced to fit: the costing underestimated their memory, so a few
+    // more, those priced smallest (ties: the better rank).
     std::vector<std::size_t> extra;
-    if (!best_ || best_->metrics.out_of_memory())
-      for (const Priced& p : priced_)
+    if (!best_ || best_->metrics.out_of_memory()) {
+      std::vector<Priced> by_peak = priced_;
+      std::ranges::stable_sort(by_peak, {}, [](const Priced& p) { return p.estimate.peak_bytes; });
+      for (const Priced& p : by_peak)
         if (static_cast<int>(extra.size()) < kFinalistsPerFamily && !planned_.contains(p.index) && p.estimate.plannable)
           extra.push_back(p.index);
+    }
     plan_queue(extra);
     // None planned at all (a model whose ops refuse what the priced slices could not see, such as
     // UNet's batch norms refusing micro-batches): on down the ranking, in pairs, until one plans.

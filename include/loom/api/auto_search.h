@@ -11,9 +11,9 @@
 //      full path prices less what it cannot see (bench_auto_rank: it is below the full step on the
 //      finalists measured), so such a finalist would not win. k is small because the analytic ranking puts
 //      the full path's optimum among its first few (bench/bench_auto_rank.cc reports the rank correlation
-//      and where the optimum falls). When no finalist fits in full, the next candidates in rank order are
-//      planned (at most kFinalistsPerFamily more); when none could be planned at all, on down the ranking
-//      until one is.
+//      and where the optimum falls). When no finalist fits in full, the candidates priced smallest are
+//      planned (at most kFinalistsPerFamily more: the costing underestimated the finalists' memory);
+//      when none could be planned at all, on down the ranking until one is.
 //   5. the best full result wins: fits, then faster (neither fits: smaller); ties: the better rank.
 // Deterministic: the same options give the same winner and the same summary (but its seconds).
 // `options.budget` (seconds, 0: none) stops pricing and planning when spent, keeping the best so far
@@ -68,7 +68,7 @@ Expected<std::vector<search::Candidate>> constrain_space(const Job& loaded, std:
 Expected<BaselineResult> with_space(Expected<BaselineResult> result, int space);
 
 // The space's facts of a loaded job (GPUs, node size, global batch, layers, which tp degrees take
-// sequence parallelism).
+// sequence parallelism, how its micro-batches may be cut).
 Expected<search::SpaceFacts> space_facts(const Job& loaded);
 
 }  // namespace loom::api
