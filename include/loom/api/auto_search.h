@@ -17,7 +17,12 @@
 //   5. the best full result wins: fits, then faster (neither fits: smaller); ties: the better rank.
 // Deterministic: the same options give the same winner and the same summary (but its seconds).
 // `options.budget` (seconds, 0: none) stops pricing and planning when spent, keeping the best so far
-// (at least one finalist is always planned in full).
+// (at least one finalist is always planned in full). Within it, a finalist whose explicit plan is
+// predicted to end past the budget is skipped with a row saying so: its planning work
+// (policy::explicit_plan_bytes) at the slowest rate (seconds per work; a folded job's slice measured at
+// its sub-ops) of the plans already planned; an explicit plan before any rate is known is planned alone.
+// An explicit plan of thousands of ops on dozens of GPUs (AlphaFold2-3.2B's ZeRO on 32 GPUs: minutes
+// each, growing faster than its depth) thus cannot run the search far past its budget, except the first.
 #pragma once
 
 #include <memory>
