@@ -178,7 +178,8 @@ class Search {
       Job& job = **planned;
       fill_full(row, job);
       fits = row.full_fits;
-      seconds_per_plan_byte_ = std::max(seconds_per_plan_byte_, job.seconds.total / planned_bytes(i, job));
+      if (!job.folded && !estimates_[i]->cheap)  // a folded or small job's fixed costs would inflate the rate
+        seconds_per_plan_byte_ = std::max(seconds_per_plan_byte_, job.seconds.total / planned_bytes(i, job));
       if (!best_ || better(job, *best_)) {
         best_ = std::move(*planned);
         summary_.winner = static_cast<int>(summary_.finalists.size());
@@ -248,8 +249,8 @@ class Search {
     return std::max(1.0, policy::explicit_plan_bytes(forward_ops_, c, c.micro_batches));
   }
 
-  // The same work measured on candidate i's planned job: its sub-ops (a folded job's slice) at the
-  // estimate's bytes per sub-op. Its seconds over this are the job's planning rate.
+  // The same work measured on candidate i's planned (explicit) job: its sub-ops at the estimate's bytes
+  // per sub-op. Its seconds over this are the job's planning rate.
   double planned_bytes(std::size_t i, const Job& job) const {
     const policy::ParallelConfig& c = candidates_[i].config;
     const double per_sub_op = policy::explicit_plan_bytes(forward_ops_, c, c.micro_batches) /
@@ -257,7 +258,7 @@ class Search {
     return std::max(1.0, static_cast<double>(job.plan.sub_ops.size()) * per_sub_op);
   }
 
-  // Whether candidate i is an explicit plan planned under a budget before any plan's rate is known.
+  // Whether candidate i is a large explicit plan planned under a budget before any such plan's rate is known.
   bool unpredictable(std::size_t i) const {
     return options_.budget > 0 && !estimates_[i]->folds && !estimates_[i]->cheap && seconds_per_plan_byte_ == 0;
   }
@@ -273,7 +274,7 @@ class Search {
     FinalistRow row = analytic_row(i);
     row.skipped = true;
     row.error = fmt::format("skipped: planning it in full ({} sub-ops, unfolded) would take about {:.0f} s at the "
-                            "slowest rate of the plans so far, over the {:.0f} s left of the {:.0f} s budget",
+                            "slowest rate of the explicit plans so far, over the {:.0f} s left of the {:.0f} s budget",
                             e.explicit_sub_ops, predicted, std::max(0.0, left), options_.budget);
     ++summary_.skipped;
     summary_.budget_spent = true;
@@ -345,7 +346,7 @@ class Search {
   std::unique_ptr<Job> best_;
   std::string first_error_;
   std::int64_t forward_ops_ = 0;
-  double seconds_per_plan_byte_ = 0;  // the slowest full plan so far, per planned_bytes (0: none yet)
+  double seconds_per_plan_byte_ = 0;  // the slowest large explicit plan so far, per planned_bytes (0: none yet)
 };
 
 }  // namespace

@@ -19,8 +19,10 @@
 // `options.budget` (seconds, 0: none) stops pricing and planning when spent, keeping the best so far
 // (at least one finalist is always planned in full). Within it, a finalist whose explicit plan is
 // predicted to end past the budget is skipped with a row saying so: its planning work
-// (policy::explicit_plan_bytes) at the slowest rate (seconds per work; a folded job's slice measured at
-// its sub-ops) of the plans already planned; an explicit plan before any rate is known is planned alone.
+// (policy::explicit_plan_bytes) at the slowest rate (seconds per work) of the large explicit plans already
+// planned (a folded or small plan's fixed costs would inflate it: alphafold2-3.2b's folded megatron
+// finalists predicted 810 s for a ZeRO plan that takes 250 s); the first large explicit plan, before any
+// rate is known, is planned alone and always.
 // An explicit plan of thousands of ops on dozens of GPUs (AlphaFold2-3.2B's ZeRO on 32 GPUs: minutes
 // each, growing faster than its depth) thus cannot run the search far past its budget, except the first.
 #pragma once
