@@ -4,10 +4,14 @@ Every preset of nnScaler Table 9, SuperScaler Table 2, Rhino Tables 1-4 and Oase
 GPU counts and testbeds (../shared/REFERENCE.md; the clusters and precisions bench/papers/ uses), planned with
 `loom plan --policy auto`, `megatron-best` and `deepspeed-best`. Per case: each search's predicted step,
 auto's ratio to the best baseline (<= 1: auto no slower), auto's search wall time and peak RSS (os.wait4).
-A summary line counts the cases where auto <= min(baselines) and gives the median search time.
+A summary line counts the cases where auto <= min(baselines) and gives the median search time. Where issue 14
+built a hand-written new plan for the preset (new_plans.py: coshard, interlaced, 3F1B, the Oases schedule), its
+fastest fitting candidate is planned too and auto's ratio to it printed; where auto is more than 2 % slower, the
+table's notes name what of that plan auto's space lacks.
 
     .venv/bin/python bench/search/auto_vs_baselines.py --loom build/loom [--only nnscaler,rhino] [--json]
-    .venv/bin/python bench/search/auto_vs_baselines.py --replay results.json
+    .venv/bin/python bench/search/auto_vs_baselines.py --replay results.json[,more.json]
+    (--systems new-plan measures only the new plans; --replay merges documents case by case)
 
 Searches that fail or time out are printed as such (and count as not met). Run it with nice on a shared
 box: a full sweep plans ~60 cases x 3 searches.
@@ -23,6 +27,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "papers"))
 import loom_plan  # noqa: E402 (bench/papers/loom_plan.py: the one `loom plan --json` runner)
+import new_plans  # noqa: E402 (beside this script)
 
 # (table, model flags, cluster flags, GPUs, extra flags)
 F16 = ["--dtype", "f16"]
@@ -80,6 +85,8 @@ def oases_table3():
 
 TABLES = {"nnscaler": nnscaler_table9, "superscaler": superscaler_table2, "rhino": rhino_tables, "oases": oases_table3}
 POLICIES = ("auto", "megatron-best", "deepspeed-best")
+SYSTEMS = (*POLICIES, "new-plan")
+WITHIN = 0.02  # "within 2 % of the hand-written new plans"
 
 
 def plan(loom, flags, timeout):
@@ -92,10 +99,21 @@ def plan(loom, flags, timeout):
             "search_s": doc.get("search", {}).get("seconds"), "wall_s": wall, "rss_gb": rss_gb}
 
 
+def new_plan(loom, base, table, model, gpus, timeout):
+    """The preset's hand-written new plan (new_plans.py): its fastest fitting candidate, with its flags and
+    the candidates tried; None where issue 14 built none."""
+    results = []
+    for flags in new_plans.candidates(table, model, gpus):
+        print(f"  new plan: {' '.join(flags)}", file=sys.stderr, flush=True)
+        results.append({**plan(loom, [*base, *flags], timeout), "flags": " ".join(flags)})
+    chosen = new_plans.best(results)
+    return None if chosen is None else {**chosen, "tried": len(results)}
+
+
 def judge(case):
     """Auto's ratio to the best fitting baseline, and whether auto is no slower (None: not comparable)."""
-    a = case["auto"]
-    baselines = [case[p] for p in POLICIES[1:] if "step_s" in case[p] and case[p]["fits"]]
+    a = case.get("auto", {})
+    baselines = [case[p] for p in POLICIES[1:] if "step_s" in case.get(p, {}) and case[p]["fits"]]
     if not baselines:
         return None, ("step_s" in a) or None  # no baseline fits: auto met if it produced a plan
     best = min(b["step_s"] for b in baselines)
@@ -104,31 +122,84 @@ def judge(case):
     return a["step_s"] / best, a["step_s"] <= best * (1 + 1e-9)
 
 
+def against_new_plan(case):
+    """Auto's ratio to the new plan's step (both fitting), or None."""
+    a, n = case.get("auto", {}), case.get("new-plan")
+    if not n or "step_s" not in n or not n["fits"] or "step_s" not in a or not a["fits"]:
+        return None
+    return a["step_s"] / n["step_s"]
+
+
 def step_text(r):
+    if r is None:
+        return "-"
+    if "step_s" not in r and "error" not in r:
+        return "not run"
     if "error" in r:
         return "error: " + r["error"][:60]
     return f"{r['step_s']:.4f}" + ("" if r["fits"] else " OOM")
 
 
 def print_table(doc):
-    print(f"auto vs megatron-best / deepspeed-best ({doc['when']}, {doc['cores']} cores, load at start "
-          f"{doc['load_start']}, at end {doc['load_end']})")
+    print(f"auto vs megatron-best / deepspeed-best and the new plans ({doc['when']}, {doc['cores']} cores, load at "
+          f"start {doc['load_start']}, at end {doc['load_end']})")
     print("| table | model | GPUs | cluster | auto step s | megatron-best s | deepspeed-best s | auto / best | met "
-          "| auto search s (wall) | auto RSS GB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| auto search s (wall) | auto RSS GB | new plan s | auto / new plan |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    notes = []
     for c in doc["cases"]:
         ratio, met = judge(c)
-        a = c["auto"]
-        wall = f"{a['search_s']:.1f} ({a['wall_s']:.1f})" if a.get("search_s") is not None else f"- ({a['wall_s']:.1f})"
+        a = c.get("auto", {})
+        wall = (f"{a['search_s']:.1f} ({a['wall_s']:.1f})" if a.get("search_s") is not None
+                else f"- ({a['wall_s']:.1f})" if "wall_s" in a else "-")
         rss = f"{a['rss_gb']:.2f}" if a.get("rss_gb") else "-"
+        n = c.get("new-plan")
+        vs_new = against_new_plan(c)
         print(f"| {c['table']} | {c['model']} | {c['gpus']} | {c['cluster']} | {step_text(a)} | "
-              f"{step_text(c['megatron-best'])} | {step_text(c['deepspeed-best'])} | "
-              f"{'-' if ratio is None else f'{ratio:.4f}'} | {'yes' if met else 'no'} | {wall} | {rss} |")
-    judged = [judge(c)[1] for c in doc["cases"]]
-    times = [c["auto"]["search_s"] for c in doc["cases"] if c["auto"].get("search_s") is not None]
+              f"{step_text(c.get('megatron-best', {}))} | {step_text(c.get('deepspeed-best', {}))} | "
+              f"{'-' if ratio is None else f'{ratio:.4f}'} | {'yes' if met else 'no'} | {wall} | {rss} | "
+              f"{step_text(n) if n else '-'} | {'-' if vs_new is None else f'{vs_new:.4f}'} |")
+        if n and "flags" in n:
+            kind = new_plans.kind_of(n)
+            slower = vs_new is not None and vs_new > 1 + WITHIN
+            notes.append(f"- {c['model']} on {c['gpus']}: new plan `{n['flags']}` ({kind}, best of {n['tried']})"
+                         + (f"; auto {100 * (vs_new - 1):.1f} % slower: its space lacks {new_plans.LACKS[kind]}"
+                            if slower else ""))
+    judged = [judge(c)[1] for c in doc["cases"] if "auto" in c]
+    times = [c["auto"]["search_s"] for c in doc["cases"] if c.get("auto", {}).get("search_s") is not None]
+    compared = [against_new_plan(c) for c in doc["cases"]]
+    compared = [r for r in compared if r is not None]
     print(f"\nsummary: auto <= min(baselines) in {sum(1 for m in judged if m)} of {len(judged)} cases; "
           f"median auto search {statistics.median(times) if times else float('nan'):.1f} s "
-          f"(max {max(times) if times else float('nan'):.1f} s)")
+          f"(max {max(times) if times else float('nan'):.1f} s); auto within {100 * WITHIN:.0f} % of the new plan "
+          f"(or faster) in {sum(1 for r in compared if r <= 1 + WITHIN)} of {len(compared)} cases with one that fits")
+    if notes:
+        print("\nnew plans:")
+        print("\n".join(notes))
+
+
+def merge(docs):
+    """One document of several, cases with the same (table, model, GPUs, cluster) merged system by system."""
+    doc = {**docs[0], "cases": []}
+    index = {}
+    for d in docs:
+        for c in d["cases"]:
+            key = (c["table"], c["model"], c["gpus"], c["cluster"])
+            if key in index:
+                index[key].update({k: v for k, v in c.items() if k in SYSTEMS})
+            else:
+                index[key] = dict(c)
+                doc["cases"].append(index[key])
+        doc["load_end"] = d["load_end"]
+    return doc
+
+
+def save(path, doc):
+    """Writes `doc` to `path` whole (a temporary file renamed over it)."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
 
 
 def main():
@@ -136,17 +207,19 @@ def main():
     parser.add_argument("--loom", default="build/loom")
     parser.add_argument("--only", default=",".join(TABLES), help="tables to run: " + ",".join(TABLES))
     parser.add_argument("--gpus", default="", help="only cases at these GPU counts (comma-separated)")
-    parser.add_argument("--timeout", type=int, default=900, help="seconds per search")
+    parser.add_argument("--models", default="", help="only cases whose model flags contain one of these (comma-separated)")
+    parser.add_argument("--timeout", type=int, default=900, help="seconds per search (and per new-plan candidate)")
+    parser.add_argument("--budget", type=float, default=0,
+                        help="each search's --budget in seconds (0: none); a search ends within it but for its first "
+                             "plan (api/auto_search.h)")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="what to plan: " + ",".join(SYSTEMS))
     parser.add_argument("--json", action="store_true", help="print the measured document as JSON")
+    parser.add_argument("--save", help="also write the document (JSON) to this file after every case, so a sweep "
+                                       "stopped early keeps what it measured")
     parser.add_argument("--replay", help="reprint the table of a saved --json document (several: comma-separated)")
     args = parser.parse_args()
     if args.replay:
-        docs = [json.load(open(p)) for p in args.replay.split(",")]
-        doc = docs[0]
-        for d in docs[1:]:
-            doc["cases"] += d["cases"]
-            doc["load_end"] = d["load_end"]
-        print_table(doc)
+        print_table(merge([json.load(open(p)) for p in args.replay.split(",")]))
         return
     load = lambda: open("/proc/loadavg").read().split()[0]
     doc = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cores": os.cpu_count(),
@@ -156,11 +229,20 @@ def main():
         for name, model, cluster, g, extra in TABLES[table]():
             if gpus and g not in gpus:
                 continue
+            if args.models and not any(m in " ".join(model) for m in args.models.split(",")):
+                continue
             case = {"table": name, "model": " ".join(model), "gpus": g, "cluster": " ".join(cluster)}
-            for policy in POLICIES:
-                print(f"{name}: {case['model']} on {g} GPUs, {policy}", file=sys.stderr, flush=True)
-                case[policy] = plan(args.loom, [*model, *cluster, *extra, "--policy", policy], args.timeout)
+            budget = ["--budget", str(args.budget)] if args.budget > 0 else []
+            for system in args.systems.split(","):
+                print(f"{name}: {case['model']} on {g} GPUs, {system}", file=sys.stderr, flush=True)
+                if system == "new-plan":
+                    case[system] = new_plan(args.loom, [*model, *cluster, *extra], name, model, g, args.timeout)
+                else:
+                    case[system] = plan(args.loom, [*model, *cluster, *extra, "--policy", system, *budget],
+                                        args.timeout)
             doc["cases"].append(case)
+            if args.save:
+                save(args.save, {**doc, "load_end": load()})
     doc["load_end"] = load()
     if args.json:
         json.dump(doc, sys.stdout, indent=1)

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <map>
 
-#include "loom/plan/schedule.h"
 
 namespace loom::api {
 namespace {
@@ -13,11 +12,11 @@ const search::Estimate& estimate(const RankedSpace& space, std::size_t i) { retu
 
 // The ranked candidates the baselines choose among: per base configuration, the first recomputation
 // priced to fit (else the last), in enumeration order.
-std::vector<std::size_t> baseline_choices(const RankedSpace& space, search::Family family, bool zero_bubble) {
+std::vector<std::size_t> baseline_choices(const RankedSpace& space, search::Family family, bool any_schedule) {
   std::map<std::string, std::size_t> chosen;
   for (std::size_t i = 0; i < space.candidates.size(); ++i) {
     const search::Candidate& c = space.candidates[i];
-    if (c.family != family || !space.estimates[i] || (!zero_bubble && plan::splits_backward(c.config.schedule)))
+    if (c.family != family || !space.estimates[i] || (!any_schedule && !search::baseline_schedule(c.config)))
       continue;
     const auto [it, fresh] = chosen.emplace(base_key(c), i);
     if (!fresh && !estimate(space, it->second).fits) it->second = i;

@@ -11,6 +11,7 @@
 #include "loom/api/resolve_request.h"
 #include "loom/api/search_facts.h"
 #include "loom/cost/memory_model.h"
+#include "loom/policy/plan_size.h"
 #include "loom/search/analytic_cost.h"
 #include "loom/search/progress_line.h"
 
@@ -68,6 +69,7 @@ class Search {
     line_.update({.phase = "measuring slices"});
     LOOM_ASSIGN_OR_RETURN(MeasuredFacts measured, measure_cost_facts(loaded_, candidates_));
     summary_.slices = measured.slices;
+    forward_ops_ = measured.facts.forward_ops;
     LOOM_RETURN_IF_ERROR(price(measured));
     if (priced_.empty())
       return fail(fmt::format("{}: none of {} configurations could be priced; the first failed with: {}",
@@ -176,6 +178,8 @@ class Search {
       Job& job = **planned;
       fill_full(row, job);
       fits = row.full_fits;
+      if (!job.folded && !estimates_[i]->cheap)  // a folded or small job's fixed costs would inflate the rate
+        seconds_per_plan_byte_ = std::max(seconds_per_plan_byte_, job.seconds.total / planned_bytes(i, job));
       if (!best_ || better(job, *best_)) {
         best_ = std::move(*planned);
         summary_.winner = static_cast<int>(summary_.finalists.size());
@@ -192,13 +196,20 @@ class Search {
   }
 
   // Plans the queue two at a time (both cores), recording in queue order; a baseline's finalist that does
-  // not fit in full is followed by its next recomputation.
+  // not fit in full is followed by its next recomputation. Under a budget, an explicit plan whose time
+  // cannot be predicted yet (no plan finished) is planned alone, so that it finishes first and gives the
+  // rate the others are predicted by.
   void plan_queue(std::vector<std::size_t> queue) {
     for (std::size_t at = 0; at < queue.size();) {
       if (!summary_.finalists.empty() && budget_spent()) return;
       std::vector<std::size_t> pair;
-      for (; at < queue.size() && pair.size() < 2; ++at)
-        if (planned_.insert(queue[at]).second && !bounded_out(queue[at])) pair.push_back(queue[at]);
+      for (; at < queue.size() && pair.size() < 2; ++at) {
+        const std::size_t i = queue[at];
+        if (planned_.contains(i)) continue;
+        if (!pair.empty() && (unpredictable(pair.front()) || unpredictable(i))) break;
+        planned_.insert(i);
+        if (!bounded_out(i) && !over_budget(i)) pair.push_back(i);
+      }
       if (pair.empty()) continue;
       std::vector<Expected<std::unique_ptr<Job>>> jobs;
       for (std::size_t k = 0; k < pair.size(); ++k) jobs.emplace_back(fail("not planned"));
@@ -231,14 +242,58 @@ class Search {
     return true;
   }
 
+  // The planning work of candidate i's explicit plan (policy::explicit_plan_bytes: its sub-ops, ZeRO's
+  // weighing more by dp), which its planning time follows.
+  double plan_bytes(std::size_t i) const {
+    const policy::ParallelConfig& c = candidates_[i].config;
+    return std::max(1.0, policy::explicit_plan_bytes(forward_ops_, c, c.micro_batches));
+  }
+
+  // The same work measured on candidate i's planned (explicit) job: its sub-ops at the estimate's bytes
+  // per sub-op. Its seconds over this are the job's planning rate.
+  double planned_bytes(std::size_t i, const Job& job) const {
+    const policy::ParallelConfig& c = candidates_[i].config;
+    const double per_sub_op = policy::explicit_plan_bytes(forward_ops_, c, c.micro_batches) /
+                              std::max(1.0, policy::explicit_sub_ops(forward_ops_, c, c.micro_batches));
+    return std::max(1.0, static_cast<double>(job.plan.sub_ops.size()) * per_sub_op);
+  }
+
+  // Whether candidate i is a large explicit plan planned under a budget before any such plan's rate is known.
+  bool unpredictable(std::size_t i) const {
+    return options_.budget > 0 && !estimates_[i]->folds && !estimates_[i]->cheap && seconds_per_plan_byte_ == 0;
+  }
+
+  // Under a budget, an explicit plan predicted to end past it (its work at the slowest rate of the
+  // explicit plans so far) is skipped, with a row saying so; the first finalist is always planned.
+  bool over_budget(std::size_t i) {
+    const search::Estimate& e = *estimates_[i];
+    if (options_.budget <= 0 || e.folds || seconds_per_plan_byte_ == 0 || summary_.evaluated == 0) return false;
+    const double predicted = seconds_per_plan_byte_ * plan_bytes(i);
+    const double left = options_.budget - line_.elapsed_seconds();
+    if (predicted <= left) return false;
+    FinalistRow row = analytic_row(i);
+    row.skipped = true;
+    row.error = fmt::format("skipped: planning it in full ({} sub-ops, unfolded) would take about {:.0f} s at the "
+                            "slowest rate of the explicit plans so far, over the {:.0f} s left of the {:.0f} s budget",
+                            e.explicit_sub_ops, predicted, std::max(0.0, left), options_.budget);
+    ++summary_.skipped;
+    summary_.budget_spent = true;
+    summary_.finalists.push_back(std::move(row));
+    return true;
+  }
+
   Expected<void> plan_finalists(const std::vector<std::size_t>& order) {
     plan_queue(order);
-    // No finalist fits in full: the next candidates in rank order, a few more.
+    // No finalist fits in full, though priced to fit: the costing underestimated their memory, so a few
+    // more, those priced smallest (ties: the better rank).
     std::vector<std::size_t> extra;
-    if (!best_ || best_->metrics.out_of_memory())
-      for (const Priced& p : priced_)
+    if (!best_ || best_->metrics.out_of_memory()) {
+      std::vector<Priced> by_peak = priced_;
+      std::ranges::stable_sort(by_peak, {}, [](const Priced& p) { return p.estimate.peak_bytes; });
+      for (const Priced& p : by_peak)
         if (static_cast<int>(extra.size()) < kFinalistsPerFamily && !planned_.contains(p.index) && p.estimate.plannable)
           extra.push_back(p.index);
+    }
     plan_queue(extra);
     // None planned at all (a model whose ops refuse what the priced slices could not see, such as
     // UNet's batch norms refusing micro-batches): on down the ranking, in pairs, until one plans.
@@ -290,6 +345,8 @@ class Search {
   std::set<std::size_t> planned_;
   std::unique_ptr<Job> best_;
   std::string first_error_;
+  std::int64_t forward_ops_ = 0;
+  double seconds_per_plan_byte_ = 0;  // the slowest large explicit plan so far, per planned_bytes (0: none yet)
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "loom/api/auto_search.h"
 #include "loom/api/search_facts.h"
+#include "loom/plan/batch.h"
 #include "loom/policy/tensor_parallel.h"
 
 namespace loom::api {
@@ -19,6 +20,14 @@ bool takes_sequence_parallel(const plan::Plan& fresh, int tp) {
          !policy::tensor_parallel_layout(fresh, tp, false).has_value();
 }
 
+// How the policies let the model's micro-batches be cut (plan::batch_coupling; the Composer refuses the rest).
+search::MicroBatching micro_batching(const plan::Plan& fresh) {
+  const plan::BatchCoupling coupling = plan::batch_coupling(fresh);
+  if (coupling.batch_sum) return search::MicroBatching::whole_batch;
+  return coupling.whole_batch_readers.empty() ? search::MicroBatching::independent
+                                              : search::MicroBatching::forwards_first;
+}
+
 }  // namespace
 
 Expected<search::SpaceFacts> space_facts(const Job& loaded) {
@@ -30,7 +39,8 @@ Expected<search::SpaceFacts> space_facts(const Job& loaded) {
       .gpus_per_node = loaded.cluster.gpus_per_node,
       .global_batch = std::max<std::int64_t>(1, static_cast<std::int64_t>(loaded.workload.samples_per_step)),
       .layers = count_layers(loaded.graph),
-      .sequence_parallel = [sp](int tp) { return sp.contains(tp) && sp.at(tp); }};
+      .sequence_parallel = [sp](int tp) { return sp.contains(tp) && sp.at(tp); },
+      .micro_batching = micro_batching(fresh)};
 }
 
 Expected<std::optional<search::ConstraintChecker>> job_constraints(const Job& loaded) {

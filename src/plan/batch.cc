@@ -1,5 +1,7 @@
 #include "loom/plan/batch.h"
 
+#include <map>
+
 #include "loom/plan/primitives.h"
 
 namespace loom::plan {
@@ -43,6 +45,60 @@ std::vector<std::optional<std::string>> batch_identifiers(const Plan& plan) {
     }
   }
   return result;
+}
+
+std::vector<int> tensor_batch_dims(const Plan& plan, const std::vector<std::optional<std::string>>& batch) {
+  const ir::Graph& graph = *plan.graph;
+  std::vector<int> dims(graph.tensors.size(), -1);
+  for (ir::TensorId in : graph.inputs)
+    if (graph.tensor(in).shape.rank() > 0) dims[in.index()] = 0;
+  for (const ir::Op& op : graph.ops) {
+    if (op.pass != ir::Pass::forward || !batch[op.id.index()]) continue;
+    const SubOpId any = plan.parts[op.id.index()].front();
+    for (std::size_t j = 0; j < op.outputs.size(); ++j)
+      for (std::size_t d = 0; d < graph.tensor(op.outputs[j]).shape.rank(); ++d)
+        if (dim_identifier(plan, any, true, j, d) == batch[op.id.index()]) {
+          dims[op.outputs[j].index()] = static_cast<int>(d);
+          break;
+        }
+  }
+  return dims;
+}
+
+BatchCoupling batch_coupling(const Plan& plan, const std::vector<std::optional<std::string>>& batch,
+                             const std::vector<int>& batch_dims) {
+  const ir::Graph& graph = *plan.graph;
+  BatchCoupling out;
+  std::map<std::uint32_t, ir::OpId> summed_over_batch;  // TensorId -> the op that wrote it
+  for (const ir::Op& op : graph.ops) {
+    if (op.pass != ir::Pass::forward) continue;
+    const std::optional<std::string>& x = batch[op.id.index()];
+    if (!x) {
+      for (ir::TensorId in : op.inputs)
+        if (batch_dims[in.index()] >= 0) {
+          out.whole_batch_readers.push_back({op.id, in});
+          break;
+        }
+      continue;
+    }
+    if (plan.layouts[op.id.index()].annotation.flag_of(*x) == ir::DimFlag::reduce)
+      for (ir::TensorId t : op.outputs) summed_over_batch.emplace(t.value, op.id);
+  }
+  for (const ir::Op& reader : graph.ops) {
+    if (summed_over_batch.empty() || out.batch_sum) break;
+    if (reader.pass != ir::Pass::forward || !batch[reader.id.index()]) continue;
+    for (ir::TensorId in : reader.inputs)
+      if (const auto it = summed_over_batch.find(in.value); it != summed_over_batch.end()) {
+        out.batch_sum = BatchCoupling::BatchSum{it->second, reader.id};
+        break;
+      }
+  }
+  return out;
+}
+
+BatchCoupling batch_coupling(const Plan& plan) {
+  const std::vector<std::optional<std::string>> batch = batch_identifiers(plan);
+  return batch_coupling(plan, batch, tensor_batch_dims(plan, batch));
 }
 
 }  // namespace loom::plan

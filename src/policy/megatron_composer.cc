@@ -14,26 +14,6 @@ namespace {
 using plan::Plan;
 using plan::SubOpId;
 
-// The batch dimension of every tensor (-1: none), derived as batch_identifiers derives the ops':
-// dimension 0 of graph inputs, then each batch-carrying op's outputs where its batch identifier sits.
-std::vector<int> tensor_batch_dims(const Plan& plan, const std::vector<std::optional<std::string>>& batch) {
-  const ir::Graph& graph = *plan.graph;
-  std::vector<int> dims(graph.tensors.size(), -1);
-  for (ir::TensorId in : graph.inputs)
-    if (graph.tensor(in).shape.rank() > 0) dims[in.index()] = 0;
-  for (const ir::Op& op : graph.ops) {
-    if (op.pass != ir::Pass::forward || !batch[op.id.index()]) continue;
-    const SubOpId any = plan.parts[op.id.index()].front();
-    for (std::size_t j = 0; j < op.outputs.size(); ++j)
-      for (std::size_t d = 0; d < graph.tensor(op.outputs[j]).shape.rank(); ++d)
-        if (plan::dim_identifier(plan, any, true, j, d) == batch[op.id.index()]) {
-          dims[op.outputs[j].index()] = static_cast<int>(d);
-          break;
-        }
-  }
-  return dims;
-}
-
 // By TensorId, the stage of its first forward reader or writer (0 when none).
 std::vector<int> tensor_stages(const ir::Graph& graph, const std::vector<int>& op_stage) {
   std::vector<int> stage(graph.tensors.size(), -1);
@@ -91,7 +71,7 @@ Composer::Composer(Plan& plan, const ParallelConfig& config, TensorParallelLayou
       op_tp_(op_degrees(graph_, config)),
       tensor_tp_(tensor_degrees(graph_, op_tp_, config.tp)),
       batch_(plan::batch_identifiers(plan)),
-      batch_dims_(tensor_batch_dims(plan, batch_)),
+      batch_dims_(plan::tensor_batch_dims(plan, batch_)),
       producers_(ir::producers(*plan.graph)),
       blocks_(static_cast<std::size_t>(device_count(config) * config.virtual_stages),
               std::vector<std::vector<SubOpId>>(static_cast<std::size_t>(config.micro_batches))),

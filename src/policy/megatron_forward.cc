@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 
+#include "loom/plan/batch.h"
 #include "loom/plan/micro_batches.h"
 #include "megatron_composer.h"
 
@@ -36,51 +36,38 @@ Expected<void> Composer::check_batch() const {
   return {};
 }
 
-// Micro-batches run one after another, so no micro-batch may need another's result: an op that sums over
-// the batch ('+' batch identifier) and feeds an op that still sees the batch couples them (training-mode
-// batch norm's statistics over the whole batch feed the normalization of every sample). The loss's mean
-// also sums over the batch, but nothing per-sample reads it.
-// Likewise an op that reads a tensor carrying the batch but cannot split it (a frozen batch, 'n^': the
-// fused batch_norm computing its statistics inside) runs once for every micro-batch, so each micro-batch's
+// Micro-batches run one after another, so no micro-batch may need another's values (plan::batch_coupling
+// names the ops that would). A whole-batch reader runs once for every micro-batch, so each micro-batch's
 // forward must come before any backward on its stage: true under GPipe, and under 1F1B while the
 // micro-batches are no more than the stage's warm-up forwards (pp - stage); not in gradient accumulation
-// (pp 1: each micro-batch's backward before the next's forward), where it would be a cycle.
+// (pp 1: each micro-batch's backward before the next's forward), where it would be a cycle. A batch sum
+// read per sample refuses every micro-batching.
 Expected<void> Composer::check_micro_batches_independent() const {
-  std::map<std::uint32_t, const ir::Op*> summed_over_batch;  // TensorId -> the op that wrote it
+  const plan::BatchCoupling coupling = plan::batch_coupling(plan_, batch_, batch_dims_);
   const bool all_forwards_first = c_.pp > 1 && c_.schedule == plan::ScheduleKind::gpipe;
-  for (const ir::Op& op : graph_.ops) {
-    if (op.pass != ir::Pass::forward) continue;
-    const auto& x = batch_[op.id.index()];
-    if (!x) {
-      const int warm_up = c_.pp > 1 && c_.schedule == plan::ScheduleKind::one_f_one_b && c_.virtual_stages == 1
-                              ? c_.pp - stage_[op.id.index()]
-                              : 1;
-      if (all_forwards_first || c_.micro_batches <= warm_up) continue;
-      for (ir::TensorId in : op.inputs)
-        if (batch_dims_[in.index()] >= 0)
-          return fail(fmt::format("{} micro-batches: op '{}' ({}) reads '{}', which carries the batch, but cannot split "
-                                  "it (its annotation {} freezes or merges the batch), so every micro-batch's forward "
-                                  "must run before any backward on its stage, which this schedule does not do",
-                                  c_.micro_batches, op.name, op.type, graph_.tensor(in).name,
-                                  ir::to_string(plan_.layouts[op.id.index()].annotation)),
-                      "use 1 micro-batch (data parallelism keeps the statistics whole), a pipeline with --schedule "
-                      "gpipe, or a per-sample normalization (layer or group norm)");
-      continue;
-    }
-    if (plan_.layouts[op.id.index()].annotation.flag_of(*x) == ir::DimFlag::reduce)
-      for (ir::TensorId out : op.outputs) summed_over_batch[out.value] = &op;
+  for (const plan::BatchCoupling::WholeBatchReader& r : coupling.whole_batch_readers) {
+    const ir::Op& op = graph_.op(r.op);
+    const int warm_up = c_.pp > 1 && c_.schedule == plan::ScheduleKind::one_f_one_b && c_.virtual_stages == 1
+                            ? c_.pp - stage_[op.id.index()]
+                            : 1;
+    if (all_forwards_first || c_.micro_batches <= warm_up) continue;
+    return fail(fmt::format("{} micro-batches: op '{}' ({}) reads '{}', which carries the batch, but cannot split "
+                            "it (its annotation {} freezes or merges the batch), so every micro-batch's forward "
+                            "must run before any backward on its stage, which this schedule does not do",
+                            c_.micro_batches, op.name, op.type, graph_.tensor(r.tensor).name,
+                            ir::to_string(plan_.layouts[op.id.index()].annotation)),
+                "use 1 micro-batch (data parallelism keeps the statistics whole), a pipeline with --schedule "
+                "gpipe, or a per-sample normalization (layer or group norm)");
   }
-  for (const ir::Op& reader : graph_.ops) {
-    if (summed_over_batch.empty()) break;
-    if (reader.pass != ir::Pass::forward || !batch_[reader.id.index()]) continue;
-    for (ir::TensorId in : reader.inputs)
-      if (const auto it = summed_over_batch.find(in.value); it != summed_over_batch.end())
-        return fail(fmt::format("{} micro-batches: op '{}' ({}) sums over the whole batch and op '{}' ({}) applies the "
-                                "result to every sample, so the micro-batches would need each other's values (whole-"
-                                "batch statistics, e.g. batch norm in training mode)",
-                                c_.micro_batches, it->second->name, it->second->type, reader.name, reader.type),
-                    "use 1 micro-batch (data parallelism keeps the statistics whole: they are all-reduced over the "
-                    "dp ranks), or a per-sample normalization (layer or group norm)");
+  if (const auto& sum = coupling.batch_sum) {
+    const ir::Op& summing = graph_.op(sum->sum);
+    const ir::Op& reader = graph_.op(sum->reader);
+    return fail(fmt::format("{} micro-batches: op '{}' ({}) sums over the whole batch and op '{}' ({}) applies the "
+                            "result to every sample, so the micro-batches would need each other's values (whole-"
+                            "batch statistics, e.g. batch norm in training mode)",
+                            c_.micro_batches, summing.name, summing.type, reader.name, reader.type),
+                "use 1 micro-batch (data parallelism keeps the statistics whole: they are all-reduced over the "
+                "dp ranks), or a per-sample normalization (layer or group norm)");
   }
   return {};
 }

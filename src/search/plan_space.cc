@@ -28,6 +28,17 @@ struct Schedule {
   int chunks;
 };
 
+// The micro-batch sizes to try on dp ranks with pp stages: 1-8 where the micro-batches are independent
+// or the pipeline runs GPipe; without a pipeline otherwise each rank's whole batch; none for a pipeline
+// that cannot cut the batch.
+std::vector<int> micro_batch_sizes(const SpaceFacts& f, const SpaceFilter& filter, int dp, int pp) {
+  const bool coupled = f.micro_batching != MicroBatching::independent;
+  if (!coupled || (pp > 1 && f.micro_batching == MicroBatching::forwards_first && filter.gpipe))
+    return {std::begin(kMicroBatchSizes), std::end(kMicroBatchSizes)};
+  if (pp > 1 || f.global_batch % dp != 0) return {};
+  return {static_cast<int>(f.global_batch / dp)};
+}
+
 void add_megatron(const SpaceFacts& f, const SpaceFilter& filter, std::vector<Candidate>& out) {
   for (int tp : {1, 2, 4, 8}) {
     if (tp > f.gpus_per_node || f.gpus % tp != 0) continue;
@@ -35,13 +46,17 @@ void add_megatron(const SpaceFacts& f, const SpaceFilter& filter, std::vector<Ca
     for (int pp : divisors(f.gpus / tp)) {
       if (pp > 1 && f.layers > 0 && f.layers % pp != 0) continue;  // whole layers per stage, as Megatron-LM
       const int dp = f.gpus / (tp * pp);
-      for (int mbs : kMicroBatchSizes) {
+      for (int mbs : micro_batch_sizes(f, filter, dp, pp)) {
         const int m = micro_batches_of(f.global_batch, dp, mbs);
         if (m == 0 || (pp > 1 && m < pp)) continue;  // a pipeline needs at least pp micro-batches
         std::vector<Schedule> schedules{{plan::ScheduleKind::one_f_one_b, 1}};
-        if (pp > 1 && m % pp == 0 && (f.layers == 0 || f.layers % (2 * pp) == 0))
-          schedules.push_back({plan::ScheduleKind::one_f_one_b, 2});
-        if (pp > 1 && filter.zero_bubble) schedules.push_back({plan::ScheduleKind::zb_h1, 1});
+        if (pp > 1 && f.micro_batching != MicroBatching::independent) {
+          schedules = {{plan::ScheduleKind::gpipe, 1}};
+        } else {
+          if (pp > 1 && m % pp == 0 && (f.layers == 0 || f.layers % (2 * pp) == 0))
+            schedules.push_back({plan::ScheduleKind::one_f_one_b, 2});
+          if (pp > 1 && filter.zero_bubble) schedules.push_back({plan::ScheduleKind::zb_h1, 1});
+        }
         for (const Schedule& s : schedules)
           for (policy::Recompute recompute : kAllRecomputes) {
             policy::ParallelConfig c{.dp = dp, .tp = tp, .pp = pp, .micro_batches = m, .schedule = s.kind};
@@ -55,9 +70,9 @@ void add_megatron(const SpaceFacts& f, const SpaceFilter& filter, std::vector<Ca
   }
 }
 
-void add_zero(const SpaceFacts& f, std::vector<Candidate>& out) {
+void add_zero(const SpaceFacts& f, const SpaceFilter& filter, std::vector<Candidate>& out) {
   for (int stage : {1, 2, 3})
-    for (int mbs : kMicroBatchSizes) {
+    for (int mbs : micro_batch_sizes(f, filter, f.gpus, 1)) {
       const int m = micro_batches_of(f.global_batch, f.gpus, mbs);
       if (m == 0) continue;
       for (policy::Recompute recompute : kZeroRecomputes) {
@@ -69,7 +84,7 @@ void add_zero(const SpaceFacts& f, std::vector<Candidate>& out) {
     }
 }
 
-void add_mixed(const SpaceFacts& f, std::vector<Candidate>& out) {
+void add_mixed(const SpaceFacts& f, const SpaceFilter& filter, std::vector<Candidate>& out) {
   for (int tp : {1, 2, 4, 8}) {
     if (tp > f.gpus_per_node || f.gpus % tp != 0) continue;
     const bool sp = tp > 1 && f.sequence_parallel(tp);
@@ -77,12 +92,15 @@ void add_mixed(const SpaceFacts& f, std::vector<Candidate>& out) {
       if (pp > 1 && f.layers > 0 && f.layers % pp != 0) continue;
       const int dp = f.gpus / (tp * pp);
       if (dp == 1 || (tp == 1 && pp == 1)) continue;  // ZeRO needs dp ranks; tp = pp = 1 is the zero family
-      for (int mbs : kMicroBatchSizes) {
+      const plan::ScheduleKind schedule = pp > 1 && f.micro_batching != MicroBatching::independent
+                                              ? plan::ScheduleKind::gpipe
+                                              : plan::ScheduleKind::one_f_one_b;
+      for (int mbs : micro_batch_sizes(f, filter, dp, pp)) {
         const int m = micro_batches_of(f.global_batch, dp, mbs);
         if (m == 0 || (pp > 1 && m < pp)) continue;
         for (int stage : {1, 2, 3})
           for (policy::Recompute recompute : kZeroRecomputes) {
-            policy::ParallelConfig c{.dp = dp, .tp = tp, .pp = pp, .micro_batches = m};
+            policy::ParallelConfig c{.dp = dp, .tp = tp, .pp = pp, .micro_batches = m, .schedule = schedule};
             c.sequence_parallel = sp;
             c.zero = stage;
             c.recompute = recompute;
@@ -107,9 +125,13 @@ std::string_view name(Family family) {
 std::vector<Candidate> enumerate_space(const SpaceFacts& facts, const SpaceFilter& filter) {
   std::vector<Candidate> out;
   if (filter.megatron) add_megatron(facts, filter, out);
-  if (filter.zero) add_zero(facts, out);
-  if (filter.mixed) add_mixed(facts, out);
+  if (filter.zero) add_zero(facts, filter, out);
+  if (filter.mixed) add_mixed(facts, filter, out);
   return out;
+}
+
+bool baseline_schedule(const policy::ParallelConfig& config) {
+  return !plan::splits_backward(config.schedule) && (config.pp == 1 || config.schedule != plan::ScheduleKind::gpipe);
 }
 
 std::string describe(const Candidate& candidate) {

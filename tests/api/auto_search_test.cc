@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <memory>
 
 #include "loom/api/auto_search.h"
 #include "loom/api/resolve_request.h"
@@ -112,6 +114,53 @@ TEST(AutoSearch, BudgetKeepsTheBestSoFar) {
   EXPECT_EQ(summary->priced, 1);
   EXPECT_EQ(summary->evaluated, 1);
   EXPECT_FALSE((*job)->metrics.out_of_memory());
+}
+
+// UNet's fused batch norms read the whole batch (plan::batch_coupling), so the policies refuse gradient
+// accumulation and 1F1B pipelines: the searches offer only each dp rank's whole batch as one micro-batch
+// (and auto GPipe pipelines), and none of their finalists is refused for its micro-batches (before, every
+// finalist was, and every search failed). Rhino Table 3's setup: 8 M8 GPUs, 16 samples per GPU; no whole
+// batch fits, so auto's fallback plans the candidates priced smallest and finds a pipeline that does.
+TEST(AutoSearch, PlansAModelWhoseBatchNormsRefuseMicroBatches) {
+  JobOptions o;
+  o.model = "unet-33m";
+  o.cluster = "m8";
+  o.gpus = 8;
+  o.dtype = ir::DType::f32;
+  o.global_batch = 128;
+  std::map<std::string, std::unique_ptr<Job>> planned;
+  for (const char* search : {"auto", "megatron-best", "deepspeed-best"}) {
+    SCOPED_TRACE(search);
+    o.policy = search;
+    std::optional<SearchSummary> summary;
+    auto job = plan_or_search(o, &summary);
+    ASSERT_TRUE(job) << job.error().to_string();
+    ASSERT_TRUE(summary);
+    int planned_rows = 0;
+    for (const FinalistRow& row : summary->finalists) {
+      EXPECT_EQ(row.error.find("micro-batches"), std::string::npos) << row.configuration << ": " << row.error;
+      planned_rows += row.planned;
+    }
+    EXPECT_EQ(planned_rows, static_cast<int>(summary->finalists.size()));
+    planned[search] = std::move(*job);
+  }
+  // The whole batch per GPU is over memory (the batch norms keep every sample after them on each rank);
+  // auto's GPipe pipelines halve it and fit, which the baselines' 1F1B grids cannot offer.
+  EXPECT_FALSE(planned["auto"]->metrics.out_of_memory()) << planned["auto"]->description;
+  EXPECT_NE(planned["auto"]->description.find("gpipe"), std::string::npos) << planned["auto"]->description;
+  // auto is never worse than either: faster where one fits, else no larger.
+  for (const char* baseline : {"megatron-best", "deepspeed-best"}) {
+    const Job& a = *planned["auto"];
+    const Job& b = *planned[baseline];
+    if (!b.metrics.out_of_memory()) {
+      EXPECT_FALSE(a.metrics.out_of_memory()) << baseline;
+      EXPECT_LE(a.metrics.step_time, b.metrics.step_time) << baseline;
+    } else if (a.metrics.out_of_memory()) {
+      EXPECT_LE(a.metrics.per_device[static_cast<std::size_t>(a.metrics.max_memory_device)].peak_bytes,
+                b.metrics.per_device[static_cast<std::size_t>(b.metrics.max_memory_device)].peak_bytes)
+          << baseline;
+    }
+  }
 }
 
 TEST(AutoSearch, RefusesABatchNoConfigurationDivides) {

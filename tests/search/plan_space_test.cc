@@ -17,8 +17,10 @@ TEST(EnumerateSpace, EveryCandidateIsValidForRandomFacts) {
                  .global_batch = static_cast<std::int64_t>(1 + rng() % 128), .layers = static_cast<int>(rng() % 48)};
     const int sp_degree = 1 << (1 + rng() % 3);
     f.sequence_parallel = [&](int tp) { return tp <= sp_degree; };
+    f.micro_batching = static_cast<MicroBatching>(rng() % 3);
+    const bool gpipe = rng() % 2 == 0;
     std::set<std::string> seen;
-    for (const Candidate& c : enumerate_space(f)) {
+    for (const Candidate& c : enumerate_space(f, {.gpipe = gpipe})) {
       const policy::ParallelConfig& p = c.config;
       SCOPED_TRACE(describe(c));
       EXPECT_TRUE(seen.insert(describe(c)).second);  // no duplicates
@@ -33,6 +35,20 @@ TEST(EnumerateSpace, EveryCandidateIsValidForRandomFacts) {
       }
       if (p.virtual_stages > 1) {
         EXPECT_EQ(p.micro_batches % p.pp, 0);
+      }
+      // Only micro-batchings the policies take (policy/megatron_forward.cc): coupled micro-batches run
+      // whole without a pipeline, and pipelined only by GPipe where every forward may come first.
+      if (f.micro_batching != MicroBatching::independent) {
+        if (p.pp == 1) {
+          EXPECT_EQ(p.micro_batches, 1);
+        } else {
+          EXPECT_EQ(f.micro_batching, MicroBatching::forwards_first);
+          EXPECT_TRUE(gpipe);
+          EXPECT_EQ(p.schedule, plan::ScheduleKind::gpipe);
+          EXPECT_EQ(p.virtual_stages, 1);
+        }
+      } else {
+        EXPECT_TRUE(p.pp == 1 || p.schedule != plan::ScheduleKind::gpipe);
       }
       EXPECT_EQ(p.sequence_parallel, p.tp > 1 && p.tp <= sp_degree);
       switch (c.family) {
@@ -89,6 +105,32 @@ TEST(EnumerateSpace, HoldsTheBaselinesGrids) {
       c.zero = stage;
       EXPECT_TRUE(space.contains(describe({Family::zero, "zero", c, mbs})));
     }
+}
+
+// A model whose micro-batches are coupled (batch norms) gets each family's whole-batch candidates (batch /
+// dp per rank, outside the micro-batch sizes 1-8), and GPipe pipelines where every forward may come first.
+TEST(EnumerateSpace, CoupledMicroBatchesRunWholeOrInGPipe) {
+  for (MicroBatching coupling : {MicroBatching::forwards_first, MicroBatching::whole_batch}) {
+    const SpaceFacts f{.gpus = 8, .gpus_per_node = 8, .global_batch = 128, .layers = 0, .micro_batching = coupling};
+    std::set<std::string> space;
+    int pipelines = 0;
+    for (const Candidate& c : enumerate_space(f)) {
+      space.insert(describe(c));
+      pipelines += c.config.pp > 1;
+    }
+    EXPECT_TRUE(space.contains("megatron dp 8 tp 1 pp 1 mbs 16 m 1"));
+    EXPECT_TRUE(space.contains("megatron dp 1 tp 8 pp 1 mbs 128 m 1"));
+    EXPECT_TRUE(space.contains("zero dp 8 tp 1 pp 1 mbs 16 m 1 zero 3 recompute full"));
+    EXPECT_TRUE(space.contains("megatron dp 4 tp 2 pp 1 mbs 32 m 1 zero 2"));
+    if (coupling == MicroBatching::whole_batch) {
+      EXPECT_EQ(pipelines, 0);
+      continue;
+    }
+    EXPECT_TRUE(space.contains("megatron dp 4 tp 1 pp 2 mbs 8 m 4 gpipe"));
+    EXPECT_TRUE(space.contains("megatron dp 2 tp 2 pp 2 mbs 8 m 8 gpipe zero 1"));
+    // The baselines' pipelines are 1F1B: no GPipe, so their grids keep only the whole batches.
+    for (const Candidate& c : enumerate_space(f, {.gpipe = false})) EXPECT_EQ(c.config.pp, 1) << describe(c);
+  }
 }
 
 TEST(EnumerateSpace, FilterKeepsTheChosenFamilies) {

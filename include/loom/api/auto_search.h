@@ -11,13 +11,20 @@
 //      full path prices less what it cannot see (bench_auto_rank: it is below the full step on the
 //      finalists measured), so such a finalist would not win. k is small because the analytic ranking puts
 //      the full path's optimum among its first few (bench/bench_auto_rank.cc reports the rank correlation
-//      and where the optimum falls). When no finalist fits in full, the next candidates in rank order are
-//      planned (at most kFinalistsPerFamily more); when none could be planned at all, on down the ranking
-//      until one is.
+//      and where the optimum falls). When no finalist fits in full, the candidates priced smallest are
+//      planned (at most kFinalistsPerFamily more: the costing underestimated the finalists' memory);
+//      when none could be planned at all, on down the ranking until one is.
 //   5. the best full result wins: fits, then faster (neither fits: smaller); ties: the better rank.
 // Deterministic: the same options give the same winner and the same summary (but its seconds).
 // `options.budget` (seconds, 0: none) stops pricing and planning when spent, keeping the best so far
-// (at least one finalist is always planned in full).
+// (at least one finalist is always planned in full). Within it, a finalist whose explicit plan is
+// predicted to end past the budget is skipped with a row saying so: its planning work
+// (policy::explicit_plan_bytes) at the slowest rate (seconds per work) of the large explicit plans already
+// planned (a folded or small plan's fixed costs would inflate it: alphafold2-3.2b's folded megatron
+// finalists predicted 810 s for a ZeRO plan that takes 250 s); the first large explicit plan, before any
+// rate is known, is planned alone and always.
+// An explicit plan of thousands of ops on dozens of GPUs (AlphaFold2-3.2B's ZeRO on 32 GPUs: minutes
+// each, growing faster than its depth) thus cannot run the search far past its budget, except the first.
 #pragma once
 
 #include <memory>
@@ -68,7 +75,7 @@ Expected<std::vector<search::Candidate>> constrain_space(const Job& loaded, std:
 Expected<BaselineResult> with_space(Expected<BaselineResult> result, int space);
 
 // The space's facts of a loaded job (GPUs, node size, global batch, layers, which tp degrees take
-// sequence parallelism).
+// sequence parallelism, how its micro-batches may be cut).
 Expected<search::SpaceFacts> space_facts(const Job& loaded);
 
 }  // namespace loom::api

@@ -10,6 +10,10 @@
 //             recomputation none or full.
 //   mixed     megatron with ZeRO over its dp ranks (dp > 1 and tp or pp > 1): stage 1-3, 1F1B,
 //             recomputation none or full.
+// A model whose micro-batches are not independent (SpaceFacts::micro_batching: batch norms) gets no
+// micro-batching the policies would refuse: without a pipeline, the whole batch of each dp rank as one
+// micro-batch (its size batch / dp, outside 1-8); pipelines only with GPipe (every forward first) where
+// the model allows that, else none.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +36,10 @@ struct Candidate {
   std::int64_t micro_batch_size = 1;  // samples per micro-batch and dp rank
 };
 
+// How a model's micro-batches may be cut (plan::batch_coupling): freely; only where every forward of a
+// stage runs before its first backward (GPipe; without a pipeline, one micro-batch); never (one micro-batch).
+enum class MicroBatching : std::uint8_t { independent, forwards_first, whole_batch };
+
 // What the space is enumerated from.
 struct SpaceFacts {
   int gpus = 1;
@@ -40,6 +48,7 @@ struct SpaceFacts {
   int layers = 0;  // transformer layers (0: none found; pipelines then cut by FLOPs)
   // Whether megatron's tp candidates of a degree take sequence parallelism (the model allows it).
   std::function<bool(int tp)> sequence_parallel = [](int) { return false; };
+  MicroBatching micro_batching = MicroBatching::independent;
 };
 
 // Which families and which recomputations to enumerate (the baselines take subsets).
@@ -48,7 +57,13 @@ struct SpaceFilter {
   bool zero = true;
   bool mixed = true;
   bool zero_bubble = true;  // ZB-H1 candidates in the megatron family
+  // GPipe pipelines for a model whose micro-batches need every forward first (Megatron-LM's and DeepSpeed's
+  // pipelines are 1F1B: the baselines have none).
+  bool gpipe = true;
 };
+
+// Whether a candidate's schedule is one the baselines' grids hold (not zero-bubble, not GPipe).
+bool baseline_schedule(const policy::ParallelConfig& config);
 
 // Every candidate, in a fixed order (family, tp, pp, micro-batch size, schedule, ZeRO, recompute).
 std::vector<Candidate> enumerate_space(const SpaceFacts& facts, const SpaceFilter& filter = {});
