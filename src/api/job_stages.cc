@@ -33,14 +33,16 @@ policy::ParallelConfig slice_config(policy::ParallelConfig config, bool keeps_re
 
 // How the slice unfolds into the job's step: the schedule template of the full micro-batch count. A
 // slice that keeps the replicas (ZeRO) counts them in tp (exec/fold.h).
-Expected<exec::FoldShape> fold_shape(const policy::ParallelConfig& c, std::vector<int> op_stage, bool keeps_replicas) {
+Expected<exec::FoldShape> fold_shape(const policy::ParallelConfig& c, std::vector<int> op_stage, bool keeps_replicas,
+                                     int gpus_per_node) {
   const plan::Schedule schedule{
       .kind = c.virtual_stages > 1 && !plan::v_shaped(c.schedule) ? plan::ScheduleKind::interleaved_one_f_one_b
                                                                             : c.schedule,
       .chunks = c.virtual_stages};
   exec::FoldShape shape{.dp = keeps_replicas ? 1 : c.dp, .tp = keeps_replicas ? c.dp * c.tp : c.tp, .pp = c.pp,
                         .chunks = c.virtual_stages, .micro_batches = c.micro_batches, .sequences = {},
-                        .op_stage = std::move(op_stage), .scatter_per_micro_batch = c.zero >= 2};
+                        .op_stage = std::move(op_stage), .scatter_per_micro_batch = c.zero >= 2,
+                        .devices_per_node = gpus_per_node};
   LOOM_ASSIGN_OR_RETURN(shape.sequences, plan::schedule_blocks(schedule, c.pp, c.micro_batches));
   return shape;
 }
@@ -128,7 +130,8 @@ Expected<void> apply_policy(Job& job, const PolicyFunction& policy) {
   std::vector<int> op_stage;
   if (job.folded) {
     LOOM_ASSIGN_OR_RETURN(op_stage, policy::megatron_stages(job.plan, config, job.catalog));
-    LOOM_ASSIGN_OR_RETURN(job.step.shape, fold_shape(config, std::move(op_stage), job.slice_keeps_replicas));
+    LOOM_ASSIGN_OR_RETURN(job.step.shape, fold_shape(config, std::move(op_stage), job.slice_keeps_replicas,
+                                                           job.cluster.gpus_per_node));
   }
   const policy::ParallelConfig applied = job.folded ? slice_config(config, job.slice_keeps_replicas) : config;
   LOOM_RETURN_IF_ERROR(policy(job.plan, applied));

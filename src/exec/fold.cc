@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "fold_classes.h"
 #include "fold_segments.h"
 #include "loom/exec/instruction_buffers.h"
 #include "loom/exec/device_classes.h"
@@ -42,36 +43,6 @@ Expected<void> check_shape(const ExecPlan& slice, const FoldShape& shape) {
                               shape.chunks, shape.micro_batches),
                   "give plan::schedule_blocks' template");
   return {};
-}
-
-// The classes refined so that every collective a representative runs is run by each member's representative
-// (the folded simulation takes a member to arrive when its representative does): a member whose
-// representative is not in the group becomes its own class. Programs equal up to renaming need not map a
-// sub-group collective onto one their representative runs: a ZeRO slice over several nodes has gathers
-// among some of the replicas (the layout search's hierarchical routes), and the member of another node
-// or group falls to a representative outside it. Splitting only ever makes a device its own representative,
-// which is in every group it belongs to, so a representative checked once stays right.
-DeviceClasses closed_over_collectives(const ExecPlan& slice, DeviceClasses classes) {
-  std::vector<int> todo(classes.representatives);
-  const auto representative = [&](int d) {
-    return classes.representatives[static_cast<std::size_t>(classes.class_of[static_cast<std::size_t>(d)])];
-  };
-  while (!todo.empty()) {
-    const int d = todo.back();
-    todo.pop_back();
-    for (const Instruction& in : slice.programs[static_cast<std::size_t>(d)]) {
-      const auto call = collective_call(in);
-      if (!call) continue;
-      for (int g : call->group) {
-        if (g < 0 || g >= slice.num_devices || std::ranges::find(call->group, representative(g)) != call->group.end())
-          continue;
-        classes.class_of[static_cast<std::size_t>(g)] = static_cast<int>(classes.representatives.size());
-        classes.representatives.push_back(g);
-        todo.push_back(g);
-      }
-    }
-  }
-  return classes;
 }
 
 // The slice devices that get programs: the class representatives, and whoever sends to a device that
@@ -326,10 +297,15 @@ class Unfolder {
 Expected<FoldedStep> unfold_step(const ExecPlan& slice, FoldShape shape) {
   LOOM_RETURN_IF_ERROR(check_shape(slice, shape));
   LOOM_ASSIGN_OR_RETURN(std::vector<std::vector<int>> segments, fold_segments(slice, shape));
-  const DeviceClasses classes = closed_over_collectives(
-      slice, slice.class_of.size() == static_cast<std::size_t>(slice.num_devices)
-                 ? DeviceClasses{slice.class_of, slice.representatives}
-                 : device_classes(slice));
+  std::vector<int> node_of;
+  for (int d = 0; d < slice.num_devices; ++d)
+    node_of.push_back(shape.devices_per_node > 0 ? full_device(shape, d, 0) / shape.devices_per_node : 0);
+  const DeviceClasses classes =
+      fold_classes(slice,
+                   slice.class_of.size() == static_cast<std::size_t>(slice.num_devices)
+                       ? DeviceClasses{slice.class_of, slice.representatives}
+                       : device_classes(slice),
+                   segments, node_of);
   const std::vector<char> kept = kept_devices(slice, classes);
   Unfolder unfolder(slice, shape, std::move(segments));
   for (int d = 0; d < slice.num_devices; ++d)

@@ -18,7 +18,8 @@
 // other device is an image of its class. Such a step is its own type, FoldedStep, not an ExecPlan: what
 // needs every program (check_exec_plan, the interpreter, codegen) takes an ExecPlan and cannot be handed
 // one; the simulator, the memory model and the reports have overloads that run the representatives, a
-// collective's members taken to arrive when their representatives do. The slice itself is proven by
+// collective's members taken to arrive when their representatives do (src/exec/fold_classes.h: the
+// classes are those whose members wait where their representatives wait). The slice itself is proven by
 // `loom verify`; unfolding repeats and mirrors it, which tests compare against explicit plans.
 //
 // A slice may hold asynchronous collectives (exec passes): a start is repeated with the segment where
@@ -28,8 +29,8 @@
 // so the slice holds every dp replica (one micro-batch each, ZeRO's reduce-scatters and gathers
 // materialized), and the shape has dp 1 with the replicas counted in tp (slice device s * tp + t is
 // then the full device itself). The layout search may route some of them among a part of the replicas
-// (sub-group gathers, sends between nodes): the device classes are closed over the collectives (a member
-// whose representative does not run a collective a representative runs becomes its own class), and a
+// (sub-group gathers, sends between nodes): the device classes are refined until every device waits, position
+// by position, where its representative waits (fold_classes.h), and a
 // collective member classed per micro-batch only by its block-computed input (its output not read in a
 // block), whose peers run it once per step, runs it once too, on the accumulated input; and what in a block
 // only feeds instructions that run once per step (a slice of a within-node reduce-scatter's output sent to
@@ -63,6 +64,9 @@ struct FoldShape {
   std::vector<int> op_stage;
   // ZeRO-2 and -3 slices: reduce-scatters of gradients computed in a block run once per micro-batch.
   bool scatter_per_micro_batch = false;
+  // The cluster's GPUs per node (0: the slice lies in one node): a class of devices spans nodes only
+  // where their groups lie alike over the nodes (src/exec/fold_classes.h).
+  int devices_per_node = 0;
 };
 
 // The full device of slice device `slice_device` in dp replica `replica`.
