@@ -16,9 +16,10 @@ run() {  # run LABEL BINARY POLICY
     >"$out/stdout" 2>"$out/stderr" || true
   read -r seconds kib cpu <"$out/time"
   local step search
-  step=$(grep -m1 "step time" "$out/stdout" | sed 's/ *step time *//')
-  search=$(grep -m1 "^search" "$out/stdout" | sed 's/^search *//')
-  [ -n "$step" ] || search=$(grep -m1 "error" "$out/stderr")
+  # A search that fails prints no step line: its error is shown instead (`|| true`: pipefail and set -e).
+  step=$(grep -m1 "step time" "$out/stdout" | sed 's/ *step time *//' || true)
+  search=$(grep -m1 "^search" "$out/stdout" | sed 's/^search *//' || true)
+  [ -n "$step" ] || search=$(grep -m1 "error" "$out/stderr" || true)
   printf '%-22s %6.1f s wall %6.1f s cpu %5.2f GB  step %-10s %s\n' "$label" "$seconds" "$cpu" \
     "$(echo "$kib / 1048576" | bc -l)" "$step" "$search"
 }
