@@ -14,7 +14,8 @@ run() {  # run LABEL BINARY POLICY
   local label=$1 binary=$2 policy=$3
   /usr/bin/time -f "%e %M %U" -o "$out/time" "$binary" plan "${job[@]}" --policy "$policy" --out "$out/files" "${@:4}" \
     >"$out/stdout" 2>"$out/stderr" || true
-  read -r seconds kib cpu <"$out/time"
+  # The last line: GNU time puts "Command exited with non-zero status N" before it when the search fails.
+  read -r seconds kib cpu < <(tail -n 1 "$out/time")
   local step search
   # A search that fails prints no step line: its error is shown instead (`|| true`: pipefail and set -e).
   step=$(grep -m1 "step time" "$out/stdout" | sed 's/ *step time *//' || true)
