@@ -161,7 +161,7 @@ class Lowering:
 
     def updates_buffer(self, new, buffer):
         """Module buffer `buffer`'s next value is `new` (an output export lists as its mutation); None where the
-        op computing it wrote the update itself (batch norm's running statistics, lowering/compute.py)."""
+        op computing it wrote the update itself (batch norm's running statistics, lowering/vision.py)."""
         old = self.state_buffer(buffer)
         if isinstance(new, T):
             if new not in self.graph.updated:

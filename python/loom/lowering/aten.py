@@ -21,9 +21,11 @@ from .aten_norms import _native_group_norm, _var, _vector_norm
 from .aten_strided import as_strided, flip, unfold
 from .base import Meta, T
 from .compute import (
-    _adaptive_avg_pool2d, _addmm, _baddbmm, _batch_norm, _binary, _conv1d, _conv2d, _cross_entropy, _dropout, _einsum, _embedding,
-    _gather, _gelu, _layer_norm, _linear, _logical_and, _matmul, _mse_loss, _nll_loss, _pool2d, _pow, _rms_norm,
-    _rsub, _sdpa, _softmax, _stack, _unary,
+    _addmm, _baddbmm, _binary, _cross_entropy, _dropout, _einsum, _embedding, _gather, _gelu, _layer_norm, _linear,
+    _logical_and, _matmul, _mse_loss, _nll_loss, _pow, _rms_norm, _rsub, _sdpa, _softmax, _stack, _unary,
+)
+from .vision import (
+    _adaptive_avg_pool2d, _batch_norm, _conv1d, _conv2d, _pool2d,
 )
 from .shapes import (
     _chunk, _clamp, _compare, _concat, _contiguous, _convert, _cumsum, _detach, _expand, _getitem, _index_select,

@@ -6,8 +6,11 @@ import torch.nn as nn
 
 from .base import Meta, _arg
 from .compute import (
-    _adaptive_avg_pool2d, _batch_norm, _conv2d, _cross_entropy, _dropout, _embedding, _gelu, _group_norm,
-    _hardswish, _layer_norm, _linear, _module_conv1d, _mse_loss, _pool2d, _rms_norm, _softmax, _softplus,
+    _cross_entropy, _dropout, _embedding, _gelu, _group_norm, _layer_norm, _linear, _mse_loss, _rms_norm, _softmax,
+    _softplus,
+)
+from .vision import (
+    _adaptive_avg_pool2d, _batch_norm, _conv2d, _hardswish, _module_conv1d, _pool2d,
 )
 from .shapes import _flatten, _pad
 

@@ -7,10 +7,12 @@ import torch
 import torch.nn.functional as F
 
 from .compute import (
-    _adaptive_avg_pool2d, _add_, _addmm, _baddbmm, _batch_norm, _binary, _conv1d, _conv2d, _cross_entropy,
-    _dropout, _einsum, _embedding, _fill_, _gather, _gelu, _group_norm, _hardswish, _layer_norm, _linear,
-    _logical_and, _matmul, _mse_loss, _nll_loss, _pool2d, _pow, _rms_norm, _rsub, _sdpa, _softmax, _softplus,
-    _stack, _unary,
+    _add_, _addmm, _baddbmm, _binary, _cross_entropy, _dropout, _einsum, _embedding, _fill_, _gather, _gelu,
+    _group_norm, _layer_norm, _linear, _logical_and, _matmul, _mse_loss, _nll_loss, _pow, _rms_norm, _rsub, _sdpa,
+    _softmax, _softplus, _stack, _unary,
+)
+from .vision import (
+    _adaptive_avg_pool2d, _batch_norm, _conv1d, _conv2d, _hardswish, _pool2d,
 )
 from .shapes import (
     _chunk, _clamp, _compare, _concat, _contiguous, _convert, _cumsum, _detach, _expand, _extreme, _flatten,
