@@ -253,8 +253,7 @@ class Search {
   // per sub-op. Its seconds over this are the job's planning rate.
   double planned_bytes(std::size_t i, const Job& job) const {
     const policy::ParallelConfig& c = candidates_[i].config;
-    const double per_sub_op = policy::explicit_plan_bytes(forward_ops_, c, c.micro_batches) /
-                              std::max(1.0, policy::explicit_sub_ops(forward_ops_, c, c.micro_batches));
+    const double per_sub_op = plan_bytes(i) / std::max(1.0, policy::explicit_sub_ops(forward_ops_, c, c.micro_batches));
     return std::max(1.0, static_cast<double>(job.plan.sub_ops.size()) * per_sub_op);
   }
 
