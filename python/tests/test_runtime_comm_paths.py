@@ -14,7 +14,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from loom.runtime import comm as comm_module
-from loom.runtime.comm import ALL_TO_ALL_SINGLE, REDUCE_SCATTER_TENSOR, Communicator, native_collectives
+from loom.runtime.comm import (ALL_TO_ALL_SINGLE, REDUCE_SCATTER_TENSOR, Communicator, native_collectives,
+                               p2p_through_host)
 
 
 def test_paths_follow_the_backend_and_torch_version():
@@ -89,3 +90,52 @@ def test_all_to_all_moves_pieces_of_different_sizes_as_all_gather_places_them(tm
     for rank in range(2):
         exchanged, gathered, expected = torch.load(tmp_path / f"rank_{rank}.pt")
         assert torch.equal(exchanged, expected) and torch.equal(gathered, expected), rank
+
+
+def test_point_to_point_goes_through_the_host_only_for_gloo_off_the_cpu():
+    # gloo's TCP pair writes a CUDA tensor's pointer and fails ("writev ... Bad address", torch 2.11 on an H200):
+    # every pipeline plan failed there while the collectives ran.
+    assert p2p_through_host("gloo", "cuda")
+    assert p2p_through_host("gloo", torch.device("cuda", 1))
+    assert not p2p_through_host("gloo", "cpu")
+    assert not p2p_through_host("nccl", "cuda")
+
+
+def _host_p2p_worker(rank, port, out):
+    """Rank 0 sends two tensors (one a strided view) to rank 1 through the host path, as gloo on cuda takes it."""
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "localhost", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=60))
+    comm = Communicator(rank, 2, [[0, 1]], torch.device("cpu"), timeout=datetime.timedelta(seconds=60))
+    comm.host_p2p = True  # what p2p_through_host says for gloo on cuda; this machine has no GPU
+    sent = []
+    real_isend = dist.isend
+
+    def isend(tensor, **kwargs):
+        sent.append(tensor.device.type)
+        return real_isend(tensor, **kwargs)
+
+    comm_module.dist.isend = isend
+    whole = torch.arange(12.0).reshape(3, 4)
+    if rank == 0:
+        comm.send(whole, 1, 5)
+        comm.send(whole.t(), 1, 6)
+        comm.finish()
+        torch.save({"sent": sent}, out / "rank_0.pt")
+    else:
+        first, second = comm.recv(0, 5, (3, 4), torch.float32), comm.recv(0, 6, (4, 3), torch.float32)
+        in_flight = (first.device, first.work is not None)
+        got = (comm.arrived(first), comm.arrived(second))
+        comm.finish()
+        torch.save({"got": got, "in_flight": in_flight, "after": (first.device, first.work, len(comm.incoming))},
+                   out / "rank_1.pt")
+    dist.destroy_process_group()
+
+
+def test_point_to_point_through_the_host_delivers_the_tensor_on_the_device(tmp_path):
+    mp.start_processes(_host_p2p_worker, args=(_free_port(), tmp_path), nprocs=2, start_method="spawn")
+    assert torch.load(tmp_path / "rank_0.pt")["sent"] == ["cpu", "cpu"]
+    received = torch.load(tmp_path / "rank_1.pt")
+    whole = torch.arange(12.0).reshape(3, 4)
+    assert torch.equal(received["got"][0], whole) and torch.equal(received["got"][1], whole.t())
+    assert received["in_flight"] == (torch.device("cpu"), True)  # waiting to move to the device once arrived
+    assert received["after"] == (None, None, 0)  # moved, waited, nothing left in flight

@@ -4,7 +4,10 @@ Each call names every member's input and output piece (the generated code writes
 can place the others' data without asking. One process group per distinct group of ranks, created by
 every rank in the manifest's order at start (torch.distributed needs all ranks to create each group).
 Point to point as exec_plan.h defines it: a send is an isend (waited at the step's end), a recv an irecv
-returned in flight (Incoming), waited by its first reader (Runtime) or at the step's end.
+returned in flight (Incoming), waited by its first reader (Runtime) or at the step's end. gloo moves point to
+point data from host memory only, so with tensors on a GPU (gloo on cuda: how ranks share one GPU) a send copies
+its tensor to the host first and a receive lands on the host and is copied to the GPU when waited
+(p2p_through_host); gloo's collectives stage CUDA tensors themselves.
 Which path a collective takes is decided once, from the backend (native_collectives), never from an
 exception: a collective that raises (a timeout, a lost peer) is an error and propagates, so every rank keeps
 issuing the same collectives in the same order. Every process group has the launcher's timeout (--timeout),
@@ -42,6 +45,13 @@ def native_collectives(backend, torch_version=torch.__version__):
     return frozenset()
 
 
+def p2p_through_host(backend, device):
+    """Whether point to point goes through host memory: gloo's send and recv write and read the tensor's own
+    pointer (a CUDA tensor's fails in its TCP pair, "writev ... Bad address": torch 2.11 on an H200), while NCCL
+    and every backend on cpu take the tensor as it is."""
+    return backend == "gloo" and torch.device(device).type != "cpu"
+
+
 def _blocking(method):
     """Brackets a call that may wait for other ranks for the launcher's watchdog (Communicator.heartbeat)."""
     @functools.wraps(method)
@@ -65,6 +75,7 @@ class Communicator:
         self.rank, self.world_size, self.device = rank, world_size, device
         self.heartbeat = heartbeat
         self.native = native_collectives(dist.get_backend())
+        self.host_p2p = p2p_through_host(dist.get_backend(), device)
         self.groups = {}
         for ranks in groups:  # the same order on every rank
             key = tuple(sorted(ranks))
@@ -223,14 +234,16 @@ class Communicator:
     # --- point to point ---------------------------------------------------------------------------
 
     def send(self, x, peer, tag):
+        if self.host_p2p:
+            x = x.detach().to("cpu")  # synchronous: the data is on the host before gloo reads it
         self.pending.append((dist.isend(x.contiguous(), dst=peer, tag=tag), x))
 
     def recv(self, peer, tag, shape, dtype):
         """Posts the receive (an irecv into a fresh buffer) and returns it in flight: the rank goes on, and
         arrived() waits for the data where an instruction first reads it. Posted in program order, so NCCL,
         which matches point to point by order per pair (not by tag), pairs them as gloo's tags do."""
-        out = torch.empty(shape, dtype=dtype, device=self.device)
-        incoming = Incoming(dist.irecv(out, src=peer, tag=tag), out)
+        out = torch.empty(shape, dtype=dtype, device="cpu" if self.host_p2p else self.device)
+        incoming = Incoming(dist.irecv(out, src=peer, tag=tag), out, self.device if self.host_p2p else None)
         self.incoming.add(incoming)
         return incoming
 
@@ -245,6 +258,8 @@ class Communicator:
     def _wait_receive(self, incoming):
         incoming.work.wait()
         incoming.work = None
+        if incoming.device is not None:  # landed on the host (p2p_through_host): its readers run on the device
+            incoming.buffer, incoming.device = incoming.buffer.to(incoming.device), None
         self.incoming.discard(incoming)
 
     @_blocking
@@ -261,13 +276,14 @@ class Communicator:
 
 
 class Incoming:
-    """A receive in flight: its work (None once waited) and the buffer the data arrives in. The generated
-    program holds it where the ExecPlan's recv names a buffer; the Runtime hands readers its tensor."""
+    """A receive in flight: its work (None once waited), the buffer the data arrives in, and the device the buffer
+    moves to once arrived (None: it arrives where it is read). The generated program holds it where the
+    ExecPlan's recv names a buffer; the Runtime hands readers its tensor."""
 
-    __slots__ = ("work", "buffer")
+    __slots__ = ("work", "buffer", "device")
 
-    def __init__(self, work, buffer):
-        self.work, self.buffer = work, buffer
+    def __init__(self, work, buffer, device=None):
+        self.work, self.buffer, self.device = work, buffer, device
 
 
 class _Bucket:
