@@ -216,8 +216,12 @@ Expected<std::vector<std::vector<Block>>> apply_schedule(Plan& plan, Schedule sc
       std::vector<SubOpId> current = block_sub_ops(plan, forward, block.part);
       if (current.empty()) continue;  // a stage without backward parts has no backward blocks
       const auto context = [&] { return fmt::format("apply_schedule: stage {} block {}", block.stage, to_string(block)); };
-      if (!previous.empty() && previous.back() != current.front())
-        LOOM_RETURN_IF_ERROR(with_context(order(plan, previous.back(), current.front()), context()));
+      // Every sub-op of the block after the block before it, not only its first: order completion would
+      // otherwise start the block's sub-ops that do not depend on its first inside the block before (the next
+      // micro-batch's cross-attention keys and values of a T5 decoder inside the running forward).
+      if (!previous.empty())
+        for (SubOpId x : current)
+          if (x != previous.back()) LOOM_RETURN_IF_ERROR(with_context(order(plan, previous.back(), x), context()));
       if (block.part == BlockPart::weight)
         for (std::size_t k = 1; k < current.size(); ++k)
           LOOM_RETURN_IF_ERROR(with_context(order(plan, current[k - 1], current[k]), context()));
