@@ -2,7 +2,6 @@
 // tied head and the loss split over all pp x tp devices of a replica (one part per device), the layers on
 // their stage's devices only, and the materialized plan (whose check finds deadlocks) training as one
 // device does; and the errors.
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -22,6 +21,7 @@ using exec::testing::policy_plan;
 using testing::apply_error;
 using testing::deep;
 using testing::expect_mentions;
+using testing::staged_micro_batch;
 
 plan::Plan interlaced_plan(const ir::Graph& graph, const ParallelConfig& config) {
   auto made = plan::make_plan(graph, ops::builtin_ops());
@@ -103,16 +103,6 @@ TEST(Interlaced, OrderSearchedOnStageCostsTrainsAsOneDevice) {
   }
 }
 
-// The micro-batch of a staged sub-op, from its name's first part ("decoder.layers.1.cross_attn.kv[3/4]..."),
-// -1 for another op.
-int staged_micro_batch(const plan::SubOp& s, std::string_view op_name, int micro_batches) {
-  if (!op_name.starts_with("encoder.layers.") && !op_name.starts_with("decoder.layers.")) return -1;
-  const std::string suffix = fmt::format("/{}]", micro_batches);
-  const std::size_t open = s.name.find('['), close = s.name.find(suffix);
-  if (open == std::string::npos || close == std::string::npos || close < open) return -1;
-  return std::stoi(s.name.substr(open + 1, close - open - 1));
-}
-
 TEST(Interlaced, EveryBlockRunsAfterTheBlockBeforeIt) {
   // Order completion runs a device's ready sub-ops by program position. A decoder stage's cross-attention
   // keys and values read the encoder's output, not the stage's input, so unless every sub-op of a stage
@@ -163,35 +153,6 @@ std::string order_note(const ir::Graph& graph, const ParallelConfig& config) {
   return notes.schedule;
 }
 
-
-// Megatron's pipelines take their order from plan::apply_schedule, which had the defect interlaced had:
-// it tied each block to the block before it by its first sub-op only, so a T5 decoder stage ran the next
-// micro-batch's cross-attention keys and values inside the running forward (~8-10 ms a micro-batch on
-// t5-3.9b at tp 2 x pp 2). Along each device's completed order the staged forwards come micro-batch after
-// micro-batch, under 1F1B and GPipe.
-TEST(MegatronPipeline, EveryBlockRunsAfterTheBlockBeforeIt) {
-  for (const plan::ScheduleKind schedule : {plan::ScheduleKind::one_f_one_b, plan::ScheduleKind::gpipe}) {
-    SCOPED_TRACE(::testing::Message() << "schedule " << static_cast<int>(schedule));
-    const ParallelConfig config{.tp = 2, .pp = 2, .micro_batches = 4, .schedule = schedule};
-    const plan::Plan p = testing::planned("t5-3.9b", "megatron", config);
-    ASSERT_NE(p.graph, nullptr);
-    const auto order = plan::complete_order(p, device_count(config));
-    ASSERT_TRUE(order) << order.error().to_string();
-    for (int d = 0; d < device_count(config); ++d) {
-      int latest = -1;
-      std::string latest_name;
-      for (plan::SubOpId id : order->per_device[static_cast<std::size_t>(d)]) {
-        const plan::SubOp& s = p.sub_op(id);
-        const ir::Op& op = p.graph->ops[s.op.index()];
-        if (op.pass != ir::Pass::forward) continue;
-        const int m = staged_micro_batch(s, op.name, config.micro_batches);
-        if (m < 0) continue;
-        EXPECT_GE(m, latest) << "device " << d << ": " << s.name << " runs after " << latest_name;
-        if (m > latest) latest = m, latest_name = s.name;
-      }
-    }
-  }
-}
 
 TEST(Interlaced, HeldMicroBatchesBoundedByMemory) {
   // With op_bytes each stage may hold what its headroom admits: one byte held per op and a device of

@@ -53,6 +53,10 @@ struct ParallelConfig {
   // stages are pp x virtual_stages chunks of whole layers, chunk c of device s holding stage c * pp + s,
   // run by the interleaved 1F1B schedule (micro_batches a multiple of pp).
   int virtual_stages = 1;
+  // How each pipeline block follows the block before it on its device (plan/schedule.h): strict, Megatron-LM's
+  // one block at a time, or hoist (a block's sub-ops that do not wait for its first may start inside the block
+  // before). Policies megatron, coshard and pp; pp > 1 or micro-batches above 1.
+  plan::BlockOrder block_order = plan::BlockOrder::strict;
   // Sequence parallelism (Korthikanti et al. 2022; tp > 1): the ops tensor parallelism replicates
   // (norms, dropouts, residual adds) split along the sequence over the tp ranks instead.
   bool sequence_parallel = false;
