@@ -185,6 +185,17 @@ TEST(Interlaced, HeldMicroBatchesBoundedByMemory) {
   config.op_bytes.device = 1;
   const std::string tiny = order_note(graph, config);
   EXPECT_NE(tiny.find("holding 4/3/2/1 micro-batches (memory caps 4/3/2/1)"), std::string::npos) << tiny;
+  // A backward block's transient: a layer that writes more than it holds (its recomputation writes it
+  // again) takes that from its stage's headroom. Layer 0 (stage 0) writing a whole device leaves stage 0
+  // no room beyond 1F1B's own holds; the other stages keep theirs.
+  config.op_bytes.device = std::int64_t{1} << 40;
+  config.op_bytes.working.assign(graph.ops.size(), 1);
+  const std::vector<int> layer = layer_ordinals(graph);
+  for (const ir::Op& op : graph.ops)
+    if (layer[op.id.index()] == 0) config.op_bytes.working[op.id.index()] = std::int64_t{1} << 40;
+  const std::string transient = order_note(graph, config);
+  EXPECT_NE(transient.find("(memory caps 4/8/8/8)"), std::string::npos) << transient;
+  config.op_bytes.working.clear();
   // Bytes not one per op are no bytes: the count cap.
   config.op_bytes.held.pop_back();
   EXPECT_NE(order_note(graph, config).find("(count caps 4/4/4/4)"), std::string::npos);

@@ -38,6 +38,9 @@ namespace loom::policy {
 struct OpBytes {
   std::vector<std::int64_t> held;   // by OpId: one micro-batch's activations kept from its forward to its backward
   std::vector<std::int64_t> state;  // by OpId: its parameters' weights, gradients and optimizer states
+  // By OpId: the activation bytes its forward writes for one micro-batch, held or freed: what a layer's
+  // recomputation writes again while its backward runs (empty: no transient reserved).
+  std::vector<std::int64_t> working;
   std::int64_t device = 0;          // one device's memory
 
   bool operator==(const OpBytes&) const = default;
