@@ -206,6 +206,12 @@ const std::vector<OptionField>& table() {
        "Model chunks per pipeline device: interleaved 1F1B over chunks of whole layers (micro-batches a multiple "
        "of --pp)",
        LOOM_WHOLE(interleave, 1, 1024)},
+      {"block_order", "--block-order", {}, G::parallel, K::text,
+       "How each pipeline block follows the block before it on its device: strict (every sub-op after the whole "
+       "block before, one block at a time, as Megatron-LM runs) or hoist (only the block's first sub-op: sub-ops "
+       "that do not wait for it, e.g. a decoder's next cross-attention keys and values, may run inside the block "
+       "before; a Loom order that can fill bubbles, docs/schedules.md); policies megatron, coshard and pp",
+       LOOM_NAMED(block_order, plan::parse_block_order)},
       {"sequence_parallel", "--sp", {}, G::parallel, K::flag,
        "Sequence parallelism: split norms, dropouts and residual adds along the sequence over the tp ranks",
        LOOM_FLAG(sequence_parallel)},

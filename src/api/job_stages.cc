@@ -82,6 +82,7 @@ std::string describe(const std::string& policy, const policy::ParallelConfig& c)
   if (c.micro_batches > 1) text += fmt::format(", {} micro-batches", c.micro_batches);
   if (c.pp > 1) text += fmt::format(", {}", schedule_name(c));
   if (c.virtual_stages > 1) text += fmt::format(" x {} chunks", c.virtual_stages);
+  if (c.block_order != plan::BlockOrder::strict) text += fmt::format(", {} block order", plan::name(c.block_order));
   if (c.sequence_parallel) text += ", sequence parallel";
   if (c.zero > 0) text += fmt::format(", ZeRO-{}", c.zero);
   if (c.recompute != policy::Recompute::none) text += fmt::format(", {} recompute", policy::name(c.recompute));

@@ -182,6 +182,7 @@ JobOptions with_config(JobOptions o, const policy::ParallelConfig& c) {
   o.micro_batch_size = 0;
   o.schedule = c.schedule;
   o.interleave = c.virtual_stages;
+  o.block_order = c.block_order;
   o.sequence_parallel = c.sequence_parallel;
   o.zero = c.zero;
   o.recompute = c.recompute;
@@ -209,6 +210,7 @@ Expected<ResolvedRequest> resolve_request(const JobOptions& o, const cluster::Cl
   r.config.schedule = o.schedule;
   // The V of ZB-V and DualPipeV is 2 chunks per device.
   r.config.virtual_stages = plan::v_shaped(o.schedule) && o.interleave == 1 ? 2 : o.interleave;
+  r.config.block_order = o.block_order;
   r.config.sequence_parallel = o.sequence_parallel;
   r.config.zero = o.zero;
   r.config.recompute = o.recompute;

@@ -38,6 +38,7 @@ policy::OpBytes op_bytes(const exec::ExecPlan& exec, std::int64_t device_bytes) 
   const auto& program = exec.programs[0];
   policy::OpBytes bytes{.held = std::vector<std::int64_t>(graph.ops.size(), 0),
                         .state = std::vector<std::int64_t>(graph.ops.size(), 0),
+                        .working = std::vector<std::int64_t>(graph.ops.size(), 0),
                         .device = device_bytes};
   const auto role = [&](exec::BufferId b) { return graph.tensor(exec.buffer(b).piece.tensor).role; };
   // The first micro-batch's forward: up to the first backward compute or recomputation.
@@ -49,15 +50,21 @@ policy::OpBytes op_bytes(const exec::ExecPlan& exec, std::int64_t device_bytes) 
       computed[c->sub_op.index()] = 1;
     }
   std::vector<char> live(exec.buffers.size(), 0);
+  const auto owner_of = [&](exec::BufferId b) {
+    return forward_owner(graph, producer[exec.buffer(b).piece.tensor.index()]);
+  };
   for (std::size_t i = 0; i < boundary; ++i) {
-    exec::for_each_written(program[i], [&](exec::BufferId b) { live[b.index()] = 1; });
+    exec::for_each_written(program[i], [&](exec::BufferId b) {
+      if (live[b.index()] == 0 && role(b) == ir::TensorRole::activation)
+        if (const ir::OpId op = owner_of(b); op.valid()) bytes.working[op.index()] += exec.buffer(b).bytes;
+      live[b.index()] = 1;
+    });
     if (const auto* free = std::get_if<exec::Free>(&program[i])) live[free->buffer.index()] = 0;
   }
   for (std::size_t b = 0; b < live.size(); ++b) {
     const exec::BufferId id{static_cast<std::uint32_t>(b)};
     if (live[b] == 0 || (role(id) != ir::TensorRole::activation && role(id) != ir::TensorRole::input)) continue;
-    if (const ir::OpId op = forward_owner(graph, producer[exec.buffer(id).piece.tensor.index()]); op.valid())
-      bytes.held[op.index()] += exec.buffer(id).bytes;
+    if (const ir::OpId op = owner_of(id); op.valid()) bytes.held[op.index()] += exec.buffer(id).bytes;
   }
   // The model state where it is largest: the step after which the live state buffers weigh most.
   const auto replay = [&](std::size_t steps, std::vector<char>& alive) {

@@ -42,6 +42,8 @@ void bind_config(py::module_& m) {
       .def_readonly("sequence_parallel", &ParallelConfig::sequence_parallel)
       .def_readonly("zero", &ParallelConfig::zero)
       .def_property_readonly("schedule", [](const ParallelConfig& c) { return std::string(plan::name(c.schedule)); })
+      .def_property_readonly("block_order",
+                             [](const ParallelConfig& c) { return std::string(plan::name(c.block_order)); })
       .def_property_readonly("recompute", [](const ParallelConfig& c) { return std::string(policy::name(c.recompute)); })
       .def_property_readonly("coshard", [](const ParallelConfig& c) { return c.coshard.parts; },
                              "coshard's parts per tp rank (0 or 1: off)")
@@ -117,17 +119,20 @@ void bind_policy_helpers(py::module_& m) {
   m.def(
       "apply_schedule",
       [](const PlanHandle& v, const std::string& schedule, int chunks,
-         const std::vector<std::vector<std::vector<std::int64_t>>>& stages) {
+         const std::vector<std::vector<std::vector<std::int64_t>>>& stages, const std::string& block_order) {
         std::vector<std::vector<std::vector<plan::SubOpId>>> blocks;
         for (const auto& stage : stages) {
           auto& out = blocks.emplace_back();
           for (const auto& micro_batch : stage) out.push_back(sub_ops(*v, micro_batch));
         }
-        const plan::Schedule kind{.kind = checked(plan::parse_schedule_kind(schedule)), .chunks = chunks};
+        const plan::Schedule kind{.kind = checked(plan::parse_schedule_kind(schedule)),
+                                  .chunks = chunks,
+                                  .block_order = checked(plan::parse_block_order(block_order))};
         return checked(plan::apply_schedule(v->get(), kind, blocks));
       },
-      py::arg("plan"), py::arg("schedule"), py::arg("chunks"), py::arg("stages"),
-      "orders stages[s][m] (forward sub-ops of stage s, micro-batch m) by the schedule template; returns each "
+      py::arg("plan"), py::arg("schedule"), py::arg("chunks"), py::arg("stages"), py::arg("block_order") = "strict",
+      "orders stages[s][m] (forward sub-ops of stage s, micro-batch m) by the schedule template, each block after "
+      "the whole block before it (block_order 'strict') or after its first sub-op only ('hoist'); returns each "
       "pipeline device's blocks");
   m.def(
       "block_sub_ops",

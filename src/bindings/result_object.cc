@@ -31,6 +31,7 @@ py::dict degrees(const api::Job& r) {
   d["pp"] = c.pp;
   d["micro_batches"] = c.micro_batches;
   d["virtual_stages"] = c.virtual_stages;
+  d["block_order"] = std::string(plan::name(c.block_order));
   d["sequence_parallel"] = c.sequence_parallel;
   d["zero"] = c.zero;
   d["recompute"] = std::string(policy::name(c.recompute));

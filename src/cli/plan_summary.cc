@@ -184,6 +184,7 @@ nlohmann::ordered_json plan_json(const api::Job& job, const std::optional<api::S
                         {"micro_batches", c.micro_batches},
                         {"global_batch", static_cast<std::int64_t>(job.workload.samples_per_step)},
                         {"interleave", c.virtual_stages},
+                        {"block_order", std::string(plan::name(c.block_order))},
                         {"sequence_parallel", c.sequence_parallel},
                         {"zero", c.zero},
                         {"recompute", std::string(policy::name(c.recompute))},

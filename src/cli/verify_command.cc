@@ -58,6 +58,9 @@ void print_report(const VerifyArgs& args, const api::Job& job, const api::Verify
                  ? fmt::format(" (interleaved 1f1b, {} chunks per device)", config.virtual_stages)
                                          : fmt::format(" ({})", plan::name(config.schedule)),
              job.request.gpus);
+  if (config.block_order != plan::BlockOrder::strict)
+    fmt::print("           {} block order (a block's sub-ops not waiting for its first may start in the block before)\n",
+               plan::name(config.block_order));
   if (config.sequence_parallel) fmt::print("           sequence parallel over the tp ranks\n");
   if (config.zero > 0) fmt::print("           ZeRO stage {} over the dp ranks\n", config.zero);
   if (const policy::CoshardConfig c = policy::applied_coshard(job.plan, options.policy, config.coshard); c.parts > 1) {

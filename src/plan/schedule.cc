@@ -41,6 +41,16 @@ constexpr std::array<std::string_view, 8> kScheduleNames = {"gpipe", "1f1b",  "i
 
 std::string_view name(ScheduleKind kind) { return kScheduleNames[static_cast<std::size_t>(kind)]; }
 
+std::string_view name(BlockOrder order) { return order == BlockOrder::strict ? "strict" : "hoist"; }
+
+Expected<BlockOrder> parse_block_order(std::string_view text) {
+  if (text == "strict") return BlockOrder::strict;
+  if (text == "hoist") return BlockOrder::hoist;
+  return fail(fmt::format("unknown block order '{}'", text),
+              "use strict (each block after the whole block before it, as Megatron-LM) or hoist (only a block's "
+              "first sub-op after the block before)");
+}
+
 Expected<ScheduleKind> parse_schedule_kind(std::string_view text) {
   for (std::size_t i = 0; i < kScheduleNames.size(); ++i)
     if (kScheduleNames[i] == text && static_cast<ScheduleKind>(i) != ScheduleKind::interleaved_one_f_one_b)
@@ -216,8 +226,15 @@ Expected<std::vector<std::vector<Block>>> apply_schedule(Plan& plan, Schedule sc
       std::vector<SubOpId> current = block_sub_ops(plan, forward, block.part);
       if (current.empty()) continue;  // a stage without backward parts has no backward blocks
       const auto context = [&] { return fmt::format("apply_schedule: stage {} block {}", block.stage, to_string(block)); };
-      if (!previous.empty() && previous.back() != current.front())
-        LOOM_RETURN_IF_ERROR(with_context(order(plan, previous.back(), current.front()), context()));
+      // strict: every sub-op of the block after the block before it, not only its first; order completion
+      // would otherwise start the block's sub-ops that do not depend on its first inside the block before
+      // (the next micro-batch's cross-attention keys and values of a T5 decoder inside the running forward).
+      const std::span<const SubOpId> tied =
+          schedule.block_order == BlockOrder::strict ? std::span<const SubOpId>(current)
+                                                     : std::span<const SubOpId>(current).first(1);
+      if (!previous.empty())
+        for (SubOpId x : tied)
+          if (x != previous.back()) LOOM_RETURN_IF_ERROR(with_context(order(plan, previous.back(), x), context()));
       if (block.part == BlockPart::weight)
         for (std::size_t k = 1; k < current.size(); ++k)
           LOOM_RETURN_IF_ERROR(with_context(order(plan, current[k - 1], current[k]), context()));

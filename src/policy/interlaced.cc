@@ -98,6 +98,9 @@ Expected<void> check_interlaced(const ParallelConfig& config) {
   if (config.coshard.parts > 1 || config.coshard.layers) return refuse("coshard");
   if (config.sequence_parallel) return refuse("sequence parallelism");
   if (config.overlap != Overlap::none) return refuse(fmt::format("{} overlap", name(config.overlap)));
+  // Its own order already runs each block after the whole block before it (order_shared_barriers).
+  if (config.block_order != plan::BlockOrder::strict)
+    return refuse(fmt::format("the {} block order", plan::name(config.block_order)));
   return {};
 }
 

@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <set>
 #include <span>
 
 #include "loom/plan/interlaced_schedule.h"
+#include "loom/policy/stages.h"
 #include "megatron_composer.h"
 
 namespace loom::policy::detail {
@@ -56,11 +58,14 @@ std::optional<plan::InterlacedCosts> block_costs(const ir::Graph& graph, const P
 //    op at 1 / tp, the shared ones run at 1 / (pp x tp));
 //  - what the shared ops hold: every micro-batch's lookups (every E runs before anything) and one
 //    micro-batch's head (its H runs forward and backward at once), 1 / pp of each.
-// A headroom below one micro-batch gives 0 (the search keeps 1F1B's own holds). No margin is reserved for
-// transients (the head's logits inside its H, a layer's recomputed activations): on nnScaler Fig. 8's four
-// T5 cells the estimate at the holds chosen came within -0.1 % to +9 % of the simulated peak (state under-
-// counted, per-micro-batch activations over-counted), and the 10 % margin it had held one micro-batch
-// fewer than memory admits at 16 and 8 GPUs. The simulator still checks the plan's memory.
+//  - the transient of a backward block: the layer of the stage whose forward writes the most it does not
+//    hold (op_bytes' working less held, summed over the layer's ops), written again by its recomputation
+//    while its backward runs; none without working bytes.
+// A headroom below one micro-batch gives 0 (the search keeps 1F1B's own holds). No margin is kept beyond
+// that (the head's logits inside its H are not reserved): before the transient, the estimate had relied on
+// over-counting the held activations (the next micro-batch's cross-attention keys and values, hoisted into
+// the one-stage pricing plan's first forward until blocks ran whole), and without it the order chosen on
+// nnScaler Fig. 8's 32-GPU cell peaked 1.2 GiB over the device. The simulator still checks the plan's memory.
 
 std::optional<std::vector<int>> held_caps(const ir::Graph& graph, const ParallelConfig& c,
                                           const std::vector<int>& stage, const InterlacedLayout& layout) {
@@ -69,6 +74,9 @@ std::optional<std::vector<int>> held_caps(const ir::Graph& graph, const Parallel
     return std::nullopt;
   const auto pp = static_cast<std::size_t>(c.pp);
   std::vector<double> held(pp, 0.0), state(pp, 0.0);
+  const bool has_working = bytes.working.size() == graph.ops.size();
+  const std::vector<int> layer = layer_ordinals(graph);
+  std::map<int, double> layer_transient;  // by layer ordinal: its forward's bytes written and not held
   double shared_state = 0, lookups = 0, head = 0;
   for (const ir::Op& op : graph.ops) {
     if (op.pass != ir::Pass::forward) continue;
@@ -80,14 +88,24 @@ std::optional<std::vector<int>> held_caps(const ir::Graph& graph, const Parallel
       case SharedRole::none:
         held[static_cast<std::size_t>(stage[i])] += h;
         state[static_cast<std::size_t>(stage[i])] += st;
+        if (has_working && layer[i] >= 0)
+          layer_transient[layer[i]] += std::max(0.0, static_cast<double>(bytes.working[i]) - h);
         break;
+    }
+  }
+  std::vector<double> transient(pp, 0.0);
+  for (const ir::Op& op : graph.ops) {
+    const auto i = op.id.index();
+    if (op.pass == ir::Pass::forward && layout.roles[i] == SharedRole::none && layer[i] >= 0 && stage[i] >= 0) {
+      double& t = transient[static_cast<std::size_t>(stage[i])];
+      t = std::max(t, layer_transient[layer[i]]);
     }
   }
   const double device = static_cast<double>(bytes.device);
   const double shared = (shared_state + c.micro_batches * lookups + head) / c.pp;
   std::vector<int> caps;
   for (std::size_t s = 0; s < pp; ++s) {
-    const double headroom = device - state[s] - shared;
+    const double headroom = device - state[s] - shared - transient[s];
     const double admitted = held[s] > 0 ? std::floor(headroom / held[s]) : c.micro_batches;
     caps.push_back(static_cast<int>(std::clamp(admitted, 0.0, static_cast<double>(c.micro_batches))));
   }

@@ -15,7 +15,7 @@ Expected<void> Composer::schedule() {
   // micro-batch's activations alive at a time, as gradient accumulation does.
   if (interlaced_) return schedule_interlaced();
   if (c_.pp == 1 && c_.micro_batches == 1) return {};
-  const plan::Schedule schedule{.kind = schedule_kind(c_), .chunks = c_.virtual_stages};
+  const plan::Schedule schedule{.kind = schedule_kind(c_), .chunks = c_.virtual_stages, .block_order = c_.block_order};
   BlockStarts starts(static_cast<std::size_t>(device_count(c_)));
   for (int r = 0; r < c_.dp; ++r)
     for (int j = 0; j < c_.tp; ++j) {

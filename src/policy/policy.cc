@@ -116,8 +116,14 @@ Expected<void> apply_policy(plan::Plan& plan, std::string_view policy, const Par
                   "give 2 or more parts per device (--coshard C), or use the policy 'megatron'");
   }
   if (policy == "interlaced") applied.interlaced = true;
-  if (applied.overlap == Overlap::oases)
+  if (applied.overlap == Overlap::oases) {
+    // Oases chains every sub-op of its sub-batch pairs: each block already runs after the whole one before.
+    if (applied.block_order != plan::BlockOrder::strict)
+      return fail(fmt::format("policy '{}': --overlap oases orders whole blocks; the {} block order does not apply",
+                              policy, plan::name(applied.block_order)),
+                  "drop --block-order, or --overlap");
     return with_context(oases_megatron(plan, applied, catalog), fmt::format("policy '{}'", policy));
+  }
   return with_context(megatron(plan, applied, catalog, notes), fmt::format("policy '{}'", policy));
 }
 

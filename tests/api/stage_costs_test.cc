@@ -117,8 +117,9 @@ TEST(ForwardOpCosts, HeldBytesAreTheSavedActivationsOrTheCheckpointsAndStateCove
   // gpt3-125m (bf16, hidden 768), 8 layers, micro-batches of 2 x 256 tokens. Without recomputation a
   // micro-batch holds what the backward reads (the graph's saved activations over the 4 micro-batches);
   // with full recomputation much less, but at least every layer's input (its checkpoint). The state is at
-  // least every parameter with its gradient and optimizer states.
-  std::map<policy::Recompute, std::int64_t> held;
+  // least every parameter with its gradient and optimizer states. The working bytes (what each forward
+  // writes, held or not) cover the held ones, and under full recomputation are far more than them.
+  std::map<policy::Recompute, std::int64_t> held, working;
   for (const policy::Recompute recompute : {policy::Recompute::none, policy::Recompute::full}) {
     SCOPED_TRACE(policy::name(recompute));
     JobOptions options;
@@ -135,10 +136,12 @@ TEST(ForwardOpCosts, HeldBytesAreTheSavedActivationsOrTheCheckpointsAndStateCove
     ASSERT_TRUE(stats);
     ASSERT_EQ(costs->bytes.held.size(), job->graph.ops.size());
     ASSERT_EQ(costs->bytes.state.size(), job->graph.ops.size());
+    ASSERT_EQ(costs->bytes.working.size(), job->graph.ops.size());
     EXPECT_EQ(costs->bytes.device, job->cluster.gpu.memory_bytes);
     std::int64_t state = 0;
     for (const ir::Op& op : job->graph.ops) {
       held[recompute] += costs->bytes.held[op.id.index()];
+      working[recompute] += costs->bytes.working[op.id.index()];
       state += costs->bytes.state[op.id.index()];
       if (op.pass != ir::Pass::forward) {
         EXPECT_EQ(costs->bytes.held[op.id.index()] + costs->bytes.state[op.id.index()], 0) << op.name;
@@ -151,6 +154,8 @@ TEST(ForwardOpCosts, HeldBytesAreTheSavedActivationsOrTheCheckpointsAndStateCove
                   0.01 * stats->saved_activation_bytes / 4);
     }
   }
+  EXPECT_GE(working[policy::Recompute::none], held[policy::Recompute::none]);
+  EXPECT_GT(working[policy::Recompute::full], 4 * held[policy::Recompute::full]);
   EXPECT_GE(held[policy::Recompute::full], 8 * 2 * 256 * 768 * 2);
   EXPECT_LT(2 * held[policy::Recompute::full], held[policy::Recompute::none]);
 }

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+
 #include "loom/plan/batch.h"
 #include "loom/plan/micro_batches.h"
 #include "loom/plan/validate.h"
@@ -176,6 +179,41 @@ TEST(Schedule, OneFOneBValidatesBecauseTheSeedReadsOnlyTheLossShape) {
   ASSERT_TRUE(blocks) << blocks.error().to_string();
   auto valid = validate_plan(t.plan, 2);
   EXPECT_TRUE(valid) << valid.error().message;
+}
+
+// strict ties every sub-op of a block to the last sub-op of the block before it on its device; hoist only
+// the block's first sub-op. Both plans validate.
+TEST(Schedule, BlockOrderTiesEverySubOpOrOnlyTheFirst) {
+  for (const BlockOrder block_order : {BlockOrder::strict, BlockOrder::hoist}) {
+    SCOPED_TRACE(std::string(name(block_order)));
+    TwoStages t = two_stages();
+    auto blocks = apply_schedule(t.plan, {.kind = ScheduleKind::gpipe, .block_order = block_order}, t.stages);
+    ASSERT_TRUE(blocks) << blocks.error().to_string();
+    const auto ordered = [&](SubOpId a, SubOpId b) {
+      return std::ranges::find(t.plan.orders, std::pair{a, b}) != t.plan.orders.end();
+    };
+    // GPipe on stage 0: F0 F1 B0 B1. F1 follows F0, B0 follows F1.
+    const auto& f0 = t.stages[0][0];
+    const auto& f1 = t.stages[0][1];
+    ASSERT_GE(f1.size(), 2U);
+    for (std::size_t k = 0; k < f1.size(); ++k)
+      EXPECT_EQ(ordered(f0.back(), f1[k]), k == 0 || block_order == BlockOrder::strict) << t.plan.sub_op(f1[k]).name;
+    const auto b0 = block_sub_ops(t.plan, f0, BlockPart::backward);
+    ASSERT_GE(b0.size(), 2U);
+    for (std::size_t k = 0; k < b0.size(); ++k)
+      EXPECT_EQ(ordered(f1.back(), b0[k]), k == 0 || block_order == BlockOrder::strict) << t.plan.sub_op(b0[k]).name;
+    auto valid = validate_plan(t.plan, 2);
+    EXPECT_TRUE(valid) << valid.error().message;
+  }
+}
+
+TEST(Schedule, BlockOrderNames) {
+  for (const BlockOrder block_order : {BlockOrder::strict, BlockOrder::hoist})
+    EXPECT_EQ(parse_block_order(name(block_order)).value(), block_order);
+  const Expected<BlockOrder> bad = parse_block_order("loose");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().to_string().find("unknown block order 'loose'"), std::string::npos) << bad.error().to_string();
+  EXPECT_NE(bad.error().to_string().find("strict"), std::string::npos) << bad.error().to_string();
 }
 
 TEST(Schedule, StagesSharingADeviceAreRefused) {

@@ -2,7 +2,6 @@
 // tied head and the loss split over all pp x tp devices of a replica (one part per device), the layers on
 // their stage's devices only, and the materialized plan (whose check finds deadlocks) training as one
 // device does; and the errors.
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -22,6 +21,7 @@ using exec::testing::policy_plan;
 using testing::apply_error;
 using testing::deep;
 using testing::expect_mentions;
+using testing::staged_micro_batch;
 
 plan::Plan interlaced_plan(const ir::Graph& graph, const ParallelConfig& config) {
   auto made = plan::make_plan(graph, ops::builtin_ops());
@@ -103,16 +103,6 @@ TEST(Interlaced, OrderSearchedOnStageCostsTrainsAsOneDevice) {
   }
 }
 
-// The micro-batch of a staged sub-op, from its name's first part ("decoder.layers.1.cross_attn.kv[3/4]..."),
-// -1 for another op.
-int staged_micro_batch(const plan::SubOp& s, std::string_view op_name, int micro_batches) {
-  if (!op_name.starts_with("encoder.layers.") && !op_name.starts_with("decoder.layers.")) return -1;
-  const std::string suffix = fmt::format("/{}]", micro_batches);
-  const std::size_t open = s.name.find('['), close = s.name.find(suffix);
-  if (open == std::string::npos || close == std::string::npos || close < open) return -1;
-  return std::stoi(s.name.substr(open + 1, close - open - 1));
-}
-
 TEST(Interlaced, EveryBlockRunsAfterTheBlockBeforeIt) {
   // Order completion runs a device's ready sub-ops by program position. A decoder stage's cross-attention
   // keys and values read the encoder's output, not the stage's input, so unless every sub-op of a stage
@@ -163,6 +153,7 @@ std::string order_note(const ir::Graph& graph, const ParallelConfig& config) {
   return notes.schedule;
 }
 
+
 TEST(Interlaced, HeldMicroBatchesBoundedByMemory) {
   // With op_bytes each stage may hold what its headroom admits: one byte held per op and a device of
   // 1 TiB admit every micro-batch, more than the count cap (1F1B's peak, 4 on pp 4) without op_bytes,
@@ -194,6 +185,17 @@ TEST(Interlaced, HeldMicroBatchesBoundedByMemory) {
   config.op_bytes.device = 1;
   const std::string tiny = order_note(graph, config);
   EXPECT_NE(tiny.find("holding 4/3/2/1 micro-batches (memory caps 4/3/2/1)"), std::string::npos) << tiny;
+  // A backward block's transient: a layer that writes more than it holds (its recomputation writes it
+  // again) takes that from its stage's headroom. Layer 0 (stage 0) writing a whole device leaves stage 0
+  // no room beyond 1F1B's own holds; the other stages keep theirs.
+  config.op_bytes.device = std::int64_t{1} << 40;
+  config.op_bytes.working.assign(graph.ops.size(), 1);
+  const std::vector<int> layer = layer_ordinals(graph);
+  for (const ir::Op& op : graph.ops)
+    if (layer[op.id.index()] == 0) config.op_bytes.working[op.id.index()] = std::int64_t{1} << 40;
+  const std::string transient = order_note(graph, config);
+  EXPECT_NE(transient.find("(memory caps 4/8/8/8)"), std::string::npos) << transient;
+  config.op_bytes.working.clear();
   // Bytes not one per op are no bytes: the count cap.
   config.op_bytes.held.pop_back();
   EXPECT_NE(order_note(graph, config).find("(count caps 4/4/4/4)"), std::string::npos);

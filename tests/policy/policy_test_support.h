@@ -2,6 +2,7 @@
 // and the check that a policy's plan validates and trains exactly as one device.
 #pragma once
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -98,6 +99,16 @@ inline plan::Plan planned(std::string_view preset, std::string_view policy, cons
   auto applied = apply_policy(*made, policy, config);
   EXPECT_TRUE(applied) << preset << " / " << policy << ": " << applied.error().to_string();
   return std::move(*made);
+}
+
+// The micro-batch of a staged sub-op, from its name's first part ("decoder.layers.1.cross_attn.kv[3/4]..."),
+// -1 for another op (T5 and mBART name their staged layers encoder.layers.* and decoder.layers.*).
+inline int staged_micro_batch(const plan::SubOp& s, std::string_view op_name, int micro_batches) {
+  if (!op_name.starts_with("encoder.layers.") && !op_name.starts_with("decoder.layers.")) return -1;
+  const std::string suffix = fmt::format("/{}]", micro_batches);
+  const std::size_t open = s.name.find('['), close = s.name.find(suffix);
+  if (open == std::string::npos || close == std::string::npos || close < open) return -1;
+  return std::stoi(s.name.substr(open + 1, close - open - 1));
 }
 
 // The plan validates on device_count(config) devices and trains as the single-device reference does,

@@ -70,6 +70,7 @@ struct JobOptions {
   std::int64_t micro_batch_size = 0;   // samples per micro-batch and dp rank; 0: from micro_batches
   plan::ScheduleKind schedule = plan::ScheduleKind::one_f_one_b;
   int interleave = 1;                  // model chunks per pipeline device (interleaved 1F1B above 1)
+  plan::BlockOrder block_order = plan::BlockOrder::strict;  // how a pipeline block follows the one before
   bool sequence_parallel = false;
   int zero = 0;                        // ZeRO stage over the dp ranks (0: off)
   policy::Recompute recompute = policy::Recompute::none;

@@ -74,9 +74,25 @@ int pipeline_device(ScheduleKind kind, int stage, int devices);
 // those a job names (interleaving is asked for by chunks, not by name).
 std::string_view name(ScheduleKind kind);
 Expected<ScheduleKind> parse_schedule_kind(std::string_view text);
+// How apply_schedule ties a block to the block before it on the same device.
+enum class BlockOrder : std::uint8_t {
+  // Every sub-op of the block after the last sub-op of the block before: one block at a time, the program
+  // Megatron-LM runs (the default).
+  strict,
+  // Only the block's first sub-op after the block before: order completion may start the block's sub-ops
+  // that do not wait for its first inside the block before (a T5 or mBART decoder stage computes the next
+  // micro-batch's cross-attention keys and values during the running forward). A Loom program, not
+  // Megatron-LM's; it can fill the bubbles of unbalanced stages or delay the block it runs inside
+  // (docs/schedules.md, "Block order").
+  hoist,
+};
+std::string_view name(BlockOrder order);  // "strict", "hoist"
+Expected<BlockOrder> parse_block_order(std::string_view text);
+
 struct Schedule {
   ScheduleKind kind = ScheduleKind::gpipe;
   int chunks = 1;  // model chunks per device (Megatron's virtual pipeline size); above 1 only when interleaved
+  BlockOrder block_order = BlockOrder::strict;
 };
 
 // forward: F; backward: B, the input part, or the whole backward when the op is not split; weight: W.
@@ -105,7 +121,8 @@ Expected<std::vector<std::vector<Block>>> schedule_blocks(Schedule schedule, int
 // template's order edges and returns the template, per device. Errors: an empty or ragged stage list, a
 // stage count the chunks do not divide, a sub-op that is not a live forward part, a stage spread over
 // several devices, two stages of different pipeline devices on one device, the chunks of one pipeline
-// device on different devices, and whatever schedule_blocks refuses.
+// device on different devices, and whatever schedule_blocks refuses. schedule.block_order says how each
+// block follows the block before it on its device (every sub-op, or its first only).
 Expected<std::vector<std::vector<Block>>> apply_schedule(Plan& plan, Schedule schedule,
                                                          const std::vector<std::vector<std::vector<SubOpId>>>& stages);
 

@@ -38,6 +38,9 @@ namespace loom::policy {
 struct OpBytes {
   std::vector<std::int64_t> held;   // by OpId: one micro-batch's activations kept from its forward to its backward
   std::vector<std::int64_t> state;  // by OpId: its parameters' weights, gradients and optimizer states
+  // By OpId: the activation bytes its forward writes for one micro-batch, held or freed: what a layer's
+  // recomputation writes again while its backward runs (empty: no transient reserved).
+  std::vector<std::int64_t> working;
   std::int64_t device = 0;          // one device's memory
 
   bool operator==(const OpBytes&) const = default;
@@ -53,6 +56,10 @@ struct ParallelConfig {
   // stages are pp x virtual_stages chunks of whole layers, chunk c of device s holding stage c * pp + s,
   // run by the interleaved 1F1B schedule (micro_batches a multiple of pp).
   int virtual_stages = 1;
+  // How each pipeline block follows the block before it on its device (plan/schedule.h): strict, Megatron-LM's
+  // one block at a time, or hoist (a block's sub-ops that do not wait for its first may start inside the block
+  // before). Policies megatron, coshard and pp; pp > 1 or micro-batches above 1.
+  plan::BlockOrder block_order = plan::BlockOrder::strict;
   // Sequence parallelism (Korthikanti et al. 2022; tp > 1): the ops tensor parallelism replicates
   // (norms, dropouts, residual adds) split along the sequence over the tp ranks instead.
   bool sequence_parallel = false;

@@ -170,7 +170,7 @@ class Megatron:
         for r in range(c.dp):
             for j in range(c.tp):
                 stages = [self.blocks[(s, r, j)] for s in range(c.pp)]
-                sequences = apply_schedule(self.plan, c.schedule, 1, stages)
+                sequences = apply_schedule(self.plan, c.schedule, 1, stages, block_order=c.block_order)
                 for s in range(c.pp):
                     previous = None
                     for b in sequences[s]:
