@@ -135,7 +135,8 @@ class Search {
   }
 
   RankedSpace ranked_space() const {
-    RankedSpace space{.candidates = candidates_, .estimates = estimates_, .ranked = {}};
+    RankedSpace space{.candidates = candidates_, .estimates = estimates_, .ranked = {},
+                      .gpus_per_node = loaded_.cluster.gpus_per_node};
     for (const Priced& p : priced_) space.ranked.push_back(p.index);
     return space;
   }

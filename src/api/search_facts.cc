@@ -48,7 +48,7 @@ JobOptions slice_options(const Job& loaded, const search::ClassKey& key, bool se
   o.zero = 0;
   o.recompute = key.recompute;
   o.coshard = {};
-  o.overlap = policy::Overlap::none;
+  o.overlap = key.overlap;
   o.fold = Fold::off;
   o.micro_batch_size = 0;
   if (loaded.options.model.empty()) {  // a graph keeps its batch: micro-batches of the class's size
