@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "loom/api/auto_search.h"
+#include "loom/api/oases_plan.h"
 #include "loom/api/resolve_request.h"
 #include "loom/search/rank_correlation.h"
 #include "testing/small_search_job.h"
@@ -205,6 +206,53 @@ TEST(AutoSearch, PlansAModelWhoseBatchNormsRefuseMicroBatches) {
           << baseline;
     }
   }
+}
+
+// The Oases planner is a finalist source: on BERT-1.3B layers over 4 RTX 3090s (the planner's own test job,
+// oases_plan_test.cc), auto runs it on its best-ranked overlapped candidate without a pipeline that fits,
+// plans the choice (or that candidate, where the choice is uniform) in full, and so is no slower than the
+// planner run on that candidate.
+TEST(AutoSearch, IsNoSlowerThanTheOasesPlannersChoice) {
+  JobOptions o;
+  o.model = "bert-1.3b";
+  o.layers = 4;
+  o.cluster = "rtx3090-nvlinkx8";
+  o.gpus = 4;
+  o.global_batch = 16;
+  o.dtype = ir::DType::f16;
+  o.policy = "auto";
+  auto loaded = load_job(o);
+  ASSERT_TRUE(loaded) << loaded.error().to_string();
+  auto space = price_space(**loaded);
+  ASSERT_TRUE(space) << space.error().to_string();
+  std::vector<std::size_t> ranked;
+  for (std::size_t i = 0; i < space->candidates.size(); ++i)
+    if (space->estimates[i]) ranked.push_back(i);
+  std::ranges::stable_sort(ranked, [&](std::size_t a, std::size_t b) {
+    return search::better(*space->estimates[a], *space->estimates[b]);
+  });
+  const auto base = std::ranges::find_if(ranked, [&](std::size_t i) {
+    const search::Candidate& c = space->candidates[i];
+    return c.family == search::Family::megatron && c.config.pp == 1 && c.config.overlap == policy::Overlap::oases &&
+           space->estimates[i]->fits && space->estimates[i]->plannable;
+  });
+  ASSERT_NE(base, ranked.end());
+  const search::Candidate& c = space->candidates[*base];
+  JobOptions planner = with_config(o, c.config);
+  planner.policy = "megatron";
+  planner.tp_layers = "auto";
+  auto chosen = oases_plan(planner);
+  ASSERT_TRUE(chosen) << chosen.error().to_string();
+
+  std::optional<SearchSummary> summary;
+  auto automatic = plan_or_search(o, &summary);
+  ASSERT_TRUE(automatic) << automatic.error().to_string();
+  ASSERT_TRUE(summary);
+  EXPECT_TRUE(std::ranges::any_of(summary->finalists, [&](const FinalistRow& row) {
+    return row.planned && row.configuration.starts_with(search::describe(c));
+  })) << search::describe(c);
+  EXPECT_FALSE((*automatic)->metrics.out_of_memory());
+  EXPECT_LE((*automatic)->metrics.step_time, (*chosen)->metrics.step_time) << (*chosen)->description;
 }
 
 TEST(AutoSearch, RefusesABatchNoConfigurationDivides) {
