@@ -100,7 +100,7 @@ struct StageState {
 struct CostFacts {
   int layers = 1;           // transformer layers of the model (the slice holds one)
   int forward_ops = 0;      // of the whole model (the explicit plan's size estimate)
-  bool preset = true;       // a model preset (a graph file cannot be folded)
+  bool preset = true;       // a model built here: a preset, an --arch family or a model file (a graph file cannot be folded)
   std::int64_t device_memory = 0;
   std::map<ClassKey, ClassFacts> classes;
   std::map<int, StageState> state;  // by tp
