@@ -14,7 +14,8 @@ preset's new plan:
   (superscaler_fig12.candidates);
 - Oases Table III: the Oases schedule (`--overlap oases`, fine-grained recompute, the planner's per-layer tp:
   `--tp-layers auto`) over TMP degrees 4 and 8 (oases_table5.py's degrees).
-`LACKS` names, per new plan, what of it auto's space (search/plan_space.h) does not hold.
+`LACKS` names, per new plan, what of it auto's space (search/plan_space.h) does not hold (for the Oases
+schedule, which it holds, why auto can still miss it).
 """
 
 import pathlib
@@ -35,8 +36,8 @@ LACKS = {
     "coshard": "coshard (tensor-parallel regions cut into parts run one after another and recomputed, --coshard)",
     "interlaced": "the interlaced pipeline (embeddings and head over every GPU, the layers staged: --policy interlaced)",
     "3f1b": "the 3F1B schedule of recycled passes (its pipelines run 1F1B, interleaved 1F1B or ZB-H1)",
-    "oases": "the Oases overlap of tp collectives with the other sub-batch's compute and per-layer tp degrees "
-             "(--overlap oases --tp-layers)",
+    "oases": "the new plan's configuration among its finalists (the space holds --overlap oases; the planner's "
+             "--tp-layers run on auto's best-ranked overlapped candidate only)",
 }
 
 

@@ -11,12 +11,14 @@ namespace {
 const search::Estimate& estimate(const RankedSpace& space, std::size_t i) { return *space.estimates[i]; }
 
 // The ranked candidates the baselines choose among: per base configuration, the first recomputation
-// priced to fit (else the last), in enumeration order.
-std::vector<std::size_t> baseline_choices(const RankedSpace& space, search::Family family, bool any_schedule) {
+// priced to fit (else the last), in enumeration order; from auto's space only what the baselines' grids hold
+// (`space_is_grid`: the space is a baseline's grid already).
+std::vector<std::size_t> baseline_choices(const RankedSpace& space, search::Family family, bool space_is_grid) {
   std::map<std::string, std::size_t> chosen;
   for (std::size_t i = 0; i < space.candidates.size(); ++i) {
     const search::Candidate& c = space.candidates[i];
-    if (c.family != family || !space.estimates[i] || (!any_schedule && !search::baseline_schedule(c.config)))
+    if (c.family != family || !space.estimates[i] ||
+        (!space_is_grid && !search::in_baseline_grids(c.config, space.gpus_per_node)))
       continue;
     const auto [it, fresh] = chosen.emplace(base_key(c), i);
     if (!fresh && !estimate(space, it->second).fits) it->second = i;

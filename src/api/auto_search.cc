@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "loom/api/auto_finalists.h"
+#include "loom/api/oases_plan.h"
 #include "loom/api/resolve_request.h"
 #include "loom/api/search_facts.h"
 #include "loom/cost/memory_model.h"
@@ -86,7 +87,7 @@ class Search {
                               "exceed Loom's sub-op limit and cannot be folded)",
                               options_.policy, summary_.priced),
                   "plan fewer GPUs (--gpus) or a smaller global batch, or use --policy auto (its megatron plans fold)");
-    LOOM_RETURN_IF_ERROR(plan_finalists(order));
+    LOOM_RETURN_IF_ERROR(plan_finalists(order, baseline_rule));
     line_.finish();
     summary_.seconds = line_.elapsed_seconds();
     if (!best_)
@@ -135,7 +136,8 @@ class Search {
   }
 
   RankedSpace ranked_space() const {
-    RankedSpace space{.candidates = candidates_, .estimates = estimates_, .ranked = {}};
+    RankedSpace space{.candidates = candidates_, .estimates = estimates_, .ranked = {},
+                      .gpus_per_node = loaded_.cluster.gpus_per_node};
     for (const Priced& p : priced_) space.ranked.push_back(p.index);
     return space;
   }
@@ -167,7 +169,13 @@ class Search {
 
   // Records candidate i's full plan; whether it fits.
   bool record(std::size_t i, Expected<std::unique_ptr<Job>> planned) {
-    FinalistRow row = analytic_row(i);
+    if (planned && !(*planned)->folded && !estimates_[i]->cheap)  // a folded or small job's fixed costs would inflate the rate
+      seconds_per_plan_byte_ = std::max(seconds_per_plan_byte_, (*planned)->seconds.total / planned_bytes(i, **planned));
+    return record_row(analytic_row(i), std::move(planned));
+  }
+
+  // Records a finalist's row and its full plan; whether it fits.
+  bool record_row(FinalistRow row, Expected<std::unique_ptr<Job>> planned) {
     ++summary_.evaluated;
     bool fits = false;
     if (!planned) {
@@ -178,8 +186,6 @@ class Search {
       Job& job = **planned;
       fill_full(row, job);
       fits = row.full_fits;
-      if (!job.folded && !estimates_[i]->cheap)  // a folded or small job's fixed costs would inflate the rate
-        seconds_per_plan_byte_ = std::max(seconds_per_plan_byte_, job.seconds.total / planned_bytes(i, job));
       if (!best_ || better(job, *best_)) {
         best_ = std::move(*planned);
         summary_.winner = static_cast<int>(summary_.finalists.size());
@@ -281,8 +287,50 @@ class Search {
     return true;
   }
 
-  Expected<void> plan_finalists(const std::vector<std::size_t>& order) {
+  // The Oases planner's plan as one more finalist (auto_search.h, step 4): per-layer tp degrees chosen on
+  // the best-ranked overlapped candidate without a pipeline that fits (the planner prices one stage, on a
+  // preset's numbered layers). A uniform choice is that candidate's own plan, planned if it was not yet.
+  void plan_oases_planner() {
+    if (budget_spent() || plans_a_graph(options_) || count_layers(loaded_.graph) == 0) return;
+    const auto base = std::ranges::find_if(priced_, [&](const Priced& p) {
+      const search::Candidate& c = candidates_[p.index];
+      return c.family == search::Family::megatron && c.config.pp == 1 && c.config.overlap == policy::Overlap::oases &&
+             p.estimate.fits && p.estimate.plannable;
+    });
+    if (base == priced_.end()) return;
+    const std::size_t i = base->index;
+    JobOptions o = with_config(options_, candidates_[i].config);
+    o.policy = "megatron";
+    o.tp_layers = "auto";
+    line_.update({.phase = "oases planner", .done = summary_.evaluated});
+    const Expected<OasesLayerChoice> chosen = oases_layer_degrees(o);
+    FinalistRow row = analytic_row(i);
+    row.configuration += " tp layers auto";
+    if (!chosen) {
+      row.error = chosen.error().to_string();
+      ++summary_.failed;
+      summary_.finalists.push_back(std::move(row));
+      return;
+    }
+    if (chosen->uniform) {
+      plan_queue({i});  // nothing when it was planned already
+      return;
+    }
+    row.configuration = fmt::format("{} tp layers {}", search::describe(candidates_[i]), chosen->spec);
+    row.analytic_seconds = chosen->seconds;
+    row.analytic_peak = chosen->bytes;
+    row.analytic_fits = chosen->fits;
+    row.analytic_pipeline = row.analytic_sync = row.analytic_optimizer = 0;  // the planner prices the step whole
+    Expected<std::unique_ptr<Job>> job = plan_job(chosen->options);
+    if (job)
+      (*job)->description = fmt::format("{} -> {} (oases planner)", options_.policy,
+                                        describe("megatron", (*job)->request.config));
+    record_row(std::move(row), std::move(job));
+  }
+
+  Expected<void> plan_finalists(const std::vector<std::size_t>& order, bool baseline_rule) {
     plan_queue(order);
+    if (!baseline_rule) plan_oases_planner();
     // No finalist fits in full, though priced to fit: the costing underestimated their memory, so a few
     // more, those priced smallest (ties: the better rank).
     std::vector<std::size_t> extra;

@@ -22,7 +22,8 @@ Expected<std::vector<BaselineCandidate>> baseline_grid(const Job& loaded) {
   LOOM_ASSIGN_OR_RETURN(const search::SpaceFacts facts, space_facts(loaded));
   const bool megatron = baseline == "megatron-best";
   std::vector<BaselineCandidate> out = search::enumerate_space(
-      facts, {.megatron = megatron, .zero = !megatron, .mixed = false, .zero_bubble = false, .gpipe = false});
+      facts, {.megatron = megatron, .zero = !megatron, .mixed = false, .zero_bubble = false, .gpipe = false,
+               .overlap = false, .tp_across_nodes = false});
   if (out.empty())
     return fail(fmt::format("{} has no configuration of {} GPUs for a global batch of {}", baseline, facts.gpus,
                             facts.global_batch),

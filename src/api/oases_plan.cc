@@ -75,10 +75,10 @@ bool uses_oases_planner(const JobOptions& options) {
   return o.tp_layers == "auto";
 }
 
-Expected<std::unique_ptr<Job>> oases_plan(const JobOptions& requested, std::optional<SearchSummary>* summary) {
+Expected<OasesLayerChoice> oases_layer_degrees(const JobOptions& requested) {
   const StageClock clock;
   JobOptions base = resolved_oases_policy(requested);
-  if (base.tp_layers != "auto") return plan_job(base);
+  OasesLayerChoice out;
   base.tp_layers.clear();
   if (base.policy != "megatron")
     return fail(fmt::format("--tp-layers auto runs the Oases planner on the policy megatron, not {}", base.policy),
@@ -107,12 +107,11 @@ Expected<std::unique_ptr<Job>> oases_plan(const JobOptions& requested, std::opti
     return std::unexpected(with_context((slices[T] ? slices[n + T * n + T] : slices[T]).error(),
                                         fmt::format("oases planner: a slice at tp {}", config.tp)));
   std::vector<std::size_t> kept{T};  // indices into `degrees` of the degrees in the space
-  int failed = 0;
   for (std::size_t d = 0; d < T; ++d) {
     bool ok = slices[d] && slices[n + d * n + d];
     for (std::size_t e : kept) ok = ok && slices[n + d * n + e] && slices[n + e * n + d];
     if (ok) kept.push_back(d);
-    else ++failed;
+    else ++out.failed;
   }
   std::ranges::sort(kept);
   const auto one = [&](std::size_t d) { return *slices[d]; };
@@ -154,50 +153,32 @@ Expected<std::unique_ptr<Job>> oases_plan(const JobOptions& requested, std::opti
   for (int d : kept_choice.choice) chosen.push_back(request.degrees[static_cast<std::size_t>(d)]);
   std::vector<int> optimum;
   for (int d : choice.choice) optimum.push_back(request.degrees[static_cast<std::size_t>(d)]);
-  const std::string spec = policy::to_string(policy::runs_of(chosen));
+  out.spec = policy::to_string(policy::runs_of(chosen));
   // The group's degree throughout is the plain plan (folded where it is large), as without the planner.
-  JobOptions final_options = base;
-  if (std::ranges::any_of(chosen, [&](int t) { return t != config.tp; })) final_options.tp_layers = spec;
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Job> job,
-                        with_context(plan_job(final_options), fmt::format("the planner's choice --tp-layers {}", spec)));
-  job->description += " (oases planner)";
-  if (summary != nullptr) {
-    const sim::StepMetrics& m = job->metrics;
-    std::int64_t peak = 0;
-    for (const sim::DeviceMetrics& d : m.per_device) peak = std::max(peak, d.peak_bytes);
-    const double space = std::pow(static_cast<double>(kept.size()), layers);
-    SearchSummary s{.baseline = "oases planner",
-                    .candidates = space > INT_MAX ? INT_MAX : static_cast<int>(space),
-                    .evaluated = 1,
-                    .failed = failed,
-                    .priced = static_cast<int>(std::min<std::int64_t>(choice.states, INT_MAX)),
-                    .slices = static_cast<int>(slices.size())};
-    s.finalists.push_back({.configuration = fmt::format("tp layers {}", spec),
-                           .family = "megatron",
-                           .rank = 1,
-                           .analytic_seconds = kept_choice.seconds,
-                           .analytic_peak = kept_choice.bytes,
-                           .analytic_fits = kept_choice.bytes <= request.memory_limit,
-                           .planned = true,
-                           .full_seconds = m.step_time,
-                           .full_peak = peak,
-                           .full_fits = !m.out_of_memory()});
-    s.winner = 0;
-    // Per degree, what one more layer adds inside a run of that degree: D(t, t) - A(t).
-    std::string terms;
-    for (std::size_t d = 0; d < request.degrees.size(); ++d)
-      terms += fmt::format("{}tp {} {:.4f} s {}", d ? ", " : "", request.degrees[d], node[d] + reshard[d][d],
-                           cost::format_bytes(static_cast<double>(layer_bytes[d])));
-    std::string boundaries;
-    for (std::size_t a = 0; a < request.degrees.size(); ++a)
-      for (std::size_t b = 0; b < request.degrees.size(); ++b)
-        if (a != b)
-          boundaries += fmt::format("{}{}->{} {:+.4f} s", boundaries.empty() ? "" : ", ", request.degrees[a],
-                                    request.degrees[b], reshard[a][b] - (reshard[a][a] + reshard[b][b]) / 2);
-    s.why = fmt::format("tp layers {} predicted {:.4f} s a step against {:.4f} s at uniform tp {} ({:+.2f}%{}), "
+  out.options = base;
+  out.uniform = std::ranges::all_of(chosen, [&](int t) { return t == config.tp; });
+  if (!out.uniform) out.options.tp_layers = out.spec;
+  out.seconds = kept_choice.seconds;
+  out.bytes = kept_choice.bytes;
+  out.fits = kept_choice.bytes <= request.memory_limit;
+  out.space = std::pow(static_cast<double>(kept.size()), layers);
+  out.states = choice.states;
+  out.slices = static_cast<int>(slices.size());
+  // Per degree, what one more layer adds inside a run of that degree: D(t, t) - A(t).
+  std::string terms;
+  for (std::size_t d = 0; d < request.degrees.size(); ++d)
+    terms += fmt::format("{}tp {} {:.4f} s {}", d ? ", " : "", request.degrees[d], node[d] + reshard[d][d],
+                         cost::format_bytes(static_cast<double>(layer_bytes[d])));
+  std::string boundaries;
+  for (std::size_t a = 0; a < request.degrees.size(); ++a)
+    for (std::size_t b = 0; b < request.degrees.size(); ++b)
+      if (a != b)
+        boundaries += fmt::format("{}{}->{} {:+.4f} s", boundaries.empty() ? "" : ", ", request.degrees[a],
+                                  request.degrees[b], reshard[a][b] - (reshard[a][a] + reshard[b][b]) / 2);
+  out.why = fmt::format("tp layers {} predicted {:.4f} s a step against {:.4f} s at uniform tp {} ({:+.2f}%{}), "
                         "{} of {} per device{}; solved exactly in {:.2f} ms ({} Pareto states) from {} slices; one "
                         "more layer costs {}; a boundary between degrees {}{}",
-                        spec, kept_choice.seconds, uniform.seconds, config.tp,
+                        out.spec, kept_choice.seconds, uniform.seconds, config.tp,
                         100 * (kept_choice.seconds / uniform.seconds - 1),
                         uniform.bytes > request.memory_limit ? ", which does not fit" : "",
                         cost::format_bytes(static_cast<double>(kept_choice.bytes)),
@@ -209,6 +190,40 @@ Expected<std::unique_ptr<Job>> oases_plan(const JobOptions& requested, std::opti
                             : std::string(),
                         1e3 * solve_seconds, choice.states, slices.size(), terms, boundaries.empty() ? "-" : "",
                         boundaries);
+  out.choose_seconds = clock.seconds();
+  return out;
+}
+
+Expected<std::unique_ptr<Job>> oases_plan(const JobOptions& requested, std::optional<SearchSummary>* summary) {
+  const StageClock clock;
+  const JobOptions base = resolved_oases_policy(requested);
+  if (base.tp_layers != "auto") return plan_job(base);
+  LOOM_ASSIGN_OR_RETURN(const OasesLayerChoice chosen, oases_layer_degrees(base));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Job> job, with_context(plan_job(chosen.options),
+                                                               fmt::format("the planner's choice --tp-layers {}", chosen.spec)));
+  job->description += " (oases planner)";
+  if (summary != nullptr) {
+    const sim::StepMetrics& m = job->metrics;
+    std::int64_t peak = 0;
+    for (const sim::DeviceMetrics& d : m.per_device) peak = std::max(peak, d.peak_bytes);
+    SearchSummary s{.baseline = "oases planner",
+                    .candidates = chosen.space > INT_MAX ? INT_MAX : static_cast<int>(chosen.space),
+                    .evaluated = 1,
+                    .failed = chosen.failed,
+                    .priced = static_cast<int>(std::min<std::int64_t>(chosen.states, INT_MAX)),
+                    .slices = chosen.slices};
+    s.finalists.push_back({.configuration = fmt::format("tp layers {}", chosen.spec),
+                           .family = "megatron",
+                           .rank = 1,
+                           .analytic_seconds = chosen.seconds,
+                           .analytic_peak = chosen.bytes,
+                           .analytic_fits = chosen.fits,
+                           .planned = true,
+                           .full_seconds = m.step_time,
+                           .full_peak = peak,
+                           .full_fits = !m.out_of_memory()});
+    s.winner = 0;
+    s.why = chosen.why;
     s.seconds = clock.seconds();
     *summary = std::move(s);
   }

@@ -48,10 +48,10 @@ JobOptions slice_options(const Job& loaded, const search::ClassKey& key, bool se
   o.zero = 0;
   o.recompute = key.recompute;
   o.coshard = {};
-  o.overlap = policy::Overlap::none;
+  o.overlap = key.overlap;
   o.fold = Fold::off;
   o.micro_batch_size = 0;
-  if (loaded.options.model.empty()) {  // a graph keeps its batch: micro-batches of the class's size
+  if (plans_a_graph(loaded.options)) {  // a graph keeps its batch: micro-batches of the class's size
     o.micro_batches = static_cast<int>(std::max<std::int64_t>(
         1, static_cast<std::int64_t>(loaded.workload.samples_per_step) / key.micro_batch_size));
   } else {
@@ -184,7 +184,7 @@ Expected<MeasuredFacts> measure_cost_facts(const Job& loaded, const std::vector<
   facts.layers = std::max(1, count_layers(loaded.graph));
   facts.forward_ops = static_cast<int>(std::ranges::count(loaded.graph.ops, ir::Pass::forward, &ir::Op::pass));
   if (facts.forward_ops == 0) return fail("the model has no forward op", "plan a model with a forward pass");
-  facts.preset = !loaded.options.model.empty();
+  facts.preset = !plans_a_graph(loaded.options);  // a preset, an --arch family or a model file: resized and folded
   facts.device_memory = loaded.cluster.gpu.memory_bytes;
   // The classes, each with the sequence parallelism its candidates take .
   std::vector<std::pair<search::ClassKey, bool>> classes;

@@ -69,7 +69,7 @@ double SegmentState::zero_fraction(int dp) const {
 }
 
 ClassKey class_of(const Candidate& candidate) {
-  return {candidate.config.tp, candidate.micro_batch_size, candidate.config.recompute};
+  return {candidate.config.tp, candidate.micro_batch_size, candidate.config.recompute, candidate.config.overlap};
 }
 
 bool better(const Estimate& a, const Estimate& b) {
@@ -142,7 +142,7 @@ Expected<Estimate> AnalyticCoster::price(const Candidate& candidate) {
   const auto st = facts_.state.find(c.tp);
   if (cls == facts_.classes.end() || st == facts_.state.end())
     return fail(fmt::format("no measured facts for {}", describe(candidate)),
-                "measure the class (tp, micro-batch size, recompute) before pricing it");
+                "measure the class (tp, micro-batch size, recompute, overlap) before pricing it");
   const ClassFacts& f = cls->second;
   const StageState& s = st->second;
   Estimate e;

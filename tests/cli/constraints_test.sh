@@ -13,7 +13,7 @@ replicate: [layers.*.ln1]
 EOF
 expect tp2 0 "$LOOM" plan "${small[@]}" --policy auto --constraints "$c" --out "$tmp/a" &&
   contains tp2-policy "policy     auto -> megatron: dp 2 x tp 2" &&
-  contains tp2-space "search     auto: 72 of 174 configurations within $c, "
+  contains tp2-space "search     auto: 90 of 201 configurations within $c, "
 expect tp2-again 0 "$LOOM" plan "${small[@]}" --policy auto --constraints "$c" --out "$tmp/b"
 for f in plan.json exec.json; do
   if cmp -s "$tmp/a/$f" "$tmp/b/$f"; then pass=$((pass+1)); else fail "tp2-deterministic-$f: files differ"; fi

@@ -1,11 +1,16 @@
 // search/plan_space.h: every candidate is a valid configuration of its policy for the facts (random
-// facts), the families hold what they say, and megatron-best's grid is inside the space.
+// facts), the families hold what they say, megatron-best's grid is inside the space, Oases' overlap is
+// offered exactly where the policy takes it, and tp crosses nodes in auto's space only.
 #include <gtest/gtest.h>
 
 #include <random>
 #include <set>
 
+#include "loom/api/auto_search.h"
+#include "loom/api/resolve_request.h"
+#include "loom/policy/policy.h"
 #include "loom/search/plan_space.h"
+#include "testing/small_search_job.h"
 
 namespace loom::search {
 namespace {
@@ -50,7 +55,8 @@ TEST(EnumerateSpace, EveryCandidateIsValidForRandomFacts) {
       } else {
         EXPECT_TRUE(p.pp == 1 || p.schedule != plan::ScheduleKind::gpipe);
       }
-      EXPECT_EQ(p.sequence_parallel, p.tp > 1 && p.tp <= sp_degree);
+      // Oases' overlapped candidates run without sequence parallelism.
+      EXPECT_EQ(p.sequence_parallel, p.tp > 1 && p.tp <= sp_degree && p.overlap == policy::Overlap::none);
       switch (c.family) {
         case Family::megatron: EXPECT_EQ(p.zero, 0); EXPECT_EQ(c.policy, "megatron"); break;
         case Family::zero:
@@ -131,6 +137,105 @@ TEST(EnumerateSpace, CoupledMicroBatchesRunWholeOrInGPipe) {
     // The baselines' pipelines are 1F1B: no GPipe, so their grids keep only the whole batches.
     for (const Candidate& c : enumerate_space(f, {.gpipe = false})) EXPECT_EQ(c.config.pp, 1) << describe(c);
   }
+}
+
+// A candidate's twin with the other overlap (Oases' candidates drop sequence parallelism).
+std::string twin_with_overlap(Candidate c, bool sequence_parallel) {
+  c.config.overlap = c.config.overlap == policy::Overlap::none ? policy::Overlap::oases : policy::Overlap::none;
+  c.config.sequence_parallel = c.config.overlap == policy::Overlap::none && sequence_parallel;
+  return describe(c);
+}
+
+// Random facts: every megatron candidate without overlap has its overlapped twin exactly where
+// takes_overlap says and the micro-batches are independent; every overlapped one is megatron's, with
+// tp > 1, an even micro-batch size and a 1F1B or GPipe schedule of one chunk. The baselines' filter has none.
+TEST(EnumerateSpace, OverlapExactlyWhereTheRuleTakesIt) {
+  std::mt19937 rng(29);
+  int overlapped = 0, refused = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    SpaceFacts f{.gpus = 1 << (rng() % 6), .gpus_per_node = 8,
+                 .global_batch = static_cast<std::int64_t>(1 + rng() % 128), .layers = static_cast<int>(rng() % 48)};
+    const bool sp = rng() % 2 == 0;
+    f.sequence_parallel = [sp](int) { return sp; };
+    f.micro_batching = static_cast<MicroBatching>(rng() % 3);
+    const std::vector<Candidate> space = enumerate_space(f);
+    std::set<std::string> names;
+    for (const Candidate& c : space) names.insert(describe(c));
+    for (const Candidate& c : space) {
+      SCOPED_TRACE(describe(c));
+      const policy::ParallelConfig& p = c.config;
+      if (p.overlap == policy::Overlap::oases) {
+        ++overlapped;
+        EXPECT_EQ(c.family, Family::megatron);
+        EXPECT_EQ(f.micro_batching, MicroBatching::independent);
+        EXPECT_GT(p.tp, 1);
+        EXPECT_EQ(c.micro_batch_size % 2, 0);
+        EXPECT_TRUE(p.pp == 1 || (p.virtual_stages == 1 && (p.schedule == plan::ScheduleKind::one_f_one_b ||
+                                                             p.schedule == plan::ScheduleKind::gpipe)));
+        EXPECT_TRUE(names.contains(twin_with_overlap(c, sp)));
+        EXPECT_FALSE(in_baseline_grids(p, 0));
+      } else if (c.family == Family::megatron) {
+        const bool expected = f.micro_batching == MicroBatching::independent && takes_overlap(p, c.micro_batch_size);
+        refused += !expected;
+        EXPECT_EQ(names.contains(twin_with_overlap(c, sp)), expected);
+      } else {
+        EXPECT_FALSE(names.contains(twin_with_overlap(c, sp)));
+      }
+    }
+    for (const Candidate& c : enumerate_space(f, {.overlap = false}))
+      EXPECT_EQ(c.config.overlap, policy::Overlap::none) << describe(c);
+  }
+  EXPECT_GT(overlapped, 100);
+  EXPECT_GT(refused, 100);
+}
+
+// takes_overlap against the policy itself: on gpt3-125m over 8 GPUs, each megatron candidate of the
+// space that the policy plans is planned with Oases' overlap switched on (sequence parallelism off) by
+// policy::apply_policy exactly when the space holds its overlapped twin (the policy's refusals: tp 1, an
+// odd batch per micro-batch, interleaved or zero-bubble pipelines).
+TEST(EnumerateSpace, OverlapWhereThePolicyPlansIt) {
+  api::JobOptions o = api::testing::small_search_job("gpt3-125m", "auto", 8);
+  o.global_batch = 24;  // micro-batch sizes 1-8 over dp 1-8: odd and even ones
+  auto loaded = api::load_job(o);
+  ASSERT_TRUE(loaded) << loaded.error().to_string();
+  auto facts = api::space_facts(**loaded);
+  ASSERT_TRUE(facts);
+  const std::vector<Candidate> space = enumerate_space(*facts);
+  std::set<std::string> names;
+  for (const Candidate& c : space) names.insert(describe(c));
+  int planned = 0, refused = 0;
+  for (const Candidate& c : space) {
+    if (c.family != Family::megatron || c.config.overlap != policy::Overlap::none ||
+        c.config.recompute != policy::Recompute::none)
+      continue;
+    SCOPED_TRACE(describe(c));
+    const auto plans_with = [&](const policy::ParallelConfig& config) {
+      auto fresh = plan::make_plan((*loaded)->graph, (*loaded)->catalog);
+      return fresh && policy::apply_policy(*fresh, "megatron", config, (*loaded)->catalog).has_value();
+    };
+    if (!plans_with(c.config)) continue;  // refused without the overlap too (tp 8 over 12 heads)
+    policy::ParallelConfig overlapped = c.config;
+    overlapped.overlap = policy::Overlap::oases;
+    overlapped.sequence_parallel = false;
+    const bool plans = plans_with(overlapped);
+    EXPECT_EQ(names.contains(twin_with_overlap(c, c.config.sequence_parallel)), plans);
+    planned += plans;
+    refused += !plans;
+  }
+  EXPECT_GT(planned, 3);
+  EXPECT_GT(refused, 3);
+}
+
+// auto's space puts tp above a node's GPUs (across nodes); the baselines' filter keeps it inside one.
+TEST(EnumerateSpace, TpCrossesNodesInAutosSpaceOnly) {
+  const SpaceFacts f{.gpus = 32, .gpus_per_node = 4, .global_batch = 32, .layers = 8};
+  int across = 0;
+  for (const Candidate& c : enumerate_space(f)) {
+    across += c.config.tp > 4;
+    EXPECT_EQ(in_baseline_grids(c.config, 4), c.config.tp <= 4 && in_baseline_grids(c.config, 0)) << describe(c);
+  }
+  EXPECT_GT(across, 0);
+  for (const Candidate& c : enumerate_space(f, {.tp_across_nodes = false})) EXPECT_LE(c.config.tp, 4) << describe(c);
 }
 
 TEST(EnumerateSpace, FilterKeepsTheChosenFamilies) {

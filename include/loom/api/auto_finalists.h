@@ -29,6 +29,7 @@ struct RankedSpace {
   const std::vector<search::Candidate>& candidates;
   const std::vector<std::optional<search::Estimate>>& estimates;  // aligned; nullopt: not priced
   std::vector<std::size_t> ranked;  // the priced candidates, best first (search::better)
+  int gpus_per_node = 0;  // the baselines' grids keep tp inside a node (search::in_baseline_grids; 0: any tp)
 };
 
 struct Finalists {

@@ -13,7 +13,11 @@
 //      the full path's optimum among its first few (bench/bench_auto_rank.cc reports the rank correlation
 //      and where the optimum falls). When no finalist fits in full, the candidates priced smallest are
 //      planned (at most kFinalistsPerFamily more: the costing underestimated the finalists' memory);
-//      when none could be planned at all, on down the ranking until one is.
+//      when none could be planned at all, on down the ranking until one is. auto also runs the Oases
+//      planner (oases_plan.h: per-layer tp degrees) on its best-ranked overlapped candidate without a
+//      pipeline that fits (the planner prices one stage of a preset's numbered layers), and plans its
+//      choice in full as one more finalist (a uniform choice is that candidate's own plan), so auto is no
+//      slower than the planner there.
 //   5. the best full result wins: fits, then faster (neither fits: smaller); ties: the better rank.
 // Deterministic: the same options give the same winner and the same summary (but its seconds).
 // `options.budget` (seconds, 0: none) stops pricing and planning when spent, keeping the best so far

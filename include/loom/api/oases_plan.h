@@ -28,7 +28,25 @@ namespace loom::api {
 // Whether the options ask for the planner (--tp-layers auto, or --policy oases).
 bool uses_oases_planner(const JobOptions& options);
 
-// The planner's job. `summary` gets "oases planner": the degree assignments in the space, the slices,
+// The planner's choice on a job (`--tp-layers auto` in its options, or --policy oases), before planning it.
+struct OasesLayerChoice {
+  JobOptions options;     // what to plan: megatron with the choice's --tp-layers (none where it is uniform)
+  std::string spec;       // the degrees by layer, "2x8,4x16"
+  bool uniform = true;    // every layer at the group's tp: the plain plan
+  double seconds = 0;     // the planner's predicted step
+  std::int64_t bytes = 0; // and peak per device
+  bool fits = true;
+  double space = 0;       // degree assignments in the space
+  std::int64_t states = 0;  // the solver's Pareto states
+  int slices = 0;
+  int failed = 0;         // degrees whose slices could not be planned (out of the space)
+  std::string why;        // the spec, the prediction against the uniform degree, the solver's time
+  double choose_seconds = 0;
+};
+// Errors: as oases_plan's, but the choice's own plan.
+Expected<OasesLayerChoice> oases_layer_degrees(const JobOptions& options);
+
+// The planner's job (oases_layer_degrees, then its choice planned in full). `summary` gets "oases planner": the degree assignments in the space, the slices,
 // the solver's states, the wall-clock, the chosen plan as its one finalist (predicted and simulated),
 // and why (the spec, the prediction against the uniform degree, the solver's time).
 // Errors: a policy other than megatron, a pipeline (pp > 1; the planner prices one stage), a graph file (the slices resize a preset's

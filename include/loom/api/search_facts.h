@@ -1,9 +1,10 @@
 // The facts the analytic costing reads (search/analytic_cost.h), measured on the engine's own path: per
-// class (tp, micro-batch size, recompute) one slice of the job planned, materialized and simulated in
-// full: one transformer layer of a preset (a preset that needs more, as Swin's stages do, and a graph
-// file: the whole depth, its layers averaged), dp 1,
-// pp 1, on tp devices, one micro-batch of the class's size (a graph file: its batch in micro-batches of
-// that size). From device 0 of the slice:
+// class (tp, micro-batch size, recompute, overlap) one slice of the job planned, materialized and
+// simulated in full: one transformer layer of a model built here (a preset, an --arch family or a model
+// file; one that needs more, as Swin's stages do, and a graph file: the whole depth, its layers
+// averaged), dp 1, pp 1, on tp devices, one micro-batch of the class's size (a graph file: its batch in
+// micro-batches of that size), with the class's overlap (an overlapped slice runs Oases' two sub-batches:
+// what the overlap hides is measured). From device 0 of the slice:
 //  - seconds: the compute stream's timeline cut into forward (until the first backward compute),
 //    backward (recomputation included) and optimizer phases; each interval from one compute start to the
 //    next goes to the segment of that compute's op (before the first layer, a layer, after the last), so

@@ -53,8 +53,9 @@ struct StateBytes {
   std::int64_t total() const { return parameter + gradient + optimizer; }
 };
 
-// One (tp, micro-batch size, recompute) class, measured on a slice (one layer, dp 1, pp 1, one
-// micro-batch of that size on tp devices), sequence parallelism as the space gives that tp.
+// One (tp, micro-batch size, recompute, overlap) class, measured on a slice (one layer, dp 1, pp 1, one
+// micro-batch of that size on tp devices), sequence parallelism as the space gives that tp. An overlapped
+// class's slice runs Oases' two sub-batches, so the communication the overlap hides is measured, not modelled.
 struct ClassFacts {
   PassSeconds layer;  // one transformer layer, per micro-batch
   PassSeconds first;  // the ops before the first layer (embeddings)
@@ -72,6 +73,7 @@ struct ClassKey {
   int tp = 1;
   std::int64_t micro_batch_size = 1;
   policy::Recompute recompute = policy::Recompute::none;
+  policy::Overlap overlap = policy::Overlap::none;
   auto operator<=>(const ClassKey&) const = default;
 };
 ClassKey class_of(const Candidate& candidate);
@@ -98,7 +100,7 @@ struct StageState {
 struct CostFacts {
   int layers = 1;           // transformer layers of the model (the slice holds one)
   int forward_ops = 0;      // of the whole model (the explicit plan's size estimate)
-  bool preset = true;       // a model preset (a graph file cannot be folded)
+  bool preset = true;       // a model built here: a preset, an --arch family or a model file (a graph file cannot be folded)
   std::int64_t device_memory = 0;
   std::map<ClassKey, ClassFacts> classes;
   std::map<int, StageState> state;  // by tp

@@ -2,10 +2,13 @@
 // schedules, memory feasibility), as plain data: one Candidate per configuration of the built-in
 // policies, enumerated from a few facts of the job. It holds megatron-best's and deepspeed-best's grids
 // (api/baseline_search.h) with every recomputation, so `auto` can never lose to them:
-//   megatron  tp in {1, 2, 4, 8} inside a node, pp dividing the layers, dp the rest; micro-batch size 1-8;
+//   megatron  tp in {1, 2, 4, 8} inside a node (auto: also across nodes smaller than 8, as Oases' Table III
+//             runs tp 8 over 4-GPU nodes), pp dividing the layers, dp the rest; micro-batch size 1-8;
 //             1F1B, interleaved 1F1B with 2 chunks (layers divisible by 2 pp, micro-batches by pp),
-//             ZB-H1 (pp > 1); sequence parallelism with tp where the model takes it; recomputation
-//             none, selective or full.
+//             ZB-H1 (pp > 1); sequence parallelism with tp where the model takes it; Oases' overlapped
+//             tensor parallelism (policy/overlap.h) where that policy takes it: tp > 1, an even micro-batch
+//             size (two sub-batches), 1F1B or GPipe with one chunk per device, micro-batches independent,
+//             without sequence parallelism (as Oases runs it); recomputation none, selective or full.
 //   zero      ZeRO data parallelism over every GPU (policy 'zero'): stage 1-3, micro-batch size 1-8,
 //             recomputation none or full.
 //   mixed     megatron with ZeRO over its dp ranks (dp > 1 and tp or pp > 1): stage 1-3, 1F1B,
@@ -60,15 +63,26 @@ struct SpaceFilter {
   // GPipe pipelines for a model whose micro-batches need every forward first (Megatron-LM's and DeepSpeed's
   // pipelines are 1F1B: the baselines have none).
   bool gpipe = true;
+  // Oases' overlap in the megatron family (Megatron-LM's and DeepSpeed's grids have none).
+  bool overlap = true;
+  // tp up to 8 also where a node holds fewer GPUs, the tp group spanning nodes (Megatron-LM keeps tp
+  // inside a node; Oases' overlap hides much of the slower links' cost, Table III: tp 8 on 4-GPU nodes).
+  bool tp_across_nodes = true;
 };
 
-// Whether a candidate's schedule is one the baselines' grids hold (not zero-bubble, not GPipe).
-bool baseline_schedule(const policy::ParallelConfig& config);
+// Whether the megatron policy takes Oases' overlap (policy::oases_megatron) for a configuration of
+// `micro_batch_size` samples per micro-batch and dp rank, on a model whose micro-batches are independent
+// (a model coupling its batch cannot split it into sub-batches either).
+bool takes_overlap(const policy::ParallelConfig& config, std::int64_t micro_batch_size);
 
-// Every candidate, in a fixed order (family, tp, pp, micro-batch size, schedule, ZeRO, recompute).
+// Whether the baselines' grids hold a configuration of their families: tp inside a node of
+// `gpus_per_node` GPUs (0: any tp), no zero-bubble or GPipe pipeline, no Oases overlap.
+bool in_baseline_grids(const policy::ParallelConfig& config, int gpus_per_node);
+
+// Every candidate, in a fixed order (family, tp, pp, micro-batch size, schedule, overlap, ZeRO, recompute).
 std::vector<Candidate> enumerate_space(const SpaceFacts& facts, const SpaceFilter& filter = {});
 
-// "megatron dp 8 tp 8 pp 16 mbs 1 m 12 1f1b sp recompute selective" — a candidate in one line.
+// "megatron dp 8 tp 8 pp 16 mbs 2 m 6 1f1b sp oases recompute selective" — a candidate in one line.
 std::string describe(const Candidate& candidate);
 
 }  // namespace loom::search
