@@ -22,21 +22,22 @@ std::int64_t Layout::size() const {
   return n;
 }
 
+// The grid is {r, v, d1, .., dn}; these two run in the layout search's inner loops (p2p_fetch pairs every
+// target with its holders), so they walk the factors in place rather than build grid().
 GridCoord Layout::coord_of(std::size_t position) const {
-  const std::vector<std::int64_t> g = grid();
-  GridCoord coord(g.size());
+  GridCoord coord(2 + d.size());
   auto rest = static_cast<std::int64_t>(position);
-  for (std::size_t axis = g.size(); axis-- > 0;) {
-    coord[axis] = rest % g[axis];
-    rest /= g[axis];
+  for (std::size_t axis = coord.size(); axis-- > 0;) {
+    const std::int64_t factor = axis == 0 ? r : axis == 1 ? v : d[axis - 2];
+    coord[axis] = rest % factor;
+    rest /= factor;
   }
   return coord;
 }
 
 std::size_t Layout::position_of(const GridCoord& coord) const {
-  const std::vector<std::int64_t> g = grid();
-  std::int64_t p = 0;
-  for (std::size_t axis = 0; axis < g.size(); ++axis) p = p * g[axis] + coord[axis];
+  std::int64_t p = coord[0] * v + coord[1];
+  for (std::size_t i = 0; i < d.size(); ++i) p = p * d[i] + coord[2 + i];
   return static_cast<std::size_t>(p);
 }
 

@@ -51,14 +51,15 @@ class Dijkstra {
       }
       // Weighted by the work of an expansion (SearchOptions): the p2p edge pairs every target with holders.
       const auto pairs = static_cast<std::int64_t>(here.devices.size() * goal.devices.size());
-      budget_used_ += std::max<std::int64_t>(1, (pairs + 255) / 256);
+      budget_used_ += options_.finish_by_p2p ? std::max<std::int64_t>(1, (pairs + 255) / 256) : 1;
       if (budget_used_ > options_.max_states) break;
       for (Transition& t : intra_transitions(here, request_.tensor)) relax(index, std::move(t));
       if (inter && device_set(here) == producer_devices)
         for (Transition& t : inter_transitions(here, request_.tensor, goal.devices, cluster_)) relax(index, std::move(t));
-      relax(index, Transition{goal, p2p_fetch(here, goal, request_.tensor, cluster_)});
+      if (options_.finish_by_p2p) relax(index, Transition{goal, p2p_fetch(here, goal, request_.tensor, cluster_)});
     }
-    // The p2p edge from every state keeps the goal reachable, so only the budget ends without it. Out
+    // The p2p edge from every state keeps the goal reachable, so only the budget (or finish_by_p2p
+    // false) ends without it. Out
     // of budget, the goal still holds the best path through the states expanded so far (the start's
     // own edges included, e.g. a direct all-reduce): good, though not proven best.
     if (goal_index) return plan_to(*goal_index);
@@ -150,10 +151,10 @@ Expected<TransitionPlan> TransitionCache::find(const TransitionRequest& request,
                                                const CommCostModel& cost, const SearchOptions& options) {
   LOOM_RETURN_IF_ERROR(with_context(validate(request.producer, request.tensor, cluster), "producer"));
   LOOM_RETURN_IF_ERROR(with_context(validate(request.consumer, request.tensor, cluster), "consumer"));
-  std::string key = fmt::format("{} {} {} {} | {} {} | {} | {}", request.tensor.shape.to_string(),
+  std::string key = fmt::format("{} {} {} {} | {} {} | {} | {}{}", request.tensor.shape.to_string(),
                                 ir::name(request.tensor.dtype), to_string(canonical(request.producer)),
                                 to_string(canonical(request.consumer)), cluster.name, cluster.device_count(),
-                                cost.fingerprint(), options.max_states);
+                                cost.fingerprint(), options.max_states, options.finish_by_p2p ? "" : " collectives");
   if (auto it = plans_.find(key); it != plans_.end()) {
     ++hits_;
     return it->second;

@@ -8,6 +8,11 @@ namespace {
 
 using Holding = std::map<int, BufferId>;  // device -> the buffer it holds of the moving tensor
 
+// The budget of a search of collectives alone, in states, per weighted state of the first search's
+// budget: such a state costs a fraction of one with the p2p edge (which pairs every consumer device with
+// the holders), and the hierarchical plan on 64 devices needs ~900 of them.
+constexpr std::int64_t kCollectiveStatesPerState = 2;
+
 // `part` as a part of `frame` (the inverse of plan::nested); nullopt when it does not lie inside it.
 std::optional<plan::ValuePart> within(plan::ValuePart frame, plan::ValuePart part) {
   if (part.count % frame.count != 0) return std::nullopt;
@@ -18,6 +23,7 @@ std::optional<plan::ValuePart> within(plan::ValuePart frame, plan::ValuePart par
 
 struct StepContext {
   ProgramBuilder& builder;
+  const cluster::Cluster& cluster;
   ir::TensorId tensor;
   std::span<const plan::IndexRange> region;
   plan::ValuePart frame;  // the value part of the tensor that moves (whole, or e.g. one micro-batch's sum)
@@ -58,6 +64,53 @@ Expected<Holding> lower_collective(const StepContext& ctx, const comm::PlannedSt
   }
   return next;
 }
+
+// The offset of a p2p step's receiver from its sender, which orders every member's sends and receives.
+// Over one node, a ring over the new layout's positions: member i sends to i + 1, i + 2, ... and receiver
+// j takes from j - 1, j - 2, .... Over several nodes that hold as many of the layout's devices each, the
+// offset on the torus of nodes x ranks (each device's node among the layout's nodes, and its rank among
+// their devices on that node, both by id): (node offset, rank offset), node first. The ring over positions
+// sent node 0's first device its first part within its node and node 1's across nodes (ZeRO's node-major
+// shards), so no node's programs stood for another's in a folded step (fold_classes.h); on the torus every
+// node's members send alike. A sender outside the layout comes last.
+class SendOrder {
+ public:
+  SendOrder(const std::vector<int>& devices, const cluster::Cluster& cluster) : n_(static_cast<std::ptrdiff_t>(devices.size())) {
+    std::map<int, std::vector<int>> by_node;
+    for (int d : devices) by_node[cluster.node_of(d)].push_back(d);
+    const std::size_t per_node = by_node.begin()->second.size();
+    const bool torus = by_node.size() > 1 && std::ranges::all_of(by_node, [&](const auto& node) { return node.second.size() == per_node; });
+    if (torus) {
+      nodes_ = static_cast<std::ptrdiff_t>(by_node.size());
+      ranks_ = static_cast<std::ptrdiff_t>(per_node);
+      std::ptrdiff_t node = 0;
+      for (auto& [id, members] : by_node) {
+        std::ranges::sort(members);
+        for (std::size_t rank = 0; rank < members.size(); ++rank) at_[members[rank]] = {node, static_cast<std::ptrdiff_t>(rank)};
+        ++node;
+      }
+    } else {
+      for (std::size_t p = 0; p < devices.size(); ++p) at_[devices[p]] = {0, static_cast<std::ptrdiff_t>(p)};
+      nodes_ = 1;
+      ranks_ = n_;
+    }
+  }
+
+  // In [0, n), 0 for the receiver itself; n for a sender outside the layout.
+  std::ptrdiff_t distance(int from, int to) const {
+    const auto f = at_.find(from);
+    if (f == at_.end()) return n_;
+    const auto& [from_node, from_rank] = f->second;
+    const auto& [to_node, to_rank] = at_.at(to);
+    return wrap(to_node - from_node, nodes_) * ranks_ + wrap(to_rank - from_rank, ranks_);
+  }
+
+ private:
+  static std::ptrdiff_t wrap(std::ptrdiff_t x, std::ptrdiff_t n) { return (x % n + n) % n; }
+
+  std::ptrdiff_t n_ = 0, nodes_ = 1, ranks_ = 1;
+  std::map<int, std::pair<std::ptrdiff_t, std::ptrdiff_t>> at_;  // device -> (node, rank), or (0, position)
+};
 
 // Point-to-point steps carry no slices, so each device of the new layout fetches its piece from the
 // old one. Value parts must stay one decomposition: the devices of one new value group draw, for each
@@ -123,18 +176,10 @@ Expected<Holding> lower_p2p(const StepContext& ctx, const comm::PlannedStep& pla
     }
     if (moves.size() == before_count) return failf("no old chunk meets {}", target.to_string());
   }
-  // Every send first, then each device's receives and combine (ProgramBuilder::send), in ring order
-  // over the new layout's positions: member i sends to i + 1, i + 2, ... and receiver j takes from
-  // j - 1, j - 2, ..., so every member's k-th transfer waits alike (an exchange stays one device class).
-  const auto n = static_cast<std::ptrdiff_t>(after.devices.size());
-  const auto position = [&](int device) -> std::ptrdiff_t {
-    const auto it = std::ranges::find(after.devices, device);
-    return it == after.devices.end() ? -1 : it - after.devices.begin();
-  };
-  const auto distance = [&](const Move& m) -> std::ptrdiff_t {
-    const std::ptrdiff_t from = position(m.member);
-    return from < 0 ? n : ((static_cast<std::ptrdiff_t>(m.to) - from) % n + n) % n;
-  };
+  // Every send first, then each device's receives and combine (ProgramBuilder::send), in the order of
+  // their offsets (SendOrder): every member's k-th transfer waits alike (an exchange stays one device class).
+  const SendOrder offsets(after.devices, ctx.cluster);
+  const auto distance = [&](const Move& m) { return offsets.distance(m.member, after.devices[m.to]); };
   std::vector<std::size_t> order(moves.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::ranges::stable_sort(order, [&](std::size_t a, std::size_t b) { return distance(moves[a]) < distance(moves[b]); });
@@ -183,6 +228,28 @@ Expected<Holding> lower_step(const StepContext& ctx, const comm::PlannedStep& pl
   return fail("unknown primitive");
 }
 
+bool has_p2p(const comm::TransitionPlan& plan) {
+  return std::ranges::any_of(plan.steps, [](const comm::PlannedStep& s) { return s.step.primitive == comm::Primitive::p2p; });
+}
+
+// The search's plan; where it ran out of budget and finishes by sends, a plan of collectives alone when
+// one is no slower. A truncated search finishes by whatever p2p step its cheapest expanded state offers:
+// for llama3-8b's norm gradients over 8 nodes (V(64) -> node-major D(64)) a reduce-scatter within pairs
+// of nodes, then sends whose pattern differs per node (node 0 to nodes 1-3, node 1 to nodes 4-7), so no
+// node's programs stand for another's in a folded step (fold_classes.h). Without the p2p edge a state
+// costs its collective rules alone (comm::SearchOptions::finish_by_p2p), so the search reaches the
+// hierarchical plan (all-reduce within each node, then among the nodes' peers: the same on every node,
+// 52.1 us against 55.1 us) for about the cost of the first search.
+Expected<comm::TransitionPlan> route(const SearchContext& search, const comm::TransitionRequest& request) {
+  LOOM_ASSIGN_OR_RETURN(comm::TransitionPlan found, search.cache.find(request, search.cluster, search.cost, search.options));
+  if (!found.stopped_early || !has_p2p(found)) return found;
+  const comm::SearchOptions collectives{.max_states = kCollectiveStatesPerState * search.options.max_states,
+                                        .finish_by_p2p = false};
+  LOOM_ASSIGN_OR_RETURN(comm::TransitionPlan alone, search.cache.find(request, search.cluster, search.cost, collectives));
+  if (!has_p2p(alone) && alone.time <= found.time) return alone;
+  return found;
+}
+
 }  // namespace
 
 Expected<std::optional<std::vector<BufferId>>> layout_transition(ProgramBuilder& builder, const SearchContext& search,
@@ -216,14 +283,13 @@ Expected<std::optional<std::vector<BufferId>>> layout_transition(ProgramBuilder&
   auto memo_key = std::make_tuple(spec.shape.dims, spec.dtype, *from, *to);
   auto known = search.memo.find(memo_key);
   if (known == search.memo.end()) {
-    LOOM_ASSIGN_OR_RETURN(comm::TransitionPlan found,
-                          search.cache.find({spec, *from, *to}, search.cluster, search.cost, search.options));
+    LOOM_ASSIGN_OR_RETURN(comm::TransitionPlan found, route(search, {spec, *from, *to}));
     known = search.memo.emplace(std::move(memo_key), std::move(found)).first;
   }
   const comm::TransitionPlan& plan = known->second;
   Holding holding;
   for (BufferId b : producers) holding[builder.device(b)] = b;
-  const StepContext ctx{builder, tensor, *region, frame};
+  const StepContext ctx{builder, search.cluster, tensor, *region, frame};
   comm::Layout before = comm::canonical(*from);
   for (const comm::PlannedStep& planned : plan.steps) {
     Expected<Holding> next = lower_step(ctx, planned, before, holding);

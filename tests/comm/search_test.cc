@@ -1,6 +1,8 @@
 #include "loom/comm/search.h"
 
+#include <algorithm>
 #include <random>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -141,6 +143,45 @@ TEST(SearchTransition, LargeDeviceCountsFinishWithinTheDefaultBudget) {
   EXPECT_LT(p.time, p.baseline_time);
   // A budget below one such state's weight stops right after expanding the start.
   EXPECT_EQ(search_transition(r, dgx, model, SearchOptions{.max_states = 200}).value().states_explored, 1);
+}
+
+// A small gradient summed over 64 devices of 8 nodes into ZeRO's node-major shards (llama3-8b's norm
+// weights): within the materializer's budget (1,000 weighted states, 63 of 64 devices) the search
+// finishes by sends after a reduce-scatter within pairs of nodes, a pattern that differs per node. Without
+// the p2p edge (finish_by_p2p false) a state weighs one, and 2,000 of them reach the hierarchical plan of
+// collectives alone, the same on every node and faster.
+TEST(SearchTransition, CollectivesAloneReachTheHierarchicalPlanWhereP2pRanOutOfBudget) {
+  const cluster::Cluster h100 = cluster::make_cluster("dgx-h100x8").value();
+  const AlphaBetaCostModel model(h100);
+  std::string node_major;
+  for (int shard = 0; shard < 64; ++shard) node_major += (shard ? "," : "") + std::to_string(shard % 8 * 8 + shard / 8);
+  const TransitionRequest r{TensorSpec{ir::Shape{4096}, ir::DType::bf16}, parse("R(1)V(64)D(1)@0-63"),
+                            parse("R(1)V(1)D(64)@" + node_major)};
+  const auto has_p2p = [](const TransitionPlan& p) {
+    return std::ranges::any_of(p.steps, [](const PlannedStep& s) { return s.step.primitive == Primitive::p2p; });
+  };
+  const TransitionPlan truncated = search_transition(r, h100, model, SearchOptions{.max_states = 1'000}).value();
+  EXPECT_TRUE(truncated.stopped_early);
+  EXPECT_TRUE(has_p2p(truncated));
+  const TransitionPlan alone =
+      search_transition(r, h100, model, SearchOptions{.max_states = 2'000, .finish_by_p2p = false}).value();
+  EXPECT_FALSE(alone.stopped_early);
+  EXPECT_FALSE(has_p2p(alone));
+  EXPECT_EQ(alone.steps.back().after, canonical(r.consumer));
+  EXPECT_LT(alone.time, truncated.time);
+  // Every collective's groups are either within one node or one rank of every node.
+  for (const PlannedStep& s : alone.steps)
+    for (const std::vector<int>& group : s.step.groups) {
+      const bool one_node = std::ranges::all_of(group, [&](int d) { return h100.node_of(d) == h100.node_of(group.front()); });
+      const bool one_rank = std::ranges::all_of(group, [&](int d) { return d % 8 == group.front() % 8; }) && group.size() == 8;
+      EXPECT_TRUE(one_node || one_rank) << s.step.rule;
+    }
+  // Out of budget with nothing but collectives, it answers plain p2p (the baseline), never nothing.
+  const TransitionPlan starved =
+      search_transition(r, h100, model, SearchOptions{.max_states = 10, .finish_by_p2p = false}).value();
+  EXPECT_TRUE(starved.stopped_early);
+  ASSERT_EQ(starved.steps.size(), 1u);
+  EXPECT_EQ(starved.steps.front().step.primitive, Primitive::p2p);
 }
 
 TEST(SearchTransition, ManyDevicesStillFindTheTextbookAllReduce) {

@@ -35,6 +35,12 @@ struct SearchOptions {
   // 16 on 64, 256 on 256. 20,000 then bounds any search to a few seconds on one core (about 5 s on 16
   // devices, 2-3 s on 64 or 256) while still solving e.g. D(32)->R(32) (3,521 states of weight 4).
   std::int64_t max_states = 20'000;
+  // Whether every state may finish by a p2p step to the consumer. False: only collectives and local
+  // steps (and the inter-group rules), the plain p2p baseline kept for when no such path reaches the
+  // consumer within the budget; without the p2p edge a state's expansion costs about its collective
+  // rules alone, so it counts one state whatever its devices. The materializer asks for this where the
+  // search ran out of budget and would finish by sends between nodes (exec/layout_transition.cc).
+  bool finish_by_p2p = true;
 };
 
 struct PlannedStep {
