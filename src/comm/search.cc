@@ -59,9 +59,9 @@ class Dijkstra {
       if (options_.finish_by_p2p) relax(index, Transition{goal, p2p_fetch(here, goal, request_.tensor, cluster_)});
     }
     // The p2p edge from every state keeps the goal reachable, so only the budget (or finish_by_p2p
-    // false) ends without it. Out
-    // of budget, the goal still holds the best path through the states expanded so far (the start's
-    // own edges included, e.g. a direct all-reduce): good, though not proven best.
+    // false) ends without it. Out of budget, the goal still holds the best path through the states
+    // expanded so far (the start's own edges included, e.g. a direct all-reduce): good, though not
+    // proven best.
     if (goal_index) return plan_to(*goal_index);
     if (const auto it = index_.find(goal); it != index_.end()) {
       TransitionPlan plan = plan_to(it->second);
