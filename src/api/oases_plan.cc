@@ -76,7 +76,6 @@ bool uses_oases_planner(const JobOptions& options) {
 }
 
 Expected<OasesLayerChoice> oases_layer_degrees(const JobOptions& requested) {
-  const StageClock clock;
   JobOptions base = resolved_oases_policy(requested);
   OasesLayerChoice out;
   base.tp_layers.clear();
@@ -190,7 +189,6 @@ Expected<OasesLayerChoice> oases_layer_degrees(const JobOptions& requested) {
                             : std::string(),
                         1e3 * solve_seconds, choice.states, slices.size(), terms, boundaries.empty() ? "-" : "",
                         boundaries);
-  out.choose_seconds = clock.seconds();
   return out;
 }
 

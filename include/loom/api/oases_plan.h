@@ -41,7 +41,6 @@ struct OasesLayerChoice {
   int slices = 0;
   int failed = 0;         // degrees whose slices could not be planned (out of the space)
   std::string why;        // the spec, the prediction against the uniform degree, the solver's time
-  double choose_seconds = 0;
 };
 // Errors: as oases_plan's, but the choice's own plan.
 Expected<OasesLayerChoice> oases_layer_degrees(const JobOptions& options);
