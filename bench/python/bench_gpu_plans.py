@@ -138,6 +138,7 @@ def torch_steps(torch, module, batches, optimizer, device):
 
 def device(args):
     import torch
+    import transformers
 
     from loom.runtime.initial import module_state
     from loom.runtime.launch import load_manifest, train
@@ -146,11 +147,9 @@ def device(args):
     out.mkdir(parents=True, exist_ok=True)
     doc = json.loads((work / "cases.json").read_text())
     where = args.on
-    info = {"torch": torch.__version__, "device": torch.cuda.get_device_name() if where == "cuda" else "cpu",
+    info = {"torch": torch.__version__, "transformers": transformers.__version__,
+            "device": torch.cuda.get_device_name() if where == "cuda" else "cpu",
             "tf32": torch.backends.cuda.matmul.allow_tf32}
-    import transformers
-
-    info["transformers"] = transformers.__version__
     print(json.dumps(info), flush=True)
     modules, torch_runs, runs = {}, {}, {}
     for model, spec in doc["models"].items():
