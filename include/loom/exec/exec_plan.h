@@ -145,8 +145,8 @@ struct CollectiveInfo {
   // gradient this moves; -1 when none (an all-reduce pairs with the identity).
   std::int64_t paired = -1;
   // The step this collective is one group of, where the step runs several groups at once (the layout
-  // search's multi-group comm::Step, emitted as one collective per group; a bucket or prefetch of such
-  // collectives; a folded step's data-parallel reductions of one gradient): an index into
+  // search's multi-group comm::Step, emitted as one collective per group, and in a folded step each
+  // instance of one; a bucket or prefetch of such collectives): an index into
   // ExecPlan::group_steps. Those groups run together and share their nodes' NICs, so the simulator prices
   // this collective as the whole step (sim/durations.h), as the layout search did. -1: it runs alone.
   std::int64_t step = -1;
