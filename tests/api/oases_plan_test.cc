@@ -101,6 +101,15 @@ TEST(OasesPlan, RefusesWhatItCannotPrice) {
   const Expected<std::unique_ptr<Job>> t = oases_plan(tight);
   ASSERT_FALSE(t.has_value());
   EXPECT_NE(t.error().to_string().find("fits"), std::string::npos) << t.error().to_string();
+  // Forced to the group's degree (a batch of 2), the same refusal comes from the full plan: 16 layers of
+  // LLaMA-65B at tp 4 hold ~51 GiB of model states per device.
+  tight.global_batch = 2;
+  tight.layers = 16;
+  const Expected<std::unique_ptr<Job>> forced = oases_plan(tight);
+  ASSERT_FALSE(forced.has_value());
+  EXPECT_NE(forced.error().to_string().find("no choice of degrees fits"), std::string::npos)
+      << forced.error().to_string();
+  EXPECT_NE(forced.error().to_string().find("the only degree the batch takes"), std::string::npos);
 }
 
 }  // namespace
