@@ -3,10 +3,12 @@
 #include "loom/api/oases_plan.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <ranges>
 #include <thread>
 
 #include "loom/api/search_facts.h"
@@ -36,14 +38,24 @@ JobOptions resolved_oases_policy(JobOptions o) {
   return o;
 }
 
-Expected<SliceResult> price_slice(JobOptions options, int layers, const std::vector<int>& degrees) {
+// The largest peak of the job's devices.
+std::int64_t peak_bytes(const Job& job) {
+  std::int64_t peak = 0;
+  for (const sim::DeviceMetrics& d : job.metrics.per_device) peak = std::max(peak, d.peak_bytes);
+  return peak;
+}
+
+// The job at `layers` layers with these degrees, planned unfolded (a mixed plan does not fold).
+JobOptions slice_options(JobOptions options, int layers, const std::vector<int>& degrees) {
   options.layers = layers;
   options.tp_layers = policy::to_string(policy::runs_of(degrees));
   options.fold = Fold::off;
-  LOOM_ASSIGN_OR_RETURN(const std::unique_ptr<Job> job, plan_job(options));
-  std::int64_t peak = 0;
-  for (const sim::DeviceMetrics& d : job->metrics.per_device) peak = std::max(peak, d.peak_bytes);
-  return SliceResult{job->metrics.step_time, peak};
+  return options;
+}
+
+Expected<SliceResult> price_slice(const JobOptions& base, int layers, const std::vector<int>& degrees) {
+  LOOM_ASSIGN_OR_RETURN(const std::unique_ptr<Job> job, plan_job(slice_options(base, layers, degrees)));
+  return SliceResult{job->metrics.step_time, peak_bytes(*job)};
 }
 
 std::vector<int> divisors(int n) {
@@ -51,6 +63,14 @@ std::vector<int> divisors(int n) {
   for (int d = 1; d <= n; ++d)
     if (n % d == 0) out.push_back(d);
   return out;
+}
+
+// Whether the policy takes a layer at degree t: its T/t copies must divide the batch as the group's
+// degree does (dp x micro-batches x copies, and Oases' two sub-batches). The policy stage alone decides
+// it (tens of ms); a degree it refuses is one whose slices fail, out of the space.
+bool policy_takes(const JobOptions& base, int t) {
+  Expected<std::unique_ptr<Job>> job = load_job(slice_options(base, 1, {t}));
+  return job && apply_policy(**job).has_value();
 }
 
 // The slices, both cores at once: for each degree, one layer (index d), then each pair (a, b) of two
@@ -99,6 +119,19 @@ Expected<OasesLayerChoice> oases_layer_degrees(const JobOptions& requested) {
   // The slices, and the degrees whose one-layer slice plans (a degree whose copies do not divide the batch
   // is out of the space); the group's own degree must.
   std::vector<int> degrees = divisors(config.tp);
+  out.options = base;
+  if (std::ranges::none_of(degrees, [&](int t) { return t != config.tp && policy_takes(base, t); })) {
+    // Only the group's degree is in the space: its one assignment is the choice, and pricing slices
+    // (planned in full on the whole mesh) could not change it. The plain plan, planned by the caller.
+    out.spec = fmt::format("{}x{}", config.tp, layers);
+    out.forced = true;
+    out.space = 1;
+    out.failed = static_cast<int>(degrees.size()) - 1;
+    out.why = fmt::format("tp layers {}: the only degree the batch takes (the policy refuses the copies of every lower "
+                          "degree: {}), so no slices were priced",
+                          out.spec, fmt::join(degrees | std::views::take(degrees.size() - 1), ", "));
+    return out;
+  }
   const std::vector<Expected<SliceResult>> slices = price_slices(base, degrees);
   const std::size_t n = degrees.size();
   const std::size_t T = n - 1;  // the group's degree, the largest divisor
@@ -154,7 +187,6 @@ Expected<OasesLayerChoice> oases_layer_degrees(const JobOptions& requested) {
   for (int d : choice.choice) optimum.push_back(request.degrees[static_cast<std::size_t>(d)]);
   out.spec = policy::to_string(policy::runs_of(chosen));
   // The group's degree throughout is the plain plan (folded where it is large), as without the planner.
-  out.options = base;
   out.uniform = std::ranges::all_of(chosen, [&](int t) { return t == config.tp; });
   if (!out.uniform) out.options.tp_layers = out.spec;
   out.seconds = kept_choice.seconds;
@@ -200,10 +232,14 @@ Expected<std::unique_ptr<Job>> oases_plan(const JobOptions& requested, std::opti
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Job> job, with_context(plan_job(chosen.options),
                                                                fmt::format("the planner's choice --tp-layers {}", chosen.spec)));
   job->description += " (oases planner)";
+  if (chosen.forced && job->metrics.out_of_memory())
+    return fail(fmt::format("oases planner: no choice of degrees fits in {} per device; {}, needs {}",
+                            cost::format_bytes(static_cast<double>(job->cluster.gpu.memory_bytes)), chosen.why,
+                            cost::format_bytes(static_cast<double>(peak_bytes(*job)))),
+                "use more GPUs per tp group, recomputation, or a smaller batch");
   if (summary != nullptr) {
     const sim::StepMetrics& m = job->metrics;
-    std::int64_t peak = 0;
-    for (const sim::DeviceMetrics& d : m.per_device) peak = std::max(peak, d.peak_bytes);
+    const std::int64_t peak = peak_bytes(*job);
     SearchSummary s{.baseline = "oases planner",
                     .candidates = chosen.space > INT_MAX ? INT_MAX : static_cast<int>(chosen.space),
                     .evaluated = 1,

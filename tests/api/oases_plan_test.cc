@@ -48,6 +48,46 @@ TEST(OasesPlan, PlansItsChoiceInFullAndDeterministically) {
   EXPECT_EQ((*c)->description, (*a)->description);
 }
 
+// Where the policy takes no lower degree (a batch of 2: Oases' two sub-batches leave one sample, and tp 2
+// or 1 needs 2 or 4 copies of it), the space is the group's degree throughout: the planner prices no
+// slice and plans the plain tp-4 plan. With a batch of 16 the lower degrees are in the space, and every
+// slice is priced (PlansItsChoiceInFullAndDeterministically: 12).
+TEST(OasesPlan, TakesTheOnlyDegreeTheBatchTakesWithoutPricingSlices) {
+  JobOptions o = bert_group(4, "auto");
+  o.global_batch = 2;
+  for (const char* lower : {"1x4", "2x4"}) {
+    JobOptions refused = o;
+    refused.tp_layers = lower;
+    const Expected<std::unique_ptr<Job>> r = plan_job(refused);
+    ASSERT_FALSE(r.has_value()) << lower;
+    EXPECT_NE(r.error().to_string().find("copies"), std::string::npos) << r.error().to_string();
+  }
+  const Expected<OasesLayerChoice> choice = oases_layer_degrees(o);
+  ASSERT_TRUE(choice.has_value()) << choice.error().to_string();
+  EXPECT_TRUE(choice->forced);
+  EXPECT_TRUE(choice->uniform);
+  EXPECT_EQ(choice->spec, "4x4");
+  EXPECT_EQ(choice->failed, 2);
+  std::optional<SearchSummary> summary;
+  const Expected<std::unique_ptr<Job>> planned = oases_plan(o, &summary);
+  ASSERT_TRUE(planned.has_value()) << planned.error().to_string();
+  ASSERT_TRUE(summary);
+  EXPECT_EQ(summary->slices, 0);
+  JobOptions plain = o;
+  plain.tp_layers.clear();
+  const Expected<std::unique_ptr<Job>> uniform = plan_job(plain);
+  ASSERT_TRUE(uniform.has_value()) << uniform.error().to_string();
+  EXPECT_DOUBLE_EQ((*planned)->metrics.step_time, (*uniform)->metrics.step_time);
+  EXPECT_EQ((*planned)->request.config.layer_tp, (*uniform)->request.config.layer_tp);
+
+  JobOptions open = bert_group(4, "auto");
+  const Expected<OasesLayerChoice> priced = oases_layer_degrees(open);
+  ASSERT_TRUE(priced.has_value()) << priced.error().to_string();
+  EXPECT_FALSE(priced->forced);
+  EXPECT_EQ(priced->slices, 12);
+  EXPECT_EQ(priced->failed, 0);
+}
+
 TEST(OasesPlan, RefusesWhatItCannotPrice) {
   JobOptions piped = bert_group(4, "auto");
   piped.tp = 2;
@@ -61,6 +101,15 @@ TEST(OasesPlan, RefusesWhatItCannotPrice) {
   const Expected<std::unique_ptr<Job>> t = oases_plan(tight);
   ASSERT_FALSE(t.has_value());
   EXPECT_NE(t.error().to_string().find("fits"), std::string::npos) << t.error().to_string();
+  // Forced to the group's degree (a batch of 2), the same refusal comes from the full plan: 16 layers of
+  // LLaMA-65B at tp 4 hold ~51 GiB of model states per device.
+  tight.global_batch = 2;
+  tight.layers = 16;
+  const Expected<std::unique_ptr<Job>> forced = oases_plan(tight);
+  ASSERT_FALSE(forced.has_value());
+  EXPECT_NE(forced.error().to_string().find("no choice of degrees fits"), std::string::npos)
+      << forced.error().to_string();
+  EXPECT_NE(forced.error().to_string().find("the only degree the batch takes"), std::string::npos);
 }
 
 }  // namespace

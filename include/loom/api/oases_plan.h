@@ -15,6 +15,9 @@
 // optimum is kept unless it gains less than 0.5 % over the group's uniform degree (which fits): the
 // additivity error of the slices, where a mixed plan would be noise. The choice is then planned and
 // simulated in full: the job returned is that plan, its description naming the degrees.
+// Where the policy refuses every lower degree (its T/t copies do not divide the batch, checked at the
+// policy stage), the space holds one assignment, the group's degree throughout: it is the choice without a
+// slice priced (on 64 GPUs the two tp-T slices alone take seconds), and its full plan says whether it fits.
 #pragma once
 
 #include <memory>
@@ -33,6 +36,7 @@ struct OasesLayerChoice {
   JobOptions options;     // what to plan: megatron with the choice's --tp-layers (none where it is uniform)
   std::string spec;       // the degrees by layer, "2x8,4x16"
   bool uniform = true;    // every layer at the group's tp: the plain plan
+  bool forced = false;    // the policy takes no lower degree: uniform without slices, nothing predicted
   double seconds = 0;     // the planner's predicted step
   std::int64_t bytes = 0; // and peak per device
   bool fits = true;
