@@ -6,34 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <random>
+
+#include "sharding_test_grid.h"
 
 namespace loom::search {
 namespace {
-
-// A grid of 3-strategy nodes with random edge costs and a binding usage limit, small enough for the
-// MILP path (side 40: about 30 000 cells) and far too large for it to close in the timeouts used here
-// (its LP relaxation is fractional; CBC then branches).
-ShardingProblem grid(int side, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  ShardingProblem p;
-  for (int i = 0; i < side * side; ++i)
-    p.nodes.push_back({"", i % side, i % side + 2,
-                       {static_cast<std::int64_t>(rng() % 100), static_cast<std::int64_t>(rng() % 100), 50},
-                       {1, 3, 2}});
-  auto link = [&](int a, int b) {
-    ShardingEdge edge{a, b, {}};
-    for (int c = 0; c < 9; ++c) edge.costs.push_back(static_cast<std::int64_t>(rng() % 60));
-    p.edges.push_back(edge);
-  };
-  for (int r = 0; r < side; ++r)
-    for (int c = 0; c < side; ++c) {
-      if (c + 1 < side) link(r * side + c, r * side + c + 1);
-      if (r + 1 < side) link(r * side + c, (r + 1) * side + c);
-    }
-  p.usage_limit = 4 * side;
-  return p;
-}
 
 const SolveStage* find_stage(const ShardingResult& result, const std::string& name) {
   auto it = std::find_if(result.stages.begin(), result.stages.end(), [&](const SolveStage& s) { return s.name == name; });
@@ -55,7 +32,7 @@ void expect_stages_within(const ShardingResult& result, double timeout) {
 }
 
 TEST(SolveShardingDeadline, TheMilpStopsAtTheSolvesDeadline) {
-  const ShardingProblem p = grid(40, 3);
+  const ShardingProblem p = random_grid(40, 3);  // the MILP path (about 30 000 cells), far from closed in time
   for (const double timeout : {0.02, 0.1}) {
     SolveOptions options;
     options.timeout_seconds = timeout;
@@ -74,7 +51,7 @@ TEST(SolveShardingDeadline, TheMilpStopsAtTheSolvesDeadline) {
 // A timeout counted from a start already past: nothing but the mandatory stages runs, and the answer is
 // the (feasible) start.
 TEST(SolveShardingDeadline, AStartPastTheTimeoutSkipsTheSearchAndTheMilp) {
-  const ShardingProblem p = grid(10, 5);
+  const ShardingProblem p = random_grid(10, 5);
   SolveOptions options;
   options.timeout_seconds = 1;
   options.started = std::chrono::steady_clock::now() - std::chrono::seconds(2);
@@ -93,7 +70,7 @@ TEST(SolveShardingDeadline, AStartPastTheTimeoutSkipsTheSearchAndTheMilp) {
 
 // Without a timeout the same grid runs every stage to its end (node limits bound the MILP).
 TEST(SolveShardingDeadline, WithoutATimeoutEveryStageIsDone) {
-  const ShardingProblem p = grid(6, 9);
+  const ShardingProblem p = random_grid(6, 9);
   SolveOptions options;
   options.iterations = 500;
   const Expected<ShardingResult> result = solve_sharding(p, options);
