@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "loom/search/iopddl_file.h"
@@ -26,6 +28,32 @@ struct SolveIopddlArgs {
 // Instances this small print their strategies; larger ones only through --out or --json.
 constexpr std::size_t kPrintedStrategies = 64;
 
+const char* end_name(search::SolveStage::End end) {
+  switch (end) {
+    case search::SolveStage::End::kDone: return "done";
+    case search::SolveStage::End::kDeadline: return "deadline";
+    case search::SolveStage::End::kSkipped: return "skipped";
+  }
+  return "done";
+}
+
+// Each stage's end (seconds from the command's start) and, when not simply done, how it ended.
+std::string stages_text(const std::vector<search::SolveStage>& stages) {
+  std::vector<std::string> parts;
+  for (const search::SolveStage& stage : stages)
+    parts.push_back(stage.end == search::SolveStage::End::kDone
+                        ? fmt::format("{} {:.2f} s", stage.name, stage.ended)
+                        : fmt::format("{} {:.2f} s ({})", stage.name, stage.ended, end_name(stage.end)));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+nlohmann::ordered_json stages_json(const std::vector<search::SolveStage>& stages) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const search::SolveStage& stage : stages)
+    out.push_back({{"name", stage.name}, {"allowed", stage.allowed}, {"ended", stage.ended}, {"end", end_name(stage.end)}});
+  return out;
+}
+
 int run_solve_iopddl(const SolveIopddlArgs& args) {
   const auto started = std::chrono::steady_clock::now();
   auto problem = search::read_iopddl(args.file);
@@ -33,6 +61,7 @@ int run_solve_iopddl(const SolveIopddlArgs& args) {
   search::ProgressLine progress = search::ProgressLine::for_stderr(!args.json);
   search::SolveOptions options;
   options.timeout_seconds = args.iterations > 0 ? 0 : args.timeout;
+  options.started = started;  // the timeout holds for the whole command, reading the instance included
   options.iterations = args.iterations;
   options.seed = args.seed;
   options.progress = &progress;
@@ -55,6 +84,7 @@ int run_solve_iopddl(const SolveIopddlArgs& args) {
                                   {"proven_optimal", result->proven_optimal},
                                   {"iterations", result->iterations},
                                   {"free_nodes", result->free_nodes},
+                                  {"stages", stages_json(result->stages)},
                                   {"strategies", result->choice.strategies}};
     fmt::print("{}\n", out.dump(2));
     return 0;
@@ -70,6 +100,7 @@ int run_solve_iopddl(const SolveIopddlArgs& args) {
     fmt::print("peak usage  {} (no limit)\n", result->cost.peak_usage);
   fmt::print("time        {:.2f} s ({}{}, {} tree moves)\n", seconds, result->method,
              result->proven_optimal ? ", proven optimal" : "", result->iterations);
+  fmt::print("stages      {}\n", stages_text(result->stages));
   if (result->choice.strategies.size() <= kPrintedStrategies)
     fmt::print("strategies  [{}]\n", fmt::join(result->choice.strategies, ", "));
   if (!args.out.empty()) fmt::print("solution    {}\n", args.out);

@@ -16,8 +16,12 @@ ShardingChoice group_search(const ShardingProblem& core, const NodeGroups& group
   moves.deadline = limits.deadline;
   search.run(moves, {});
   ShardingChoice best = search.best();
-  if (limits.milp_max_cells > 0 && milp_cells(grouped) <= limits.milp_max_cells) {
-    const MilpOutcome milp = solve_milp(grouped, &best, limits.milp_node_limit, limits.milp_seconds);
+  double milp_seconds = 0;
+  if (limits.milp_deadline)
+    milp_seconds = std::chrono::duration<double>(*limits.milp_deadline - std::chrono::steady_clock::now()).count();
+  if (limits.milp_max_cells > 0 && milp_cells(grouped) <= limits.milp_max_cells &&
+      (!limits.milp_deadline || milp_seconds > 0)) {
+    const MilpOutcome milp = solve_milp(grouped, &best, limits.milp_node_limit, milp_seconds);
     if (milp.choice) {
       auto milp_cost = evaluate_choice(grouped, *milp.choice);
       auto search_cost = evaluate_choice(grouped, best);

@@ -53,7 +53,7 @@ struct GroupSearchLimits {
   std::optional<std::chrono::steady_clock::time_point> deadline;  // of the tree moves
   std::int64_t milp_max_cells = 0;  // the group problem goes to the MILP when it has at most this many cells
   std::int64_t milp_node_limit = 0;
-  double milp_seconds = 0;          // CBC's time; 0: its node limit alone
+  std::optional<std::chrono::steady_clock::time_point> milp_deadline;  // the MILP's; none: its node limit alone
 };
 
 // The group problem searched from `start`'s groups (tree and region moves), then solved by the MILP when

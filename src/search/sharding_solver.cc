@@ -23,12 +23,58 @@ constexpr std::int64_t kIncumbentIterations = 5'000;
 constexpr double kMarkerShare = 0.15;
 // The share of the budget (from the start) after which the Lagrangian search stops.
 constexpr double kLagrangianShare = 0.7;
-// The group step runs when the groups are at most this share of the free nodes; its tree moves end at the
-// first share of the budget, its MILP gets the second share.
-constexpr double kGroupShrink = 0.5;
+// The group step runs when the groups are at most this share of the free nodes (V: more than half, 342
+// groups; at 0.5 it ran without them at 7.3 x the contest's best, with them 1.85 x); its tree moves
+// end at the first share of the budget, its MILP gets the second share.
+constexpr double kGroupShrink = 0.9;
 constexpr double kGroupMovesShare = 0.05;
 constexpr double kGroupMilpShare = 0.15;
 constexpr std::int64_t kGroupIterations = 2'000;
+
+using Clock = std::chrono::steady_clock;
+
+// The solve's clock: its start (the caller's, when given), its deadline, and the stages recorded
+// against them. Every stage gets a deadline no later than the solve's.
+class StageClock {
+ public:
+  explicit StageClock(const SolveOptions& options) : started_(options.started.value_or(Clock::now())) {
+    if (options.timeout_seconds > 0) deadline_ = after(options.timeout_seconds);
+    timeout_ = options.timeout_seconds;
+  }
+  std::optional<Clock::time_point> deadline() const { return deadline_; }
+  // The point `share` of the timeout after the start; none without a timeout.
+  std::optional<Clock::time_point> at_share(double share) const {
+    if (!deadline_) return std::nullopt;
+    return after(timeout_ * share);
+  }
+  // The point `share` of the timeout from now, at most the deadline; none without a timeout.
+  std::optional<Clock::time_point> share_from_now(double share) const {
+    if (!deadline_) return std::nullopt;
+    return std::min(*deadline_, Clock::now() + seconds(timeout_ * share));
+  }
+  bool expired() const { return deadline_ && Clock::now() >= *deadline_; }
+  // A stage just ended, given until `allowed`.
+  void record(std::string name, std::optional<Clock::time_point> allowed) {
+    stages_.push_back(SolveStage{std::move(name), allowed ? since_start(*allowed) : 0, since_start(Clock::now()),
+                                 expired() ? SolveStage::End::kDeadline : SolveStage::End::kDone});
+  }
+  void skip(std::string name) {
+    stages_.push_back(SolveStage{std::move(name), 0, since_start(Clock::now()), SolveStage::End::kSkipped});
+  }
+  std::vector<SolveStage> take_stages() { return std::move(stages_); }
+
+ private:
+  static Clock::duration seconds(double s) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  }
+  Clock::time_point after(double s) const { return started_ + seconds(s); }
+  double since_start(Clock::time_point t) const { return std::chrono::duration<double>(t - started_).count(); }
+
+  Clock::time_point started_;
+  std::optional<Clock::time_point> deadline_;
+  double timeout_ = 0;
+  std::vector<SolveStage> stages_;
+};
 
 std::string cost_text(WideCost cost) {
   return cost > WideCost{kForbidden} ? std::string("over 2^63") : fmt::format("{}", static_cast<std::int64_t>(cost));
@@ -80,15 +126,19 @@ std::optional<NodeGroups> worthwhile_groups(const ShardingProblem& core) {
 
 // The group step: the problem over groups searched and solved as units; its choice, repaired under the
 // limit when over it (group by group, else node by node), replaces the start when it costs less.
-void start_from_groups(const ShardingProblem& core, const NodeGroups& groups, ShardingChoice& start,
-                       const SolveOptions& options, std::chrono::steady_clock::time_point started) {
+// Returns the end it was given (none without a timeout).
+std::optional<Clock::time_point> start_from_groups(const ShardingProblem& core, const NodeGroups& groups,
+                                                   ShardingChoice& start, const SolveOptions& options,
+                                                   const StageClock& clock) {
   GroupSearchLimits limits;
   limits.milp_max_cells = options.milp_max_cells;
   limits.milp_node_limit = options.milp_node_limit;
-  if (options.timeout_seconds > 0) {
-    limits.deadline = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                    std::chrono::duration<double>(options.timeout_seconds * kGroupMovesShare));
-    limits.milp_seconds = options.timeout_seconds * kGroupMilpShare;
+  if (clock.deadline()) {
+    // Its shares count from its own start, not the solve's: reading and presolving D take 2-3 s of a
+    // 10 s budget on a busy box, and shares from the solve's start left its MILP no time at all (D
+    // 1.007 -> 1.754 x the contest's best). The solve's deadline still bounds both.
+    limits.deadline = clock.share_from_now(kGroupMovesShare);
+    limits.milp_deadline = clock.share_from_now(kGroupMovesShare + kGroupMilpShare);
   } else {
     limits.iterations = options.iterations > 0 ? std::min(options.iterations, kGroupIterations) : kGroupIterations;
   }
@@ -99,12 +149,13 @@ void start_from_groups(const ShardingProblem& core, const NodeGroups& groups, Sh
     if (repair_group_usage(core, groups, group_problem(core, groups), by_groups))
       grouped = expand_groups(core, groups, by_groups);
     else if (!repair_usage(core, grouped))
-      return;
-    if (!candidate.start_from(grouped)) return;
+      return limits.milp_deadline;
+    if (!candidate.start_from(grouped)) return limits.milp_deadline;
   }
   LocalSearch present(core, options.seed);
   present.start_from(start);
   if (candidate.current_cost() < present.current_cost()) start = grouped;
+  return limits.milp_deadline;
 }
 
 SearchOutcome local_search(const ShardingProblem& core, const ShardingChoice& start, std::uint64_t seed,
@@ -132,8 +183,9 @@ SearchOutcome local_search(const ShardingProblem& core, const ShardingChoice& st
 
 Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const SolveOptions& options) {
   LOOM_RETURN_IF_ERROR(check_problem(problem));
-  const auto started = std::chrono::steady_clock::now();
+  StageClock clock(options);
   LOOM_ASSIGN_OR_RETURN(Presolved presolved, presolve(problem));
+  clock.record("presolve", std::nullopt);
   const ShardingProblem& core = presolved.core;
   ShardingResult result;
   result.free_nodes = presolved.free_nodes;
@@ -156,22 +208,18 @@ Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const So
                               problem.usage_limit, least.peak()),
                   "raise usage_limit or give the nodes strategies of smaller usage");
   }
+  clock.record("start", std::nullopt);
 
   // A problem small enough for the MILP: the local search only finds its incumbent.
   const bool use_milp = options.milp_max_cells > 0 && milp_cells(core) <= options.milp_max_cells;
-  std::optional<std::chrono::steady_clock::time_point> deadline;
-  if (options.timeout_seconds > 0)
-    deadline = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                             std::chrono::duration<double>(options.timeout_seconds));
+  const std::optional<Clock::time_point> deadline = clock.deadline();
   LocalSearchLimits limits;
   limits.iterations = options.iterations;
   limits.deadline = deadline;
   if (limits.iterations == 0 && !limits.deadline) limits.iterations = kDefaultIterations;
   if (use_milp) {
     if (limits.iterations > 0) limits.iterations = std::min(limits.iterations, kIncumbentIterations);
-    if (deadline)
-      limits.deadline = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                      std::chrono::duration<double>(options.timeout_seconds * kIncumbentShare));
+    if (deadline) limits.deadline = clock.at_share(kIncumbentShare);
   }
 
   // Feasibility first: when the start pays near-forbidden costs, a share of the budget removes them.
@@ -179,17 +227,21 @@ Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const So
     const ShardingProblem markers = marker_problem(core);
     LocalSearchLimits first = limits;
     if (first.iterations > 0) first.iterations = std::max<std::int64_t>(1, first.iterations / 4);
-    if (deadline)
-      first.deadline = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                     std::chrono::duration<double>(options.timeout_seconds * kMarkerShare));
+    if (deadline) first.deadline = clock.at_share(kMarkerShare);
     start = local_search(markers, start, options.seed, first, nullptr, options.progress).best;
+    clock.record("feasibility", first.deadline);
   }
 
   if (options.progress) options.progress->update(Progress{"groups", 0, 0, ""});
-  // Not before the MILP: it solves the whole problem, and a start from groups (less time for the local
-  // search's incumbent) left B's MILP 54 x the optimum at 10 s.
-  const std::optional<NodeGroups> groups = use_milp ? std::nullopt : worthwhile_groups(core);
-  if (groups) start_from_groups(core, *groups, start, options, started);
+  // The group step not before the MILP: it solves the whole problem, and a start from groups (less time
+  // for the local search's incumbent) left B's MILP 54 x the optimum at 10 s. The Lagrangian rounds of
+  // the search beside the MILP use the groups (B at 10 s, its LP unfinished on a loaded box: 26 x the
+  // contest's best without them, 9.9 x with).
+  const std::optional<NodeGroups> groups = worthwhile_groups(core);
+  if (groups && !use_milp) {
+    const std::optional<Clock::time_point> allowed = start_from_groups(core, *groups, start, options, clock);
+    clock.record("groups", allowed);
+  }
 
   // With a usage limit, each search first runs the Lagrangian search, which trades usage at the peak.
   std::optional<LagrangianLimits> lagrangian;
@@ -197,23 +249,41 @@ Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const So
     lagrangian.emplace();
     lagrangian->rounds = options.lagrangian_rounds;
     if (groups) lagrangian->groups = &*groups;
-    if (deadline)
-      lagrangian->deadline = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                           std::chrono::duration<double>(options.timeout_seconds * kLagrangianShare));
-    if (use_milp && limits.deadline) lagrangian->deadline = limits.deadline;
+    if (deadline) lagrangian->deadline = clock.at_share(kLagrangianShare);
   }
+  // On the MILP path the first search only finds the MILP's incumbent (its Lagrangian rounds end with it),
+  // and the MILP then runs to the deadline while the other searches run to it beside (both cores busy: the
+  // MILP's LP is one thread).
+  std::optional<LagrangianLimits> incumbent_lagrangian = lagrangian;
+  if (incumbent_lagrangian && use_milp) {
+    incumbent_lagrangian->groups = nullptr;  // the incumbent's few rounds on the nodes
+    if (limits.deadline) incumbent_lagrangian->deadline = limits.deadline;
+  }
+  LocalSearchLimits beside = limits;
+  if (use_milp && deadline) beside.deadline = deadline;
   const LagrangianLimits* priced = lagrangian ? &*lagrangian : nullptr;
+  const LagrangianLimits* priced_first = incumbent_lagrangian ? &*incumbent_lagrangian : nullptr;
   // Independent searches side by side (seed + t), the best kept; ties go to the lower seed.
   const int threads = std::max(1, options.threads);
   std::vector<SearchOutcome> outcomes(static_cast<std::size_t>(threads));
+  std::optional<MilpOutcome> milp;
   {
     std::vector<std::jthread> workers;
     for (int t = 1; t < threads; ++t)
       workers.emplace_back([&, t] {
         outcomes[static_cast<std::size_t>(t)] =
-            local_search(core, start, options.seed + static_cast<std::uint64_t>(t), limits, priced, nullptr);
+            local_search(core, start, options.seed + static_cast<std::uint64_t>(t), beside, priced, nullptr);
       });
-    outcomes[0] = local_search(core, start, options.seed, limits, priced, options.progress);
+    outcomes[0] = local_search(core, start, options.seed, limits, priced_first, options.progress);
+    clock.record("search", limits.deadline);
+    // Under a deadline the MILP gets the time left, none when none is: it stops at the solve's deadline.
+    const double milp_seconds = deadline ? std::chrono::duration<double>(*deadline - Clock::now()).count() : 0;
+    if (use_milp && deadline && milp_seconds <= 0) clock.skip("milp");
+    if (use_milp && (!deadline || milp_seconds > 0)) {
+      if (options.progress) options.progress->update(Progress{"milp", 0, 0, "cost " + cost_text(outcomes[0].cost)});
+      milp = solve_milp(core, outcomes[0].forbidden ? nullptr : &outcomes[0].best, options.milp_node_limit, milp_seconds);
+      clock.record("milp", deadline);
+    }
   }
   const SearchOutcome* best = &outcomes[0];
   for (const SearchOutcome& o : outcomes) {
@@ -223,24 +293,18 @@ Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const So
   ShardingChoice core_choice = best->best;
   bool have_choice = !best->forbidden;
   result.method = "local search";
-
-  if (use_milp) {
-    double seconds = 0;
-    if (deadline)
-      seconds = std::max(1.0, std::chrono::duration<double>(*deadline - std::chrono::steady_clock::now()).count());
-    if (options.progress) options.progress->update(Progress{"milp", 0, 0, "cost " + cost_text(best->cost)});
-    MilpOutcome milp = solve_milp(core, have_choice ? &core_choice : nullptr, options.milp_node_limit, seconds);
-    if (milp.choice) {
-      auto milp_cost = evaluate_choice(core, *milp.choice);
+  if (milp) {
+    if (milp->choice) {
+      auto milp_cost = evaluate_choice(core, *milp->choice);
       auto ls_cost = evaluate_choice(core, core_choice);
       if (milp_cost && (!have_choice || !ls_cost || milp_cost->total <= ls_cost->total)) {
-        core_choice = *milp.choice;
+        core_choice = *milp->choice;
         have_choice = true;
         result.method = "milp";
       }
     }
-    result.proven_optimal = milp.proven_optimal && have_choice;
-    if (milp.proven_optimal && !milp.choice && !have_choice)
+    result.proven_optimal = milp->proven_optimal && have_choice;
+    if (milp->proven_optimal && !milp->choice && !have_choice)
       return fail(fmt::format("{}: no choice avoids the forbidden strategy pairs within the usage limit of {}",
                               problem.name.empty() ? "the problem" : fmt::format("problem '{}'", problem.name),
                               problem.usage_limit),
@@ -256,6 +320,7 @@ Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const So
     return fail(fmt::format("the solver's choice fails the evaluator: {}", cost.error().message),
                 "this is a bug in the solver; please report it with the instance");
   result.cost = *cost;
+  result.stages = clock.take_stages();
   if (options.progress) options.progress->finish();
   return result;
 }

@@ -16,6 +16,7 @@ expect "solution file" 0 "$LOOM" solve-iopddl "$example" --iterations 200 --out 
 expect "json" 0 "$LOOM" solve-iopddl "$example" --iterations 200 --json
 contains "json cost" '"cost": 445'
 contains "json limit" '"usage_limit": 50'
+contains "json stages" '"name": "presolve"'
 python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["strategies"] == [0, 0, 2, 1, 0], d' "$out" \
   && pass=$((pass+1)) || fail "json: not the summary"
 

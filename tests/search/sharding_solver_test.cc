@@ -241,8 +241,8 @@ TEST(SolveSharding, MovesARingTiedByNearForbiddenCostsAtOnce) {
   EXPECT_EQ(result->choice.strategies, std::vector<int>(kRing, 1));
 }
 
-// A timeout far shorter than any search: the solver still returns a feasible choice (its MILP gets a
-// floor of 1 s and stops at its deadline wherever it is). Asserted on the result, never on the time.
+// A timeout far shorter than any search: the solver still returns a feasible choice (the start; the
+// MILP has no time left and is skipped). Asserted on the result, never on the time.
 TEST(SolveSharding, ReturnsAFeasibleChoiceUnderATinyTimeout) {
   ShardingProblem p = three_way_chain(200, 8, 19);
   for (const std::int64_t cells : {std::int64_t{0}, std::int64_t{400'000}}) {  // local search; MILP

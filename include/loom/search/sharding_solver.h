@@ -14,8 +14,11 @@
 // The result is checked by evaluate_choice, the independent evaluator.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "loom/core/error.h"
 #include "loom/search/progress_line.h"
@@ -25,6 +28,10 @@ namespace loom::search {
 
 struct SolveOptions {
   double timeout_seconds = 0;        // wall-clock bound of the search; 0: none. Results then depend on timing.
+                                     // Every stage stops by it; what follows (the choice's recovery and check,
+                                     // milliseconds) may pass it.
+  std::optional<std::chrono::steady_clock::time_point> started;  // the timeout counts from here (a caller's
+                                     // start, its reading included); default: the call
   std::int64_t iterations = 0;       // tree moves per local search; 0: none (with no timeout: 20000)
   std::uint64_t seed = 1;            // search t uses seed + t
   int threads = 2;                   // independent local searches run side by side
@@ -36,6 +43,16 @@ struct SolveOptions {
   ProgressLine* progress = nullptr;  // reports "local search" iterations and the best cost; may be null
 };
 
+// One stage of a solve and how it ended, for `loom solve-iopddl --json` and the deadline's tests.
+struct SolveStage {
+  enum class End { kDone, kDeadline, kSkipped };  // kDeadline: the timeout had passed when it ended;
+                                                  // kSkipped: it had no time left to start
+  std::string name;       // "presolve", "start", "feasibility", "groups", "search", "milp"
+  double allowed = 0;     // seconds from the start (options.started) it was given to end by; 0: no bound
+  double ended = 0;       // seconds from the start when it ended
+  End end = End::kDone;
+};
+
 struct ShardingResult {
   ShardingChoice choice;
   ChoiceCost cost;                   // evaluate_choice's
@@ -45,6 +62,7 @@ struct ShardingResult {
   int free_nodes = 0;                // nodes left with more than one strategy after presolve
   int nodes_eliminated = 0;          // by presolve's series reduction
   std::int64_t strategies_dropped = 0;
+  std::vector<SolveStage> stages;    // in the order they ran
 };
 
 // Errors: a problem check_problem rejects; a node whose every strategy is forbidden; no choice found
