@@ -6,7 +6,9 @@ servers: Loom's `v100x8`, `--gpus 4` for 4 GPUs, `v100x8x2` / `v100x8x4` for 16 
 GPU count: GPT-3 gpt3-1.3b-16k / 2.6b-16k / 6.7b-16k / 15b-16k (Table 2's layers, hidden and 32 heads, seq
 16384, vocabulary 50257) and mBART mbart-4.7b / 9.5b / 20b / 32b (vocabulary 500k, seq 1024). Every plan: fp16
 (V100 has no bf16 path), layer-wise recompute (`--recompute full`; the paper enables it "when necessary", and
-at seq 16k every plan needs it), micro-batches of one sample. The global batch is 32 samples, not the paper's
+at seq 16k every plan that holds its layers' scores needs it), except that SuperScaler's coshard plans are also
+tried without it (`--recompute none`: coshard recomputes each part itself, and under the layer-wise recompute
+each part's forward would run three times), micro-batches of one sample. The global batch is 32 samples, not the paper's
 512: at 512 the unfoldable plans (coshard, ZeRO-3, interlaced) exceed Loom's explicit-plan limit or take
 minutes each; the speedups are ratios of steps that scale with the batch, except the pipeline bubble, which is
 smaller at 512 (32 micro-batches per pipeline here). Each system is the fastest plan that fits of its column's
@@ -52,7 +54,11 @@ import sys
 import loom_plan
 
 GLOBAL_BATCH = 32
-COMMON = ["--recompute", "full", "--dtype", "f16", "--global-batch", str(GLOBAL_BATCH), "--micro-batch-size", "1"]
+COMMON = ["--dtype", "f16", "--global-batch", str(GLOBAL_BATCH), "--micro-batch-size", "1"]
+FULL_RECOMPUTE = ["--recompute", "full"]
+# Coshard recomputes each of its parts itself: under the layer-wise recompute too, each part's forward runs three
+# times (nested recomputation), so SuperScaler's coshard plans are also tried without it.
+COSHARD_RECOMPUTE = [FULL_RECOMPUTE, ["--recompute", "none"]]
 BAND = 0.30
 TIE = 0.02
 STARTING_LOAD = round(os.getloadavg()[0], 2)  # the 1-minute load average when the script started
@@ -88,23 +94,25 @@ def degrees(lo, hi):
 def candidates(figure, gpus):
     """Each system's candidate plans on `gpus` GPUs: {system: [loom flags]}."""
     if figure == "gpt3":
-        superscaler = [["--policy", "megatron", "--coshard", "4", "--tp", str(tp), "--pp", str(pp), *FOLD]
-                       for tp in degrees(2, min(gpus, 8)) for pp in (1, 2) if tp * pp <= gpus]
-        megatron = [["--policy", "megatron", "--tp", str(tp), "--pp", str(pp), *FOLD]
+        superscaler = [["--policy", "megatron", "--coshard", "4", "--tp", str(tp), "--pp", str(pp), *FOLD, *recompute]
+                       for tp in degrees(2, min(gpus, 8)) for pp in (1, 2) if tp * pp <= gpus
+                       for recompute in COSHARD_RECOMPUTE]
+        megatron = [["--policy", "megatron", "--tp", str(tp), "--pp", str(pp), *FOLD, *FULL_RECOMPUTE]
                     for tp in degrees(2, gpus) for pp in (1, 2) if tp * pp <= gpus]
     else:
         # the interlaced plan does not fold
-        superscaler = [["--policy", "interlaced", "--tp", str(tp), "--pp", str(gpus // tp), "--fold", "off"]
-                       for tp in (4, 8) if gpus // tp >= 2] + [["--policy", "megatron", "--tp", str(gpus), *FOLD]]
-        megatron = [["--policy", "megatron", "--tp", str(tp), "--pp", str(pp), *FOLD]
+        superscaler = [["--policy", "interlaced", "--tp", str(tp), "--pp", str(gpus // tp), "--fold", "off",
+                        *FULL_RECOMPUTE] for tp in (4, 8) if gpus // tp >= 2]
+        superscaler += [["--policy", "megatron", "--tp", str(gpus), *FOLD, *FULL_RECOMPUTE]]
+        megatron = [["--policy", "megatron", "--tp", str(tp), "--pp", str(pp), *FOLD, *FULL_RECOMPUTE]
                     for tp in degrees(4, gpus) for pp in (1, 2, 4) if tp * pp <= gpus]
     # DeepSpeed: Loom's deepspeed-best (ZeRO-1/2/3 over dp = GPUs) and the paper's tp with ZeRO-3 dp
-    deepspeed = [["--policy", "deepspeed-best"]] + [zero3(tp) for tp in degrees(2, min(gpus // 2, 8))]
+    deepspeed = [["--policy", "deepspeed-best", *FULL_RECOMPUTE]] + [zero3(tp) for tp in degrees(2, min(gpus // 2, 8))]
     return {"SuperScaler": superscaler, "Megatron/Alpa": megatron, "DeepSpeed": deepspeed}
 
 
 def zero3(tp):
-    return ["--policy", "megatron", "--zero", "3", "--tp", str(tp)]
+    return ["--policy", "megatron", "--zero", "3", "--tp", str(tp), *FULL_RECOMPUTE]
 
 
 def fallbacks(gpus):
@@ -206,7 +214,8 @@ def paper_checks(figure, rows):
 
 def print_figure(figure, rows, checks, attention, recompute_collectives):
     print(f"\n## {FIGURES[figure]['title']} (v100x8 servers, fp16, global batch {GLOBAL_BATCH}, micro-batch 1, "
-          "full recompute" + (" re-issuing its collectives" if recompute_collectives else "")
+          "layer-wise recompute" + (" re-issuing its collectives" if recompute_collectives else "")
+          + (" (coshard also without)" if figure == "gpt3" else "")
           + (f", {attention} attention)" if attention != "fused" else ")"))
     print("| GPUs | model | " + " | ".join(f"{n}: plan / step s / TFLOPS / peak GiB" for n in SYSTEMS)
           + " | SS / Megatron | SS / DeepSpeed | winner (Loom) | paper winner |")

@@ -17,11 +17,7 @@ using testing::count_ops;
 using testing::find_op;
 
 std::int64_t saved_bytes(const ir::Graph& forward) {
-  auto training = ir::build_training_graph(forward, ops::builtin_ops(), {});
-  EXPECT_TRUE(training) << training.error().to_string();
-  auto stats = training ? ir::compute_stats(*training, ops::builtin_ops()) : Expected<ir::GraphStats>(ir::GraphStats{});
-  EXPECT_TRUE(stats) << stats.error().to_string();
-  return static_cast<std::int64_t>(stats.value_or(ir::GraphStats{}).saved_activation_bytes);
+  return static_cast<std::int64_t>(testing::training_stats(forward).saved_activation_bytes);
 }
 
 ir::DType output_dtype(const ir::Graph& graph, const std::string& op) {
