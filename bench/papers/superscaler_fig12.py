@@ -216,7 +216,7 @@ def paper_checks(figure, rows):
 def print_figure(figure, rows, checks, attention, recompute_collectives):
     print(f"\n## {FIGURES[figure]['title']} (v100x8 servers, fp16, global batch {GLOBAL_BATCH}, micro-batch 1, "
           "layer-wise recompute" + (" re-issuing its collectives" if recompute_collectives else "")
-          + (" (coshard also without)" if figure == "gpt3" else "")
+          + (" (coshard also selective or none)" if figure == "gpt3" else "")
           + (f", {attention} attention)" if attention != "fused" else ")"))
     print("| GPUs | model | " + " | ".join(f"{n}: plan / step s / TFLOPS / peak GiB" for n in SYSTEMS)
           + " | SS / Megatron | SS / DeepSpeed | winner (Loom) | paper winner |")
