@@ -185,9 +185,23 @@ class Unfolder {
                               ? slice_.collectives[static_cast<std::size_t>(old)]
                               : CollectiveInfo{};
     info.paired = -1;
+    info.step = step(info.step);
     const std::int64_t fresh = out_.add_tag(std::move(info));
     tags_.emplace(key, fresh);
     return fresh;
+  }
+
+  // The step's slice groups on the full devices; one step for all its instances (they differ in tags only).
+  std::int64_t step(std::int64_t slice_step) {
+    if (slice_step < 0 || static_cast<std::size_t>(slice_step) >= slice_.group_steps.size()) return -1;
+    const auto [it, fresh] = steps_.try_emplace(slice_step, -1);
+    if (fresh) {
+      std::vector<std::vector<int>> groups;
+      for (const std::vector<int>& group : slice_.group_steps[static_cast<std::size_t>(slice_step)])
+        groups.push_back(full_group(group));
+      it->second = out_.add_group_step(std::move(groups));
+    }
+    return it->second;
   }
 
   std::vector<int> full_group(const std::vector<int>& group) const {
@@ -264,7 +278,9 @@ class Unfolder {
   }
 
   // A gradient the optimizer reads, summed over the dp replicas (each holds a value part of the step's
-  // gradient): an all-reduce over the images of this device, freeing the part. With dp 1, the part.
+  // gradient): an all-reduce over the images of this device, freeing the part. With dp 1, the part. It
+  // is priced alone, as the explicit plan's reduction of each piece's box is (a layout search of its own,
+  // exec/need_groups.h), though every tp rank's reductions cross the nodes' NICs at once.
   BufferId reduce_over_replicas(std::vector<Instruction>& target, BufferId part, const Buffer& old) {
     if (shape_.dp == 1) return part;
     std::vector<int> group;
@@ -281,6 +297,7 @@ class Unfolder {
   std::vector<std::vector<int>> seg_;
   ExecPlan out_;
   std::map<std::pair<std::int64_t, int>, std::int64_t> tags_;  // (slice tag, instance or -1) -> tag
+  std::map<std::int64_t, std::int64_t> steps_;                 // slice step -> step
   // Per device being unfolded:
   int d_ = 0, full_ = 0;
   std::unordered_map<std::uint64_t, BufferId> copies_;

@@ -49,6 +49,9 @@ Expected<Holding> lower_collective(const StepContext& ctx, const comm::PlannedSt
   Holding next;
   for (int d : after.devices)
     if (holding.contains(d)) next[d] = holding.at(d);
+  // The step's groups run at once and share the nodes' NICs: each collective names them all, so the
+  // simulator prices it as the search priced the step.
+  const std::int64_t step = ctx.builder.group_step(planned.step.groups);
   for (const std::vector<int>& group : planned.step.groups) {
     std::vector<BufferId> inputs;
     std::vector<plan::SubTensor> outputs;
@@ -59,7 +62,7 @@ Expected<Holding> lower_collective(const StepContext& ctx, const comm::PlannedSt
       outputs.push_back(ctx.piece(after, position.at(member)));
     }
     const std::vector<BufferId> out =
-        ctx.builder.collective(planned.step.primitive, group, inputs, outputs, ctx.tensor, planned.step.rule);
+        ctx.builder.collective(planned.step.primitive, group, inputs, outputs, ctx.tensor, planned.step.rule, step);
     for (std::size_t i = 0; i < group.size(); ++i) next[group[i]] = out[i];
   }
   return next;

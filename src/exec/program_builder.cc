@@ -71,7 +71,7 @@ BufferId ProgramBuilder::transfer(BufferId from, int to, const std::string& rule
 ProgramBuilder::PendingReceive ProgramBuilder::send(BufferId from, int to, const std::string& rule) {
   const int src = device(from);
   if (src == to) return {src, -1, from};
-  const std::int64_t tag = next_tag(piece(from).tensor, rule);
+  const std::int64_t tag = next_tag(piece(from).tensor, rule, -1);
   const BufferId b = new_buffer(to, piece(from));
   emit(src, Send{to, tag, from});
   ++stats_.sends;
@@ -86,8 +86,8 @@ BufferId ProgramBuilder::receive(const PendingReceive& pending) {
 
 std::vector<BufferId> ProgramBuilder::collective(comm::Primitive kind, std::span<const int> group,
                                                  std::span<const BufferId> inputs, std::span<const plan::SubTensor> outputs,
-                                                 ir::TensorId tensor, const std::string& rule) {
-  const std::int64_t tag = next_tag(tensor, rule);
+                                                 ir::TensorId tensor, const std::string& rule, std::int64_t step) {
+  const std::int64_t tag = next_tag(tensor, rule, step);
   const std::vector<int> members(group.begin(), group.end());
   std::vector<BufferId> result;
   for (std::size_t i = 0; i < members.size(); ++i) {
@@ -106,9 +106,18 @@ std::vector<BufferId> ProgramBuilder::collective(comm::Primitive kind, std::span
   return result;
 }
 
-std::int64_t ProgramBuilder::next_tag(ir::TensorId tensor, const std::string& rule) {
-  exec_.collectives.push_back(CollectiveInfo{tensor, rule});
-  return static_cast<std::int64_t>(exec_.collectives.size() - 1);
+std::int64_t ProgramBuilder::group_step(const std::vector<std::vector<int>>& groups) {
+  if (groups.size() < 2) return -1;
+  std::vector<std::vector<int>> key = groups;  // as ExecPlan::group_steps keeps them
+  for (std::vector<int>& group : key) std::ranges::sort(group);
+  std::ranges::sort(key);
+  const auto [it, fresh] = group_steps_.try_emplace(std::move(key), -1);
+  if (fresh) it->second = exec_.add_group_step(groups);
+  return it->second;
+}
+
+std::int64_t ProgramBuilder::next_tag(ir::TensorId tensor, const std::string& rule, std::int64_t step) {
+  return exec_.add_tag(CollectiveInfo{.tensor = tensor, .rule = rule, .paired = -1, .step = step});
 }
 
 Expected<std::vector<BufferId>> input_buffers(const plan::Plan& plan, const plan::SubOp& sub_op,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -43,16 +44,22 @@ class ProgramBuilder {
   PendingReceive send(BufferId from, int to, const std::string& rule);  // emits the Send
   BufferId receive(const PendingReceive& pending);                     // emits the Recv
   // One collective over `group` (devices in piece order): inputs[i] on group[i] gives a buffer holding
-  // outputs[i] there. Returns the output buffers.
+  // outputs[i] there. Returns the output buffers. `step`: the group step it is one group of
+  // (CollectiveInfo::step, from group_step), -1 when it runs alone.
   std::vector<BufferId> collective(comm::Primitive kind, std::span<const int> group, std::span<const BufferId> inputs,
-                                   std::span<const plan::SubTensor> outputs, ir::TensorId tensor, const std::string& rule);
+                                   std::span<const plan::SubTensor> outputs, ir::TensorId tensor, const std::string& rule,
+                                   std::int64_t step = -1);
+  // The ExecPlan's step of these concurrent groups (one entry per distinct list: every layer's equal
+  // step shares it); -1 for fewer than two groups.
+  std::int64_t group_step(const std::vector<std::vector<int>>& groups);
 
  private:
-  std::int64_t next_tag(ir::TensorId tensor, const std::string& rule);
+  std::int64_t next_tag(ir::TensorId tensor, const std::string& rule, std::int64_t step);
   void emit(int device, Instruction instruction) { exec_.programs[static_cast<std::size_t>(device)].push_back(std::move(instruction)); }
 
   ExecPlan exec_;
   MaterializeStats stats_;
+  std::map<std::vector<std::vector<int>>, std::int64_t> group_steps_;  // groups -> CollectiveInfo::step
 };
 
 std::int64_t piece_bytes(const ir::Graph& graph, const plan::SubTensor& piece);

@@ -1,5 +1,6 @@
 #include "loom/sim/durations.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -20,11 +21,13 @@ struct CollectiveKey {
   comm::Primitive kind = comm::Primitive::all_reduce;
   std::int64_t bytes = 0;  // S
   std::vector<int> group;
+  std::int64_t step = -1;  // the group step priced (its groups), -1: the group alone
   bool operator==(const CollectiveKey&) const = default;
 };
 struct CollectiveKeyHash {
   std::size_t operator()(const CollectiveKey& k) const {
     std::uint64_t h = mix(static_cast<std::uint64_t>(k.kind), static_cast<std::uint64_t>(k.bytes));
+    h = mix(h, static_cast<std::uint64_t>(k.step));
     for (int d : k.group) h = mix(h, static_cast<std::uint64_t>(d));
     return h;
   }
@@ -81,8 +84,15 @@ struct Pricing {
     for (int d : c.group)
       if (!in_cluster(d)) return std::numeric_limits<double>::quiet_NaN();  // the simulator names the instruction
     comm::Step step = collective_step(*exec, c, input_bytes);
-    CollectiveKey key{c.kind, step.buffer_bytes, c.group};
+    const std::int64_t group_step = priced_step(*exec, c);
+    CollectiveKey key{c.kind, step.buffer_bytes, c.group, group_step};
     if (const auto it = collectives.find(key); it != collectives.end()) return it->second;
+    if (group_step >= 0) {
+      step.groups = exec->group_steps[static_cast<std::size_t>(group_step)];
+      for (const std::vector<int>& group : step.groups)
+        for (int d : group)
+          if (!in_cluster(d)) return std::numeric_limits<double>::quiet_NaN();
+    }
     const double seconds = comm.step_time(step);
     collectives.emplace(std::move(key), seconds);
     return seconds;
@@ -160,6 +170,17 @@ void share_cores(Durations& d, const exec::ExecPlan& exec, const cluster::Shared
 }
 
 }  // namespace
+
+std::int64_t priced_step(const exec::ExecPlan& exec, const exec::Collective& c) {
+  const auto tag = static_cast<std::size_t>(c.tag);
+  if (c.tag < 0 || tag >= exec.collectives.size()) return -1;
+  const std::int64_t step = exec.collectives[tag].step;
+  if (step < 0 || static_cast<std::size_t>(step) >= exec.group_steps.size()) return -1;
+  std::vector<int> group = c.group;
+  std::ranges::sort(group);
+  const auto& groups = exec.group_steps[static_cast<std::size_t>(step)];
+  return std::ranges::find(groups, group) != groups.end() ? step : -1;
+}
 
 comm::Step collective_step(const exec::ExecPlan& exec, const exec::Collective& c, std::int64_t input_bytes) {
   const auto n = static_cast<std::int64_t>(c.group.size());

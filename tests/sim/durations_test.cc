@@ -203,6 +203,42 @@ TEST(ModelDurations, SharedCoresPriceGathersAndScattersByTheirOwnAlphaBeta) {
   }
 }
 
+// A step of k concurrent pairs across two nodes of one NIC each (the middle step of a tp-16 all-reduce over
+// two servers: pair i = {i, 8 + i}, each member sending S): each pair's collective is priced as the whole
+// step, the k pairs' bytes crossing each node's one NIC, L + max(2 alpha + S / nic, k S / nic); the same
+// pair under a tag without a step (or whose step does not hold its group) prices its own ring,
+// L + 2 alpha + S / nic, as before.
+TEST(ModelDurations, SiblingPairsShareTheirNodesNic) {
+  Models s;
+  cluster::Cluster one_nic = s.cluster;
+  one_nic.nics_per_node = 1;
+  one_nic.inter.bandwidth = one_nic.node_nic_bandwidth() / one_nic.gpus_per_node;
+  const double S = 64.0 * kMiB, alpha = one_nic.inter.latency, nic = one_nic.nic_bandwidth;
+  const double own_ring = 2 * alpha + S / nic;
+  for (int k = 1; k <= 8; ++k) {
+    SCOPED_TRACE(k);
+    exec::ExecPlan exec = s.f->exec;
+    std::vector<std::vector<int>> pairs;
+    for (int i = 0; i < k; ++i) pairs.push_back({8 + i, i});  // stored ascending
+    const std::int64_t step = exec.add_group_step(pairs);
+    EXPECT_EQ(step >= 0, k > 1);  // one group is no step
+    const std::int64_t shared = exec.add_tag({.tensor = {}, .rule = "V->R all-reduce", .paired = -1, .step = step});
+    const std::int64_t alone = exec.add_tag({.tensor = {}, .rule = "V->R all-reduce", .paired = -1, .step = -1});
+    const Durations d = model_durations(exec, s.compute, one_nic).value();
+    const double expected = kLaunch + std::max(own_ring, k * S / nic);
+    for (int i = 0; i < k; ++i) {
+      exec::Collective pair = collective(comm::Primitive::all_reduce, {i, 8 + i});
+      pair.tag = shared;
+      EXPECT_NEAR(d.collective(pair, 64 * kMiB), expected, expected * 1e-12) << "pair " << i;
+      pair.tag = alone;
+      EXPECT_NEAR(d.collective(pair, 64 * kMiB), kLaunch + own_ring, 1e-15) << "pair " << i;
+    }
+    exec::Collective stranger = collective(comm::Primitive::all_reduce, {0, 9});
+    stranger.tag = shared;
+    EXPECT_NEAR(d.collective(stranger, 64 * kMiB), kLaunch + own_ring, 1e-15);
+  }
+}
+
 // The hooks price a whole plan: a simulation of the hand-built data-parallel plan runs with them.
 TEST(ModelDurations, SimulateWithThem) {
   Models s;

@@ -60,6 +60,7 @@
 // copies cross between the two; every other instruction but a host compute touches GPU buffers alone.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <variant>
@@ -143,6 +144,12 @@ struct CollectiveInfo {
   // the collective moving this tensor's gradient the opposite way, or of the forward collective whose
   // gradient this moves; -1 when none (an all-reduce pairs with the identity).
   std::int64_t paired = -1;
+  // The step this collective is one group of, where the step runs several groups at once (the layout
+  // search's multi-group comm::Step, emitted as one collective per group, and in a folded step each
+  // instance of one; a bucket or prefetch of such collectives): an index into
+  // ExecPlan::group_steps. Those groups run together and share their nodes' NICs, so the simulator prices
+  // this collective as the whole step (sim/durations.h), as the layout search did. -1: it runs alone.
+  std::int64_t step = -1;
 };
 
 struct ExecPlan {
@@ -151,6 +158,10 @@ struct ExecPlan {
   std::vector<Buffer> buffers;                      // by BufferId
   std::vector<std::vector<Instruction>> programs;   // by device, in execution order
   std::vector<CollectiveInfo> collectives;          // by tag (tags are 0, 1, ...; sends share the numbering)
+  // By CollectiveInfo::step: each multi-group step's groups, each ascending and the list by its first
+  // device (the ring visits members in device order, so order is no part of the price); the group of each
+  // of the step's collectives is among them.
+  std::vector<std::vector<std::vector<int>>> group_steps;
   // Device classes: devices whose programs are equal up to renaming of devices and buffers share a
   // class; class_of[d] is d's class and representatives[c] the first device of class c.
   std::vector<int> class_of;
@@ -160,6 +171,14 @@ struct ExecPlan {
   BufferId add_buffer(int device, plan::SubTensor piece, std::int64_t bytes, Memory memory = Memory::gpu) {
     buffers.push_back(Buffer{device, std::move(piece), bytes, memory});
     return BufferId(static_cast<std::uint32_t>(buffers.size() - 1));
+  }
+  // A fresh step of `groups` (CollectiveInfo::step), or -1 for fewer than two groups (nothing to share).
+  std::int64_t add_group_step(std::vector<std::vector<int>> groups) {
+    if (groups.size() < 2) return -1;
+    for (std::vector<int>& group : groups) std::ranges::sort(group);
+    std::ranges::sort(groups);
+    group_steps.push_back(std::move(groups));
+    return static_cast<std::int64_t>(group_steps.size() - 1);
   }
   // A fresh tag (the next number), described by `info`.
   std::int64_t add_tag(CollectiveInfo info) {

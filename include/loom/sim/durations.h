@@ -4,7 +4,12 @@
 //   collective   comm::AlphaBetaCostModel on the collective's exact group of devices, so a group inside a
 //                node runs on NVLink / NVSwitch and one across nodes on InfiniBand / RoCE; ring or tree
 //                (all-reduce), whichever comm finds faster. S is REFERENCE.md's: the per-device input
-//                for all-reduce, reduce-scatter and all-to-all, the gathered output for all-gather;
+//                for all-reduce, reduce-scatter and all-to-all, the gathered output for all-gather.
+//                A collective that is one group of a multi-group step (exec::CollectiveInfo::step: e.g.
+//                tp 16 over two servers reduced as 8 concurrent pairs 0/8, 1/9, ...) is priced as the
+//                whole step, every group at its S, as the layout search priced it: the step's groups
+//                share each node's NICs (comm::CommCostOptions::share_nics), so a pair takes 8 pairs'
+//                bytes over the server's NIC, not one pair's. Asynchronous starts likewise, by their tag;
 //   p2p          the same model's point-to-point transfer over the link between the two devices
 //                (launch latency, link latency, bytes / bandwidth);
 //   local        a memory-bound copy: bytes read plus written over the GPU's HBM bandwidth at the
@@ -16,7 +21,7 @@
 //   copy         launch overhead + bytes over the GPU's share of its PCIe switch's uplink
 //                (Cluster::pcie_share: the data-parallel ranks behind one switch copy at once).
 // Times are cached: computes by (op, local shapes of inputs and outputs), which is all the ComputeModel
-// reads of a sub-op, collectives by (kind, group, bytes), p2p by (source, destination, bytes), so a
+// reads of a sub-op, collectives by (kind, group, bytes, group step), p2p by (source, destination, bytes), so a
 // plan of a million instructions prices each distinct instance once (data-parallel replicas and
 // tensor-parallel peers share their computes). The hooks share the caches and are
 // not thread-safe; the ExecPlan, the ComputeModel (and its plan) must outlive the Durations.
@@ -47,5 +52,9 @@ Expected<Durations> model_durations(const exec::ExecPlan& exec, const cost::Comp
 // largest member input `input_bytes` (and, for all-gather, the output buffer), and the bytes each member
 // sends (2(n-1)/n S for all-reduce, (n-1)/n S otherwise).
 comm::Step collective_step(const exec::ExecPlan& exec, const exec::Collective& collective, std::int64_t input_bytes);
+
+// The group step (an index into exec.group_steps) a collective is priced with: its tag's
+// CollectiveInfo::step where that step holds the collective's group, else -1 (priced alone).
+std::int64_t priced_step(const exec::ExecPlan& exec, const exec::Collective& collective);
 
 }  // namespace loom::sim

@@ -171,8 +171,10 @@ class Bucketer {
           std::int64_t bytes = 0;
           for (const Reduction* r : b.members) bytes += r->bytes;
           it->second = exec_.add_tag(CollectiveInfo{
-              exec_.buffer(b.members.front()->output).piece.tensor,
-              fmt::format("gradient bucket: all-reduce of {} gradients ({} B)", b.members.size(), bytes), -1});
+              .tensor = exec_.buffer(b.members.front()->output).piece.tensor,
+              .rule = fmt::format("gradient bucket: all-reduce of {} gradients ({} B)", b.members.size(), bytes),
+              .paired = -1,
+              .step = detail::shared_step(exec_, b.members)});
           ++stats.buckets;
           stats.bucketed_reductions += static_cast<int>(b.members.size());
         }

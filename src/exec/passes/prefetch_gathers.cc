@@ -187,8 +187,10 @@ class Prefetcher {
           std::int64_t bytes = 0;
           for (const Gather* g : u.members) bytes += exec_.buffer(g->output).bytes;
           it->second = exec_.add_tag(CollectiveInfo{
-              exec_.buffer(u.members.front()->output).piece.tensor,
-              fmt::format("prefetch: all-gather of {} parameters ({} B)", u.members.size(), bytes), -1});
+              .tensor = exec_.buffer(u.members.front()->output).piece.tensor,
+              .rule = fmt::format("prefetch: all-gather of {} parameters ({} B)", u.members.size(), bytes),
+              .paired = -1,
+              .step = detail::shared_step(exec_, u.members)});
           ++stats.prefetches;
           stats.prefetched_gathers += static_cast<int>(u.members.size());
         }

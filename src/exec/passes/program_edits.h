@@ -2,6 +2,7 @@
 // every group's members still issue their collectives in one order.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <set>
@@ -46,6 +47,20 @@ struct BlockingAllReduce {
   std::size_t ready = 0, place = 0, first_use = 0;
   const Collective* collective = nullptr;
 };
+
+// The group step (CollectiveInfo::step) every member's collective is one group of, for the start that
+// replaces them: the other groups' starts of the same members run beside it and share the NICs as the
+// collectives did. -1 when the members' steps differ or they have none.
+template <class Member>
+std::int64_t shared_step(const ExecPlan& exec, const std::vector<const Member*>& members) {
+  const auto step_of = [&](const Member* m) {
+    const auto tag = static_cast<std::size_t>(m->tag);
+    return m->tag >= 0 && tag < exec.collectives.size() ? exec.collectives[tag].step : -1;
+  };
+  if (members.empty()) return -1;
+  const std::int64_t step = step_of(members.front());
+  return std::ranges::all_of(members, [&](const Member* m) { return step_of(m) == step; }) ? step : -1;
+}
 
 // The program's blocking all-reduces over 2 or more members that `wanted` accepts and whose input an
 // instruction of the program writes (a Compute, with `compute_writers_only`), in program order.
