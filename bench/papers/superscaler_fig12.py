@@ -6,7 +6,9 @@ servers: Loom's `v100x8`, `--gpus 4` for 4 GPUs, `v100x8x2` / `v100x8x4` for 16 
 GPU count: GPT-3 gpt3-1.3b-16k / 2.6b-16k / 6.7b-16k / 15b-16k (Table 2's layers, hidden and 32 heads, seq
 16384, vocabulary 50257) and mBART mbart-4.7b / 9.5b / 20b / 32b (vocabulary 500k, seq 1024). Every plan: fp16
 (V100 has no bf16 path), layer-wise recompute (`--recompute full`; the paper enables it "when necessary", and
-at seq 16k every plan needs it), micro-batches of one sample. The global batch is 32 samples, not the paper's
+at seq 16k every plan that holds its layers' scores needs it), except that SuperScaler's coshard plans are also
+tried with `--recompute selective` and `none` (coshard recomputes each part itself, and under the layer-wise
+recompute each part's forward runs three times), micro-batches of one sample. The global batch is 32 samples, not the paper's
 512: at 512 the unfoldable plans (coshard, ZeRO-3, interlaced) exceed Loom's explicit-plan limit or take
 minutes each; the speedups are ratios of steps that scale with the batch, except the pipeline bubble, which is
 smaller at 512 (32 micro-batches per pipeline here). Each system is the fastest plan that fits of its column's
@@ -28,9 +30,14 @@ candidates (the paper tunes each system's degrees and micro-batch size):
   `--offload optimizer+params` over tp 1..8 (§6.1: "we enable it only when memory is insufficient under
   ZeRO-3"). The offload is this script's grid, not deepspeed-best's: a search candidate carries no offload
   (search::Candidate), and the paper's rule (offload only when ZeRO-3 does not fit) is a rule of its tuning.
-`--attention eager` builds every plan's attention as PyTorch 1.x / Megatron-LM v3.0.2 run it (q k^T, causal
-mask, softmax, dropout and the product with v as ops whose [b, heads, s, s] results are held and saved), as all
-the paper's systems did; the default prices Loom's fused (flash-style) attention, which never holds the scores.
+Every column runs the same model, Megatron-LM v3.0.x's (the paper's systems all ran it: SuperScaler's plans
+transform that PyTorch model, Alpa's and DeepSpeed's baselines train the same GPT), so the attention form is
+the figure's, not the column's (`--attention megatron`, the default): GPT-3 at s = 16384 is `eager-fp32`
+(Megatron-LM v3.0.x's fused scale-mask-softmax takes key lengths up to 4096 only; above, its torch path casts
+the 16-bit scores to fp32, scales, masks and softmaxes them in fp32, casts back, then dropout), mBART at s =
+1024 is `eager` (the fused softmax kernel, whose 16-bit scores and probabilities are held as the eager ops').
+`--attention fused|eager|eager-fp32` prices every figure with that form instead (fused: flash-style, the
+scores never held).
 The paper's numbers are those its text states (the bars are not in our copy): GPT-3, SuperScaler up to 3.3x over
 Alpa and up to 1.5x over DeepSpeed; mBART, up to 2.8x over Megatron-LM and 4.9x over DeepSpeed, and the same as
 Megatron-LM (1.0x) on 4 and 8 GPUs. "Up to" is judged against Loom's largest speedup over the cells. The
@@ -40,25 +47,37 @@ mBART's 4 and 8 GPUs; a tie here is two systems within 2 %.
 
 import datetime
 import json
+import os
+import subprocess
 import sys
 
 import loom_plan
 
 GLOBAL_BATCH = 32
-COMMON = ["--recompute", "full", "--dtype", "f16", "--global-batch", str(GLOBAL_BATCH), "--micro-batch-size", "1"]
+COMMON = ["--dtype", "f16", "--global-batch", str(GLOBAL_BATCH), "--micro-batch-size", "1"]
+FULL_RECOMPUTE = ["--recompute", "full"]
+# Coshard recomputes each of its parts itself: under the layer-wise recompute too, each part's forward runs three
+# times (nested recomputation), so SuperScaler's coshard plans are also tried with the memory-bound ops alone
+# recomputed (selective) and without recomputation beyond coshard's own (none).
+COSHARD_RECOMPUTE = [FULL_RECOMPUTE, ["--recompute", "selective"], ["--recompute", "none"]]
 BAND = 0.30
 TIE = 0.02
+STARTING_LOAD = round(os.getloadavg()[0], 2)  # the 1-minute load average when the script started
 # Megatron plans (no ZeRO) fold: unfolded, Loom's gradient accumulation peaks far higher (mbart-4.7b tp 4:
 # 100.7 GiB unfolded, 22.7 GiB folded; gpt3-2.6b-16k coshard tp 2 dp 4: 37.0 and 29.6 GiB), which `auto` hits.
 FOLD = ["--fold", "on"]
 SYSTEMS = ["SuperScaler", "Megatron/Alpa", "DeepSpeed"]
 FIGURES = {
     "gpt3": {"title": "Fig. 12(b) GPT-3, sequence 16384",
+             # Megatron-LM v3.0.x above 4096 keys: the torch softmax path in fp32 (module docstring)
+             "attention": "eager-fp32",
              "cells": [(4, "gpt3-1.3b-16k"), (8, "gpt3-2.6b-16k"), (16, "gpt3-6.7b-16k"), (32, "gpt3-15b-16k")],
              # (baseline, paper's largest speedup of SuperScaler over it, the cells it applies to: None = any)
              "paper": [("Megatron/Alpa", 3.3, None), ("DeepSpeed", 1.5, None)],
              "ties": {}},
     "mbart": {"title": "Fig. 12(c) mBART, vocabulary 500k",
+              # 1024 keys: Megatron-LM's fused scale-mask-softmax kernel, 16-bit scores held
+              "attention": "eager",
               "cells": [(4, "mbart-4.7b"), (8, "mbart-9.5b"), (16, "mbart-20b"), (32, "mbart-32b")],
               "paper": [("Megatron/Alpa", 2.8, None), ("DeepSpeed", 4.9, None),
                         ("Megatron/Alpa", 1.0, 4), ("Megatron/Alpa", 1.0, 8)],
@@ -76,23 +95,25 @@ def degrees(lo, hi):
 def candidates(figure, gpus):
     """Each system's candidate plans on `gpus` GPUs: {system: [loom flags]}."""
     if figure == "gpt3":
-        superscaler = [["--policy", "megatron", "--coshard", "4", "--tp", str(tp), "--pp", str(pp), *FOLD]
-                       for tp in degrees(2, min(gpus, 8)) for pp in (1, 2) if tp * pp <= gpus]
-        megatron = [["--policy", "megatron", "--tp", str(tp), "--pp", str(pp), *FOLD]
+        superscaler = [["--policy", "megatron", "--coshard", "4", "--tp", str(tp), "--pp", str(pp), *FOLD, *recompute]
+                       for tp in degrees(2, min(gpus, 8)) for pp in (1, 2) if tp * pp <= gpus
+                       for recompute in COSHARD_RECOMPUTE]
+        megatron = [["--policy", "megatron", "--tp", str(tp), "--pp", str(pp), *FOLD, *FULL_RECOMPUTE]
                     for tp in degrees(2, gpus) for pp in (1, 2) if tp * pp <= gpus]
     else:
         # the interlaced plan does not fold
-        superscaler = [["--policy", "interlaced", "--tp", str(tp), "--pp", str(gpus // tp), "--fold", "off"]
-                       for tp in (4, 8) if gpus // tp >= 2] + [["--policy", "megatron", "--tp", str(gpus), *FOLD]]
-        megatron = [["--policy", "megatron", "--tp", str(tp), "--pp", str(pp), *FOLD]
+        superscaler = [["--policy", "interlaced", "--tp", str(tp), "--pp", str(gpus // tp), "--fold", "off",
+                        *FULL_RECOMPUTE] for tp in (4, 8) if gpus // tp >= 2]
+        superscaler += [["--policy", "megatron", "--tp", str(gpus), *FOLD, *FULL_RECOMPUTE]]
+        megatron = [["--policy", "megatron", "--tp", str(tp), "--pp", str(pp), *FOLD, *FULL_RECOMPUTE]
                     for tp in degrees(4, gpus) for pp in (1, 2, 4) if tp * pp <= gpus]
     # DeepSpeed: Loom's deepspeed-best (ZeRO-1/2/3 over dp = GPUs) and the paper's tp with ZeRO-3 dp
-    deepspeed = [["--policy", "deepspeed-best"]] + [zero3(tp) for tp in degrees(2, min(gpus // 2, 8))]
+    deepspeed = [["--policy", "deepspeed-best", *FULL_RECOMPUTE]] + [zero3(tp) for tp in degrees(2, min(gpus // 2, 8))]
     return {"SuperScaler": superscaler, "Megatron/Alpa": megatron, "DeepSpeed": deepspeed}
 
 
 def zero3(tp):
-    return ["--policy", "megatron", "--zero", "3", "--tp", str(tp)]
+    return ["--policy", "megatron", "--zero", "3", "--tp", str(tp), *FULL_RECOMPUTE]
 
 
 def fallbacks(gpus):
@@ -194,8 +215,9 @@ def paper_checks(figure, rows):
 
 def print_figure(figure, rows, checks, attention, recompute_collectives):
     print(f"\n## {FIGURES[figure]['title']} (v100x8 servers, fp16, global batch {GLOBAL_BATCH}, micro-batch 1, "
-          "full recompute" + (" re-issuing its collectives" if recompute_collectives else "")
-          + (", eager attention)" if attention == "eager" else ")"))
+          "layer-wise recompute" + (" re-issuing its collectives" if recompute_collectives else "")
+          + (" (coshard also selective or none)" if figure == "gpt3" else "")
+          + (f", {attention} attention)" if attention != "fused" else ")"))
     print("| GPUs | model | " + " | ".join(f"{n}: plan / step s / TFLOPS / peak GiB" for n in SYSTEMS)
           + " | SS / Megatron | SS / DeepSpeed | winner (Loom) | paper winner |")
     print("|" + "---|" * (len(SYSTEMS) + 6))
@@ -214,44 +236,81 @@ def print_figure(figure, rows, checks, attention, recompute_collectives):
         print(f"| {c['baseline']} | {stated} | {loom} | {c.get('at_gpus', '-')} | {'yes' if c['in_band'] else 'no'} |")
 
 
+def attention_of(figure, choice):
+    """The attention form a figure is planned with: its Megatron-LM form, or the one --attention names."""
+    return FIGURES[figure]["attention"] if choice == "megatron" else choice
+
+
+def this_run(started):
+    """When, at which commit and at which load (1-minute average, now) the figures were planned."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=os.path.dirname(os.path.abspath(__file__)), check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    return {"date": started.isoformat(timespec="seconds"), "commit": commit,
+            "load_start": STARTING_LOAD, "load_end": round(os.getloadavg()[0], 2)}
+
+
+def saved_runs(saved):
+    """{figure: its run} of a saved document; documents before per-figure runs had one date (and mbart_date)."""
+    runs = saved.get("runs", {})
+    attention = saved.get("attention", "fused")  # documents saved before the option priced fused attention
+    for figure in saved["figures"]:
+        if figure not in runs:
+            runs[figure] = {"date": saved.get(f"{figure}_date", saved["date"]),
+                            "attention": attention if isinstance(attention, str) else attention[figure]}
+    return runs
+
+
 def main():
     parser = loom_plan.paper_arguments(__doc__)
     parser.add_argument("--figures", default="gpt3,mbart", help="which of gpt3, mbart to plan")
     parser.add_argument("--gpus", default="4,8,16,32", help="the cells to plan, by GPU count")
-    parser.add_argument("--attention", choices=["fused", "eager"], default="fused",
-                        help="every plan's attention: fused (flash-style, scores never held) or eager (PyTorch 1.x's)")
+    parser.add_argument("--attention", choices=["megatron", "fused", "eager", "eager-fp32"], default="megatron",
+                        help="every plan's attention: megatron (each figure's Megatron-LM v3 form: GPT-3 16k "
+                             "eager-fp32, mBART eager), or that form for every figure")
     parser.add_argument("--recompute-collectives", action="store_true",
                         help="every plan's recomputation re-issues its all-reduces, as Megatron-LM's full recompute does")
+    parser.add_argument("--keep", metavar="FILE",
+                        help="with --json: carry the figures this run does not plan over from a saved document")
     args = parser.parse_args()
-    attention, recompute_collectives = args.attention, args.recompute_collectives
+    recompute_collectives = args.recompute_collectives
     if args.replay:
         saved, started = loom_plan.read_saved(args.replay)
-        figures = saved["figures"]
-        attention = saved.get("attention", "fused")  # documents saved before the option priced fused attention
+        figures, runs = saved["figures"], saved_runs(saved)
         recompute_collectives = saved.get("recompute_collectives", False)
     else:
-        started, figures = datetime.datetime.now(datetime.timezone.utc), {}
+        started, figures, runs = datetime.datetime.now(datetime.timezone.utc), {}, {}
         wanted = {int(g) for g in args.gpus.split(",")}
         for figure in args.figures.split(","):
             figures[figure] = []
+            attention = attention_of(figure, args.attention)
             for gpus, model in FIGURES[figure]["cells"]:
                 if gpus in wanted:
-                    print(f"{figure}: {gpus} GPUs {model}", file=sys.stderr, flush=True)
+                    print(f"{figure}: {gpus} GPUs {model}, {attention} attention", file=sys.stderr, flush=True)
                     figures[figure].append(measure(args.loom, figure, gpus, model, args.timeout, attention,
-                                                           recompute_collectives))
+                                                   recompute_collectives))
+            runs[figure] = {**this_run(started), "attention": attention}
+        if args.keep:
+            kept, _ = loom_plan.read_saved(args.keep)
+            kept_runs = saved_runs(kept)
+            for figure, rows in kept["figures"].items():
+                if figure not in figures:
+                    figures[figure], runs[figure] = rows, kept_runs[figure]
     checks = {}
     for figure, rows in figures.items():
         for row in rows:
             judge(figure, row)
         checks[figure] = paper_checks(figure, rows)
     if args.json:
-        print(json.dumps({"date": started.isoformat(timespec="seconds"), "attention": attention,
+        print(json.dumps({"date": started.isoformat(timespec="seconds"), "runs": runs,
                           "recompute_collectives": recompute_collectives, "figures": figures,
                           "checks": checks}, indent=2))
         return
     print(f"SuperScaler Fig. 12(b, c) in Loom's simulator, {started:%Y-%m-%d %H:%M} UTC")
     for figure, rows in figures.items():
-        print_figure(figure, rows, checks[figure], attention, recompute_collectives)
+        print_figure(figure, rows, checks[figure], runs[figure]["attention"], recompute_collectives)
     all_rows = [r for rows in figures.values() for r in rows]
     all_checks = [c for cs in checks.values() for c in cs]
     same = sum(1 for r in all_rows if r["same_winner"])

@@ -156,7 +156,9 @@ const std::vector<OptionField>& table() {
        LOOM_FLAG(shrink)},
       {"attention", "--attention", {}, G::sizes, K::text,
        "Attention form: fused (one flash-style kernel; the scores are never held) or eager (q k^T, mask, softmax, "
-       "dropout and the product with v as PyTorch 1.x and Megatron-LM v3 run them: scores held and saved)",
+       "dropout and the product with v as PyTorch 1.x and Megatron-LM v3 run them: scores held and saved) or "
+       "eager-fp32 (eager with the softmax in fp32: Megatron-LM v3 above 4096 keys, 16-bit scores cast to fp32, "
+       "scaled, masked, softmaxed, cast back)",
        LOOM_NAMED(attention, models::parse_attention_impl)},
       {"optimizer", "--optimizer", {}, G::optimizer, K::text, "Update rule: sgd, adam or adamw",
        LOOM_NAMED(optimizer.kind, ir::parse_optimizer)},

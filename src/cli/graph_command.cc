@@ -133,7 +133,8 @@ void add_graph_command(CLI::App& app) {
   cmd->add_option("--layers", args->layers, "Override the number of layers")->check(positive_up_to(models::kMaxLayers));
   cmd->add_option("--dtype", args->dtype, "Weights and activations: bf16, f16 or f32")->capture_default_str();
   cmd->add_option("--attention", args->attention,
-                  "fused (one flash-style kernel) or eager (scores, softmax and dropout as separate ops)")
+                  "fused (one flash-style kernel), eager (scores, softmax and dropout as separate ops) or "
+                  "eager-fp32 (eager with the softmax in fp32, as Megatron-LM v3 above 4096 keys)")
       ->capture_default_str();
   cmd->add_option("--optimizer", args->optimizer, "sgd, adam or adamw")->capture_default_str();
   cmd->add_flag("--forward-only", args->forward_only, "Build only the forward pass");

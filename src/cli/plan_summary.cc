@@ -45,11 +45,13 @@ std::string plan_summary(const api::Job& r) {
   std::string out;
   const std::string& model = !r.options.model.empty() ? r.options.model
                               : !r.options.graph_file.empty() ? r.options.graph_file : r.graph.name;
-  const bool eager = r.options.attention == models::AttentionImpl::eager;
+  const std::string attention = r.options.attention == models::AttentionImpl::fused
+                                    ? std::string()
+                                    : fmt::format(", {} attention", models::name(r.options.attention));
   out += fmt::format("model      {}: {} parameters, {} ops, batch {} ({}, {}{})\n", model,
                      count_text(static_cast<double>(r.stats.parameter_count)), r.graph.ops.size(),
                      r.graph.inputs.empty() ? 0 : r.graph.tensor(r.graph.inputs.front()).shape[0],
-                     ir::name(weight_dtype(r)), ir::name(r.request.optimizer.kind), eager ? ", eager attention" : "");
+                     ir::name(weight_dtype(r)), ir::name(r.request.optimizer.kind), attention);
   out += fmt::format("cluster    {}: {} x {} {}\n", r.cluster.name, r.cluster.nodes, r.cluster.gpus_per_node,
                      r.cluster.gpu.name);
   const exec::ExecPlan& step = r.folded ? r.step.step : r.exec;

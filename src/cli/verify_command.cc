@@ -49,7 +49,10 @@ void print_report(const VerifyArgs& args, const api::Job& job, const api::Verify
   for (const auto& program : exec.programs) instructions += program.size();
   fmt::print("model      {} ({}{}): {} ops, {} parameters\n", api::model_label(options),
              args.full ? "full size" : "shrunk",
-             options.attention == models::AttentionImpl::eager ? ", eager attention" : "", job.graph.ops.size(),
+             options.attention == models::AttentionImpl::fused
+                 ? std::string()
+                 : fmt::format(", {} attention", models::name(options.attention)),
+             job.graph.ops.size(),
              job.stats.parameter_count);
   fmt::print("policy     {}: dp {} x tp {} x pp {}, {} micro-batch{}{} on {} devices\n", options.policy, config.dp,
              config.tp, config.pp, config.micro_batches, config.micro_batches == 1 ? "" : "es",

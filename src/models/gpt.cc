@@ -59,7 +59,7 @@ Expected<ir::Graph> build_gpt(const GptConfig& preset, const ModelOptions& optio
                 "use seq <= the context, or a long-context preset such as gpt3-1.3b-16k");
   const std::int64_t h = config.hidden, vocab = padded_vocab(config.vocab, options);
   const ir::DType dtype = step.dtype;
-  const bool eager = options.attention == AttentionImpl::eager;
+  const bool eager = options.attention != AttentionImpl::fused;
   const NormSpec layer_norm{.kind = NormKind::layer_norm, .eps = kLayerNormEps, .bias = true};
   const AttentionSpec attention{.hidden = h,
                                 .heads = config.heads,
@@ -80,7 +80,11 @@ Expected<ir::Graph> build_gpt(const GptConfig& preset, const ModelOptions& optio
   auto [x, wte] = learned_embeddings(b, ids, vocab, config.context, h, kDropout, dtype);
   for (std::int64_t i = 0; i < step.layers; ++i) {
     auto layer = b.scope(fmt::format("layers.{}", i));
-    x = pre_norm_block(b, x, layer_norm, attention, dtype, "mlp", "mlp_residual",
+    // Megatron-LM's query-key layer scaling (on by default in v3): layer i + 1 divides q's scale by i + 1
+    // and multiplies the fp32 scores by it (read by the eager-fp32 form only).
+    AttentionSpec layer_attention = attention;
+    layer_attention.query_key_layer_scaling = static_cast<double>(i + 1);
+    x = pre_norm_block(b, x, layer_norm, layer_attention, dtype, "mlp", "mlp_residual",
                        [&](ir::TensorId n) { return mlp(b, n, ffn, dtype); });
   }
   x = norm(b, "ln_f", x, h, layer_norm, dtype);

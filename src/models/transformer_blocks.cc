@@ -72,9 +72,12 @@ TensorId fused_attention(GraphBuilder& b, TensorId q, TensorId k, TensorId v, Te
 // The fused op's function spelled as separate ops (AttentionSpec::impl, self_attention's comment). The scale
 // multiplies q ([b h s d], not the scores: Megatron's baddbmm alpha), so the logits are scale·q·k + bias as
 // the fused op's. Grouped-query heads (hq = hk·r, query head i reads key head i / r) are viewed as
-// [b hk r s d] so both einsums keep the key/value heads whole.
+// [b hk r s d] so both einsums keep the key/value heads whole. eager_fp32_softmax in a 16-bit dtype runs
+// the score passes in fp32 (Megatron-LM v3's FusedScaleMaskSoftmax.forward_torch_softmax): q carries
+// scale / c, the fp32 copy of the scores is multiplied by c (query-key layer scaling), masked and
+// softmaxed, and the probabilities are cast back before dropout.
 TensorId eager_attention(GraphBuilder& b, TensorId q, TensorId k, TensorId v, TensorId attn_bias, bool causal,
-                         const AttentionSpec& spec) {
+                         const AttentionSpec& spec, ir::DType dtype) {
   if (!usable(b, q)) return {};
   const std::vector<std::int64_t> q_dims = dims(b, q);  // [b hq s d]
   const std::int64_t kv_heads = spec.resolved_kv_heads(), groups = spec.heads / kv_heads;
@@ -83,7 +86,15 @@ TensorId eager_attention(GraphBuilder& b, TensorId q, TensorId k, TensorId v, Te
                       "use --attention fused for this model"});
     return {};
   }
-  TensorId scaled = b.op("scale", "q_scaled", {q}, Attrs{{"factor", softmax_scale(spec)}});
+  const bool fp32_softmax = spec.impl == AttentionImpl::eager_fp32_softmax;
+  const double coefficient = fp32_softmax ? spec.query_key_layer_scaling : 1.0;
+  if (!(coefficient >= 1) || (attn_bias.valid() && coefficient != 1)) {  // no family has a bias with it
+    b.set_error(Error{fmt::format("eager-fp32 attention: query-key layer scaling {} with{} a score bias is not built",
+                                  coefficient, attn_bias.valid() ? "" : "out"),
+                      "use a coefficient >= 1, and 1 with a bias"});
+    return {};
+  }
+  TensorId scaled = b.op("scale", "q_scaled", {q}, Attrs{{"factor", softmax_scale(spec) / coefficient}});
   std::string head = "h";
   if (groups > 1) {
     scaled = b.op("reshape", "q_groups", {scaled},
@@ -93,8 +104,12 @@ TensorId eager_attention(GraphBuilder& b, TensorId q, TensorId k, TensorId v, Te
   TensorId scores = b.op("einsum", "scores", {scaled, k},
                          Attrs{{"equation", fmt::format("b{0}sd,bhtd->b{0}st", head)}});
   if (attn_bias.valid()) scores = b.op("add", "scores_bias", {scores, attn_bias});
+  const bool cast = fp32_softmax && ir::size_bytes(dtype) < ir::size_bytes(ir::DType::f32);
+  if (cast) scores = b.op("cast", "scores_fp32", {scores}, Attrs{{"dtype", std::string(ir::name(ir::DType::f32))}});
+  if (fp32_softmax) scores = b.op("scale", "scores_scaled", {scores}, Attrs{{"factor", coefficient}});
   if (causal) scores = b.op("causal_mask", "causal_mask", {scores});
   TensorId probs = b.op("softmax", "probs", {scores}, Attrs{{"dim", std::int64_t{-1}}});
+  if (cast) probs = b.op("cast", "probs_half", {probs}, Attrs{{"dtype", std::string(ir::name(dtype))}});
   probs = dropout(b, "attn_dropout", probs, spec.attention_dropout);
   TensorId context = b.op("einsum", "context", {probs, v}, Attrs{{"equation", fmt::format("b{0}st,bhte->b{0}se", head)}});
   if (groups > 1 && usable(b, context)) {
@@ -109,8 +124,8 @@ TensorId eager_attention(GraphBuilder& b, TensorId q, TensorId k, TensorId v, Te
 TensorId attend_and_project(GraphBuilder& b, TensorId q, TensorId k, TensorId v, TensorId attn_bias, bool causal,
                             const AttentionSpec& spec, ir::DType dtype) {
   if (!b.ok()) return {};
-  const TensorId context = spec.impl == AttentionImpl::eager ? eager_attention(b, q, k, v, attn_bias, causal, spec)
-                                                             : fused_attention(b, q, k, v, attn_bias, causal, spec);
+  const TensorId context = spec.impl == AttentionImpl::fused ? fused_attention(b, q, k, v, attn_bias, causal, spec)
+                                                             : eager_attention(b, q, k, v, attn_bias, causal, spec, dtype);
   const TensorId merged = merge_heads(b, "merge_heads", context);
   const TensorId out = linear(b, "out", merged, spec.q_heads_dim(), spec.hidden, spec.bias, dtype);
   return dropout(b, "dropout", out, spec.dropout);

@@ -37,13 +37,21 @@ std::int64_t padded_vocab(std::int64_t vocab, const ModelOptions& options) {
   return (vocab + options.vocab_multiple - 1) / options.vocab_multiple * options.vocab_multiple;
 }
 
-std::string_view name(AttentionImpl impl) { return impl == AttentionImpl::eager ? "eager" : "fused"; }
+std::string_view name(AttentionImpl impl) {
+  switch (impl) {
+    case AttentionImpl::fused: return "fused";
+    case AttentionImpl::eager: return "eager";
+    case AttentionImpl::eager_fp32_softmax: return "eager-fp32";
+  }
+  return "fused";
+}
 
 Expected<AttentionImpl> parse_attention_impl(std::string_view text) {
-  if (text == "fused") return AttentionImpl::fused;
-  if (text == "eager") return AttentionImpl::eager;
+  for (AttentionImpl impl : {AttentionImpl::fused, AttentionImpl::eager, AttentionImpl::eager_fp32_softmax})
+    if (text == name(impl)) return impl;
   return fail(fmt::format("unknown attention '{}'", text),
-              "use fused (one flash-style kernel) or eager (scores, softmax and dropout as separate ops)");
+              "use fused (one flash-style kernel), eager (scores, softmax and dropout as separate ops) or eager-fp32 "
+              "(eager with the softmax in fp32, as Megatron-LM v3 above 4096 keys)");
 }
 
 Expected<ir::Graph> build_model(std::string_view name, const ModelOptions& options) {
@@ -76,10 +84,11 @@ Expected<ir::Graph> build_model(const ModelPreset& preset, const ModelOptions& o
                 "drop --vocab; it applies to the language-model presets (gpt, llama, bert, moe, t5, mbart)");
   // The families built on transformer_blocks' attention (heads, or Swin's windows).
   const bool has_attention = has_vocabulary || preset.family == "swin";
-  if (options.attention == AttentionImpl::eager && !has_attention)
+  if (options.attention != AttentionImpl::fused && !has_attention)
     return fail(fmt::format("model '{}' ({}) has no scaled dot-product attention to build eagerly", name,
                             preset.family),
-                "drop --attention eager; it applies to gpt, llama, bert, moe, t5, mbart and swin");
+                fmt::format("drop --attention {}; it applies to gpt, llama, bert, moe, t5, mbart and swin",
+                            models::name(options.attention)));
   if (!ir::is_floating(options.dtype))
     return fail(fmt::format("model '{}': dtype {} is not a floating type", name, ir::name(options.dtype)),
                 "use bf16, f16 or f32");

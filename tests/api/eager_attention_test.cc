@@ -47,6 +47,24 @@ std::map<std::string, const verify::NdArray*> loss_and_gradients(const TrainingR
   return found;
 }
 
+// Every named value of `want` in `got`, the same shape, within 1e-12 of the reference's scale.
+void expect_same_values(const std::map<std::string, const verify::NdArray*>& want,
+                        const std::map<std::string, const verify::NdArray*>& got) {
+  ASSERT_GT(want.size(), 2u);
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, expected] : want) {
+    ASSERT_TRUE(got.contains(name)) << name;
+    const verify::NdArray& actual = *got.at(name);
+    ASSERT_EQ(actual.shape, expected->shape) << name;
+    double worst = 0, scale = 0;
+    for (std::size_t i = 0; i < actual.data.size(); ++i) {
+      worst = std::max(worst, std::abs(actual.data[i] - expected->data[i]));
+      scale = std::max(scale, std::abs(expected->data[i]));
+    }
+    EXPECT_LE(worst, 1e-12 * std::max(scale, 1.0)) << name;
+  }
+}
+
 TEST(EagerAttention, ComputesTheFusedOpsLossAndGradients) {
   // LLaMA: causal, grouped-query, rotary. Swin: window attention with a relative-position bias. GShard MoE:
   // causal, fused qkv.
@@ -54,20 +72,18 @@ TEST(EagerAttention, ComputesTheFusedOpsLossAndGradients) {
     SCOPED_TRACE(preset);
     const TrainingRun fused = run(preset, models::AttentionImpl::fused), eager = run(preset, models::AttentionImpl::eager);
     const auto want = loss_and_gradients(fused), got = loss_and_gradients(eager);
-    ASSERT_GT(want.size(), 2u);
-    ASSERT_EQ(got.size(), want.size());
-    for (const auto& [name, expected] : want) {
-      ASSERT_TRUE(got.contains(name)) << name;
-      const verify::NdArray& actual = *got.at(name);
-      ASSERT_EQ(actual.shape, expected->shape) << name;
-      double worst = 0, scale = 0;
-      for (std::size_t i = 0; i < actual.data.size(); ++i) {
-        worst = std::max(worst, std::abs(actual.data[i] - expected->data[i]));
-        scale = std::max(scale, std::abs(expected->data[i]));
-      }
-      EXPECT_LE(worst, 1e-12 * std::max(scale, 1.0)) << name;
-    }
+    expect_same_values(want, got);
   }
+}
+
+// The eager-fp32 form (Megatron-LM's fp32 softmax with query-key layer scaling) computes the eager form's loss
+// and gradients: the layer number divides q's scale and multiplies the scores back (built in f64, the form has
+// no casts: what they hold is tested in tests/models). GPT: causal, with attention dropout.
+TEST(EagerAttention, Fp32SoftmaxComputesTheEagerFormsLossAndGradients) {
+  const TrainingRun eager = run("gpt3-125m", models::AttentionImpl::eager);
+  const TrainingRun fp32 = run("gpt3-125m", models::AttentionImpl::eager_fp32_softmax);
+  const auto want = loss_and_gradients(eager), got = loss_and_gradients(fp32);
+  expect_same_values(want, got);
 }
 
 }  // namespace

@@ -14,14 +14,7 @@ namespace {
 using testing::build_or_fail;
 using testing::count_ops;
 using testing::find_op;
-
-ir::GraphStats training_stats(const ir::Graph& forward) {
-  auto training = ir::build_training_graph(forward, ops::builtin_ops(), {});
-  EXPECT_TRUE(training) << training.error().to_string();
-  auto stats = training ? ir::compute_stats(*training, ops::builtin_ops()) : Expected<ir::GraphStats>(ir::GraphStats{});
-  EXPECT_TRUE(stats) << stats.error().to_string();
-  return stats.value_or(ir::GraphStats{});
-}
+using testing::training_stats;
 
 std::int64_t bytes_of(const ir::Graph& graph, ir::TensorId id) { return graph.tensor(id).bytes(); }
 

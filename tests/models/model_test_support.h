@@ -54,6 +54,15 @@ inline std::size_t count_ops(const ir::Graph& graph, std::string_view type) {
   return n;
 }
 
+// The training graph's (forward, backward, AdamW) stats, or empty stats after a test failure naming the error.
+inline ir::GraphStats training_stats(const ir::Graph& forward) {
+  auto training = ir::build_training_graph(forward, ops::builtin_ops(), {});
+  EXPECT_TRUE(training) << training.error().to_string();
+  auto stats = training ? ir::compute_stats(*training, ops::builtin_ops()) : Expected<ir::GraphStats>(ir::GraphStats{});
+  EXPECT_TRUE(stats) << stats.error().to_string();
+  return stats.value_or(ir::GraphStats{});
+}
+
 // (actual - nominal) / nominal
 inline double relative_gap(double actual, double nominal) { return (actual - nominal) / nominal; }
 

@@ -98,6 +98,10 @@ struct AttentionSpec {
   double dropout = 0;            // on the block's output (after the output projection)
   double attention_dropout = 0;  // on the attention probabilities (inside the fused kernel, or a dropout op)
   AttentionImpl impl = AttentionImpl::fused;  // one fused op, or the eager ops (ModelOptions::attention)
+  // eager_fp32_softmax only: Megatron-LM's query-key layer scaling coefficient (the 1-based layer number),
+  // dividing q's scale and multiplying the fp32 scores, so the logits are unchanged and the 16-bit scores
+  // are c times smaller. 1 for the families Megatron-LM does not build.
+  double query_key_layer_scaling = 1;
 
   std::int64_t q_heads_dim() const { return heads * resolved_head_dim(); }
   std::int64_t kv_heads_dim() const { return resolved_kv_heads() * resolved_head_dim(); }
@@ -116,6 +120,13 @@ struct AttentionSpec {
 // heads are viewed as [b hk r s d] around them ("q_groups", "context_heads"). Saved for backward per
 // element of [b h s t]: the probabilities (softmax's output, which dropout reads too) and the dropped
 // probabilities (the second einsum's input); without dropout the probabilities alone.
+//
+// With spec.impl eager_fp32_softmax and a 16-bit dtype, Megatron-LM v3's torch softmax path: "q_scaled" (q
+// times scale / c, c = spec.query_key_layer_scaling), "scores" (16-bit), "scores_bias" (with a bias, c = 1
+// only), "scores_fp32" (cast), "scores_scaled" (times c, fp32), "causal_mask" (fp32), "probs" (fp32
+// softmax, saved), "probs_half" (cast back), "attn_dropout", "context". Saved per element: the fp32
+// probabilities (4 bytes), dropout's 16-bit input (2; torch keeps a 1-byte mask) and the dropped
+// probabilities (2). In fp32 or f64 nothing is cast, as Megatron's input_in_float16 is false there.
 ir::TensorId self_attention(ir::GraphBuilder& b, ir::TensorId x, const AttentionSpec& spec, ir::DType dtype,
                             ir::TensorId attn_bias = {});
 

@@ -18,8 +18,11 @@ namespace loom::models {
 // flash kernel that never holds the s x t scores (its backward keeps q, k, v and the output). eager: the ops
 // PyTorch 1.x and Megatron-LM v3 run (q k^T, mask, softmax, dropout, times v), whose scores, probabilities
 // and dropped probabilities are [b, heads, s, t] tensors: held, saved for backward and split like any op.
-enum class AttentionImpl : std::uint8_t { fused, eager };
-std::string_view name(AttentionImpl impl);                    // "fused", "eager"
+// eager_fp32_softmax: eager with Megatron-LM v3's unfused softmax in fp32 (its torch path for key lengths
+// over 4096, with query-key layer scaling's attention_softmax_in_fp32): the 16-bit scores cast to fp32,
+// scaled, masked, softmax in fp32 (saved), cast back, then dropout; fp32 models have nothing to cast.
+enum class AttentionImpl : std::uint8_t { fused, eager, eager_fp32_softmax };
+std::string_view name(AttentionImpl impl);                    // "fused", "eager", "eager-fp32"
 Expected<AttentionImpl> parse_attention_impl(std::string_view text);
 
 // Options every preset accepts; 0 means "the preset's default".
@@ -44,7 +47,7 @@ struct ModelOptions {
   // models keep theirs.
   std::int64_t vocab = 0;
   // The attention form of every attention block (the families built on transformer_blocks: gpt, llama, bert,
-  // t5, mbart, moe, swin); the others have none and refuse eager.
+  // t5, mbart, moe, swin); the others have none and refuse the eager forms.
   AttentionImpl attention = AttentionImpl::fused;
 };
 
