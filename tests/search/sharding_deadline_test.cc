@@ -106,21 +106,22 @@ ShardingProblem grid_of_groups(std::uint64_t seed) {
 }
 
 // The group step's shares count from its own start: when a caller's reading took half the timeout, the
-// group step still gets its share (it was given ends already past and its MILP never ran).
+// group step still gets its share (it was given ends already past and its MILP never ran). Independent of
+// the box's speed: the group step starts no earlier than the time already past, so an end counted from its
+// start lies beyond it (capped at the deadline, later still), where shares from the solve's start (at most
+// 0.2 of the timeout) lie before it.
 TEST(SolveShardingDeadline, TheGroupStepsShareCountsFromItsOwnStart) {
   const ShardingProblem p = grid_of_groups(4);
   SolveOptions options;
   options.timeout_seconds = 4;
+  constexpr double kAlreadyPast = 2;  // seconds of the timeout a caller's reading took
   options.started = std::chrono::steady_clock::now() - std::chrono::seconds(2);
   options.milp_max_cells = 2'000;  // the nodes' problem is too large for it, the groups' is not
   const Expected<ShardingResult> result = solve_sharding(p, options);
   ASSERT_TRUE(result.has_value()) << result.error().to_string();
   const SolveStage* groups = find_stage(*result, "groups");
   ASSERT_NE(groups, nullptr) << "the ties make 16 groups of the free nodes";
-  ASSERT_GE(result->stages.size(), 2u);
-  const SolveStage& before = *(groups - 1);
-  EXPECT_GT(groups->allowed, before.ended) << "the group step was given an end already past";
-  EXPECT_LE(groups->allowed, options.timeout_seconds * (1 + 1e-9));
+  EXPECT_GT(groups->allowed, kAlreadyPast) << "the group step was given an end already past";
   expect_stages_within(*result, options.timeout_seconds);
 }
 
