@@ -1,5 +1,7 @@
 #include "loom/exec/exec_plan.h"
 
+#include <algorithm>
+
 namespace loom::exec {
 
 std::string_view name(LocalKind kind) {
@@ -14,6 +16,12 @@ std::string_view name(LocalKind kind) {
 }
 
 std::string_view name(Memory memory) { return memory == Memory::host ? "host" : "gpu"; }
+
+std::vector<std::vector<int>> canonical_groups(std::vector<std::vector<int>> groups) {
+  for (std::vector<int>& group : groups) std::ranges::sort(group);
+  std::ranges::sort(groups);
+  return groups;
+}
 
 bool has_asynchronous_form(comm::Primitive kind) {
   return kind == comm::Primitive::all_reduce || kind == comm::Primitive::all_gather;

@@ -70,6 +70,7 @@ class Unfolder {
     out_.plan = slice.plan;
     out_.num_devices = shape.dp * shape.tp * shape.pp;
     out_.programs.resize(static_cast<std::size_t>(out_.num_devices));
+    if (shape.dp > 1) reducers_ = gradient_reducers(slice, seg_);
   }
 
   void device(int d) {
@@ -278,18 +279,59 @@ class Unfolder {
   }
 
   // A gradient the optimizer reads, summed over the dp replicas (each holds a value part of the step's
-  // gradient): an all-reduce over the images of this device, freeing the part. With dp 1, the part. It
-  // is priced alone, as the explicit plan's reduction of each piece's box is (a layout search of its own,
-  // exec/need_groups.h), though every tp rank's reductions cross the nodes' NICs at once.
+  // gradient): an all-reduce over the images of this device, freeing the part. With dp 1, the part.
   BufferId reduce_over_replicas(std::vector<Instruction>& target, BufferId part, const Buffer& old) {
     if (shape_.dp == 1) return part;
-    std::vector<int> group;
-    for (int r = 0; r < shape_.dp; ++r) group.push_back(full_device(shape_, d_, r));
-    const std::int64_t fresh = out_.add_tag(CollectiveInfo{old.piece.tensor, "V->R all-reduce over data parallel", -1});
+    const std::int64_t fresh = out_.add_tag(CollectiveInfo{.tensor = old.piece.tensor,
+                                                           .rule = "V->R all-reduce over data parallel",
+                                                           .paired = -1,
+                                                           .step = replica_step(old.piece.tensor)});
     const BufferId reduced = out_.add_buffer(full_, old.piece, old.bytes);
-    target.push_back(Collective{comm::Primitive::all_reduce, std::move(group), fresh, part, reduced});
+    target.push_back(Collective{comm::Primitive::all_reduce, replicas(d_), fresh, part, reduced});
     target.push_back(Free{part});
     return reduced;
+  }
+
+  // Slice device d's images over the dp replicas: the group of its gradients' reduction.
+  std::vector<int> replicas(int d) const {
+    std::vector<int> group;
+    for (int r = 0; r < shape_.dp; ++r) group.push_back(full_device(shape_, d, r));
+    return group;
+  }
+
+  // The reductions over replicas of one gradient's pieces run at once, one group per slice device that
+  // holds a piece: one step, as the explicit plan joins the steps of its per-piece searches
+  // (concurrent_steps.h) or its one search of a replicated weight's gradient has a group per tp rank.
+  std::int64_t replica_step(ir::TensorId tensor) {
+    const auto it = reducers_.find(tensor);
+    if (it == reducers_.end() || it->second.size() < 2) return -1;
+    const auto [known, fresh] = replica_steps_.try_emplace(it->second, -1);
+    if (fresh) {
+      std::vector<std::vector<int>> groups;
+      for (int d : it->second) groups.push_back(replicas(d));
+      known->second = out_.add_group_step(std::move(groups));
+    }
+    return known->second;
+  }
+
+  // By gradient tensor: the slice devices whose optimizer steps read a piece of it (each reduces its
+  // piece over the replicas).
+  static std::map<ir::TensorId, std::vector<int>> gradient_reducers(const ExecPlan& slice,
+                                                                     const std::vector<std::vector<int>>& seg) {
+    std::map<ir::TensorId, std::vector<int>> reducers;
+    for (int d = 0; d < slice.num_devices; ++d) {
+      const auto& program = slice.programs[static_cast<std::size_t>(d)];
+      std::set<ir::TensorId> read;
+      for (std::size_t i = 0; i < program.size(); ++i)
+        if (const auto* c = std::get_if<Compute>(&program[i]);
+            c != nullptr && seg[static_cast<std::size_t>(d)][i] == kEpilogue &&
+            slice.plan->op_of(c->sub_op).pass == ir::Pass::optimizer)
+          for (BufferId b : c->inputs)
+            if (b.valid() && slice.plan->graph->tensor(slice.buffer(b).piece.tensor).role == ir::TensorRole::gradient)
+              read.insert(slice.buffer(b).piece.tensor);
+      for (ir::TensorId t : read) reducers[t].push_back(d);
+    }
+    return reducers;
   }
 
   const ExecPlan& slice_;
@@ -298,6 +340,8 @@ class Unfolder {
   ExecPlan out_;
   std::map<std::pair<std::int64_t, int>, std::int64_t> tags_;  // (slice tag, instance or -1) -> tag
   std::map<std::int64_t, std::int64_t> steps_;                 // slice step -> step
+  std::map<ir::TensorId, std::vector<int>> reducers_;          // gradient_reducers, with dp > 1
+  std::map<std::vector<int>, std::int64_t> replica_steps_;     // reducing slice devices -> step
   // Per device being unfolded:
   int d_ = 0, full_ = 0;
   std::unordered_map<std::uint64_t, BufferId> copies_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 namespace loom::exec::detail {
 namespace {
@@ -27,6 +28,8 @@ struct StepContext {
   ir::TensorId tensor;
   std::span<const plan::IndexRange> region;
   plan::ValuePart frame;  // the value part of the tensor that moves (whole, or e.g. one micro-batch's sum)
+  std::int64_t search = -1;  // ConcurrentSteps::begin_search's number of this search
+  std::size_t index = 0;     // the step being lowered, by its place in the search's plan
 
   // The piece the device at `position` of `layout` holds: its box, and its value part of the frame.
   plan::SubTensor piece(const comm::Layout& layout, std::size_t position) const {
@@ -52,6 +55,7 @@ Expected<Holding> lower_collective(const StepContext& ctx, const comm::PlannedSt
   // The step's groups run at once and share the nodes' NICs: each collective names them all, so the
   // simulator prices it as the search priced the step.
   const std::int64_t step = ctx.builder.group_step(planned.step.groups);
+  std::vector<std::int64_t> tags;
   for (const std::vector<int>& group : planned.step.groups) {
     std::vector<BufferId> inputs;
     std::vector<plan::SubTensor> outputs;
@@ -64,7 +68,9 @@ Expected<Holding> lower_collective(const StepContext& ctx, const comm::PlannedSt
     const std::vector<BufferId> out =
         ctx.builder.collective(planned.step.primitive, group, inputs, outputs, ctx.tensor, planned.step.rule, step);
     for (std::size_t i = 0; i < group.size(); ++i) next[group[i]] = out[i];
+    tags.push_back(static_cast<std::int64_t>(ctx.builder.exec().collectives.size()) - 1);  // the one just issued
   }
+  ctx.builder.concurrent().lowered(ctx.search, ctx.index, planned.step.primitive, planned.step.groups, std::move(tags));
   return next;
 }
 
@@ -114,6 +120,25 @@ class SendOrder {
   std::ptrdiff_t n_ = 0, nodes_ = 1, ranks_ = 1;
   std::map<int, std::pair<std::ptrdiff_t, std::ptrdiff_t>> at_;  // device -> (node, rank), or (0, position)
 };
+
+// The devices of `pairs` split into the sets that pairs link, each ascending.
+std::vector<std::vector<int>> linked_groups(const std::vector<std::pair<int, int>>& pairs) {
+  std::map<int, int> parent;
+  const auto root = [&](int x) {
+    while (parent.at(x) != x) x = parent[x] = parent.at(parent.at(x));
+    return x;
+  };
+  for (const auto& [a, b] : pairs) {
+    parent.try_emplace(a, a);
+    parent.try_emplace(b, b);
+    parent[root(a)] = root(b);
+  }
+  std::map<int, std::vector<int>> groups;
+  for (const auto& entry : parent) groups[root(entry.first)].push_back(entry.first);
+  std::vector<std::vector<int>> result;
+  for (auto& [r, group] : groups) result.push_back(std::move(group));
+  return result;
+}
 
 // Point-to-point steps carry no slices, so each device of the new layout fetches its piece from the
 // old one. Value parts must stay one decomposition: the devices of one new value group draw, for each
@@ -187,10 +212,22 @@ Expected<Holding> lower_p2p(const StepContext& ctx, const comm::PlannedStep& pla
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::ranges::stable_sort(order, [&](std::size_t a, std::size_t b) { return distance(moves[a]) < distance(moves[b]); });
   std::vector<std::vector<ProgramBuilder::PendingReceive>> pending(after.devices.size());
+  std::vector<std::pair<int, int>> pairs;  // (sender, receiver) of each send
+  std::vector<std::int64_t> tags;
   for (std::size_t i : order) {
     const Move& m = moves[i];
     pending[m.to].push_back(ctx.builder.send(ctx.builder.slice(m.source, m.box), after.devices[m.to], planned.step.rule));
+    if (pending[m.to].back().tag < 0) continue;
+    pairs.emplace_back(m.member, after.devices[m.to]);
+    tags.push_back(pending[m.to].back().tag);
   }
+  // Its groups, the devices linked by sends: where they are several (exchanges of value parts among each
+  // group, which exchange_to_all_reduce makes all-reduces, priced with the step their sends share), the
+  // sends keep them as their step, as a collective step's groups do.
+  std::vector<std::vector<int>> groups = linked_groups(pairs);
+  const std::int64_t step = ctx.builder.group_step(groups);
+  for (std::int64_t tag : tags) ctx.builder.exec().collectives[static_cast<std::size_t>(tag)].step = step;
+  ctx.builder.concurrent().lowered(ctx.search, ctx.index, comm::Primitive::p2p, std::move(groups), std::move(tags));
   Holding next;
   for (std::size_t p = 0; p < after.devices.size(); ++p) {
     // What the device holds itself first, then what it receives in ring order: every member's combine
@@ -292,10 +329,13 @@ Expected<std::optional<std::vector<BufferId>>> layout_transition(ProgramBuilder&
   const comm::TransitionPlan& plan = known->second;
   Holding holding;
   for (BufferId b : producers) holding[builder.device(b)] = b;
-  const StepContext ctx{builder, search.cluster, tensor, *region, frame};
+  std::vector<int> devices = from->devices;
+  devices.insert(devices.end(), to->devices.begin(), to->devices.end());
+  StepContext ctx{builder, search.cluster, tensor, *region, frame, builder.concurrent().begin_search(std::move(devices))};
   comm::Layout before = comm::canonical(*from);
   for (const comm::PlannedStep& planned : plan.steps) {
     Expected<Holding> next = lower_step(ctx, planned, before, holding);
+    ++ctx.index;
     if (!next)
       return std::unexpected(with_context(next.error(), fmt::format("lowering '{}' of {} -> {}", planned.step.rule,
                                                                     comm::to_string(*from), comm::to_string(*to))));

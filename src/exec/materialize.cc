@@ -103,6 +103,7 @@ class Materializer {
   }
 
   Materialized finish() && {
+    builder_.share_concurrent_steps();
     Materialized result{std::move(builder_.exec()), std::move(builder_.stats())};
     if (options_.free_buffers) detail::free_after_last_use(result.exec);
     result.stats.autograd_pairs = pair_autograd_collectives(result.exec);
@@ -293,7 +294,7 @@ class Materializer {
     ConsumerNeeds& needs = consumer_needs(consumer.op, key.piece->tensor);
     const auto at = needs.group_of.find(key);
     if (at == needs.group_of.end()) return {};
-    return move_group_once(needs.groups[at->second]);
+    return move_group_once(needs.groups[at->second], needs.concurrent);
   }
 
   // sum_completed's step for output k of `s`: each reader op's group of it whose producers have all run.
@@ -302,10 +303,7 @@ class Materializer {
     const ir::Graph& graph = *plan_.graph;
     const ir::TensorId tensor = s.outputs[k].tensor;
     if (residents_.holds(tensor) || plan::persists(graph, tensor)) return {};
-    const ir::FullTensor& full = graph.tensor(tensor);
-    if (full.role == ir::TensorRole::gradient && full.owner.valid() &&
-        graph.tensor(full.owner).role == ir::TensorRole::parameter)
-      return {};
+    if (weight_gradient(graph, tensor)) return {};
     for (ir::OpId reader : readers_[tensor.index()]) {
       ConsumerNeeds& needs = consumer_needs(reader, tensor);
       const auto at = needs.group_of_producer.find(detail::OutputRef{s.id, k});
@@ -316,7 +314,7 @@ class Materializer {
       // one row-parallel output): they are read from there, as need() would.
       const auto ready = [&](const detail::PlacedPiece& n) { return available_.contains(NeedView{n.device, &n.piece}); };
       if (std::ranges::all_of(group.needs, ready)) continue;
-      LOOM_RETURN_IF_ERROR(move_group_once(group));
+      LOOM_RETURN_IF_ERROR(move_group_once(group, needs.concurrent));
     }
     return {};
   }
@@ -331,10 +329,12 @@ class Materializer {
     return std::ranges::all_of(group.needs, [&](const detail::PlacedPiece& n) { return writers.contains(n.device); });
   }
 
-  // Moves `group` with the layout search, once, if its producers have all run.
-  Expected<void> move_group_once(NeedGroup& group) {
+  // Moves `group` with the layout search, once, if its producers have all run; its search joins the set
+  // `concurrent` of searches that run at once (concurrent_steps.h; -1: none).
+  Expected<void> move_group_once(NeedGroup& group, std::int64_t concurrent) {
     if (group.tried) return {};
     group.tried = true;
+    const detail::ConcurrentSteps::Scope at_once(builder_.concurrent(), concurrent);
     std::vector<BufferId> sources;
     for (const auto& [sub_op, k] : group.producers) {
       if (outputs_[sub_op.index()].empty()) return {};  // not run yet: this group cannot move at once
@@ -348,10 +348,23 @@ class Materializer {
     return {};
   }
 
+  // The needs of `op` for `tensor`, grouped. The groups of a weight gradient (the optimizer's, one per
+  // piece's box: each tp piece reduced over the dp replicas) are moved at the same point of the step, so
+  // their searches' steps are priced together (concurrent_steps.h); not an activation's, whose groups
+  // (micro-batches, replicas) run at different points of a pipeline.
   ConsumerNeeds& consumer_needs(ir::OpId op, ir::TensorId tensor) {
     auto [it, fresh] = needs_.try_emplace({op.value, tensor.value});
-    if (fresh) it->second = detail::group_needs(plan_, op, tensor, producers_[tensor.index()]);
+    if (fresh) {
+      it->second = detail::group_needs(plan_, op, tensor, producers_[tensor.index()]);
+      if (weight_gradient(*plan_.graph, tensor)) it->second.concurrent = builder_.concurrent().new_set();
+    }
     return it->second;
+  }
+
+  static bool weight_gradient(const ir::Graph& graph, ir::TensorId tensor) {
+    const ir::FullTensor& full = graph.tensor(tensor);
+    return full.role == ir::TensorRole::gradient && full.owner.valid() &&
+           graph.tensor(full.owner).role == ir::TensorRole::parameter;
   }
 
   const plan::Plan& plan_;

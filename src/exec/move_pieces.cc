@@ -75,6 +75,9 @@ Expected<std::vector<BufferId>> move_pieces(ProgramBuilder& builder, const Searc
   for (std::size_t i = 0; i < open.size(); ++i) groups[root(i)].first.push_back(open[i]);
   for (std::size_t s = 0; s < sources.size(); ++s)
     if (auto it = groups.find(root(open.size() + s)); it != groups.end()) it->second.second.push_back(sources[s]);
+  // The groups' searches run at once (one per piece's box: ZeRO's gathers and reductions of each tp
+  // piece), so their steps are priced together (concurrent_steps.h).
+  const ConcurrentSteps::Scope at_once(builder.concurrent(), builder.concurrent().new_set());
   for (const auto& [r, group] : groups) {
     const auto& [members, group_sources] = group;
     std::vector<PlacedPiece> wanted;

@@ -23,7 +23,8 @@ Expected<std::optional<std::vector<BufferId>>> move_group(ProgramBuilder& builde
 // partition it, as a producing op's parts do; or partition one value part of it, the frame every need
 // holds: layout_transition.h): a source on the need's device with its piece is used in place; the other
 // needs are grouped through the sources their boxes meet and each group moved by move_group, else (or
-// without the layout search) fetched piece by piece.
+// without the layout search) fetched piece by piece. The groups' searches run at once: their steps are
+// joined (concurrent_steps.h).
 Expected<std::vector<BufferId>> move_pieces(ProgramBuilder& builder, const SearchContext& search,
                                             std::span<const BufferId> sources, std::span<const PlacedPiece> needs,
                                             bool use_layout_search);

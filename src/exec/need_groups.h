@@ -55,6 +55,8 @@ struct ConsumerNeeds {
   std::vector<NeedGroup> groups;
   NeedMap<std::size_t> group_of;
   std::map<OutputRef, std::size_t> group_of_producer;  // the producer pieces that some group holds
+  // The set of searches (concurrent_steps.h) the groups' searches join where they run at once; -1: none.
+  std::int64_t concurrent = -1;
 };
 
 // `producers`: every output piece of the tensor in the plan.

@@ -108,12 +108,14 @@ std::vector<BufferId> ProgramBuilder::collective(comm::Primitive kind, std::span
 
 std::int64_t ProgramBuilder::group_step(const std::vector<std::vector<int>>& groups) {
   if (groups.size() < 2) return -1;
-  std::vector<std::vector<int>> key = groups;  // as ExecPlan::group_steps keeps them
-  for (std::vector<int>& group : key) std::ranges::sort(group);
-  std::ranges::sort(key);
+  std::vector<std::vector<int>> key = canonical_groups(groups);
   const auto [it, fresh] = group_steps_.try_emplace(std::move(key), -1);
-  if (fresh) it->second = exec_.add_group_step(groups);
+  if (fresh) it->second = exec_.add_group_step(it->first);
   return it->second;
+}
+
+void ProgramBuilder::share_concurrent_steps() {
+  concurrent_.share(exec_, [this](const std::vector<std::vector<int>>& groups) { return group_step(groups); });
 }
 
 std::int64_t ProgramBuilder::next_tag(ir::TensorId tensor, const std::string& rule, std::int64_t step) {

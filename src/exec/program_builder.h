@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "concurrent_steps.h"
 #include "loom/exec/materialize.h"
 
 namespace loom::exec::detail {
@@ -52,6 +53,10 @@ class ProgramBuilder {
   // The ExecPlan's step of these concurrent groups (one entry per distinct list: every layer's equal
   // step shares it); -1 for fewer than two groups.
   std::int64_t group_step(const std::vector<std::vector<int>>& groups);
+  // The layout searches that run at once (concurrent_steps.h): the caller opens their sets, the lowering
+  // records their steps, and share_concurrent_steps, once every instruction is emitted, joins them.
+  ConcurrentSteps& concurrent() { return concurrent_; }
+  void share_concurrent_steps();
 
  private:
   std::int64_t next_tag(ir::TensorId tensor, const std::string& rule, std::int64_t step);
@@ -60,6 +65,7 @@ class ProgramBuilder {
   ExecPlan exec_;
   MaterializeStats stats_;
   std::map<std::vector<std::vector<int>>, std::int64_t> group_steps_;  // groups -> CollectiveInfo::step
+  ConcurrentSteps concurrent_;
 };
 
 std::int64_t piece_bytes(const ir::Graph& graph, const plan::SubTensor& piece);

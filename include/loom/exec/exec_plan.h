@@ -145,12 +145,19 @@ struct CollectiveInfo {
   // gradient this moves; -1 when none (an all-reduce pairs with the identity).
   std::int64_t paired = -1;
   // The step this collective is one group of, where the step runs several groups at once (the layout
-  // search's multi-group comm::Step, emitted as one collective per group, and in a folded step each
-  // instance of one; a bucket or prefetch of such collectives): an index into
+  // search's multi-group comm::Step, emitted as one collective per group; the steps of the searches
+  // that run at once, one per piece of a tensor, joined: exec/concurrent_steps.h, e.g. the dp reductions of
+  // a weight's tp pieces; in a folded step each instance of one, and the dp reductions of one gradient's
+  // pieces; a bucket or prefetch of such collectives): an index into
   // ExecPlan::group_steps. Those groups run together and share their nodes' NICs, so the simulator prices
-  // this collective as the whole step (sim/durations.h), as the layout search did. -1: it runs alone.
+  // this collective as the whole step (sim/durations.h): as the layout search priced its own steps, and
+  // as one comm::Step of all their groups where steps are joined. -1: it runs alone. A send's step (a
+  // joined p2p step) is priced by no one: exchange_to_all_reduce gives it to the all-reduce it makes.
   std::int64_t step = -1;
 };
+
+// `groups` as ExecPlan::group_steps keeps them: each ascending, the list sorted.
+std::vector<std::vector<int>> canonical_groups(std::vector<std::vector<int>> groups);
 
 struct ExecPlan {
   const plan::Plan* plan = nullptr;  // not owned
@@ -175,9 +182,7 @@ struct ExecPlan {
   // A fresh step of `groups` (CollectiveInfo::step), or -1 for fewer than two groups (nothing to share).
   std::int64_t add_group_step(std::vector<std::vector<int>> groups) {
     if (groups.size() < 2) return -1;
-    for (std::vector<int>& group : groups) std::ranges::sort(group);
-    std::ranges::sort(groups);
-    group_steps.push_back(std::move(groups));
+    group_steps.push_back(canonical_groups(std::move(groups)));
     return static_cast<std::int64_t>(group_steps.size() - 1);
   }
   // A fresh tag (the next number), described by `info`.

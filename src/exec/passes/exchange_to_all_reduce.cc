@@ -31,6 +31,22 @@ struct Exchange {
 
 using SendKey = std::tuple<int, int, std::int64_t>;  // (sender, receiver, tag)
 
+// The group step (CollectiveInfo::step) the exchange's sends on `device` share, where it holds the
+// exchange's group: its all-reduce runs beside the other groups of that step (the exchanges of a tensor's
+// other pieces, exec/concurrent_steps.h) and is priced with them. -1 otherwise.
+std::int64_t sends_step(const ExecPlan& exec, std::size_t device, const Exchange& x) {
+  std::int64_t step = -1;
+  for (std::size_t k : x.sends) {
+    const std::int64_t tag = std::get<Send>(exec.programs[device][k]).tag;
+    const std::int64_t of = exec.collectives[static_cast<std::size_t>(tag)].step;
+    if (of < 0 || (step >= 0 && of != step)) return -1;
+    step = of;
+  }
+  if (step < 0) return -1;
+  const auto& groups = exec.group_steps[static_cast<std::size_t>(step)];
+  return std::ranges::find(groups, x.group) != groups.end() ? step : -1;
+}
+
 class Finder {
  public:
   Finder(const ExecPlan& exec, int device) : exec_(exec), device_(device), program_(exec.programs[static_cast<std::size_t>(device)]) {
@@ -156,9 +172,10 @@ int exchange_to_all_reduce(ExecPlan& exec) {
     if (!x.valid || disordered.contains(x.group)) continue;
     auto [it, fresh] = tag_of.try_emplace(x.tag, 0);
     if (fresh)
-      it->second = exec.add_tag(CollectiveInfo{exec.buffer(x.output).piece.tensor,
-                                               fmt::format("V->R all-reduce (an exchange of {} value parts)", x.group.size()),
-                                               -1});
+      it->second = exec.add_tag(CollectiveInfo{.tensor = exec.buffer(x.output).piece.tensor,
+                                               .rule = fmt::format("V->R all-reduce (an exchange of {} value parts)", x.group.size()),
+                                               .paired = -1,
+                                               .step = sends_step(exec, static_cast<std::size_t>(d), x)});
     x.tag = it->second;
   }
 
