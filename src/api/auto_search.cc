@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 #include <cstdint>
+#include <set>
 #include <thread>
 #include <utility>
 
