@@ -89,6 +89,14 @@ Finalists pick_finalists(const RankedSpace& space, bool baseline_rule) {
   return out;
 }
 
+std::optional<std::size_t> early_finalist(const RankedSpace& space, const std::vector<std::size_t>& order) {
+  const auto slow = std::ranges::find_if(order, [&](std::size_t i) { return !estimate(space, i).cheap; });
+  if (slow == order.begin() || slow == order.end()) return std::nullopt;
+  for (auto it = order.begin(); it != slow; ++it)
+    if (!search::better(estimate(space, *slow), estimate(space, *it))) return std::nullopt;
+  return *slow;
+}
+
 std::optional<std::size_t> next_recompute(const RankedSpace& space, std::size_t i) {
   const std::string key = base_key(space.candidates[i]);
   for (std::size_t j = i + 1; j < space.candidates.size() && base_key(space.candidates[j]) == key; ++j)

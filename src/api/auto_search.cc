@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "loom/api/auto_finalists.h"
 #include "loom/api/oases_plan.h"
@@ -19,36 +21,11 @@
 namespace loom::api {
 namespace {
 
-std::int64_t peak_of(const Job& r) {
-  const sim::StepMetrics& m = r.metrics;
-  return m.max_memory_device < 0 ? 0 : m.per_device[static_cast<std::size_t>(m.max_memory_device)].peak_bytes;
-}
-
-// The device that sets the step: the busiest, the one with the least idle time (the first on ties).
-const sim::DeviceMetrics* busiest_device(const sim::StepMetrics& m) {
-  const auto by_idle = [](const sim::DeviceMetrics& a, const sim::DeviceMetrics& b) { return a.idle < b.idle; };
-  const auto it = std::ranges::min_element(m.per_device, by_idle);
-  return it == m.per_device.end() ? nullptr : &*it;
-}
-
-// A finalist row's numbers of its full plan.
-void fill_full(FinalistRow& row, const Job& job) {
-  row.planned = true;
-  row.full_seconds = job.metrics.step_time;
-  row.full_peak = peak_of(job);
-  row.full_fits = !job.metrics.out_of_memory();
-  if (const sim::DeviceMetrics* busiest = busiest_device(job.metrics)) {
-    row.full_compute = busiest->compute;
-    row.full_exposed_communication = busiest->exposed_communication;
-    row.full_idle = busiest->idle;
-  }
-}
-
 // a beats b: fits where b does not, else faster (fitting) or smaller (neither fits).
 bool better(const Job& a, const Job& b) {
   if (a.metrics.out_of_memory() != b.metrics.out_of_memory()) return !a.metrics.out_of_memory();
   if (!a.metrics.out_of_memory()) return a.metrics.step_time < b.metrics.step_time;
-  return peak_of(a) < peak_of(b);
+  return peak_bytes(a) < peak_bytes(b);
 }
 
 struct Priced {
@@ -213,17 +190,26 @@ class Search {
         const std::size_t i = queue[at];
         if (planned_.contains(i)) continue;
         if (!pair.empty() && (unpredictable(pair.front()) || unpredictable(i))) break;
+        // While the early plan holds the second core, the others are planned one at a time beside it.
+        if (!pair.empty() && early_pending_ && i != early_ && pair.front() != early_) break;
         planned_.insert(i);
+        if (i == early_) early_pending_ = false;  // taken below, or dropped by the bound (its thread joins at the end)
         if (!bounded_out(i) && !over_budget(i)) pair.push_back(i);
       }
       if (pair.empty()) continue;
       std::vector<Expected<std::unique_ptr<Job>>> jobs;
-      for (std::size_t k = 0; k < pair.size(); ++k) jobs.emplace_back(fail("not planned"));
+      std::vector<std::size_t> fresh;  // positions in the pair to plan now (not the early plan)
+      for (std::size_t k = 0; k < pair.size(); ++k) {
+        jobs.emplace_back(fail("not planned"));
+        if (pair[k] != early_) fresh.push_back(k);
+      }
       {
         std::optional<std::jthread> second;
-        if (pair.size() == 2) second.emplace([&] { jobs[1] = plan_full(pair[1]); });
-        jobs[0] = plan_full(pair[0]);
+        if (fresh.size() == 2) second.emplace([&] { jobs[fresh[1]] = plan_full(pair[fresh[1]]); });
+        if (!fresh.empty()) jobs[fresh[0]] = plan_full(pair[fresh[0]]);
       }
+      for (std::size_t k = 0; k < pair.size(); ++k)
+        if (pair[k] == early_) jobs[k] = take_early();
       for (std::size_t k = 0; k < pair.size(); ++k)
         if (!record(pair[k], std::move(jobs[k])) && follows_recompute_.contains(pair[k]))
           if (const std::optional<std::size_t> next = next_recompute(ranked_space(), pair[k])) {
@@ -231,6 +217,24 @@ class Search {
             queue.insert(queue.begin() + static_cast<std::ptrdiff_t>(at), *next);
           }
     }
+  }
+
+  // The early finalist (auto_finalists.h), planned at once on the second core while the cheap finalists
+  // queued before it are planned one at a time on the first. Its plan is taken when the queue reaches it,
+  // so the rows, their order and the winner are the queue's alone. Not under a budget: the queue decides
+  // there, by rate, what is planned at all.
+  void start_early(const std::vector<std::size_t>& order) {
+    if (options_.budget > 0) return;
+    const std::optional<std::size_t> early = early_finalist(ranked_space(), order);
+    if (!early) return;
+    early_ = *early;
+    early_pending_ = true;
+    early_thread_.emplace([this, i = early_] { early_job_ = plan_full(i); });
+  }
+
+  Expected<std::unique_ptr<Job>> take_early() {
+    early_thread_.reset();  // joins
+    return std::exchange(early_job_, fail("taken"));
   }
 
   // A finalist slow to plan whose analytic step is no faster than the best fitting full step so far is
@@ -329,7 +333,9 @@ class Search {
   }
 
   Expected<void> plan_finalists(const std::vector<std::size_t>& order, bool baseline_rule) {
+    start_early(order);
     plan_queue(order);
+    early_thread_.reset();  // an early plan the bound dropped: its core is needed again
     if (!baseline_rule) plan_oases_planner();
     // No finalist fits in full, though priced to fit: the costing underestimated their memory, so a few
     // more, those priced smallest (ties: the better rank).
@@ -394,6 +400,12 @@ class Search {
   std::string first_error_;
   std::int64_t forward_ops_ = 0;
   double seconds_per_plan_byte_ = 0;  // the slowest large explicit plan so far, per planned_bytes (0: none yet)
+  // The early plan (start_early): its candidate, whether the queue has yet to reach it, its result, and
+  // its thread, declared last so that it joins before the members it reads are destroyed.
+  std::size_t early_ = SIZE_MAX;
+  bool early_pending_ = false;
+  Expected<std::unique_ptr<Job>> early_job_ = fail("not planned");
+  std::optional<std::jthread> early_thread_;
 };
 
 }  // namespace

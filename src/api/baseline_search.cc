@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "loom/api/auto_search.h"
 #include "loom/api/oases_plan.h"
 #include "loom/core/strings.h"
@@ -11,6 +13,26 @@ namespace loom::api {
 
 bool is_baseline(std::string_view policy) { return policy == "megatron-best" || policy == "deepspeed-best"; }
 bool is_search(std::string_view policy) { return is_baseline(policy) || policy == "auto"; }
+
+std::int64_t peak_bytes(const Job& job) {
+  const sim::StepMetrics& m = job.metrics;
+  return m.max_memory_device < 0 ? 0 : m.per_device[static_cast<std::size_t>(m.max_memory_device)].peak_bytes;
+}
+
+void fill_full(FinalistRow& row, const Job& job) {
+  row.planned = true;
+  row.full_seconds = job.metrics.step_time;
+  row.full_peak = peak_bytes(job);
+  row.full_fits = !job.metrics.out_of_memory();
+  // The device that sets the step: the busiest, the one with the least idle time (the first on ties).
+  const auto by_idle = [](const sim::DeviceMetrics& a, const sim::DeviceMetrics& b) { return a.idle < b.idle; };
+  if (const auto busiest = std::ranges::min_element(job.metrics.per_device, by_idle);
+      busiest != job.metrics.per_device.end()) {
+    row.full_compute = busiest->compute;
+    row.full_exposed_communication = busiest->exposed_communication;
+    row.full_idle = busiest->idle;
+  }
+}
 
 namespace {
 

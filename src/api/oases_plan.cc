@@ -9,9 +9,9 @@
 #include <climits>
 #include <cmath>
 #include <ranges>
-#include <thread>
 
 #include "loom/api/search_facts.h"
+#include "loom/core/both_cores.h"
 #include "loom/cost/memory_model.h"
 #include "loom/policy/layer_degrees.h"
 #include "loom/search/oases_planner.h"
@@ -36,13 +36,6 @@ JobOptions resolved_oases_policy(JobOptions o) {
   if (o.overlap == policy::Overlap::none) o.overlap = policy::Overlap::oases;
   if (o.tp_layers.empty()) o.tp_layers = "auto";
   return o;
-}
-
-// The largest peak of the job's devices.
-std::int64_t peak_bytes(const Job& job) {
-  std::int64_t peak = 0;
-  for (const sim::DeviceMetrics& d : job.metrics.per_device) peak = std::max(peak, d.peak_bytes);
-  return peak;
 }
 
 // The job at `layers` layers with these degrees, planned unfolded (a mixed plan does not fold).
@@ -78,13 +71,10 @@ bool policy_takes(const JobOptions& base, int t) {
 std::vector<Expected<SliceResult>> price_slices(const JobOptions& base, const std::vector<int>& degrees) {
   const std::size_t n = degrees.size();
   std::vector<Expected<SliceResult>> out(n + n * n, Expected<SliceResult>(fail("not priced")));
-  const auto work = [&](std::size_t from) {
-    for (std::size_t i = from; i < out.size(); i += 2)
-      out[i] = i < n ? price_slice(base, 1, {degrees[i]})
-                     : price_slice(base, 2, {degrees[(i - n) / n], degrees[(i - n) % n]});
-  };
-  std::jthread second(work, 1);
-  work(0);
+  for_each_on_both_cores(out.size(), [&](std::size_t i) {
+    out[i] = i < n ? price_slice(base, 1, {degrees[i]})
+                   : price_slice(base, 2, {degrees[(i - n) / n], degrees[(i - n) % n]});
+  });
   return out;
 }
 
@@ -238,24 +228,20 @@ Expected<std::unique_ptr<Job>> oases_plan(const JobOptions& requested, std::opti
                             cost::format_bytes(static_cast<double>(peak_bytes(*job)))),
                 "use more GPUs per tp group, recomputation, or a smaller batch");
   if (summary != nullptr) {
-    const sim::StepMetrics& m = job->metrics;
-    const std::int64_t peak = peak_bytes(*job);
     SearchSummary s{.baseline = "oases planner",
                     .candidates = chosen.space > INT_MAX ? INT_MAX : static_cast<int>(chosen.space),
                     .evaluated = 1,
                     .failed = chosen.failed,
                     .priced = static_cast<int>(std::min<std::int64_t>(chosen.states, INT_MAX)),
                     .slices = chosen.slices};
-    s.finalists.push_back({.configuration = fmt::format("tp layers {}", chosen.spec),
-                           .family = "megatron",
-                           .rank = 1,
-                           .analytic_seconds = chosen.seconds,
-                           .analytic_peak = chosen.bytes,
-                           .analytic_fits = chosen.fits,
-                           .planned = true,
-                           .full_seconds = m.step_time,
-                           .full_peak = peak,
-                           .full_fits = !m.out_of_memory()});
+    FinalistRow row{.configuration = fmt::format("tp layers {}", chosen.spec),
+                    .family = "megatron",
+                    .rank = 1,
+                    .analytic_seconds = chosen.seconds,
+                    .analytic_peak = chosen.bytes,
+                    .analytic_fits = chosen.fits};
+    fill_full(row, *job);
+    s.finalists.push_back(std::move(row));
     s.winner = 0;
     s.why = chosen.why;
     s.seconds = clock.seconds();

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <set>
 #include <string_view>
-#include <thread>
 
 #include "loom/api/resolve_request.h"
 #include "loom/api/stage_costs.h"
+#include "loom/core/both_cores.h"
 #include "loom/policy/stages.h"
 
 namespace loom::api {
@@ -193,14 +193,9 @@ Expected<MeasuredFacts> measure_cost_facts(const Job& loaded, const std::vector<
     if (seen.insert(search::class_of(c)).second) classes.emplace_back(search::class_of(c), c.config.sequence_parallel);
   std::ranges::sort(classes);  // the same facts whichever subset of the space asks (state: each tp's first class)
   std::vector<Expected<Slice>> slices(classes.size(), Expected<Slice>(fail("not measured")));
-  const auto work = [&](std::size_t from) {
-    for (std::size_t i = from; i < classes.size(); i += 2)
-      slices[i] = measure_slice(loaded, classes[i].first, classes[i].second);
-  };
-  {
-    std::jthread second(work, 1);  // both cores
-    work(0);
-  }
+  for_each_on_both_cores(classes.size(), [&](std::size_t i) {
+    slices[i] = measure_slice(loaded, classes[i].first, classes[i].second);
+  });
   for (std::size_t i = 0; i < classes.size(); ++i) {
     ++out.slices;
     if (!slices[i]) {

@@ -1,5 +1,8 @@
-// The structural half of check_exec_plan (check.h): one walk over every device's program in order,
-// tracking each buffer's state and recording transfers and collective members for the matching.
+// The structural half of check_exec_plan (check.h): one walk over each device's program in order,
+// tracking each buffer's state and recording transfers and collective members for the matching. A walk
+// touches only its own device's buffers (local_buffer refuses any other before reading a state), so the
+// devices are walked on both cores; the first failing device's error is the serial walk's, and the sites
+// are matched in device order, as one walk would meet them.
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -8,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "check_internal.h"
+#include "loom/core/both_cores.h"
 #include "loom/exec/exec_text.h"
 #include "loom/exec/instruction_buffers.h"
 #include "loom/exec/passes.h"
@@ -21,77 +25,80 @@ constexpr const char* kWriters = "a load, compute, collective, start, recv or lo
 // pending: written by a start whose wait has not come yet (readable after it).
 enum class State : std::uint8_t { unwritten, written, pending, freed };
 
-class StructureCheck {
- public:
-  explicit StructureCheck(const ExecPlan& exec) : exec_(exec) {}
+Expected<void> check_shape(const ExecPlan& exec) {
+  if (exec.plan == nullptr || exec.plan->graph == nullptr)
+    return fail("the exec plan has no plan (or its plan no graph)", "materialize sets ExecPlan::plan; keep the plan alive");
+  if (exec.num_devices < 1)
+    return fail(fmt::format("the exec plan has {} devices", exec.num_devices), "a plan needs at least one device");
+  if (exec.programs.size() != static_cast<std::size_t>(exec.num_devices))
+    return fail(fmt::format("the exec plan has {} devices but {} programs", exec.num_devices, exec.programs.size()),
+                "give every device one program, possibly empty");
+  return {};
+}
 
-  Expected<Links> run() {
-    LOOM_RETURN_IF_ERROR(check_shape());
-    LOOM_RETURN_IF_ERROR(check_buffers());
-    state_.assign(exec_.buffers.size(), State::unwritten);
-    writer_.assign(exec_.buffers.size(), kNone);
-    freer_.assign(exec_.buffers.size(), kNone);
-    producers_ = ir::producers(*exec_.plan->graph);
-    std::size_t total = 0;
-    links_.offsets.push_back(0);
-    for (const auto& program : exec_.programs) {
-      total += program.size();
-      if (total >= kNone)
-        return fail(fmt::format("the exec plan has {} instructions or more, too many to check", total),
-                    "split the step into smaller plans");
-      links_.offsets.push_back(static_cast<std::uint32_t>(total));
-    }
-    links_.link.assign(total, kNone);
-    for (device_ = 0; device_ < exec_.num_devices; ++device_) {
-      const auto& program = exec_.programs[static_cast<std::size_t>(device_)];
-      starts_.clear();
-      for (index_ = 0; index_ < program.size(); ++index_) {
-        LOOM_RETURN_IF_ERROR(check_memory(program[index_]));
-        LOOM_RETURN_IF_ERROR(std::visit([this](const auto& i) { return check(i); }, program[index_]));
-      }
-      LOOM_RETURN_IF_ERROR(check_all_waited());
-    }
-    // Unmatched collectives and transfers first: a buffer left unwritten is usually their consequence.
-    LOOM_RETURN_IF_ERROR(match_collectives(exec_, collectives_, waits_, links_));
-    LOOM_RETURN_IF_ERROR(match_transfers(exec_, transfers_, links_));
-    LOOM_RETURN_IF_ERROR(check_all_written());
-    return std::move(links_);
+// What the devices' walks share. By buffer: its state, and the instruction (on its device) that wrote / freed
+// it, each written only by the walk of the buffer's own device.
+struct Shared {
+  std::vector<State> state;
+  std::vector<std::uint32_t> writer, freer;
+  std::vector<int> device_of;       // by buffer
+  std::vector<ir::OpId> producers;  // by tensor: loads are of leaves
+  Links links;                      // its offsets, during the walks
+};
+
+// Also copies each buffer's device into a flat array: the walk asks for it at every operand, and a
+// Buffer (with its heap-held box) is far larger than the int.
+Expected<void> check_buffers(const ExecPlan& exec, std::vector<int>& device_of) {
+  const ir::Graph& graph = *exec.plan->graph;
+  device_of.reserve(exec.buffers.size());
+  for (std::size_t b = 0; b < exec.buffers.size(); ++b) {
+    const Buffer& buffer = exec.buffers[b];
+    device_of.push_back(buffer.device);
+    if (buffer.device < 0 || buffer.device >= exec.num_devices)
+      return fail(fmt::format("buffer b{} is on device {}, but the plan has {} devices", b, buffer.device, exec.num_devices),
+                  "place every buffer on a device of the plan");
+    const ir::TensorId t = buffer.piece.tensor;
+    if (!t.valid() || t.index() >= graph.tensors.size())
+      return fail(fmt::format("buffer b{} holds tensor %{}, which the graph does not have", b, t.value),
+                  "a buffer holds a SubTensor of one of the plan's graph tensors");
+    if (buffer.piece.box.size() != graph.tensor(t).shape.rank())
+      return fail(fmt::format("buffer b{} ({}) has a box of {} dims, but the tensor has {}", b,
+                              piece_to_text(exec, buffer.piece), buffer.piece.box.size(), graph.tensor(t).shape.rank()),
+                  "a box has one range per dimension of its tensor");
   }
+  return {};
+}
+
+Expected<void> check_all_written(const ExecPlan& exec, const std::vector<State>& state) {
+  for (std::size_t b = 0; b < exec.buffers.size(); ++b)
+    if (state[b] == State::unwritten)
+      return fail(fmt::format("buffer {} on device {} is never written", buffer_to_text(exec, BufferId(static_cast<std::uint32_t>(b))),
+                              exec.buffers[b].device),
+                  fmt::format("every buffer has exactly one writer: {} on its device", kWriters));
+  return {};
+}
+
+// One device's walk: its instructions in order, recording the sites it meets.
+class DeviceWalk {
+ public:
+  DeviceWalk(const ExecPlan& exec, Shared& shared, int device)
+      : exec_(exec), device_(device), state_(shared.state), writer_(shared.writer), freer_(shared.freer),
+        device_of_(shared.device_of), producers_(shared.producers), links_(shared.links) {}
+
+  Expected<void> run() {
+    const auto& program = exec_.programs[static_cast<std::size_t>(device_)];
+    for (index_ = 0; index_ < program.size(); ++index_) {
+      LOOM_RETURN_IF_ERROR(check_memory(program[index_]));
+      LOOM_RETURN_IF_ERROR(std::visit([this](const auto& i) { return check(i); }, program[index_]));
+    }
+    return check_all_waited();
+  }
+
+  std::vector<TransferSite> transfers_;
+  std::vector<CollectiveSite> collectives_;
+  std::vector<CollectiveSite> waits_;
 
  private:
-  Expected<void> check_shape() const {
-    if (exec_.plan == nullptr || exec_.plan->graph == nullptr)
-      return fail("the exec plan has no plan (or its plan no graph)", "materialize sets ExecPlan::plan; keep the plan alive");
-    if (exec_.num_devices < 1)
-      return fail(fmt::format("the exec plan has {} devices", exec_.num_devices), "a plan needs at least one device");
-    if (exec_.programs.size() != static_cast<std::size_t>(exec_.num_devices))
-      return fail(fmt::format("the exec plan has {} devices but {} programs", exec_.num_devices, exec_.programs.size()),
-                  "give every device one program, possibly empty");
-    return {};
-  }
-
-  // Also copies each buffer's device into a flat array: the walk asks for it at every operand, and a
-  // Buffer (with its heap-held box) is far larger than the int.
-  Expected<void> check_buffers() {
-    const ir::Graph& graph = *exec_.plan->graph;
-    device_of_.reserve(exec_.buffers.size());
-    for (std::size_t b = 0; b < exec_.buffers.size(); ++b) {
-      const Buffer& buffer = exec_.buffers[b];
-      device_of_.push_back(buffer.device);
-      if (buffer.device < 0 || buffer.device >= exec_.num_devices)
-        return fail(fmt::format("buffer b{} is on device {}, but the plan has {} devices", b, buffer.device, exec_.num_devices),
-                    "place every buffer on a device of the plan");
-      const ir::TensorId t = buffer.piece.tensor;
-      if (!t.valid() || t.index() >= graph.tensors.size())
-        return fail(fmt::format("buffer b{} holds tensor %{}, which the graph does not have", b, t.value),
-                    "a buffer holds a SubTensor of one of the plan's graph tensors");
-      if (buffer.piece.box.size() != graph.tensor(t).shape.rank())
-        return fail(fmt::format("buffer b{} ({}) has a box of {} dims, but the tensor has {}", b,
-                                piece_to_text(exec_, buffer.piece), buffer.piece.box.size(), graph.tensor(t).shape.rank()),
-                    "a box has one range per dimension of its tensor");
-    }
-    return {};
-  }
 
   // exec_plan.h's memories: a copy crosses between GPU and host; a host compute (an offloaded optimizer
   // step) touches host buffers alone; every other instruction but a load and a free, GPU buffers alone.
@@ -344,26 +351,15 @@ class StructureCheck {
                 "each start has exactly one wait of its tag, later on its device");
   }
 
-  Expected<void> check_all_written() const {
-    for (std::size_t b = 0; b < exec_.buffers.size(); ++b)
-      if (state_[b] == State::unwritten)
-        return fail(fmt::format("buffer {} on device {} is never written", buffer_to_text(exec_, BufferId(static_cast<std::uint32_t>(b))),
-                                exec_.buffers[b].device),
-                    fmt::format("every buffer has exactly one writer: {} on its device", kWriters));
-    return {};
-  }
-
   const ExecPlan& exec_;
-  int device_ = 0;
+  const int device_;
   std::size_t index_ = 0;
-  std::vector<State> state_;
-  std::vector<std::uint32_t> writer_, freer_;  // by buffer: the instruction (on its device) that wrote / freed it
-  std::vector<int> device_of_;                 // by buffer
-  std::vector<ir::OpId> producers_;            // by tensor: loads are of leaves
-  Links links_;
-  std::vector<TransferSite> transfers_;
-  std::vector<CollectiveSite> collectives_;
-  std::vector<CollectiveSite> waits_;
+  std::vector<State>& state_;
+  std::vector<std::uint32_t>& writer_;
+  std::vector<std::uint32_t>& freer_;
+  const std::vector<int>& device_of_;
+  const std::vector<ir::OpId>& producers_;
+  const Links& links_;
   struct Started {
     std::size_t index = 0;
     const CollectiveStart* start = nullptr;
@@ -381,6 +377,44 @@ bool box_contains(const std::vector<plan::IndexRange>& outer, const std::vector<
   return true;
 }
 
-Expected<Links> check_structure(const ExecPlan& exec) { return StructureCheck(exec).run(); }
+Expected<Links> check_structure(const ExecPlan& exec) {
+  LOOM_RETURN_IF_ERROR(check_shape(exec));
+  Shared shared;
+  LOOM_RETURN_IF_ERROR(check_buffers(exec, shared.device_of));
+  shared.state.assign(exec.buffers.size(), State::unwritten);
+  shared.writer.assign(exec.buffers.size(), kNone);
+  shared.freer.assign(exec.buffers.size(), kNone);
+  shared.producers = ir::producers(*exec.plan->graph);
+  Links& links = shared.links;
+  std::size_t total = 0;
+  links.offsets.push_back(0);
+  for (const auto& program : exec.programs) {
+    total += program.size();
+    if (total >= kNone)
+      return fail(fmt::format("the exec plan has {} instructions or more, too many to check", total),
+                  "split the step into smaller plans");
+    links.offsets.push_back(static_cast<std::uint32_t>(total));
+  }
+  std::vector<std::optional<DeviceWalk>> walks(exec.programs.size());
+  std::vector<Expected<void>> walked(exec.programs.size());
+  for_each_on_both_cores(walks.size(), [&](std::size_t d) {
+    walked[d] = walks[d].emplace(exec, shared, static_cast<int>(d)).run();
+  });
+  for (const Expected<void>& w : walked) LOOM_RETURN_IF_ERROR(w);  // the first failing device's
+  std::vector<TransferSite> transfers;
+  std::vector<CollectiveSite> collectives, waits;
+  for (std::optional<DeviceWalk>& walk : walks) {
+    transfers.insert(transfers.end(), walk->transfers_.begin(), walk->transfers_.end());
+    collectives.insert(collectives.end(), walk->collectives_.begin(), walk->collectives_.end());
+    waits.insert(waits.end(), walk->waits_.begin(), walk->waits_.end());
+    walk.reset();
+  }
+  links.link.assign(total, kNone);
+  // Unmatched collectives and transfers first: a buffer left unwritten is usually their consequence.
+  LOOM_RETURN_IF_ERROR(match_collectives(exec, collectives, waits, links));
+  LOOM_RETURN_IF_ERROR(match_transfers(exec, transfers, links));
+  LOOM_RETURN_IF_ERROR(check_all_written(exec, shared.state));
+  return std::move(links);
+}
 
 }  // namespace loom::exec::detail

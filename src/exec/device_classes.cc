@@ -4,6 +4,8 @@
 #include <map>
 #include <unordered_map>
 
+#include "loom/core/both_cores.h"
+
 namespace loom::exec {
 namespace {
 
@@ -115,18 +117,36 @@ bool same_program(Signature& sa, Signature& sb, const std::vector<Instruction>& 
 DeviceClasses device_classes(const ExecPlan& exec) {
   DeviceClasses classes;
   const std::vector<std::int64_t> shapes = shape_ids(exec);
+  const std::size_t n = exec.programs.size();
+  // Per program (both cores, each with its own signatures): its hash, and whether it equals the first
+  // program with that hash, the representative of the first class a program of that hash could join.
+  std::vector<std::uint64_t> hash(n);
+  for_each_on_both_cores(n, [&](std::size_t d) {
+    Signature signature(exec, shapes);
+    hash[d] = program_hash(signature, exec.programs[d]);
+  });
+  std::unordered_map<std::uint64_t, std::size_t> first_with;  // hash -> the first program with it
+  std::vector<std::size_t> first(n);
+  for (std::size_t d = 0; d < n; ++d) first[d] = first_with.try_emplace(hash[d], d).first->second;
+  std::vector<char> same_as_first(n, 0);
+  for_each_on_both_cores(n, [&](std::size_t d) {
+    Signature signature(exec, shapes), other(exec, shapes);
+    same_as_first[d] = first[d] == d || same_program(signature, other, exec.programs[first[d]], exec.programs[d]);
+  });
   Signature signature(exec, shapes), other(exec, shapes);
   std::unordered_map<std::uint64_t, std::vector<int>> by_hash;  // program hash -> classes with it
-  for (std::size_t d = 0; d < exec.programs.size(); ++d) {
+  for (std::size_t d = 0; d < n; ++d) {
     const auto& program = exec.programs[d];
-    std::vector<int>& candidates = by_hash[program_hash(signature, program)];
+    std::vector<int>& candidates = by_hash[hash[d]];
     int found = -1;
-    for (int c : candidates)
+    // The first candidate is the class of the first program with this hash (it founded it).
+    if (!candidates.empty() && same_as_first[d]) found = candidates.front();
+    for (int c : candidates) {
+      if (found >= 0) break;
       if (same_program(signature, other,
-                       exec.programs[static_cast<std::size_t>(classes.representatives[static_cast<std::size_t>(c)])], program)) {
+                       exec.programs[static_cast<std::size_t>(classes.representatives[static_cast<std::size_t>(c)])], program))
         found = c;
-        break;
-      }
+    }
     if (found < 0) {
       found = static_cast<int>(classes.representatives.size());
       classes.representatives.push_back(static_cast<int>(d));

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "loom/core/both_cores.h"
 #include "loom/exec/instruction_buffers.h"
 
 namespace loom::exec {
@@ -219,9 +220,9 @@ Expected<void> agree(const ExecPlan& slice, const FoldShape& shape, std::vector<
   }
   // A send made once per step above takes along what only feeds it: a slice of a reduce-scatter's output sent
   // to the next node (ZeRO across nodes: the scatter within the node, then sends), and the scatter itself.
-  for (int d = 0; d < slice.num_devices; ++d)
-    settle_once_per_step(slice.programs[static_cast<std::size_t>(d)], seg[static_cast<std::size_t>(d)],
-                         shape.scatter_per_micro_batch);
+  for_each_on_both_cores(seg.size(), [&](std::size_t d) {
+    settle_once_per_step(slice.programs[d], seg[d], shape.scatter_per_micro_batch);
+  });
   for (const auto& [tag, sites] : members) {
     // A member that runs it once per step where another runs it per micro-batch: a contributor whose output
     // is not read in a block (a reduction's sender across nodes) classed by its block-computed input. It
@@ -253,9 +254,9 @@ Expected<void> agree(const ExecPlan& slice, const FoldShape& shape, std::vector<
 
 Expected<std::vector<std::vector<int>>> fold_segments(const ExecPlan& slice, const FoldShape& shape) {
   const Classifier classify(slice, shape);
-  std::vector<std::vector<int>> seg;
-  seg.reserve(static_cast<std::size_t>(slice.num_devices));
-  for (int d = 0; d < slice.num_devices; ++d) seg.push_back(classify.program(d));
+  // Each program is classified on its own (both cores: ZeRO's slice holds every replica's program).
+  std::vector<std::vector<int>> seg(slice.programs.size());
+  for_each_on_both_cores(seg.size(), [&](std::size_t d) { seg[d] = classify.program(static_cast<int>(d)); });
   LOOM_RETURN_IF_ERROR(agree(slice, shape, seg));
   return seg;
 }

@@ -116,5 +116,26 @@ TEST(NextRecompute, FindsTheNextPricedRecomputationOfTheSameBase) {
   EXPECT_EQ(next_recompute(space, 3), std::nullopt);
 }
 
+// The early finalist (planned on the second core beside the cheap ones queued before it): the first slow
+// one, only where it is priced better than every finalist queued before it, and never the first in the queue.
+TEST(EarlyFinalist, TheFirstSlowOnePricedBetterThanEveryoneAheadOfIt) {
+  const std::vector<search::Candidate> candidates(5, candidate(search::Family::zero, {.dp = 8, .zero = 1}));
+  std::vector<std::optional<search::Estimate>> estimates = {priced(1.2, true), priced(1.1, true), priced(1.0, false),
+                                                            priced(0.9, false), priced(1.3, true)};
+  const RankedSpace space{candidates, estimates, {3, 2, 1, 0, 4}};
+  EXPECT_EQ(early_finalist(space, {0, 1, 2, 3}), 2u);  // the first slow, not the best-priced slow
+  EXPECT_EQ(early_finalist(space, {1, 3}), 3u);
+  EXPECT_EQ(early_finalist(space, {4, 0, 3, 2}), 3u);
+  EXPECT_EQ(early_finalist(space, {3, 2}), std::nullopt);  // first in the queue: nothing to overlap with
+  EXPECT_EQ(early_finalist(space, {0, 1, 4}), std::nullopt);  // none slow
+  EXPECT_EQ(early_finalist(space, {}), std::nullopt);
+  estimates[2]->step_seconds = 1.15;  // no better than the cheap 1.1 ahead of it: the bound might skip it
+  EXPECT_EQ(early_finalist(space, {0, 1, 2, 3}), std::nullopt);
+  EXPECT_EQ(early_finalist(space, {0, 2, 1}), 2u);
+  estimates[2]->fits = false;  // faster, but priced not to fit: no better than one that fits
+  estimates[2]->step_seconds = 0.5;
+  EXPECT_EQ(early_finalist(space, {0, 2}), std::nullopt);
+}
+
 }  // namespace
 }  // namespace loom::api

@@ -32,6 +32,10 @@ TEST(OasesPlan, PlansItsChoiceInFullAndDeterministically) {
   const FinalistRow& row = first->finalists.front();
   EXPECT_TRUE(row.planned);
   EXPECT_DOUBLE_EQ(row.full_seconds, (*a)->metrics.step_time);
+  // Where the busiest device's step goes, as a search's row says it (0.000 each before: the row left them out).
+  EXPECT_GT(row.full_compute, 0);
+  EXPECT_NEAR(row.full_compute + row.full_exposed_communication + row.full_idle, row.full_seconds,
+              1e-3 * row.full_seconds);
   // The additive model predicts the 4-layer step from 1- and 2-layer slices within 5 %.
   EXPECT_LT(std::abs(row.analytic_seconds / row.full_seconds - 1), 0.05) << first->why;
   EXPECT_NE((*a)->description.find("(oases planner)"), std::string::npos);

@@ -43,6 +43,15 @@ std::string base_key(const search::Candidate& candidate);
 // The finalists of `space`, as auto (baseline_rule false) or a baseline picks them.
 Finalists pick_finalists(const RankedSpace& space, bool baseline_rule);
 
+// The finalist of `order` to plan early, on the second core, beside the cheap ones queued before it
+// (auto_search.h, step 4): the first slow to plan, where it is priced better (search::better) than every
+// finalist before it. A full step is not below its analytic one on the finalists measured
+// (bench/bench_auto_rank.cc), so the bound that skips a slow finalist priced no faster than the best full
+// step so far would not skip it; and planned in its turn, it would keep one core idle for most of its
+// planning (llama3-8b on 64 GPUs: the 64-replica ZeRO-1 winner, ~5 of 7 s, last). nullopt: none is, or
+// nothing is queued before it.
+std::optional<std::size_t> early_finalist(const RankedSpace& space, const std::vector<std::size_t>& order);
+
 // The candidate after `i` in the same base configuration (the next recomputation), if priced.
 std::optional<std::size_t> next_recompute(const RankedSpace& space, std::size_t i);
 

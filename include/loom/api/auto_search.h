@@ -6,7 +6,10 @@
 //   4. plan in full (plan_job: materialize, check, simulate) the finalists (api/auto_finalists.h: auto
 //      each family's best and the baselines' own picks, so it is never slower than they are), two at a
 //      time, the cheap first (a large one folds: exec/fold.h, megatron one micro-batch of one replica, ZeRO
-//      within a node one micro-batch of every replica, repeated). Every search skips a finalist slow to plan whose analytic step
+//      within a node one micro-batch of every replica, repeated); without a budget, the first finalist slow
+//      to plan, where it is priced better than every cheap one queued before it, starts at once on the
+//      second core beside them (auto_finalists.h, early_finalist), its result taken in its turn, so the
+//      rows and the winner are the queue's. Every search skips a finalist slow to plan whose analytic step
 //      is no faster than the best fitting full step already planned: the analytic step prices what the
 //      full path prices less what it cannot see (bench_auto_rank: it is below the full step on the
 //      finalists measured), so such a finalist would not win. k is small because the analytic ranking puts

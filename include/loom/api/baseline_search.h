@@ -59,6 +59,13 @@ struct FinalistRow {
   std::string error;
 };
 
+// The largest peak of the job's devices (0: none simulated).
+std::int64_t peak_bytes(const Job& job);
+
+// Fills a finalist row's numbers of its full plan (`job`, simulated): planned, step, peak, fits, and where
+// the busiest device's step goes.
+void fill_full(FinalistRow& row, const Job& job);
+
 struct SearchSummary {
   std::string baseline;  // the search: "auto", "megatron-best", "deepspeed-best"
   int candidates = 0;    // enumerated (within the constraint file, when one is given)
