@@ -6,9 +6,12 @@ servers: Loom's `v100x8`, `--gpus 4` for 4 GPUs, `v100x8x2` / `v100x8x4` for 16 
 GPU count: GPT-3 gpt3-1.3b-16k / 2.6b-16k / 6.7b-16k / 15b-16k (Table 2's layers, hidden and 32 heads, seq
 16384, vocabulary 50257) and mBART mbart-4.7b / 9.5b / 20b / 32b (vocabulary 500k, seq 1024). Every plan: fp16
 (V100 has no bf16 path), layer-wise recompute (`--recompute full`; the paper enables it "when necessary", and
-at seq 16k every plan that holds its layers' scores needs it), except that SuperScaler's coshard plans are also
-tried with `--recompute selective` and `none` (coshard recomputes each part itself, and under the layer-wise
-recompute each part's forward runs three times), micro-batches of one sample. The global batch is 32 samples, not the paper's
+at seq 16k every plan that holds its layers' scores needs it), micro-batches of one sample. On GPT-3 the columns
+also try Megatron-LM's selective recompute (`--recompute selective`: on eager attention the core attention, q kᵀ
+to the context, runs again in backward, so no [b, heads, s, s] tensor stays saved; Korthikanti et al. 2022),
+Megatron-LM's and DeepSpeed's tp x ZeRO-3 plans (which use Megatron-LM's layers) as SuperScaler's coshard plans,
+and the coshard plans also `--recompute none` (coshard recomputes each part itself, and under the layer-wise
+recompute each part's forward runs three times). The global batch is 32 samples, not the paper's
 512: at 512 the unfoldable plans (coshard, ZeRO-3, interlaced) exceed Loom's explicit-plan limit or take
 minutes each; the speedups are ratios of steps that scale with the batch, except the pipeline bubble, which is
 smaller at 512 (32 micro-batches per pipeline here). Each system is the fastest plan that fits of its column's
@@ -56,10 +59,14 @@ import loom_plan
 GLOBAL_BATCH = 32
 COMMON = ["--dtype", "f16", "--global-batch", str(GLOBAL_BATCH), "--micro-batch-size", "1"]
 FULL_RECOMPUTE = ["--recompute", "full"]
+# Megatron-LM's selective recompute (its core attention only), tried on GPT-3 by every column that runs
+# Megatron-LM's layers.
+SELECTIVE_RECOMPUTE = ["--recompute", "selective"]
+LAYER_RECOMPUTE = [FULL_RECOMPUTE, SELECTIVE_RECOMPUTE]
 # Coshard recomputes each of its parts itself: under the layer-wise recompute too, each part's forward runs three
-# times (nested recomputation), so SuperScaler's coshard plans are also tried with the memory-bound ops alone
-# recomputed (selective) and without recomputation beyond coshard's own (none).
-COSHARD_RECOMPUTE = [FULL_RECOMPUTE, ["--recompute", "selective"], ["--recompute", "none"]]
+# times (nested recomputation), so SuperScaler's coshard plans are also tried without recomputation beyond
+# coshard's own (none).
+COSHARD_RECOMPUTE = [*LAYER_RECOMPUTE, ["--recompute", "none"]]
 BAND = 0.30
 TIE = 0.02
 STARTING_LOAD = round(os.getloadavg()[0], 2)  # the 1-minute load average when the script started
@@ -98,8 +105,9 @@ def candidates(figure, gpus):
         superscaler = [["--policy", "megatron", "--coshard", "4", "--tp", str(tp), "--pp", str(pp), *FOLD, *recompute]
                        for tp in degrees(2, min(gpus, 8)) for pp in (1, 2) if tp * pp <= gpus
                        for recompute in COSHARD_RECOMPUTE]
-        megatron = [["--policy", "megatron", "--tp", str(tp), "--pp", str(pp), *FOLD, *FULL_RECOMPUTE]
-                    for tp in degrees(2, gpus) for pp in (1, 2) if tp * pp <= gpus]
+        megatron = [["--policy", "megatron", "--tp", str(tp), "--pp", str(pp), *FOLD, *recompute]
+                    for tp in degrees(2, gpus) for pp in (1, 2) if tp * pp <= gpus for recompute in LAYER_RECOMPUTE]
+        zero3_recompute = LAYER_RECOMPUTE
     else:
         # the interlaced plan does not fold
         superscaler = [["--policy", "interlaced", "--tp", str(tp), "--pp", str(gpus // tp), "--fold", "off",
@@ -107,13 +115,15 @@ def candidates(figure, gpus):
         superscaler += [["--policy", "megatron", "--tp", str(gpus), *FOLD, *FULL_RECOMPUTE]]
         megatron = [["--policy", "megatron", "--tp", str(tp), "--pp", str(pp), *FOLD, *FULL_RECOMPUTE]
                     for tp in degrees(4, gpus) for pp in (1, 2, 4) if tp * pp <= gpus]
+        zero3_recompute = [FULL_RECOMPUTE]
     # DeepSpeed: Loom's deepspeed-best (ZeRO-1/2/3 over dp = GPUs) and the paper's tp with ZeRO-3 dp
-    deepspeed = [["--policy", "deepspeed-best", *FULL_RECOMPUTE]] + [zero3(tp) for tp in degrees(2, min(gpus // 2, 8))]
+    deepspeed = [["--policy", "deepspeed-best", *FULL_RECOMPUTE]] + [
+        zero3(tp, recompute) for tp in degrees(2, min(gpus // 2, 8)) for recompute in zero3_recompute]
     return {"SuperScaler": superscaler, "Megatron/Alpa": megatron, "DeepSpeed": deepspeed}
 
 
-def zero3(tp):
-    return ["--policy", "megatron", "--zero", "3", "--tp", str(tp), *FULL_RECOMPUTE]
+def zero3(tp, recompute=FULL_RECOMPUTE):
+    return ["--policy", "megatron", "--zero", "3", "--tp", str(tp), *recompute]
 
 
 def fallbacks(gpus):
@@ -216,7 +226,7 @@ def paper_checks(figure, rows):
 def print_figure(figure, rows, checks, attention, recompute_collectives):
     print(f"\n## {FIGURES[figure]['title']} (v100x8 servers, fp16, global batch {GLOBAL_BATCH}, micro-batch 1, "
           "layer-wise recompute" + (" re-issuing its collectives" if recompute_collectives else "")
-          + (" (coshard also selective or none)" if figure == "gpt3" else "")
+          + (" (also selective; coshard also none)" if figure == "gpt3" else "")
           + (f", {attention} attention)" if attention != "fused" else ")"))
     print("| GPUs | model | " + " | ".join(f"{n}: plan / step s / TFLOPS / peak GiB" for n in SYSTEMS)
           + " | SS / Megatron | SS / DeepSpeed | winner (Loom) | paper winner |")
@@ -273,7 +283,8 @@ def main():
     parser.add_argument("--recompute-collectives", action="store_true",
                         help="every plan's recomputation re-issues its all-reduces, as Megatron-LM's full recompute does")
     parser.add_argument("--keep", metavar="FILE",
-                        help="with --json: carry the figures this run does not plan over from a saved document")
+                        help="with --json: carry the figures and the rows (--gpus) this run does not plan over "
+                             "from a saved document")
     args = parser.parse_args()
     recompute_collectives = args.recompute_collectives
     if args.replay:
@@ -298,6 +309,13 @@ def main():
             for figure, rows in kept["figures"].items():
                 if figure not in figures:
                     figures[figure], runs[figure] = rows, kept_runs[figure]
+                    continue
+                # the rows of a planned figure that --gpus left out, each with the record of the run that planned it
+                carried = [r for r in rows if r["gpus"] not in wanted]
+                for row in carried:
+                    name = f"{figure}_{row['gpus']}_gpus"
+                    runs[name] = kept_runs.get(name, {**kept_runs[figure], "note": "carried over by --keep"})
+                figures[figure] = sorted(figures[figure] + carried, key=lambda r: r["gpus"])
     checks = {}
     for figure, rows in figures.items():
         for row in rows:

@@ -93,11 +93,14 @@ def test_plan_trains_as_one_device(model, plan, single_device, run_loom, tmp_pat
     expect_trains_alike(f"{model} {plan}", single_device[model], values)
 
 
-EAGER_PLANS = {**PLANS, "tp2-coshard2": ["--policy", "megatron", "--tp", "2", "--coshard", "2", "--gpus", "2"]}
+EAGER_PLANS = {**PLANS, "tp2-coshard2": ["--policy", "megatron", "--tp", "2", "--coshard", "2", "--gpus", "2"],
+               # Megatron-LM's selective recompute: the core attention (scores to context) runs again in backward
+               "tp2xpp2-selective": ["--policy", "megatron", "--tp", "2", "--pp", "2", "--microbatches", "2",
+                                     "--recompute", "selective", "--gpus", "4"]}
 
 
 @pytest.mark.parametrize("form", ["eager", "eager-fp32"])
-@pytest.mark.parametrize("plan", ["tp2", "dp2xtp2", "tp2-coshard2"])
+@pytest.mark.parametrize("plan", ["tp2", "dp2xtp2", "tp2-coshard2", "tp2xpp2-selective"])
 def test_eager_attention_trains_as_one_device(form, plan, run_loom, tmp_path):
     """GPT with eager attention (`--attention eager`: q k^T, causal mask, softmax, dropout and the product with v
     as ops, split by heads over tp, and into recomputed parts by coshard) trains as the single-device program of

@@ -1,8 +1,11 @@
 #include "loom/policy/recompute_policy.h"
 
+#include <set>
+
 #include <fmt/format.h>
 
 #include "loom/ir/op_def.h"
+#include "loom/policy/attention_core.h"
 #include "loom/ops/registry.h"
 #include "loom/plan/recompute.h"
 #include "loom/policy/stages.h"
@@ -59,6 +62,13 @@ Expected<void> apply_recompute(plan::Plan& plan, Recompute recompute, const ir::
   if (recompute == Recompute::none) return {};
   const ir::Graph& graph = *plan.graph;
   const std::vector<char> stays = stays_in_layer(graph);
+  std::vector<char> in_core;
+  std::set<std::string_view, std::less<>> layers_with_core;
+  if (recompute == Recompute::selective) {
+    in_core = attention_core_ops(graph, catalog);
+    for (const ir::Op& op : graph.ops)
+      if (in_core[op.id.index()]) layers_with_core.insert(layer_of(op.name));
+  }
   std::vector<plan::SubOpId> chosen;
   bool any_layer = false;
   for (const ir::Op& op : graph.ops) {
@@ -66,8 +76,12 @@ Expected<void> apply_recompute(plan::Plan& plan, Recompute recompute, const ir::
     any_layer = true;
     if (!stays[op.id.index()]) continue;
     if (recompute == Recompute::selective) {
-      const ir::OpDef* def = catalog.find(op.type);
-      if (def == nullptr || !memory_bound(def->op_class)) continue;
+      if (layers_with_core.contains(layer_of(op.name))) {
+        if (!in_core[op.id.index()]) continue;
+      } else {
+        const ir::OpDef* def = catalog.find(op.type);
+        if (def == nullptr || !memory_bound(def->op_class)) continue;
+      }
     }
     for (plan::SubOpId part : plan.parts[op.id.index()]) chosen.push_back(part);
   }

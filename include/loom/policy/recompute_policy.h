@@ -1,10 +1,14 @@
 // Activation recomputation as Megatron-LM offers it, written with plan::recompute (plan/recompute.h):
 //   full       every forward op of each transformer layer is recomputed in its backward pass, except the
 //              ops whose outputs leave the layer (the layer's output is the checkpoint);
-//   selective  inside the layers, only the memory-bound ops (norms, activations, dropouts, reshapes,
-//              softmax-like reductions) are recomputed: their outputs are large and cheap to redo, while
-//              the tensor-core ops' outputs stay saved (Korthikanti et al. 2022; with a fused attention
-//              kernel the attention core already saves nothing).
+//   selective  Megatron-LM's selective recomputation (Korthikanti et al. 2022): in a layer whose attention
+//              is spelled out as separate ops (eager, eager-fp32, a traced eager attention), exactly its core
+//              attention (policy/attention_core.h: q·kᵀ to the merged context), so q, k, v stay saved and the
+//              [b, heads, s, t] scores, probabilities and dropout do not, and nothing else of the layer. In a
+//              layer with a fused attention kernel, which saves no scores (Megatron-LM's selective then
+//              recomputes nothing), Loom recomputes the layer's memory-bound ops instead (norms,
+//              activations, dropouts, reshapes: large outputs, cheap to redo; the tensor-core ops' outputs
+//              stay saved), so that selective stays a level between none and full there.
 // Layers are the ops sharing layer_of(name) (policy/stages.h); ops outside layers are never recomputed.
 #pragma once
 
