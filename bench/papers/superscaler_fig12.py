@@ -65,8 +65,9 @@ SELECTIVE_RECOMPUTE = ["--recompute", "selective"]
 LAYER_RECOMPUTE = [FULL_RECOMPUTE, SELECTIVE_RECOMPUTE]
 # Coshard recomputes each of its parts itself: under the layer-wise recompute too, each part's forward runs three
 # times (nested recomputation), so SuperScaler's coshard plans are also tried without recomputation beyond
-# coshard's own (none).
-COSHARD_RECOMPUTE = [*LAYER_RECOMPUTE, ["--recompute", "none"]]
+# coshard's own (none), and with the layers' memory-bound ops recomputed (memory-bound: SuperScaler recomputes per
+# op; beside coshard's own rerun of the core attention, selective equals none).
+COSHARD_RECOMPUTE = [*LAYER_RECOMPUTE, ["--recompute", "none"], ["--recompute", "memory-bound"]]
 BAND = 0.30
 TIE = 0.02
 STARTING_LOAD = round(os.getloadavg()[0], 2)  # the 1-minute load average when the script started

@@ -221,7 +221,9 @@ const std::vector<OptionField>& table() {
        "ZeRO stage over the dp ranks (policies zero, megatron): 1 partitions optimizer states, 2 also gradients, 3 "
        "also parameters",
        LOOM_WHOLE(zero, 0, 3)},
-      {"recompute", "--recompute", {}, G::parallel, K::text, "Activation recomputation: none, selective or full",
+      {"recompute", "--recompute", {}, G::parallel, K::text,
+       "Activation recomputation: none, selective (Megatron-LM's: core attention), full, or memory-bound (the "
+       "layers' memory-bound ops only)",
        LOOM_NAMED(recompute, policy::parse_recompute)},
       {"recompute_collectives", "--recompute-collectives", {}, G::parallel, K::flag,
        "Recomputation issues again the all-reduces of the partial sums it recomputes (row-parallel linears), as "

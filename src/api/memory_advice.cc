@@ -19,8 +19,8 @@ std::string remedies(ir::TensorRole role, const policy::ParallelConfig& c) {
     case ir::TensorRole::activation:
     case ir::TensorRole::input: {
       std::string text = c.recompute == policy::Recompute::full ? ""
-                         : c.recompute == policy::Recompute::selective ? "--recompute full, "
-                                                                        : "--recompute selective or full, ";
+                         : c.recompute == policy::Recompute::none ? "--recompute selective or full, "
+                                                                   : "--recompute full, ";
       text += "a smaller --micro-batch-size (more --microbatches)";
       if (c.tp > 1 && !c.sequence_parallel) text += ", --sp";
       return text + ", or more --tp / --pp";

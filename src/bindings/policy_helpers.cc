@@ -146,7 +146,7 @@ void bind_policy_helpers(py::module_& m) {
       [](const PlanHandle& v, const std::string& recompute) {
         checked(policy::apply_recompute(v->get(), checked(policy::parse_recompute(recompute)), *v->catalog));
       },
-      py::arg("plan"), py::arg("recompute"), "marks activations for recomputation: 'none', 'selective' or 'full'");
+      py::arg("plan"), py::arg("recompute"), "marks activations for recomputation: 'none', 'selective', 'full' or 'memory-bound'");
 }
 
 }  // namespace loom::bindings

@@ -48,14 +48,15 @@ std::string_view name(Recompute recompute) {
     case Recompute::none: return "none";
     case Recompute::selective: return "selective";
     case Recompute::full: return "full";
+    case Recompute::memory_bound: return "memory-bound";
   }
   return "?";
 }
 
 Expected<Recompute> parse_recompute(std::string_view text) {
-  for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
+  for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full, Recompute::memory_bound})
     if (name(r) == text) return r;
-  return fail(fmt::format("unknown recomputation '{}'", text), "use none, selective or full");
+  return fail(fmt::format("unknown recomputation '{}'", text), "use none, selective, full or memory-bound");
 }
 
 Expected<void> apply_recompute(plan::Plan& plan, Recompute recompute, const ir::OpCatalog& catalog) {
@@ -75,13 +76,11 @@ Expected<void> apply_recompute(plan::Plan& plan, Recompute recompute, const ir::
     if (op.pass != ir::Pass::forward || layer_of(op.name).empty()) continue;
     any_layer = true;
     if (!stays[op.id.index()]) continue;
-    if (recompute == Recompute::selective) {
-      if (layers_with_core.contains(layer_of(op.name))) {
-        if (!in_core[op.id.index()]) continue;
-      } else {
-        const ir::OpDef* def = catalog.find(op.type);
-        if (def == nullptr || !memory_bound(def->op_class)) continue;
-      }
+    if (recompute == Recompute::selective && layers_with_core.contains(layer_of(op.name))) {
+      if (!in_core[op.id.index()]) continue;
+    } else if (recompute != Recompute::full) {  // memory-bound, or selective in a layer without a core
+      const ir::OpDef* def = catalog.find(op.type);
+      if (def == nullptr || !memory_bound(def->op_class)) continue;
     }
     for (plan::SubOpId part : plan.parts[op.id.index()]) chosen.push_back(part);
   }

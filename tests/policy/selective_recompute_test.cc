@@ -119,5 +119,52 @@ TEST(SelectiveRecompute, FusedAttentionRecomputesTheMemoryBoundOps) {
   EXPECT_FALSE(recomputed.contains("layers.1.mlp.fc1"));
 }
 
+// memory-bound is selective's meaning before it became Megatron-LM's: on eager attention too, the layers'
+// memory-bound ops (norms, activations, softmax, dropouts, reshapes) and no contraction, so the scores q k^T
+// stay saved; on a fused kernel it recomputes what selective recomputes there.
+std::set<std::string> recomputed_in_layer_1(models::AttentionImpl impl, Recompute recompute) {
+  auto forward = models::build_model("gpt3-125m", {.batch = 1, .seq = 256, .dtype = ir::DType::f16, .layers = 2,
+                                                   .vocab = 1024, .attention = impl});
+  EXPECT_TRUE(forward);
+  auto graph = ir::build_training_graph(*forward, ops::builtin_ops(), {});
+  EXPECT_TRUE(graph);
+  auto made = plan::make_plan(*graph, ops::builtin_ops());
+  EXPECT_TRUE(made);
+  EXPECT_TRUE(apply_recompute(*made, recompute));
+  std::set<std::string> recomputed;
+  for (const plan::SubOp& s : made->sub_ops)
+    if (s.live && plan::is_recomputed(*made, s.id) && layer_of(made->op_of(s.id).name) == "layers.1")
+      recomputed.insert(made->op_of(s.id).name);
+  return recomputed;
+}
+
+TEST(MemoryBoundRecompute, RecomputesNoContractionOnEagerAttention) {
+  for (const auto impl : {models::AttentionImpl::eager, models::AttentionImpl::eager_fp32_softmax}) {
+    SCOPED_TRACE(models::name(impl));
+    const std::set<std::string> recomputed = recomputed_in_layer_1(impl, Recompute::memory_bound);
+    EXPECT_TRUE(recomputed.contains("layers.1.ln1"));
+    EXPECT_TRUE(recomputed.contains("layers.1.mlp.act"));
+    EXPECT_TRUE(recomputed.contains("layers.1.attn.probs"));
+    EXPECT_FALSE(recomputed.contains("layers.1.attn.scores"));
+    EXPECT_FALSE(recomputed.contains("layers.1.mlp.fc1"));
+    // Selective (Megatron-LM's) recomputes the scores' contraction and none of the norms.
+    const std::set<std::string> selective = recomputed_in_layer_1(impl, Recompute::selective);
+    EXPECT_TRUE(selective.contains("layers.1.attn.scores"));
+    EXPECT_FALSE(selective.contains("layers.1.ln1"));
+  }
+  EXPECT_EQ(recomputed_in_layer_1(models::AttentionImpl::fused, Recompute::memory_bound),
+            recomputed_in_layer_1(models::AttentionImpl::fused, Recompute::selective));
+}
+
+TEST(MemoryBoundRecompute, ParsesAndNamesItsLevel) {
+  const auto parsed = parse_recompute("memory-bound");
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(*parsed, Recompute::memory_bound);
+  EXPECT_EQ(name(Recompute::memory_bound), "memory-bound");
+  const auto bad = parse_recompute("memory_bound");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().to_string().find("memory-bound"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace loom::policy

@@ -9,6 +9,9 @@
 //              recomputes nothing), Loom recomputes the layer's memory-bound ops instead (norms,
 //              activations, dropouts, reshapes: large outputs, cheap to redo; the tensor-core ops' outputs
 //              stay saved), so that selective stays a level between none and full there.
+//   memory-bound  in every layer, the memory-bound ops only, whatever the attention's form (selective's
+//              meaning before it became Megatron-LM's): what a per-op recompute plan such as SuperScaler's
+//              keeps apart from core attention, e.g. beside coshard, which reruns its parts' attention itself.
 // Layers are the ops sharing layer_of(name) (policy/stages.h); ops outside layers are never recomputed.
 #pragma once
 
@@ -21,8 +24,8 @@
 
 namespace loom::policy {
 
-enum class Recompute : std::uint8_t { none, selective, full };
-std::string_view name(Recompute recompute);  // "none", "selective", "full"
+enum class Recompute : std::uint8_t { none, selective, full, memory_bound };
+std::string_view name(Recompute recompute);  // "none", "selective", "full", "memory-bound"
 Expected<Recompute> parse_recompute(std::string_view text);
 
 // Marks the live forward sub-ops `recompute` selects; call after the policy has transformed the plan.
