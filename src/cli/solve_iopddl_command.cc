@@ -37,20 +37,27 @@ const char* end_name(search::SolveStage::End end) {
   return "done";
 }
 
-// Each stage's end (seconds from the command's start) and, when not simply done, how it ended.
+// Each stage's end (seconds from the command's start), when not simply done how it ended, and the cost
+// of its choice when it has one.
 std::string stages_text(const std::vector<search::SolveStage>& stages) {
   std::vector<std::string> parts;
-  for (const search::SolveStage& stage : stages)
-    parts.push_back(stage.end == search::SolveStage::End::kDone
-                        ? fmt::format("{} {:.2f} s", stage.name, stage.ended)
-                        : fmt::format("{} {:.2f} s ({})", stage.name, stage.ended, end_name(stage.end)));
+  for (const search::SolveStage& stage : stages) {
+    std::string part = fmt::format("{} {:.2f} s", stage.name, stage.ended);
+    if (stage.end != search::SolveStage::End::kDone) part += fmt::format(" ({})", end_name(stage.end));
+    if (stage.cost) part += fmt::format(" = {}", *stage.cost);
+    parts.push_back(std::move(part));
+  }
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 nlohmann::ordered_json stages_json(const std::vector<search::SolveStage>& stages) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const search::SolveStage& stage : stages)
-    out.push_back({{"name", stage.name}, {"allowed", stage.allowed}, {"ended", stage.ended}, {"end", end_name(stage.end)}});
+    out.push_back({{"name", stage.name},
+                   {"allowed", stage.allowed},
+                   {"ended", stage.ended},
+                   {"end", end_name(stage.end)},
+                   {"cost", stage.cost ? nlohmann::ordered_json(*stage.cost) : nullptr}});
   return out;
 }
 

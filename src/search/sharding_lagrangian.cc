@@ -147,6 +147,7 @@ LagrangianOutcome lagrangian_search(const ShardingProblem& core, const ShardingC
     bool fits = false;
     if (static_cast<double>(peak) <= kRepairReach * static_cast<double>(core.usage_limit)) {
       if (group_choice && repair_group_usage(core, *limits.groups, unpriced_groups, *group_choice)) {
+        improve_groups_within_limit(core, *limits.groups, unpriced_groups, *group_choice);
         fitted = expand_groups(core, *limits.groups, *group_choice);
         fits = true;
       } else {

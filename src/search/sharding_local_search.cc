@@ -337,6 +337,7 @@ void LocalSearch::run(const LocalSearchLimits& limits, const std::function<void(
     if (limits.iterations > 0 && iterations_ - begun >= limits.iterations) break;
     const Clock::time_point now = limits.deadline ? Clock::now() : Clock::time_point{};
     if (limits.deadline && now >= *limits.deadline) break;
+    if (best_cost_ < limits.stop_below) break;
     if (iterations_ % 256 == 0) {
       if (report) report(iterations_, best_cost_);
       marked = near_forbidden_nodes();

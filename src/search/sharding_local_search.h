@@ -47,6 +47,7 @@ struct LocalSearchLimits {
   int region_every = 32;        // prior share of region moves: one in this many (targeted ones: every other); 0: none
   int chain_every = 4;          // prior share of chain moves: one in this many; 0: none
   int chain_nodes = 4096;       // a chain move's largest group (a larger one is not tried)
+  WideCost stop_below = 0;      // stops once the best cost is below this; 0: never
 };
 
 class LocalSearch {

@@ -1,9 +1,11 @@
 #include "sharding_repair.h"
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 
 #include "sharding_groups.h"
+#include "sharding_local_search.h"
 #include "usage_profile.h"
 
 namespace loom::search {
@@ -76,6 +78,24 @@ std::optional<std::pair<std::size_t, int>> cheapest_saving(const std::vector<std
   return best;
 }
 
+// A member's usage when its group's root takes `g_strategy`.
+std::int64_t member_usage(const ShardingProblem& core, const NodeGroups& groups, int u, int g_strategy) {
+  const auto i = static_cast<std::size_t>(u);
+  return core.nodes[i].usages[static_cast<std::size_t>(groups.follow[i][static_cast<std::size_t>(g_strategy)])];
+}
+
+// The usage profile of a group choice expanded to the nodes.
+UsageProfile group_profile(const ShardingProblem& core, const NodeGroups& groups, const ShardingChoice& group_choice) {
+  UsageProfile profile(core);
+  for (std::size_t u = 0; u < core.nodes.size(); ++u) {
+    const int g = groups.group_of[u];
+    profile.add(static_cast<int>(u), g < 0 ? core.nodes[u].usages[0]
+                                           : member_usage(core, groups, static_cast<int>(u),
+                                                          group_choice.strategies[static_cast<std::size_t>(g)]));
+  }
+  return profile;
+}
+
 }  // namespace
 
 bool repair_usage(const ShardingProblem& core, ShardingChoice& choice) {
@@ -113,16 +133,8 @@ bool repair_group_usage(const ShardingProblem& core, const NodeGroups& groups, c
                         ShardingChoice& group_choice) {
   const std::size_t count = groups.count();
   const LocalCost local_cost(grouped, group_choice.strategies);
-  auto usage = [&](int u, int g_strategy) {
-    const auto i = static_cast<std::size_t>(u);
-    return core.nodes[i].usages[static_cast<std::size_t>(groups.follow[i][static_cast<std::size_t>(g_strategy)])];
-  };
-  UsageProfile profile(core);
-  for (std::size_t u = 0; u < core.nodes.size(); ++u) {
-    const int g = groups.group_of[u];
-    profile.add(static_cast<int>(u), g < 0 ? core.nodes[u].usages[0]
-                                           : usage(static_cast<int>(u), group_choice.strategies[static_cast<std::size_t>(g)]));
-  }
+  auto usage = [&](int u, int g_strategy) { return member_usage(core, groups, u, g_strategy); };
+  UsageProfile profile = group_profile(core, groups, group_choice);
   // A group's move to s is allowed when no member's usage rises (so a fitted point stays fitted).
   auto lowers_nowhere_raises = [&](std::size_t g, int s) {
     const int now = group_choice.strategies[g];
@@ -167,6 +179,61 @@ bool repair_group_usage(const ShardingProblem& core, const NodeGroups& groups, c
     }
   }
   return true;
+}
+
+int improve_groups_within_limit(const ShardingProblem& core, const NodeGroups& groups, const ShardingProblem& grouped,
+                                ShardingChoice& group_choice, int max_passes) {
+  const std::size_t count = groups.count();
+  // Exact costs (the descent must never raise the cost): a group at s with its edges against the others.
+  std::vector<std::vector<std::pair<int, bool>>> arcs(count);  // (edge, this group is its `from`)
+  for (std::size_t e = 0; e < grouped.edges.size(); ++e) {
+    arcs[static_cast<std::size_t>(grouped.edges[e].from)].push_back({static_cast<int>(e), true});
+    arcs[static_cast<std::size_t>(grouped.edges[e].to)].push_back({static_cast<int>(e), false});
+  }
+  auto priced = [](std::int64_t c) { return c == kForbidden ? kForbiddenPenalty : WideCost{c}; };
+  auto local_cost = [&](std::size_t g, int s) {
+    WideCost cost = priced(grouped.nodes[g].costs[static_cast<std::size_t>(s)]);
+    for (const auto& [e, from] : arcs[g]) {
+      const ShardingEdge& edge = grouped.edges[static_cast<std::size_t>(e)];
+      const std::size_t kt = grouped.nodes[static_cast<std::size_t>(edge.to)].costs.size();
+      const int other = group_choice.strategies[static_cast<std::size_t>(from ? edge.to : edge.from)];
+      cost += priced(edge.costs[static_cast<std::size_t>(from ? s : other) * kt + static_cast<std::size_t>(from ? other : s)]);
+    }
+    return cost;
+  };
+  auto usage = [&](int u, int g_strategy) { return member_usage(core, groups, u, g_strategy); };
+  UsageProfile profile = group_profile(core, groups, group_choice);
+  if (profile.peak() > core.usage_limit) return 0;
+  auto shift = [&](std::size_t g, int from, int to) {
+    for (int u : groups.members[g])
+      if (const std::int64_t d = usage(u, to) - usage(u, from); d != 0) profile.add(u, d);
+  };
+  int moves = 0;
+  std::vector<std::pair<WideCost, int>> better;  // (cost change, strategy), most negative first
+  for (int pass = 0; pass < max_passes; ++pass) {
+    int moved = 0;
+    for (std::size_t g = 0; g < count; ++g) {
+      const int now = group_choice.strategies[g];
+      const WideCost present = local_cost(g, now);
+      better.clear();
+      for (int s = 0; s < static_cast<int>(grouped.nodes[g].costs.size()); ++s)
+        if (s != now)
+          if (const WideCost change = local_cost(g, s) - present; change < 0) better.push_back({change, s});
+      std::sort(better.begin(), better.end());
+      for (const auto& [change, s] : better) {
+        shift(g, now, s);
+        if (profile.peak() <= core.usage_limit) {
+          group_choice.strategies[g] = s;
+          ++moved;
+          break;
+        }
+        shift(g, s, now);
+      }
+    }
+    moves += moved;
+    if (moved == 0) break;
+  }
+  return moves;
 }
 
 }  // namespace loom::search

@@ -26,4 +26,13 @@ struct NodeGroups;
 bool repair_group_usage(const ShardingProblem& core, const NodeGroups& groups, const ShardingProblem& grouped,
                         ShardingChoice& group_choice);
 
+// Group moves under the limit, after a repair: the repair moves whole groups to smaller usages, cheapest
+// per unit saved at the peak, and overshoots (C ended at 0.95 of its limit, 1.6 x the contest's best),
+// while node moves cannot undo a group's move without breaking its ties. Each group in turn takes the
+// strategy that lowers the cost most (on `grouped`, against the other groups) among those that keep the
+// whole profile within the limit; passes repeat until none lowers it or `max_passes` ran. `group_choice`
+// must fit the limit; it still does after, and costs no more. Returns the moves made.
+int improve_groups_within_limit(const ShardingProblem& core, const NodeGroups& groups, const ShardingProblem& grouped,
+                                ShardingChoice& group_choice, int max_passes = 8);
+
 }  // namespace loom::search

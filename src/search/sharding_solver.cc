@@ -53,13 +53,13 @@ class StageClock {
     return std::min(*deadline_, Clock::now() + seconds(timeout_ * share));
   }
   bool expired() const { return deadline_ && Clock::now() >= *deadline_; }
-  // A stage just ended, given until `allowed`.
-  void record(std::string name, std::optional<Clock::time_point> allowed) {
+  // A stage just ended, given until `allowed`, its best choice costing `cost` (none: no choice).
+  void record(std::string name, std::optional<Clock::time_point> allowed, std::optional<std::int64_t> cost) {
     stages_.push_back(SolveStage{std::move(name), allowed ? since_start(*allowed) : 0, since_start(Clock::now()),
-                                 expired() ? SolveStage::End::kDeadline : SolveStage::End::kDone});
+                                 expired() ? SolveStage::End::kDeadline : SolveStage::End::kDone, cost});
   }
   void skip(std::string name) {
-    stages_.push_back(SolveStage{std::move(name), 0, since_start(Clock::now()), SolveStage::End::kSkipped});
+    stages_.push_back(SolveStage{std::move(name), 0, since_start(Clock::now()), SolveStage::End::kSkipped, {}});
   }
   std::vector<SolveStage> take_stages() { return std::move(stages_); }
 
@@ -78,6 +78,19 @@ class StageClock {
 
 std::string cost_text(WideCost cost) {
   return cost > WideCost{kForbidden} ? std::string("over 2^63") : fmt::format("{}", static_cast<std::int64_t>(cost));
+}
+
+// A choice's node and edge costs, its usage not looked at (a stage's choice may be over the limit).
+std::int64_t choice_total(const ShardingProblem& core, const ShardingChoice& choice) {
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < core.nodes.size(); ++i)
+    total = add_costs(total, core.nodes[i].costs[static_cast<std::size_t>(choice.strategies[i])]);
+  for (const ShardingEdge& edge : core.edges) {
+    const std::size_t kt = core.nodes[static_cast<std::size_t>(edge.to)].costs.size();
+    total = add_costs(total, edge.costs[static_cast<std::size_t>(choice.strategies[static_cast<std::size_t>(edge.from)]) * kt +
+                                        static_cast<std::size_t>(choice.strategies[static_cast<std::size_t>(edge.to)])]);
+  }
+  return total;
 }
 
 struct SearchOutcome {
@@ -126,10 +139,11 @@ std::optional<NodeGroups> worthwhile_groups(const ShardingProblem& core) {
 
 // The group step: the problem over groups searched and solved as units; its choice, repaired under the
 // limit when over it (group by group, else node by node), replaces the start when it costs less.
-// Returns the end it was given (none without a timeout).
-std::optional<Clock::time_point> start_from_groups(const ShardingProblem& core, const NodeGroups& groups,
-                                                   ShardingChoice& start, const SolveOptions& options,
-                                                   const StageClock& clock) {
+// Records the stages "groups" (the group choice's cost, the limit not looked at), "group repair" (its
+// cost under the limit, when it was over it; the start's when the repair failed) and "group descent"
+// (after the group moves that lower the cost within the limit).
+void start_from_groups(const ShardingProblem& core, const NodeGroups& groups, ShardingChoice& start,
+                       const SolveOptions& options, StageClock& clock) {
   GroupSearchLimits limits;
   limits.milp_max_cells = options.milp_max_cells;
   limits.milp_node_limit = options.milp_node_limit;
@@ -143,19 +157,38 @@ std::optional<Clock::time_point> start_from_groups(const ShardingProblem& core, 
     limits.iterations = options.iterations > 0 ? std::min(options.iterations, kGroupIterations) : kGroupIterations;
   }
   ShardingChoice grouped = group_search(core, groups, start, options.seed, limits);
+  clock.record("groups", limits.milp_deadline, choice_total(core, grouped));
+  if (clock.expired()) {  // no time for the repair: the start stays
+    clock.skip("group repair");
+    clock.skip("group descent");
+    return;
+  }
+  const ShardingProblem grouped_problem = group_problem(core, groups);
+  ShardingChoice by_groups = restrict_to_groups(groups, grouped);
+  bool by_group_moves = true;  // `grouped` is by_groups expanded
   LocalSearch candidate(core, options.seed);
   if (!candidate.start_from(grouped)) {
-    ShardingChoice by_groups = restrict_to_groups(groups, grouped);
-    if (repair_group_usage(core, groups, group_problem(core, groups), by_groups))
+    if (repair_group_usage(core, groups, grouped_problem, by_groups)) {
       grouped = expand_groups(core, groups, by_groups);
-    else if (!repair_usage(core, grouped))
-      return limits.milp_deadline;
-    if (!candidate.start_from(grouped)) return limits.milp_deadline;
+    } else {
+      by_group_moves = false;
+      if (!repair_usage(core, grouped)) grouped = start;  // the start fits
+    }
+    if (!candidate.start_from(grouped)) return;
+    clock.record("group repair", limits.milp_deadline, choice_total(core, grouped));
+  }
+  if (clock.expired()) {
+    clock.skip("group descent");
+  } else {
+    if (by_group_moves && improve_groups_within_limit(core, groups, grouped_problem, by_groups) > 0) {
+      grouped = expand_groups(core, groups, by_groups);
+      candidate.start_from(grouped);
+    }
+    clock.record("group descent", limits.milp_deadline, choice_total(core, grouped));
   }
   LocalSearch present(core, options.seed);
   present.start_from(start);
   if (candidate.current_cost() < present.current_cost()) start = grouped;
-  return limits.milp_deadline;
 }
 
 SearchOutcome local_search(const ShardingProblem& core, const ShardingChoice& start, std::uint64_t seed,
@@ -185,7 +218,7 @@ Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const So
   LOOM_RETURN_IF_ERROR(check_problem(problem));
   StageClock clock(options);
   LOOM_ASSIGN_OR_RETURN(Presolved presolved, presolve(problem));
-  clock.record("presolve", std::nullopt);
+  clock.record("presolve", std::nullopt, std::nullopt);
   const ShardingProblem& core = presolved.core;
   ShardingResult result;
   result.free_nodes = presolved.free_nodes;
@@ -208,7 +241,7 @@ Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const So
                               problem.usage_limit, least.peak()),
                   "raise usage_limit or give the nodes strategies of smaller usage");
   }
-  clock.record("start", std::nullopt);
+  clock.record("start", std::nullopt, choice_total(core, start));
 
   // A problem small enough for the MILP: the local search only finds its incumbent.
   const bool use_milp = options.milp_max_cells > 0 && milp_cells(core) <= options.milp_max_cells;
@@ -228,8 +261,11 @@ Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const So
     LocalSearchLimits first = limits;
     if (first.iterations > 0) first.iterations = std::max<std::int64_t>(1, first.iterations / 4);
     if (deadline) first.deadline = clock.at_share(kMarkerShare);
+    // Done once no near-forbidden cost is left (the rest of its share only lowered the summed usage, a
+    // proxy: A, C, D, K, L, P, Q spent all 15 % of the budget here at 60 s).
+    first.stop_below = kNearForbidden;
     start = local_search(markers, start, options.seed, first, nullptr, options.progress).best;
-    clock.record("feasibility", first.deadline);
+    clock.record("feasibility", first.deadline, choice_total(core, start));
   }
 
   if (options.progress) options.progress->update(Progress{"groups", 0, 0, ""});
@@ -239,8 +275,7 @@ Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const So
   // contest's best without them, 9.9 x with).
   const std::optional<NodeGroups> groups = worthwhile_groups(core);
   if (groups && !use_milp) {
-    const std::optional<Clock::time_point> allowed = start_from_groups(core, *groups, start, options, clock);
-    clock.record("groups", allowed);
+    start_from_groups(core, *groups, start, options, clock);
   }
 
   // With a usage limit, each search first runs the Lagrangian search, which trades usage at the peak.
@@ -275,14 +310,16 @@ Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const So
             local_search(core, start, options.seed + static_cast<std::uint64_t>(t), beside, priced, nullptr);
       });
     outcomes[0] = local_search(core, start, options.seed, limits, priced_first, options.progress);
-    clock.record("search", limits.deadline);
+    clock.record("search", limits.deadline,
+                 outcomes[0].forbidden ? std::nullopt : std::optional<std::int64_t>(choice_total(core, outcomes[0].best)));
     // Under a deadline the MILP gets the time left, none when none is: it stops at the solve's deadline.
     const double milp_seconds = deadline ? std::chrono::duration<double>(*deadline - Clock::now()).count() : 0;
     if (use_milp && deadline && milp_seconds <= 0) clock.skip("milp");
     if (use_milp && (!deadline || milp_seconds > 0)) {
       if (options.progress) options.progress->update(Progress{"milp", 0, 0, "cost " + cost_text(outcomes[0].cost)});
       milp = solve_milp(core, outcomes[0].forbidden ? nullptr : &outcomes[0].best, options.milp_node_limit, milp_seconds);
-      clock.record("milp", deadline);
+      clock.record("milp", deadline,
+                   milp->choice ? std::optional<std::int64_t>(choice_total(core, *milp->choice)) : std::nullopt);
     }
   }
   const SearchOutcome* best = &outcomes[0];

@@ -1,6 +1,7 @@
 // The solver's timeout holds: every stage is given an end no later than the timeout (counted from
 // options.started, a caller's start), a stage that finds no time left is skipped, and the MILP stops at
-// the solve's deadline (no floor past it). Asserted on the stages the solver reports, never on wall time.
+// the solve's deadline (no floor past it). Asserted on the stages the solver reports, never on wall time;
+// the stages also report their choices' costs.
 #include "loom/search/sharding_solver.h"
 
 #include <gtest/gtest.h>
@@ -69,42 +70,6 @@ TEST(SolveShardingDeadline, AStartPastTheTimeoutSkipsTheSearchAndTheMilp) {
   EXPECT_EQ(result->iterations, 0) << "no move after the deadline";
 }
 
-// A 4 x 4 layout of groups, each a 4 x 4 grid of 3-strategy nodes tied one-to-one (any other pair costs the
-// near-forbidden marker), neighbouring groups joined by random edges: the group step's problem.
-ShardingProblem grid_of_groups(std::uint64_t seed) {
-  constexpr int kSide = 4, kGroupSide = 4;
-  constexpr std::int64_t kTie = 1'000'000'000'000'000'000;  // the contest's near-forbidden marker
-  std::mt19937_64 rng(seed);
-  ShardingProblem p;
-  auto node = [](int gr, int gc, int r, int c) {
-    return ((gr * kSide + gc) * kGroupSide + r) * kGroupSide + c;
-  };
-  for (int i = 0; i < kSide * kSide * kGroupSide * kGroupSide; ++i)
-    p.nodes.push_back({"", 0, 1, {static_cast<std::int64_t>(rng() % 100), static_cast<std::int64_t>(rng() % 100), 50},
-                       {1, 2, 3}});
-  auto link = [&](int a, int b, bool tie) {
-    ShardingEdge edge{a, b, {}};
-    for (int s = 0; s < 3; ++s)
-      for (int t = 0; t < 3; ++t) edge.costs.push_back(tie ? (s == t ? 0 : kTie) : static_cast<std::int64_t>(rng() % 60));
-    p.edges.push_back(edge);
-  };
-  for (int gr = 0; gr < kSide; ++gr)
-    for (int gc = 0; gc < kSide; ++gc)
-      for (int r = 0; r < kGroupSide; ++r)
-        for (int c = 0; c < kGroupSide; ++c) {
-          if (c + 1 < kGroupSide) link(node(gr, gc, r, c), node(gr, gc, r, c + 1), true);
-          if (r + 1 < kGroupSide) link(node(gr, gc, r, c), node(gr, gc, r + 1, c), true);
-        }
-  for (int gr = 0; gr < kSide; ++gr)
-    for (int gc = 0; gc < kSide; ++gc)
-      for (int i = 0; i < kGroupSide; ++i) {
-        if (gc + 1 < kSide) link(node(gr, gc, i, kGroupSide - 1), node(gr, gc + 1, i, 0), false);
-        if (gr + 1 < kSide) link(node(gr, gc, kGroupSide - 1, i), node(gr + 1, gc, 0, i), false);
-      }
-  p.usage_limit = 3 * static_cast<std::int64_t>(p.nodes.size());
-  return p;
-}
-
 // The group step's shares count from its own start: when a caller's reading took half the timeout, the
 // group step still gets its share (it was given ends already past and its MILP never ran). Independent of
 // the box's speed: the group step starts no earlier than the time already past, so an end counted from its
@@ -123,6 +88,33 @@ TEST(SolveShardingDeadline, TheGroupStepsShareCountsFromItsOwnStart) {
   ASSERT_NE(groups, nullptr) << "the ties make 16 groups of the free nodes";
   EXPECT_GT(groups->allowed, kAlreadyPast) << "the group step was given an end already past";
   expect_stages_within(*result, options.timeout_seconds);
+}
+
+// The stages report their choices' costs: on the grid of groups under a binding limit (1.3 per node, of
+// the usages 1, 2, 3), the group MILP's choice (the group problem's optimum, the limit not looked at) is over
+// the limit and costs no more than its repair, the descent after the repair costs no more than the repair,
+// and the answer no more than the start.
+TEST(SolveShardingDeadline, TheStagesReportTheirChoicesCosts) {
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    const ShardingProblem p = grid_of_groups(seed, 1.3);
+    SolveOptions options;
+    options.iterations = 300;
+    options.milp_max_cells = 2'000;  // the nodes' problem is too large for it, the groups' is not
+    const Expected<ShardingResult> result = solve_sharding(p, options);
+    ASSERT_TRUE(result.has_value()) << result.error().to_string();
+    const SolveStage* start = find_stage(*result, "start");
+    const SolveStage* groups = find_stage(*result, "groups");
+    const SolveStage* repair = find_stage(*result, "group repair");
+    const SolveStage* descent = find_stage(*result, "group descent");
+    std::string names;
+    for (const SolveStage& s : result->stages) names += s.name + " ";
+    ASSERT_TRUE(start && groups && repair && descent) << "seed " << seed << ": " << names;
+    ASSERT_TRUE(start->cost && groups->cost && repair->cost && descent->cost) << "seed " << seed;
+    EXPECT_LE(*groups->cost, *repair->cost) << "seed " << seed;
+    EXPECT_LE(*descent->cost, *repair->cost) << "seed " << seed;
+    EXPECT_LE(result->cost.total, *start->cost) << "seed " << seed;
+    EXPECT_FALSE(find_stage(*result, "presolve")->cost) << "presolve has no choice";
+  }
 }
 
 // Without a timeout the same grid runs every stage to its end (node limits bound the MILP).

@@ -6,6 +6,8 @@
 #include <optional>
 #include <random>
 
+#include "../../src/search/sharding_local_search.h"
+
 namespace loom::search {
 namespace {
 
@@ -239,6 +241,31 @@ TEST(SolveSharding, MovesARingTiedByNearForbiddenCostsAtOnce) {
   ASSERT_TRUE(result.has_value()) << result.error().to_string();
   EXPECT_EQ(result->cost.total, kRing);
   EXPECT_EQ(result->choice.strategies, std::vector<int>(kRing, 1));
+}
+
+// A search told to stop below a cost stops at the first best below it, the rest of its budget unused (the
+// solver's feasibility stage: it ran its whole share, 15 % of the timeout, after the last near-forbidden
+// cost was gone). A path of 60 nodes, each cheaper at its second strategy, starts from the first with a
+// near-forbidden cost on one node.
+TEST(SolveSharding, ASearchStopsOnceItsBestIsBelowItsStopCost) {
+  constexpr std::int64_t kMarker = 1'000'000'000'000'000'000;
+  ShardingProblem p;
+  for (int i = 0; i < 60; ++i) p.nodes.push_back({"", i, i + 1, {i == 7 ? kMarker : 5, 1}, {1, 1}});
+  for (int i = 0; i + 1 < 60; ++i) p.edges.push_back({i, i + 1, {0, 3, 3, 0}});
+  for (const WideCost stop : {WideCost{0}, WideCost{kNearForbidden}}) {
+    LocalSearch search(p, 1);
+    ASSERT_TRUE(search.start_from(ShardingChoice{std::vector<int>(60, 0)}));
+    LocalSearchLimits limits;
+    limits.iterations = 500;
+    limits.stop_below = stop;
+    search.run(limits, {});
+    EXPECT_LT(search.best_cost(), WideCost{kNearForbidden});
+    if (stop > 0) {
+      EXPECT_LT(search.iterations(), 500) << "it went on after its best fell below the stop cost";
+    } else {
+      EXPECT_EQ(search.iterations(), 500);
+    }
+  }
 }
 
 // A timeout far shorter than any search: the solver still returns a feasible choice (the start; the

@@ -47,10 +47,13 @@ struct SolveOptions {
 struct SolveStage {
   enum class End { kDone, kDeadline, kSkipped };  // kDeadline: the timeout had passed when it ended;
                                                   // kSkipped: it had no time left to start
-  std::string name;       // "presolve", "start", "feasibility", "groups", "search", "milp"
+  std::string name;       // "presolve", "start", "feasibility", "groups", "group repair", "search", "milp"
   double allowed = 0;     // seconds from the start (options.started) it was given to end by; 0: no bound
   double ended = 0;       // seconds from the start when it ended
   End end = End::kDone;
+  // The cost of the stage's best choice (the presolved problem's, which the recovery keeps), or none:
+  // where each stage's gain or loss came from (the group step's choice before and after its repair).
+  std::optional<std::int64_t> cost;
 };
 
 struct ShardingResult {
