@@ -36,7 +36,7 @@ if [ -s "$tmp/oom/report.html" ]; then pass=$((pass+1)); else fail "plan-oom-rep
 expect plan-recompute 0 "$LOOM" plan "${small[@]}" --policy megatron --tp 2 --gpus 2 --recompute full --out "$tmp/rc" &&
   contains plan-recompute-step "step time"
 expect plan-bad-recompute nonzero "$LOOM" plan "${small[@]}" --recompute partial --out "$tmp/x" &&
-  contains plan-bad-recompute-msg "use none, selective or full"
+  contains plan-bad-recompute-msg "use none, selective, full or memory-bound"
 
 # Recomputed plans are proven like every other (the ExecPlan interpreter against one device).
 for model in gpt3-125m llama3-8b; do

@@ -72,7 +72,7 @@ struct ParallelConfig {
   // the nodes' peers lands every shard on its owner, with nothing sent between nodes. 1: shard r on rank
   // r; 0: the job sets it (api::apply_policy), a policy applied directly takes it as 1.
   int zero_node_ranks = 0;
-  // Activation recomputation (policy/recompute_policy.h): none, selective or full.
+  // Activation recomputation (policy/recompute_policy.h): none, selective, full or memory-bound.
   Recompute recompute = Recompute::none;
   // Coshard (policy/coshard.h; policies 'megatron' and 'coshard'): the chosen tensor-parallel regions
   // split C x tp ways, C parts run one after another on each tp rank and recomputed.
