@@ -147,6 +147,24 @@ Expected<TransitionPlan> search_transition(const TransitionRequest& request, con
   return plan;
 }
 
+Expected<TransitionPlan> SharedTransitionCache::find(const std::string& key, const TransitionRequest& request,
+                                                     const cluster::Cluster& cluster, const CommCostModel& cost,
+                                                     const SearchOptions& options) {
+  {
+    const std::lock_guard lock(mutex_);
+    if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+  }
+  LOOM_ASSIGN_OR_RETURN(TransitionPlan plan, search_transition(request, cluster, cost, options));
+  const std::lock_guard lock(mutex_);
+  if (plans_.size() >= capacity_) plans_.clear();
+  return plans_.emplace(key, std::move(plan)).first->second;
+}
+
+std::size_t SharedTransitionCache::size() const {
+  const std::lock_guard lock(mutex_);
+  return plans_.size();
+}
+
 Expected<TransitionPlan> TransitionCache::find(const TransitionRequest& request, const cluster::Cluster& cluster,
                                                const CommCostModel& cost, const SearchOptions& options) {
   LOOM_RETURN_IF_ERROR(with_context(validate(request.producer, request.tensor, cluster), "producer"));
@@ -158,6 +176,13 @@ Expected<TransitionPlan> TransitionCache::find(const TransitionRequest& request,
   if (auto it = plans_.find(key); it != plans_.end()) {
     ++hits_;
     return it->second;
+  }
+  if (shared_ != nullptr) {
+    // Across materializations the search's own cluster may differ where the key's name and size agree
+    // (a cost model over another cluster): its links and NICs join the shared key.
+    const std::string shared_key = key + " | " + AlphaBetaCostModel(cluster).fingerprint();
+    LOOM_ASSIGN_OR_RETURN(TransitionPlan plan, shared_->find(shared_key, request, cluster, cost, options));
+    return plans_.emplace(std::move(key), std::move(plan)).first->second;
   }
   LOOM_ASSIGN_OR_RETURN(TransitionPlan plan, search_transition(request, cluster, cost, options));
   return plans_.emplace(std::move(key), std::move(plan)).first->second;

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "loom/cluster/presets.h"
@@ -208,6 +211,66 @@ TEST(TransitionCache, SecondLookupIsAHitWithTheSamePlan) {
   EXPECT_EQ(first.time, second.time);
   EXPECT_EQ(rules(first), rules(second));
   EXPECT_FALSE(cache.find({kBig, parse("R(1)V(8)D(1)@0-7"), parse("R(1)V(1)D(8)@16-23")}, kCluster, model).has_value());
+}
+
+TEST(SharedTransitionCache, AnotherCachesMissIsAnsweredWithTheSamePlan) {
+  const AlphaBetaCostModel model(kCluster);
+  SharedTransitionCache shared;
+  TransitionCache first(&shared), second(&shared), alone;
+  const TransitionRequest r{kBig, parse("R(1)V(8)D(1)@0-7"), parse("R(1)V(1)D(8)@8-15")};
+  const TransitionPlan searched = first.find(r, kCluster, model).value();
+  EXPECT_EQ(shared.size(), 1u);
+  const TransitionPlan answered = second.find(r, kCluster, model).value();
+  EXPECT_EQ(shared.size(), 1u);  // not searched again
+  EXPECT_EQ(second.size(), 1u);  // each cache still counts its own distinct transitions
+  EXPECT_EQ(second.hits(), 0);
+  const TransitionPlan own = alone.find(r, kCluster, model).value();
+  for (const TransitionPlan* p : {&answered, &own}) {
+    EXPECT_EQ(p->time, searched.time);
+    EXPECT_EQ(rules(*p), rules(searched));
+    EXPECT_EQ(p->steps.back().after, searched.steps.back().after);
+  }
+  // Another budget is another key.
+  ASSERT_TRUE(second.find(r, kCluster, model, SearchOptions{.max_states = 100}).has_value());
+  EXPECT_EQ(shared.size(), 2u);
+}
+
+TEST(SharedTransitionCache, ThreadsAskingTheSameTransitionsGetTheSerialPlans) {
+  const AlphaBetaCostModel model(kCluster);
+  std::vector<TransitionRequest> requests;
+  for (int n : {2, 4, 8})
+    requests.push_back({kBig, parse(fmt::format("R(1)V({})D(1)@0-{}", n, n - 1)),
+                        parse(fmt::format("R(1)V(1)D({})@8-{}", n, 7 + n))});
+  std::vector<TransitionPlan> serial;
+  for (const TransitionRequest& r : requests) serial.push_back(search_transition(r, kCluster, model).value());
+  SharedTransitionCache shared;
+  std::vector<std::vector<TransitionPlan>> found(4);
+  {
+    std::vector<std::jthread> threads;
+    for (std::size_t t = 0; t < found.size(); ++t)
+      threads.emplace_back([&, t] {
+        TransitionCache cache(&shared);
+        for (std::size_t i = 0; i < requests.size(); ++i)
+          found[t].push_back(cache.find(requests[(i + t) % requests.size()], kCluster, model).value());
+      });
+  }
+  EXPECT_EQ(shared.size(), requests.size());
+  for (std::size_t t = 0; t < found.size(); ++t)
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      const TransitionPlan& want = serial[(i + t) % requests.size()];
+      EXPECT_EQ(found[t][i].time, want.time);
+      EXPECT_EQ(rules(found[t][i]), rules(want));
+    }
+}
+
+TEST(SharedTransitionCache, StartsAgainEmptyPastItsCapacity) {
+  const AlphaBetaCostModel model(kCluster);
+  SharedTransitionCache shared(/*capacity=*/1);
+  TransitionCache cache(&shared);
+  ASSERT_TRUE(cache.find({kBig, parse("R(1)V(8)D(1)@0-7"), parse("R(1)V(1)D(8)@8-15")}, kCluster, model).has_value());
+  ASSERT_TRUE(cache.find({kBig, parse("R(1)V(4)D(1)@0-3"), parse("R(1)V(1)D(4)@8-11")}, kCluster, model).has_value());
+  EXPECT_EQ(shared.size(), 1u);
+  EXPECT_EQ(cache.size(), 2u);
 }
 
 // Property: for random layouts on random small device sets, the path ends at the consumer layout and

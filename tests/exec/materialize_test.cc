@@ -11,6 +11,7 @@
 
 #include "../plan/plan_test_graph.h"
 #include "loom/cluster/presets.h"
+#include "loom/exec/exec_json.h"
 #include "loom/plan/batch.h"
 #include "loom/plan/validate.h"
 
@@ -123,6 +124,25 @@ TEST(MaterializeTest, TensorParallelMlpAllReducesTheRowParallelOutput) {
       }
   EXPECT_TRUE(reduced.contains("fc2")) << fmt::format("all-reduced: {}", fmt::join(reduced, ", "));
   EXPECT_EQ(gathered, (std::set<std::string>{"fc1.bias.grad", "fc1.weight.grad", "fc2.weight.grad"}));
+}
+
+// The process's shared transitions (comm::SharedTransitionCache) answer a later materialization's searches:
+// the same programs, bytes for bytes, as searching them itself, and the same per-call statistics.
+TEST(MaterializeTest, SharedTransitionsGiveTheProgramsOfOwnSearches) {
+  for (int n : {2, 4}) {  // the fixture's batch is 4
+    const Plan p = data_parallel(n);
+    MaterializeOptions own = sized_like_real();
+    own.share_transitions = false;
+    const auto alone = materialize(p, n, own);
+    ASSERT_TRUE(alone) << alone.error().to_string();
+    for (int round = 0; round < 2; ++round) {  // the first may search, the second is answered by the first
+      const auto shared = materialize(p, n, sized_like_real());
+      ASSERT_TRUE(shared) << shared.error().to_string();
+      EXPECT_EQ(exec_to_json(shared->exec), exec_to_json(alone->exec)) << n << " devices, round " << round;
+      EXPECT_EQ(shared->stats.distinct_searches, alone->stats.distinct_searches);
+      EXPECT_EQ(shared->stats.transitions_searched, alone->stats.transitions_searched);
+    }
+  }
 }
 
 TEST(MaterializeTest, RejectsAnInvalidPlan) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -66,16 +67,39 @@ struct TransitionPlan {
 Expected<TransitionPlan> search_transition(const TransitionRequest& request, const cluster::Cluster& cluster,
                                            const CommCostModel& cost, const SearchOptions& options = {});
 
+// Plans shared by the threads of one process: a search's slices and its finalists (and the finalists
+// planned two at a time) ask the same transitions of the same mesh, each ~0.1 s to search on 64 devices.
+// A plan is a function of its key (the search is deterministic), so which thread stored it first changes
+// no result. A miss searches outside the lock; two threads missing one key both search, the first plan
+// stored is kept. Bounded: past `capacity` plans it starts again empty (a long-lived process, the Python
+// bindings, plans many clusters).
+class SharedTransitionCache {
+ public:
+  explicit SharedTransitionCache(std::size_t capacity = 20'000) : capacity_(capacity) {}
+  Expected<TransitionPlan> find(const std::string& key, const TransitionRequest& request,
+                                const cluster::Cluster& cluster, const CommCostModel& cost,
+                                const SearchOptions& options);
+  std::size_t size() const;
+
+ private:
+  std::size_t capacity_;
+  mutable std::mutex mutex_;
+  std::map<std::string, TransitionPlan> plans_;
+};
+
 // Remembers plans by (shape, dtype, producer, consumer, cluster and cost model), so repeated
-// transitions of a plan (every layer's activation, every micro-batch) are searched once.
+// transitions of a plan (every layer's activation, every micro-batch) are searched once. With a
+// `shared` cache a miss asks it before searching; size() and hits() stay this cache's own.
 class TransitionCache {
  public:
+  explicit TransitionCache(SharedTransitionCache* shared = nullptr) : shared_(shared) {}
   Expected<TransitionPlan> find(const TransitionRequest& request, const cluster::Cluster& cluster,
                                 const CommCostModel& cost, const SearchOptions& options = {});
   std::size_t size() const { return plans_.size(); }
   std::int64_t hits() const { return hits_; }
 
  private:
+  SharedTransitionCache* shared_;
   std::map<std::string, TransitionPlan> plans_;
   std::int64_t hits_ = 0;
 };

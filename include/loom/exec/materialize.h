@@ -44,6 +44,9 @@ struct MaterializeOptions {
   // wide group (64 devices) to a few tens of ms, while 8-device groups rarely reach it (and out of
   // budget the search keeps the best path found, the start's direct collectives included).
   comm::SearchOptions search{.max_states = 1'000};
+  // Layout searches answered from the process's earlier materializations (comm::SharedTransitionCache):
+  // the same plans, searched once per process. false: this materialization searches everything itself.
+  bool share_transitions = true;
   bool use_layout_search = true;  // false: the general fallback for everything (tests compare both)
   bool free_buffers = true;
   // Recomputation sums again what the forward summed from recomputed sub-ops' partial sums (the all-reduce

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "loom/core/both_cores.h"
 #include "loom/exec/instruction_buffers.h"
 #include "loom/exec/passes.h"
 #include "program_edits.h"
@@ -113,13 +114,14 @@ class Bucketer {
   // images of the device's own slice device (data-parallel replicas) can be bucketed.
   void scan(const FoldShape* replicas_only) {
     reductions_.resize(exec_.programs.size());
-    for (std::size_t d = 0; d < exec_.programs.size(); ++d) {
+    // Each device's scan reads the plan and writes its own entry: on both cores, the serial loop's result.
+    for_each_on_both_cores(exec_.programs.size(), [&](std::size_t d) {
       reductions_[d] = reductions_of(exec_, exec_.programs[d]);
-      if (replicas_only == nullptr) continue;
+      if (replicas_only == nullptr) return;
       const int slice = slice_device_of(*replicas_only, static_cast<int>(d));
       for (Reduction& r : reductions_[d])
         if (!std::ranges::all_of(r.group, [&](int m) { return slice_device_of(*replicas_only, m) == slice; })) r.valid = false;
-    }
+    });
     if (replicas_only == nullptr) keep_agreed();
   }
 

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "loom/core/both_cores.h"
 #include "loom/exec/instruction_buffers.h"
 #include "loom/exec/passes.h"
 #include "program_edits.h"
@@ -101,7 +102,8 @@ class Prefetcher {
 
   void scan() {
     gathers_.resize(exec_.programs.size());
-    for (std::size_t d = 0; d < exec_.programs.size(); ++d) gathers_[d] = gathers_of(exec_, exec_.programs[d]);
+    // Each device's scan reads the plan and writes its own entry: on both cores, the serial loop's result.
+    for_each_on_both_cores(exec_.programs.size(), [&](std::size_t d) { gathers_[d] = gathers_of(exec_, exec_.programs[d]); });
     detail::keep_agreed_by_all_members(gathers_);  // a gather is prefetched only where every member prefetches it
   }
 
