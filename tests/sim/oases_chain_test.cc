@@ -100,5 +100,21 @@ TEST(OasesChain, AHierarchicalSumStartedWholeHidesBehindTheComputeBeforeItsReade
   }
 }
 
+// A chain is started by all the members of each of its collectives or by none: device 1 sends x to device 3
+// between its writer and its chain, so neither may move its reduce-scatter across the transfer; their pair
+// partners 0 and 2 share those reduce-scatters' tags, so their chain (the all-reduce across #2, whose own
+// members both could start it) stays blocking too, rather than start a tag device 1 runs blocking.
+TEST(OasesChain, AChainIsStartedByAllItsMembersOrByNone) {
+  auto f = chain(2);
+  auto& one = f->exec.programs[1];
+  auto& three = f->exec.programs[3];
+  const exec::BufferId x1 = std::get<exec::Load>(one[0]).output;
+  one.insert(one.begin() + 3, exec::Send{3, 99, x1});
+  three.insert(three.begin() + 3, exec::Recv{1, 99, f->buffer(3, f->exec.buffer(x1).piece)});
+  EXPECT_EQ(exec::overlap_collectives(f->exec), 0);
+  for (const auto& program : f->exec.programs)
+    for (const exec::Instruction& in : program) EXPECT_FALSE(std::holds_alternative<exec::CollectiveStart>(in));
+}
+
 }  // namespace
 }  // namespace loom::sim

@@ -37,6 +37,14 @@ struct Reduction {
   int order = 0;                    // among the collectives issued after `ready`, in program order
   bool valid = true;
 
+  // Every tag the reduction issues: the all-reduce's, then a chain's reduce-scatters' and all-gathers'.
+  std::vector<std::int64_t> tags() const {
+    std::vector<std::int64_t> out{tag};
+    for (const auto* part : {&scatters, &gathers})
+      for (const Collective& c : *part) out.push_back(c.tag);
+    return out;
+  }
+
   // Every group the reduction issues a collective to, ascending members each; the all-reduce's first.
   std::vector<std::vector<int>> groups() const {
     std::vector<std::vector<int>> out{group};
@@ -158,6 +166,36 @@ std::vector<Reduction> reductions_of(const ExecPlan& exec, const std::vector<Ins
   return found;
 }
 
+// A chain shares its reduce-scatters' and all-gathers' tags with the chains of its sub-group's members and
+// its all-reduce's with those across: a tag is started by all its members or by none, so a chain is started
+// only where every collective it issues is issued by as many valid reductions as its group has members.
+void keep_whole_chains(std::vector<std::vector<Reduction>>& reductions) {
+  for (bool dropped = true; dropped;) {
+    std::unordered_map<std::int64_t, std::size_t> valid_members;
+    std::unordered_set<std::int64_t> blocked;
+    for (const auto& on_device : reductions)
+      for (const Reduction& r : on_device)
+        for (std::int64_t t : r.tags()) {
+          if (r.valid) ++valid_members[t];
+          else blocked.insert(t);
+        }
+    const auto whole = [&](const Reduction& r) {
+      std::size_t k = 0;
+      const auto groups = r.groups();  // aligned with tags(): the all-reduce's, the scatters', the gathers'
+      for (std::int64_t t : r.tags())
+        if (blocked.contains(t) || valid_members[t] != groups[k++].size()) return false;
+      return true;
+    };
+    dropped = false;
+    for (auto& on_device : reductions)
+      for (Reduction& r : on_device)
+        if (r.valid && !whole(r)) {
+          r.valid = false;
+          dropped = true;
+        }
+  }
+}
+
 }  // namespace
 
 int overlap_collectives(ExecPlan& exec) {
@@ -167,22 +205,40 @@ int overlap_collectives(ExecPlan& exec) {
   // Decided for all members at once: a tag every member overlaps, in groups whose members still issue
   // their collectives in one order once the starts (a chain's all of them) stand where they go.
   detail::keep_agreed_by_all_members(reductions);
-  std::unordered_set<std::int64_t> replaced;
-  std::vector<std::vector<Issue>> started(reductions.size());
-  for (std::size_t d = 0; d < reductions.size(); ++d)
-    for (const Reduction& r : reductions[d]) {
-      if (!r.valid) continue;
-      const auto issue = [&](std::size_t at, int after, std::int64_t tag, std::vector<int> group) {
-        replaced.insert(tag);
-        std::ranges::sort(group);
-        started[d].push_back(Issue{at, after, tag, std::move(group)});
-      };
-      int after = r.order;
-      for (const Collective& c : r.scatters) issue(r.ready, after++, c.tag, c.group);
-      issue(r.ready, after++, r.tag, r.group);
-      for (const Collective& c : r.gathers) issue(r.ready, after++, c.tag, c.group);
-    }
-  const std::set<std::vector<int>> disordered = detail::groups_out_of_order_after(exec, replaced, std::move(started));
+  keep_whole_chains(reductions);
+  // Until neither is left, drop the reductions of groups whose members would issue their collectives in
+  // different orders and those whose starts the devices would run in orders that wait on each other across
+  // groups (a chain's links in the pairs and across them: passes/program_edits.h, starts_on_cycles).
+  for (bool dropped = true; dropped;) {
+    std::unordered_set<std::int64_t> replaced;
+    std::vector<std::vector<Issue>> started(reductions.size());
+    std::vector<std::vector<Issue>> starts = detail::issued_starts(exec);
+    for (std::size_t d = 0; d < reductions.size(); ++d)
+      for (const Reduction& r : reductions[d]) {
+        if (!r.valid) continue;
+        const auto issue = [&](int after, std::int64_t tag, std::vector<int> group) {
+          replaced.insert(tag);
+          std::ranges::sort(group);
+          started[d].push_back(Issue{r.ready, after, tag, std::move(group)});
+          starts[d].push_back(started[d].back());
+        };
+        int after = r.order;
+        for (const Collective& c : r.scatters) issue(after++, c.tag, c.group);
+        issue(after++, r.tag, r.group);
+        for (const Collective& c : r.gathers) issue(after++, c.tag, c.group);
+      }
+    const std::set<std::vector<int>> disordered = detail::groups_out_of_order_after(exec, replaced, std::move(started));
+    const std::set<std::int64_t> cyclic = detail::starts_on_cycles(std::move(starts));
+    dropped = false;
+    for (auto& on_device : reductions)
+      for (Reduction& r : on_device)
+        if (r.valid && (std::ranges::any_of(r.groups(), [&](const auto& g) { return disordered.contains(g); }) ||
+                        std::ranges::any_of(r.tags(), [&](std::int64_t t) { return cyclic.contains(t); }))) {
+          r.valid = false;
+          dropped = true;
+        }
+    if (dropped) keep_whole_chains(reductions);
+  }
   std::unordered_set<std::int64_t> overlapped;
   for (std::size_t d = 0; d < exec.programs.size(); ++d) {
     auto& program = exec.programs[d];
@@ -190,7 +246,7 @@ int overlap_collectives(ExecPlan& exec) {
     std::unordered_set<std::uint32_t> refreed;
     // What goes after one instruction goes in program order (insert_after keeps the order given).
     for (const Reduction& r : reductions[d]) {
-      if (!r.valid || std::ranges::any_of(r.groups(), [&](const auto& g) { return disordered.contains(g); })) continue;
+      if (!r.valid) continue;
       // Each start keeps its collective's tag (and its CollectiveInfo): the blocking forms are gone. A chain's
       // starts each read the one before (chained starts), and its waits come in chain order before the reader.
       for (std::size_t place : r.places) edit.remove(place);
