@@ -84,7 +84,8 @@ def print_table(family, rows):
         w, wo, pc = row["with"], row["without"], row["paper_choice"]
         gain = (f"{w['ktokens_s'] / wo['ktokens_s']:.3f}x" if "error" not in w and "error" not in wo else "-")
         chosen = row.get("chosen", f"refused ({w.get('error', '?')})")
-        planner = (f"{row['planner_s']:.1f} ({row['solve_ms']:.2f})" if "planner_s" in row else "-")
+        solve = f" ({row['solve_ms']:.2f})" if row.get("solve_ms") is not None else ""  # none when nothing was solved
+        planner = f"{row['planner_s']:.1f}{solve}" if "planner_s" in row else "-"
         print(f"| {row['model']} | {row['batch']} | `{chosen}` / `{paper_spec(paper[1])}` | {cell(wo)} / {paper[5][0]} "
               f"| {cell(w)} / {paper[5][1]} | {gain} / {paper[5][1] / paper[5][0]:.3f}x | {cell(pc)} "
               f"| {planner} / {paper[2]} |")

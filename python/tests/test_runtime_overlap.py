@@ -197,3 +197,48 @@ def test_zero3_program_prefetches_parameters_one_ahead(tmp_path, run_loom):
             if n > 0:  # started right where the previous gather is waited for, before its reader
                 previous = waits[n - 1][0]
                 assert statements[previous + 1][1].lstrip().startswith(handle + " = rt.all_gather_start("), handle
+
+
+def _chain_worker(rank, world, port, out):
+    import torch.distributed as dist
+
+    from loom.runtime.comm import Communicator
+
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "localhost", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60))
+    pair, across = [2 * (rank // 2), 2 * (rank // 2) + 1], [rank % 2, rank % 2 + 2]
+    comm = Communicator(rank, world, [[0, 1], [2, 3], [0, 2], [1, 3]], torch.device("cpu"))
+    whole = ((0, 4, 1), (0, 3, 1))
+    halves = [((0, 2, 1), (0, 3, 1)), ((2, 4, 1), (0, 3, 1))]
+    x = torch.randint(-50, 50, (4, 3), generator=torch.Generator().manual_seed(rank)).float()
+    k = pair.index(rank)
+    # The layout search's chain for a partial sum over two pairs: each member's part of 4 summed inside its pair
+    # into its half (part of 2), the halves summed across the pairs, the whole gathered inside the pair.
+    scatter_ins = [[(whole, (m, 4)) for m in range(2)]]
+    scatter_outs = [[(halves[m], (0, 2)) for m in range(2)]]
+    gather_ins = [[(halves[m], (0, 1)) for m in range(2)]]
+    gather_outs = [[(whole, (0, 1))] * 2]
+    scatter = comm.reduce_scatter_start((x,), pair, 1, scatter_ins, scatter_outs)
+    total = comm.all_reduce_start((comm.chained(scatter, 0),), across, bucket=2, reuse=False)
+    gather = comm.all_gather_start((comm.chained(total, 0),), pair, 3, gather_ins, gather_outs)
+    started = [comm.wait(scatter)[0], comm.wait(total)[0], comm.wait(gather)[0]]
+    half = comm.reduce_scatter(x, pair, 4, scatter_ins[0], scatter_outs[0])
+    summed = comm.all_reduce(half, across, 5, [(halves[k], (0, 2))] * 2, [(halves[k], (0, 1))] * 2)
+    blocking = [half, summed, comm.all_gather(summed, pair, 6, gather_ins[0], gather_outs[0])]
+    torch.save({"started": started, "blocking": blocking, "x": x}, out / f"{rank}.pt")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def test_chained_starts_sum_what_the_blocking_chain_sums(tmp_path):
+    """Oases' overlap of a hierarchical sum (docs/overlap.md): a reduce-scatter start inside each pair, an all-reduce
+    start across the pairs chained on its output and an all-gather start inside the pair chained on the all-reduce's,
+    on 4 gloo ranks as 2 pairs, give each link what the blocking chain gives, and the whole sum of the 4 inputs."""
+    results = _run_ranks(_chain_worker, 4, tmp_path)
+    want = sum(r["x"] for r in results)
+    for rank, r in enumerate(results):
+        for got, blocking in zip(r["started"], r["blocking"]):
+            assert torch.equal(got, blocking)
+        rows = slice(0, 2) if rank % 2 == 0 else slice(2, 4)
+        assert torch.equal(r["started"][1], want[rows])
+        assert torch.equal(r["started"][2], want)

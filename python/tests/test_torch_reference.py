@@ -91,6 +91,10 @@ PLANS = {
     # With a pipeline: 1F1B over the 2 micro-batches, each run as its 2 sub-batches' interleaved segments.
     "pp2xtp2-oases": ["--policy", "megatron", "--pp", "2", "--tp", "2", "--microbatches", "2", "--overlap", "oases",
                       "--gpus", "4"],
+    # tp 4 over two NVLink pairs: each partial sum a chain (reduce-scatter in the pair, all-reduce across, all-gather
+    # in the pair), started whole: chained starts on gloo's sub-groups.
+    "tp4-oases-2x2": ["--policy", "megatron", "--tp", "4", "--overlap", "oases", "--gpus", "4", "--layout-cluster",
+                      "rtx3090-nvlink"],
 }
 # (model, plan, optimizer): every plan kind once at least, both optimizers on every model. Interleaving needs
 # 4 layers: LLaMA (4 layers) takes it. GPT-2's Conv1D views merge (batch seq): sequence parallelism leaves them
@@ -101,7 +105,7 @@ CASES = [
     ("gpt2", "pp2-gpipe", "sgd"), ("gpt2", "pp2-1f1b", "adamw"), ("gpt2", "zero1", "adamw"),
     ("gpt2", "zero3", "sgd"), ("gpt2", "zero2-mb2", "adamw"), ("gpt2", "zero3-mb2", "sgd"),
     ("gpt2", "tp2-recompute-full", "adamw"), ("gpt2", "tp2-sp", "sgd"), ("gpt2", "tp2-coshard2", "adamw"),
-    ("gpt2", "tp2-oases", "adamw"),
+    ("gpt2", "tp2-oases", "adamw"), ("gpt2", "tp4-oases-2x2", "sgd"),
     ("llama", "single", "sgd"), ("llama", "dp2xtp2", "adamw"), ("llama", "pp2-interleaved", "sgd"),
     ("llama", "tp2-sp", "adamw"), ("llama", "tp2-recompute-selective", "sgd"), ("llama", "zero3", "adamw"),
     ("llama", "tp2-oases", "sgd"), ("llama", "pp2xtp2-oases", "adamw"),

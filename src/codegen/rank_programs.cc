@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -111,7 +112,14 @@ class ModuleWriter {
   const plan::SubTensor& piece(exec::BufferId b) const { return exec_.buffer(b).piece; }
   const std::string& tensor_name(exec::BufferId b) const { return graph_.tensor(piece(b).tensor).name; }
   std::string handle(const exec::CollectiveStart& in) const {
-    return fmt::format("{}_{}", in.kind == comm::Primitive::all_gather ? "gather" : "bucket", in.tag);
+    const bool gather = in.kind == comm::Primitive::all_gather;
+    return fmt::format("{}_{}", gather ? "gather" : in.kind == comm::Primitive::reduce_scatter ? "scatter" : "bucket", in.tag);
+  }
+  // A buffer's name, or, for a chained start's input (an output of a start not waited yet), the
+  // runtime's read of it from its start's handle.
+  std::string operand(exec::BufferId b) const {
+    const auto it = in_flight_.find(b.value);
+    return it != in_flight_.end() ? it->second : var(b);
   }
 
   // A start (exec/passes.h): a gradient bucket, issued once its last gradient is final and waited before
@@ -121,20 +129,25 @@ class ModuleWriter {
     std::int64_t bytes = 0;
     std::vector<std::string> inputs, tensors;
     for (exec::BufferId b : in.inputs) {
-      inputs.push_back(var(b));
+      inputs.push_back(operand(b));
       tensors.push_back(tensor_name(b));
       bytes += exec_.buffer(b).bytes;
     }
     const bool gather = in.kind == comm::Primitive::all_gather;
+    const bool by_member = gather || in.kind == comm::Primitive::reduce_scatter;  // pieces differ by member
     const ir::FullTensor& first = graph_.tensor(piece(in.outputs.front()).tensor);
     const bool gradients = first.role == ir::TensorRole::gradient && first.owner.valid() &&
                            graph_.tensor(first.owner).role == ir::TensorRole::parameter;
+    const bool prefetch = gather && first.role == ir::TensorRole::parameter;
+    const bool chained = std::ranges::any_of(in.inputs, [&](exec::BufferId b) { return in_flight_.contains(b.value); });
     comment(fmt::format("{} start #{} over ranks {} ({} B, {} tensors: {}): runs while the step goes on, as {}",
                         comm::name(in.kind), in.tag, tuple_literal(in.group), bytes, in.inputs.size(), join(tensors, ", "),
-                        gather      ? "DeepSpeed's parameter prefetch"
+                        prefetch    ? "DeepSpeed's parameter prefetch"
                         : gradients ? "DDP's bucketed reduction"
-                                    : "Oases' overlapped tensor-parallel all-reduce"));
-    if (gather) {
+                        : in.kind == comm::Primitive::all_reduce && !chained
+                            ? "Oases' overlapped tensor-parallel all-reduce"
+                            : "a link of Oases' overlapped hierarchical sum"));
+    if (by_member) {
       const auto it = members_.find(in.tag);
       if (it == members_.end()) return failf("start #{} has no members", in.tag);
       std::vector<std::string> ins, outs;
@@ -142,14 +155,16 @@ class ModuleWriter {
         ins.push_back(pieces_literal(m.inputs));
         outs.push_back(pieces_literal(m.outputs));
       }
-      line(fmt::format("{} = rt.all_gather_start({}, group={}, tag={}, ins={}, outs={})", handle(in), tuple_of(inputs),
-                       tuple_literal(in.group), in.tag, tuple_of(ins), tuple_of(outs)));
+      line(fmt::format("{} = rt.{}_start({}, group={}, tag={}, ins={}, outs={})", handle(in), method_of(in.kind),
+                       tuple_of(inputs), tuple_literal(in.group), in.tag, tuple_of(ins), tuple_of(outs)));
     } else {
       // A bucket's flat buffer is kept for the next step; an activation's sums die with their last reader.
       line(fmt::format("{} = rt.{}_start({}, group={}, bucket={}{})", handle(in), method_of(in.kind), tuple_of(inputs),
                        tuple_literal(in.group), in.tag, gradients ? "" : ", reuse=False"));
     }
     started_.emplace(in.tag, &in);
+    for (std::size_t k = 0; k < in.outputs.size(); ++k)
+      in_flight_.emplace(in.outputs[k].value, fmt::format("rt.chained({}, {})", handle(in), k));
     return {};
   }
 
@@ -157,7 +172,10 @@ class ModuleWriter {
     const auto it = started_.find(in.tag);
     if (it == started_.end()) return failf("rank {} waits for #{}, which it never started", rank_, in.tag);
     std::vector<std::string> outputs;
-    for (exec::BufferId b : it->second->outputs) outputs.push_back(var(b));
+    for (exec::BufferId b : it->second->outputs) {
+      outputs.push_back(var(b));
+      in_flight_.erase(b.value);
+    }
     comment(fmt::format("the {} of #{}", it->second->kind == comm::Primitive::all_gather ? "gathered tensors" : "sums", in.tag));
     line(fmt::format("{}{} = rt.wait({})", join(outputs, ", "), outputs.size() == 1 ? "," : "", handle(*it->second)));
     return {};
@@ -280,6 +298,7 @@ class ModuleWriter {
   const std::map<std::int64_t, std::vector<CollectiveMembers>>& members_;
   const std::vector<ir::TensorId>& updated_;
   std::map<std::int64_t, const exec::CollectiveStart*> started_;  // by tag: this rank's starts so far
+  std::unordered_map<std::uint32_t, std::string> in_flight_;      // by buffer: started outputs not waited yet
   const std::map<std::size_t, std::vector<int>> donated_;  // instruction index -> optimizer inputs that die there
   std::size_t index_ = 0;                                  // the instruction being emitted
   std::string out_;

@@ -82,17 +82,23 @@ Expected<void> check_group(const ExecPlan& exec, const Links& links, std::uint32
 
 // Starts of one tag: the same number of buffers, and per position i, every member's buffers of one
 // tensor: an all-reduce's inputs and outputs all of one box (each member's part of one bucketed
-// tensor), an all-gather's outputs of one box holding both members' inputs (each member's shard).
+// tensor), an all-gather's outputs of one box holding both members' inputs (each member's shard), a
+// reduce-scatter's inputs of one box holding both members' outputs (its mirror).
 bool same_bucket(const ExecPlan& exec, const CollectiveCall& a, const CollectiveCall& b) {
   if (a.inputs.size() != b.inputs.size() || a.outputs.size() != b.outputs.size()) return false;
   const bool gather = a.kind == comm::Primitive::all_gather;
+  const bool scatter = a.kind == comm::Primitive::reduce_scatter;
+  // The buffers every member holds of one box (a scatter's inputs, else the outputs) and the others.
+  const auto common = [&](const CollectiveCall& c, std::size_t i) { return scatter ? c.inputs[i] : c.outputs[i]; };
+  const auto own = [&](const CollectiveCall& c, std::size_t i) { return scatter ? c.outputs[i] : c.inputs[i]; };
   for (std::size_t i = 0; i < a.inputs.size(); ++i) {
-    const plan::SubTensor& out = exec.buffer(a.outputs[i]).piece;
-    const plan::SubTensor& theirs = exec.buffer(b.outputs[i]).piece;
-    if (theirs.tensor != out.tensor || !same_box(theirs.box, out.box)) return false;
-    for (BufferId in : {a.inputs[i], b.inputs[i]}) {
-      const plan::SubTensor& p = exec.buffer(in).piece;
-      if (p.tensor != out.tensor || !(gather ? box_contains(out.box, p.box) : same_box(p.box, out.box))) return false;
+    const plan::SubTensor& whole = exec.buffer(common(a, i)).piece;
+    const plan::SubTensor& theirs = exec.buffer(common(b, i)).piece;
+    if (theirs.tensor != whole.tensor || !same_box(theirs.box, whole.box)) return false;
+    for (BufferId part : {own(a, i), own(b, i)}) {
+      const plan::SubTensor& p = exec.buffer(part).piece;
+      const bool inside = gather || scatter ? box_contains(whole.box, p.box) : same_box(p.box, whole.box);
+      if (p.tensor != whole.tensor || !inside) return false;
     }
   }
   return true;

@@ -1,9 +1,14 @@
 // The progress half of check_exec_plan (check.h): runs the programs abstractly. Every instruction but a
 // recv, a collective or a wait completes at once (sends are buffered, a start only joins its
 // collective); a recv waits for its send, a collective for all its members, a wait for every member's
-// start of its tag. A worklist of runnable devices visits each instruction once and each collective
+// start of its tag and, for a chained start (exec_plan.h), for the starts writing its inputs to complete
+// (a start completes once every member has run it and its own input starts have completed). A worklist of runnable devices visits each instruction once and each collective
 // member (or waiting device) once more when the collective completes, so the cost is linear in the
 // instruction count.
+#include <algorithm>
+#include <unordered_map>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "check_internal.h"
@@ -16,7 +21,10 @@ class Simulation {
  public:
   Simulation(const ExecPlan& exec, const Links& links)
       : exec_(exec), links_(links), pc_(static_cast<std::size_t>(exec.num_devices), 0),
-        blocked_(static_cast<std::size_t>(exec.num_devices), false), arrived_(links.slots, 0), waiting_(links.slots) {}
+        blocked_(static_cast<std::size_t>(exec.num_devices), false), arrived_(links.slots, 0), waiting_(links.slots),
+        inputs_of_(links.slots), readers_of_(links.slots), open_inputs_(links.slots, 0), complete_(links.slots, false) {
+    link_chained_starts();
+  }
 
   void run() {
     std::vector<int> runnable;
@@ -49,15 +57,12 @@ class Simulation {
     if (const auto* r = std::get_if<Recv>(&instruction))
       return {r->peer, fmt::format("waits at instruction {} for a send from device {} (tag {})", at, r->peer, r->tag), true};
     const std::uint32_t slot = links_.link[links_.global(d, at)];
-    if (const auto* w = std::get_if<CollectiveWait>(&instruction)) {
-      // A member that has not run its start yet (it exists: the wait would have passed).
-      for (std::uint32_t k = links_.member_offsets[slot]; k < links_.member_offsets[slot + 1]; ++k) {
-        const std::uint32_t member = links_.members[k];
-        const int m = links_.device_of(member);
-        if (pc_[static_cast<std::size_t>(m)] <= links_.index_of(member))
-          return {m, fmt::format("waits at instruction {} for device {} to start #{}", at, m, w->tag), false};
-      }
-      return {};
+    if (std::holds_alternative<CollectiveWait>(instruction)) {
+      // A member that has not run its start yet, of this start or of one it reads (it exists: the wait
+      // would have passed).
+      const auto [m, tag] = unstarted_member(slot);
+      if (m < 0) return {};
+      return {m, fmt::format("waits at instruction {} for device {} to start #{}", at, m, tag), false};
     }
     const auto& c = std::get<Collective>(instruction);
     for (int m : c.group)
@@ -94,15 +99,9 @@ class Simulation {
           runnable.push_back(s->peer);
         }
       } else if (const auto* start = std::get_if<CollectiveStart>(&prog[pc])) {
-        if (++arrived_[partner] == start->group.size()) {
-          for (int w : waiting_[partner]) {  // the devices waiting for it go on
-            blocked_[static_cast<std::size_t>(w)] = false;
-            runnable.push_back(w);
-          }
-          waiting_[partner].clear();
-        }
+        if (++arrived_[partner] == start->group.size()) complete_if_ready(partner, runnable);
       } else if (std::holds_alternative<CollectiveWait>(prog[pc])) {
-        if (arrived_[partner] < links_.member_offsets[partner + 1] - links_.member_offsets[partner]) {
+        if (!complete_[partner]) {
           blocked_[static_cast<std::size_t>(d)] = true;
           waiting_[partner].push_back(d);
           return;
@@ -123,6 +122,63 @@ class Simulation {
     }
   }
   std::uint32_t offset(int d) const { return links_.offsets[static_cast<std::size_t>(d)]; }
+  std::uint32_t member_count(std::uint32_t slot) const { return links_.member_offsets[slot + 1] - links_.member_offsets[slot]; }
+
+  // Each start's slot the slots of the starts whose outputs its members read (a chained start's inputs).
+  void link_chained_starts() {
+    std::unordered_map<std::uint32_t, std::uint32_t> written_by;  // buffer -> the slot of the start writing it
+    for (int d = 0; d < exec_.num_devices; ++d) {
+      const auto& prog = program(d);
+      for (std::uint32_t i = 0; i < prog.size(); ++i) {
+        const auto* start = std::get_if<CollectiveStart>(&prog[i]);
+        if (start == nullptr) continue;
+        const std::uint32_t slot = links_.link[links_.global(d, i)];
+        for (BufferId in : start->inputs)
+          if (const auto it = written_by.find(in.value); it != written_by.end() && !contains(inputs_of_[slot], it->second)) {
+            inputs_of_[slot].push_back(it->second);
+            readers_of_[it->second].push_back(slot);
+            ++open_inputs_[slot];
+          }
+        for (BufferId out : start->outputs) written_by[out.value] = slot;
+      }
+    }
+  }
+  static bool contains(const std::vector<std::uint32_t>& v, std::uint32_t x) { return std::ranges::find(v, x) != v.end(); }
+
+  // A start whose members have all run it and whose input starts have completed completes: the devices
+  // waiting for it go on, and so may the chained starts reading its outputs.
+  void complete_if_ready(std::uint32_t slot, std::vector<int>& runnable) {
+    std::vector<std::uint32_t> ready{slot};
+    while (!ready.empty()) {
+      const std::uint32_t s = ready.back();
+      ready.pop_back();
+      if (complete_[s] || arrived_[s] < member_count(s) || open_inputs_[s] > 0) continue;
+      complete_[s] = true;
+      for (int w : waiting_[s]) {
+        blocked_[static_cast<std::size_t>(w)] = false;
+        runnable.push_back(w);
+      }
+      waiting_[s].clear();
+      for (std::uint32_t reader : readers_of_[s]) {
+        --open_inputs_[reader];
+        ready.push_back(reader);
+      }
+    }
+  }
+
+  // A member (device, tag) that has not run its start of `slot`, or of a start it reads that has not
+  // completed; {-1, 0} when none.
+  std::pair<int, std::int64_t> unstarted_member(std::uint32_t slot) const {
+    for (std::uint32_t k = links_.member_offsets[slot]; k < links_.member_offsets[slot + 1]; ++k) {
+      const std::uint32_t member = links_.members[k];
+      const int m = links_.device_of(member);
+      if (pc_[static_cast<std::size_t>(m)] <= links_.index_of(member)) return {m, links_.slot_tags[slot]};
+    }
+    for (std::uint32_t input : inputs_of_[slot])
+      if (!complete_[input])
+        if (const auto found = unstarted_member(input); found.first >= 0) return found;
+    return {-1, 0};
+  }
 
   const ExecPlan& exec_;
   const Links& links_;
@@ -130,6 +186,9 @@ class Simulation {
   std::vector<bool> blocked_;      // by device: waiting at pc (in a recv or a collective)
   std::vector<std::uint32_t> arrived_;  // by collective slot: members that reached it (or ran its start)
   std::vector<std::vector<int>> waiting_;  // by start's slot: devices blocked in a wait for it
+  std::vector<std::vector<std::uint32_t>> inputs_of_, readers_of_;  // by start's slot: chained starts' links
+  std::vector<std::uint32_t> open_inputs_;  // by start's slot: its input starts not yet complete
+  std::vector<bool> complete_;             // by start's slot
 };
 
 }  // namespace

@@ -310,14 +310,16 @@ class DeviceWalk {
   Expected<void> check(const CollectiveStart& c) {
     if (!has_asynchronous_form(c.kind))
       return error(fmt::format("starts a {}, which has no asynchronous form", comm::name(c.kind)),
-                   "start an all-reduce or an all-gather, or run the collective blocking");
+                   "start an all-reduce, an all-gather or a reduce-scatter, or run the collective blocking");
     if (std::find(c.group.begin(), c.group.end(), device_) == c.group.end())
       return error(fmt::format("is not run by a member of its group: device {} is not in it", device_),
                    "a collective runs on exactly the devices of its group");
     if (c.inputs.empty() || c.inputs.size() != c.outputs.size())
       return error(fmt::format("starts {} inputs into {} outputs", c.inputs.size(), c.outputs.size()),
                    "a start moves at least one buffer, one output per input");
-    for (BufferId in : c.inputs) LOOM_RETURN_IF_ERROR(read(in));
+    // A chained start may read an earlier start's output before that start's wait (exec_plan.h).
+    for (BufferId in : c.inputs)
+      if (!local_buffer(in) || state_[in.index()] != State::pending) LOOM_RETURN_IF_ERROR(read(in));
     for (BufferId out : c.outputs) {
       LOOM_RETURN_IF_ERROR(write(out));
       state_[out.index()] = State::pending;

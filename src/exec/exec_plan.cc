@@ -24,7 +24,8 @@ std::vector<std::vector<int>> canonical_groups(std::vector<std::vector<int>> gro
 }
 
 bool has_asynchronous_form(comm::Primitive kind) {
-  return kind == comm::Primitive::all_reduce || kind == comm::Primitive::all_gather;
+  return kind == comm::Primitive::all_reduce || kind == comm::Primitive::all_gather ||
+         kind == comm::Primitive::reduce_scatter;
 }
 
 }  // namespace loom::exec

@@ -151,9 +151,10 @@ Expected<Progress> Machine::execute(int d, const exec::Collective& c) {
   return advance(d);
 }
 
-// Reads this member's inputs now (it may free them before the others start); the last member to start
-// sums (all-reduce) or places (all-gather) them into every member's outputs, which its wait then lets
-// it read.
+// Reads this member's inputs now (it may free them before the others start), or, for a chained start,
+// when the start writing the input completes; the start completes once the last member has started it
+// and every input is read: each member's outputs get the sum (all-reduce), its box of the sum
+// (reduce-scatter) or the placed inputs (all-gather), which its wait then lets it read.
 Expected<Progress> Machine::execute(int d, const exec::CollectiveStart& start) {
   if (!exec::has_asynchronous_form(start.kind)) return failf("a {} has no asynchronous form", comm::name(start.kind));
   if (std::find(start.group.begin(), start.group.end(), d) == start.group.end()) return failf("device {} is not in its group", d);
@@ -167,12 +168,31 @@ Expected<Progress> Machine::execute(int d, const exec::CollectiveStart& start) {
                  comm::name(s.first->kind), fmt::join(s.first->group, ", "), s.first->inputs.size());
   if (s.members.contains(d)) return failf("device {} starts #{} twice", d, start.tag);
   std::vector<PlanPiece>& mine = s.inputs[d];
-  for (BufferId in : start.inputs) {
+  for (std::size_t i = 0; i < start.inputs.size(); ++i) {
+    const BufferId in = start.inputs[i];
+    if (const auto it = chained_reads_.find(in.value); it != chained_reads_.end()) {
+      LOOM_RETURN_IF_ERROR(buffer_of(d, in));
+      it->second.push_back(ChainedRead{start.tag, d, i});
+      ++s.open_inputs;
+      mine.emplace_back();
+      continue;
+    }
     LOOM_ASSIGN_OR_RETURN(PlanPiece piece, read(d, in));
     mine.push_back(std::move(piece));
   }
   s.members.emplace(d, &start);
-  if (s.members.size() == start.group.size()) {
+  for (BufferId out : start.outputs) chained_reads_.try_emplace(out.value);
+  LOOM_RETURN_IF_ERROR(complete_start(start.tag));
+  return advance(d);
+}
+
+Expected<void> Machine::complete_start(std::int64_t tag) {
+  std::vector<std::int64_t> ready{tag};
+  while (!ready.empty()) {
+    Started& s = started_.at(ready.back());
+    const std::int64_t t = ready.back();
+    ready.pop_back();
+    if (s.done || s.members.size() != s.first->group.size() || s.open_inputs > 0) continue;
     for (const auto& [member, theirs] : s.members)
       for (std::size_t i = 0; i < theirs->outputs.size(); ++i) {
         const BufferId id = theirs->outputs[i];
@@ -180,19 +200,28 @@ Expected<Progress> Machine::execute(int d, const exec::CollectiveStart& start) {
         std::vector<PlanPiece> parts;
         for (const auto& [from, pieces] : s.inputs) {
           if (pieces[i].tensor.tensor != output->piece.tensor)
-            return failf("start #{}: input {} of device {} is not of '{}'", start.tag, i, from,
-                         graph_.tensor(output->piece.tensor).name);
+            return failf("start #{}: input {} of device {} is not of '{}'", t, i, from, graph_.tensor(output->piece.tensor).name);
           parts.push_back(pieces[i]);
         }
-        Expected<NdArray> value = start.kind == comm::Primitive::all_gather ? gather_collective(output->piece, parts)
-                                                                            : sum_collective(output->piece, parts);
+        Expected<NdArray> value = s.first->kind == comm::Primitive::all_gather ? gather_collective(output->piece, parts)
+                                                                               : sum_collective(output->piece, parts);
         if (!value) return std::unexpected(with_context(value.error(), fmt::format("device {}, {}", member, buffer_name(id))));
         LOOM_RETURN_IF_ERROR(with_context(write(member, id, std::move(*value)), fmt::format("device {}", member)));
+        // The chained starts reading this output read it now.
+        const auto node = chained_reads_.extract(id.value);
+        if (node.empty()) continue;
+        for (const ChainedRead& r : node.mapped()) {
+          LOOM_ASSIGN_OR_RETURN(PlanPiece piece, read(r.device, id));
+          Started& reader = started_.at(r.tag);
+          reader.inputs[r.device][r.input] = std::move(piece);
+          --reader.open_inputs;
+          ready.push_back(r.tag);
+        }
       }
     s.inputs.clear();
     s.done = true;
   }
-  return advance(d);
+  return {};
 }
 
 Expected<Progress> Machine::execute(int d, const exec::CollectiveWait& wait) {

@@ -51,6 +51,7 @@ std::string Machine::waits_for(int d) const {
     std::vector<std::string> absent;
     for (int m : s.first->group)
       if (!s.members.contains(m)) absent.push_back(at(m));
+    if (absent.empty()) return fmt::format("#{}'s chained inputs, whose starts never complete", w->tag);
     return fmt::format("the other members to start #{}, but {}", w->tag, join(absent, ", "));
   }
   const auto& c = std::get<exec::Collective>(current(d));  // only recvs, collectives and waits block

@@ -82,15 +82,25 @@ class Machine {
   std::vector<std::size_t> pc_;  // by device: the next instruction
   std::vector<int> computed_;    // by SubOpId: times computed
   std::map<std::tuple<int, int, std::int64_t>, std::deque<Message>> mailbox_;  // (sender, receiver, tag)
-  // An asynchronous collective: what each member that has started it read (its inputs then); summed or
-  // placed into every member's outputs when the last member starts it.
+  // An asynchronous collective: what each member that has started it read (its inputs then; a chained
+  // start's input when the start writing it completes); summed, scattered or placed into every member's
+  // outputs once the last member has started it and no input is still to come.
   struct Started {
     const exec::CollectiveStart* first = nullptr;  // the first member's start, which the others must agree with
     std::map<int, std::vector<PlanPiece>> inputs;   // by member
     std::map<int, const exec::CollectiveStart*> members;
+    int open_inputs = 0;  // chained inputs not yet written
     bool done = false;
   };
+  // A chained start's input i on a device, read when the start writing it completes.
+  struct ChainedRead {
+    std::int64_t tag = 0;
+    int device = 0;
+    std::size_t input = 0;
+  };
+  Expected<void> complete_start(std::int64_t tag);  // runs it (and the chained starts it frees) if it can
   std::map<std::int64_t, Started> started_;  // by tag
+  std::map<std::uint32_t, std::vector<ChainedRead>> chained_reads_;  // by buffer an incomplete start writes
   ExecRun run_;
 };
 

@@ -19,6 +19,14 @@ for model in gpt3-125m llama3-8b; do
       contains "$name-pass" "result     PASS"
   done
 done
+# tp 4 over two NVLink pairs (the layout search's chains: reduce-scatter in the pair, all-reduce across,
+# all-gather in the pair), each chain started whole as chained starts: the step still verifies exactly.
+for model in gpt3-125m llama3-8b; do
+  name="oases-chain-$model"
+  expect "$name" 0 "$LOOM" verify --model "$model" --policy megatron --tp 4 --overlap oases \
+    --layout-cluster rtx3090-nvlink &&
+    contains "$name-pass" "result     PASS" && contains "$name-chains" "reduce-scatter 52"
+done
 # GPT on 2 tp ranks: 13 all-reduces of activations and their gradients per sub-batch (the embedding's,
 # 2 forward and 2 backward in each of the 2 layers, the head's input gradient, the loss's 3), every one
 # started and waited for.

@@ -188,9 +188,9 @@ std::vector<Broken> broken_plans() {
        {"blocking and asynchronous members disagree"}},
       {"StartOfAKindWithoutAnAsynchronousForm", dp2_async,
        [](Fixture& f) {
-         for (int d : {0, 1}) instruction<CollectiveStart>(f, d, kStartAt).kind = comm::Primitive::reduce_scatter;
+         for (int d : {0, 1}) instruction<CollectiveStart>(f, d, kStartAt).kind = comm::Primitive::all_to_all;
        },
-       {"starts a reduce-scatter, which has no asynchronous form"}},
+       {"starts a all-to-all, which has no asynchronous form"}},
       {"GatherStartOfAnotherTensor", gathered2_async,
        [](Fixture& f) { instruction<CollectiveStart>(f, 1, kGatherStartAt).inputs = {std::get<Load>(program(f, 1)[0]).output}; },
        {"device 1, instruction 2 (all-gather start #0 of 'w'", "buckets disagree: device 0, instruction 2"}},

@@ -1,7 +1,9 @@
 // The exec passes (exec/passes.h) keep what a plan computes: policies' plans run by the interpreter equal
 // the single-device step before and after the passes (gradient buckets, exchanges made all-reduces,
-// ZeRO-3's parameter gathers prefetched), and the two runs agree on every value.
+// ZeRO-3's parameter gathers prefetched, Oases' partial sums started, hierarchical chains whole), and the
+// two runs agree on every value.
 #include <algorithm>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -121,13 +123,37 @@ TEST(ExecPasses, OverlapKeepsHierarchicalChains) {
     ASSERT_TRUE(std::ranges::any_of(blocking, [](const Call& c) { return std::get<0>(c) == comm::Primitive::reduce_scatter; }));
     expect_same_step(graph, p->exec, true, {.overlap_collectives = true});
     EXPECT_EQ(calls(), blocking);
-    std::size_t starts = 0;
-    for (const auto& program : p->exec.programs)
+    // Every chain is started whole: the reduce-scatter inside the NVLink pair right after the writer, the
+    // all-reduce across the pairs reading its output and the all-gather reading the all-reduce's (chained
+    // starts), each waited for after some compute.
+    std::map<comm::Primitive, std::size_t> starts;
+    for (const auto& program : p->exec.programs) {
+      std::map<std::uint32_t, comm::Primitive> started;  // by buffer: the kind of the start writing it
       for (std::size_t i = 0; i < program.size(); ++i) {
+        if (const auto* c = std::get_if<exec::Collective>(&program[i])) {
+          EXPECT_FALSE(c->kind == comm::Primitive::reduce_scatter || c->kind == comm::Primitive::all_gather)
+              << "a chain's " << comm::name(c->kind) << " #" << c->tag << " left blocking";
+        }
         const auto* s = std::get_if<exec::CollectiveStart>(&program[i]);
         if (s == nullptr) continue;
-        ++starts;
-        EXPECT_TRUE(s->group == (std::vector<int>{0, 2}) || s->group == (std::vector<int>{1, 3}));
+        ++starts[s->kind];
+        ASSERT_EQ(s->inputs.size(), 1u);
+        const auto in = started.find(s->inputs.front().value);
+        const bool across = s->group == (std::vector<int>{0, 2}) || s->group == (std::vector<int>{1, 3});
+        const bool inside = s->group == (std::vector<int>{0, 1}) || s->group == (std::vector<int>{2, 3});
+        if (s->kind == comm::Primitive::reduce_scatter) {
+          EXPECT_TRUE(inside);
+          EXPECT_EQ(in, started.end());  // reads the writer's partial sum
+        } else if (s->kind == comm::Primitive::all_reduce) {
+          EXPECT_TRUE(across);
+          ASSERT_NE(in, started.end());
+          EXPECT_EQ(in->second, comm::Primitive::reduce_scatter);
+        } else {
+          EXPECT_TRUE(inside);
+          ASSERT_NE(in, started.end());
+          EXPECT_EQ(in->second, comm::Primitive::all_reduce);
+        }
+        started.emplace(s->outputs.front().value, s->kind);
         const auto wait = std::find_if(program.begin() + static_cast<std::ptrdiff_t>(i), program.end(), [&](const auto& in) {
           const auto* w = std::get_if<exec::CollectiveWait>(&in);
           return w != nullptr && w->tag == s->tag;
@@ -136,7 +162,10 @@ TEST(ExecPasses, OverlapKeepsHierarchicalChains) {
         EXPECT_TRUE(std::any_of(program.begin() + static_cast<std::ptrdiff_t>(i), wait,
                                 [](const auto& in) { return std::holds_alternative<exec::Compute>(in); }));
       }
-    EXPECT_EQ(starts, 4u * 26u);  // 13 activation reductions x 2 sub-batches, on each of the 4 ranks
+    }
+    // 13 activation reductions x 2 sub-batches, on each of the 4 ranks, each a chain of three
+    for (comm::Primitive kind : {comm::Primitive::reduce_scatter, comm::Primitive::all_reduce, comm::Primitive::all_gather})
+      EXPECT_EQ(starts[kind], 4u * 26u) << comm::name(kind);
   }
 }
 

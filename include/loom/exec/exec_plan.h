@@ -27,11 +27,19 @@
 //               members' inputs[i] of one box, as for the blocking all-reduce). Kind all-gather (a
 //               prefetched parameter): per i, outputs[i] = the members' inputs[i] placed by their boxes
 //               (all members' outputs[i] of one box containing every inputs[i], as for the blocking
-//               all-gather). It reads its inputs where it stands and writes (allocates) its outputs
-//               there, so they are live from the start on, but they may be read only after this
-//               device's wait of the same tag; compute runs on between the two.
+//               all-gather). Kind reduce-scatter (one link of a hierarchical sum): per i, outputs[i] =
+//               the sum over members of their inputs[i] (all members' inputs[i] of one box), restricted
+//               to the output's box (inside it), as for the blocking reduce-scatter. It reads its inputs
+//               where it stands and writes (allocates) its outputs there, so they are live from the start
+//               on, but they may be read only after this device's wait of the same tag; compute runs on
+//               between the two. A chained start reads an output of an earlier start of its device whose
+//               wait has not come yet (a hierarchical sum's next link: the all-reduce across reads the
+//               reduce-scatter's output): it is ordered on the device's start stream, reading its input
+//               when the start writing it completes, with no wait on the compute stream in between;
+//               that input may be freed only after its own start's wait, as any start's output.
 //   wait        the device's compute stream waits until its start of `tag` has completed, which needs
-//               every member of the group to have started it.
+//               every member of the group to have started it (and, for a chained start, the starts it
+//               reads to have completed).
 //   send/recv   point-to-point: the recv's buffer gets the data of the matching send (same pair of
 //               devices and tag) of an equal SubTensor. A send is an isend: the sender goes on at once
 //               (the data is buffered); the data of a recv is ready for its readers when it arrives.
@@ -104,7 +112,7 @@ struct Collective {
 // An asynchronous collective's start and its wait (the semantics above). Tags are shared with
 // Collective, Send and Recv: a start's tag names no other instruction but its wait.
 struct CollectiveStart {
-  comm::Primitive kind = comm::Primitive::all_reduce;  // all-reduce or all-gather (the asynchronous kinds)
+  comm::Primitive kind = comm::Primitive::all_reduce;  // all-reduce, all-gather or reduce-scatter (asynchronous)
   std::vector<int> group;                              // every member's device, in piece order
   std::int64_t tag = 0;                                // equal on all members, and on each member's wait
   std::vector<BufferId> inputs;                        // this member's part of each tensor it moves
@@ -194,7 +202,7 @@ struct ExecPlan {
 
 std::string_view name(LocalKind kind);  // "slice", "scale", "combine", "accumulate", "copy"
 
-// The kinds a CollectiveStart may have: all-reduce and all-gather.
+// The kinds a CollectiveStart may have: all-reduce, all-gather and reduce-scatter.
 bool has_asynchronous_form(comm::Primitive kind);
 
 }  // namespace loom::exec

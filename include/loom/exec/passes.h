@@ -37,8 +37,8 @@
 //      compute lies between the two: with Oases' sub-batches, the other sub-batch's segment. The start
 //      keeps the all-reduce's tag. A hierarchical reduction the layout search made of a partial sum (a
 //      reduce-scatter inside a fast sub-group, an all-reduce across, an all-gather inside, each reading
-//      the one before) keeps its collectives: the reduce-scatters, blocking, move up behind the writer,
-//      the all-reduce across becomes the start, the all-gathers, blocking, follow its wait. Decided for
+//      the one before) keeps its collectives and starts them all behind the writer, each a chained start
+//      reading the one before (exec_plan.h), their waits in chain order before the reader. Decided for
 //      all devices at once, as bucket_gradients: a reduction
 //      overlaps only where every member of its group overlaps it, and a group whose members would issue
 //      their collectives in different orders keeps them blocking.

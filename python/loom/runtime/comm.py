@@ -150,10 +150,41 @@ class Communicator:
         work = dist.all_gather(gathered, flat, group=self._group(group), async_op=True)
         return _Gathered(work, gathered, pieces, sizes, [tensor_outs[me][0] for tensor_outs in outs], tag)
 
+    def reduce_scatter_start(self, xs, group, tag, ins, outs):
+        """Sums each tensor of xs over group and keeps this member's box of each sum, issued asynchronously (one
+        link of a hierarchical sum, Oases' overlap: docs/overlap.md); ins[i] and outs[i] name every member's piece
+        of tensor i (all inputs of one box), and wait() returns this member's outputs. One tensor split evenly
+        along a dim on a backend that has it: reduce_scatter_tensor; else (as the blocking reduce_scatter's
+        fallback) one flat all-reduce of them all, each output restricted from its sum."""
+        me = list(group).index(self.rank)
+        if len(xs) == 1 and REDUCE_SCATTER_TENSOR in self.native:
+            ranked, tensor_ins, tensor_outs = _rank_order(list(group), ins[0], outs[0])
+            dim = _even_split_dim(tensor_ins, tensor_outs)
+            if dim is not None:
+                moved = xs[0].movedim(dim, 0).contiguous()
+                out = torch.empty((moved.shape[0] // len(group), *moved.shape[1:]), dtype=xs[0].dtype, device=xs[0].device)
+                work = _REDUCE_SCATTER(out, moved, group=self._group(ranked), async_op=True)
+                return _Scattered(work, [out], dim)
+        flat = torch.cat([x.reshape(-1) for x in xs])  # a copy: the inputs stay as they are
+        sums, start = [], 0
+        for x in xs:
+            sums.append(flat[start:start + x.numel()].view(x.shape))
+            start += x.numel()
+        work = dist.all_reduce(flat, group=self._group(group), async_op=True)
+        return _Scattered(work, sums, None, [(i[me][0], o[me][0]) for i, o in zip(ins, outs)])
+
     @_blocking
     def wait(self, handle):
         handle.work.wait()
         return handle.result()
+
+    @_blocking
+    def chained(self, handle, k):
+        """Output k of a start, for a chained start that reads it (exec_plan.h: the next link of a hierarchical
+        sum): its work waited first, so the next start is issued after it completes (gloo: this thread waits;
+        NCCL: the current stream waits, the host goes on). Its own wait() later returns the same output."""
+        handle.work.wait()
+        return handle.result()[k]
 
     # --- gathering every member's input -----------------------------------------------------------
 
@@ -298,17 +329,42 @@ class _Bucket:
         return self.sums
 
 
+class _Scattered:
+    """An issued reduce-scatter start: its work and the sums it writes (reduce_scatter_tensor's chunk, moved back
+    along `dim`; or the flat all-reduce's sums, each restricted from its input box to this member's output box).
+    The result is made once, so a chained start and the wait read one tensor."""
+
+    __slots__ = ("work", "sums", "dim", "boxes", "_result")
+
+    def __init__(self, work, sums, dim, boxes=None):
+        self.work, self.sums, self.dim, self.boxes, self._result = work, sums, dim, boxes, None
+
+    def result(self):
+        if self._result is None:
+            if self.boxes is None:
+                self._result = tuple(s.movedim(0, self.dim).contiguous() for s in self.sums)
+            else:
+                self._result = tuple(geometry.restrict(s, in_box, out_box) for s, (in_box, out_box) in zip(self.sums, self.boxes))
+        return self._result
+
+
 class _Gathered:
     """An issued all-gather start: its work, every member's flat buffer (rank order), each member's pieces and
     their sizes within it, and this member's output boxes."""
 
-    __slots__ = ("work", "gathered", "pieces", "sizes", "out_boxes", "tag")
+    __slots__ = ("work", "gathered", "pieces", "sizes", "out_boxes", "tag", "_result")
 
     def __init__(self, work, gathered, pieces, sizes, out_boxes, tag):
         self.work, self.gathered, self.pieces, self.sizes, self.out_boxes, self.tag = \
             work, gathered, pieces, sizes, out_boxes, tag
+        self._result = None
 
     def result(self):
+        if self._result is None:
+            self._result = self._placed()
+        return self._result
+
+    def _placed(self):
         inputs = [[] for _ in self.out_boxes]  # by tensor: every member's (values, piece)
         for flat, member, sizes in zip(self.gathered, self.pieces, self.sizes):
             start = 0

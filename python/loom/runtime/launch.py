@@ -131,7 +131,8 @@ def _instrument(rt, manifest, timeline):
         return call
 
     for name in ("load", "compute", "keep", "slice", "scale", "combine", "accumulate", "all_reduce", "all_reduce_start",
-                 "wait", "reduce_scatter", "all_gather", "all_gather_start", "all_to_all", "send", "recv", "finish"):
+                 "wait", "reduce_scatter", "reduce_scatter_start", "chained", "all_gather", "all_gather_start", "all_to_all",
+                 "send", "recv", "finish"):
         setattr(rt, name, timed(name, getattr(rt, name)))
     return kinds
 

@@ -232,6 +232,16 @@ class Runtime:
         """Prefetched parameters (docs/codegen.md): each of xs gathered over group, issued now, read by wait()."""
         return self._comm("parameter prefetch").all_gather_start(xs, list(group), tag, ins, outs)
 
+    def reduce_scatter_start(self, xs, group, tag, ins, outs):
+        """One link of a hierarchical sum (Oases' overlap, docs/overlap.md): this member's box of each sum of xs
+        over group, issued now, read by wait()."""
+        return self._comm("reduce-scatter start").reduce_scatter_start([self._arrived(x) for x in xs], list(group), tag,
+                                                                       ins, outs)
+
+    def chained(self, handle, k):
+        """Output k of a started collective, read by the chained start issued next (exec_plan.h)."""
+        return self._comm("chained start").chained(handle, k)
+
     def wait(self, handle):
         return self._comm("wait").wait(handle)
 

@@ -1,7 +1,7 @@
 """When each instruction of one step ran on a rank: the evidence that an overlapped program overlaps.
 
 A blocking instruction is a span from its call to its return. An asynchronous collective (all_reduce_start,
-all_gather_start) is a span from its issue to the moment its work completed, taken from the work's future
+all_gather_start, reduce_scatter_start) is a span from its issue to the moment its work completed, taken from the work's future
 (the backend's thread completes it: gloo's, or NCCL's stream on CUDA), so a span can end while the rank
 computes. `overlap` reads the spans back: how much of the collectives' time had compute beside it. On CUDA the
 compute spans are the host's issue of the kernels, not the kernels themselves.
@@ -9,7 +9,7 @@ compute spans are the host's issue of the kernels, not the kernels themselves.
 
 import time
 
-ASYNC_STARTS = ("all_reduce_start", "all_gather_start")
+ASYNC_STARTS = ("all_reduce_start", "all_gather_start", "reduce_scatter_start")
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all") + ASYNC_STARTS
 
 

@@ -2,8 +2,10 @@
 // (tensor parallelism's partial sums) become a start right after the instruction writing their input and
 // a wait right before their first reader, so the compute between runs beside them (Oases' overlap). A
 // hierarchical reduction (reduce-scatters inside a fast sub-group, an all-reduce across, all-gathers
-// inside) keeps its collectives, so its cost: the reduce-scatters move up behind the writer, the
-// all-reduce across becomes the start, and the all-gathers move down behind its wait.
+// inside) keeps its collectives, so its cost, and starts them all as one chain right after the writer:
+// the reduce-scatters, the all-reduce across reading their output and the all-gathers reading its, each
+// a chained start (exec_plan.h) that runs on the start stream as soon as its input's start ends; their
+// waits stand in chain order right before the sum's first reader.
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -29,11 +31,19 @@ struct Reduction {
   std::size_t first_use = 0;        // the first instruction after it reading or freeing its output
   BufferId input, output;           // the all-reduce's (in a chain, two of `between`)
   std::vector<BufferId> between;    // a chain's intermediate outputs
-  std::vector<Collective> scatters, gathers;  // a chain's, in order: blocking, behind `ready` / the wait
+  std::vector<Collective> scatters, gathers;  // a chain's, in order: started behind `ready`, around the all-reduce
   std::int64_t tag = 0;             // the all-reduce's, which the start keeps
   std::vector<int> group;           // the all-reduce's
   int order = 0;                    // among the collectives issued after `ready`, in program order
   bool valid = true;
+
+  // Every tag the reduction issues: the all-reduce's, then a chain's reduce-scatters' and all-gathers'.
+  std::vector<std::int64_t> tags() const {
+    std::vector<std::int64_t> out{tag};
+    for (const auto* part : {&scatters, &gathers})
+      for (const Collective& c : *part) out.push_back(c.tag);
+    return out;
+  }
 
   // Every group the reduction issues a collective to, ascending members each; the all-reduce's first.
   std::vector<std::vector<int>> groups() const {
@@ -137,9 +147,9 @@ std::vector<Reduction> reductions_of(const ExecPlan& exec, const std::vector<Ins
     r.valid = std::any_of(program.begin() + static_cast<std::ptrdiff_t>(r.ready + 1),
                           program.begin() + static_cast<std::ptrdiff_t>(r.first_use),
                           [](const Instruction& in) { return std::holds_alternative<Compute>(in); });
-    // A chain's blocking reduce-scatters move up to the writer and its all-gathers down to the reader: not
-    // across a send or receive, whose partner may wait on them (a layout mixing collectives and transfers,
-    // as between layers of different tensor-parallel degrees).
+    // A chain's collectives all start right after the writer: not where a send or receive stands between the
+    // writer and the chain or between the chain and its reader, whose partner may wait on them (a layout
+    // mixing collectives and transfers, as between layers of different tensor-parallel degrees).
     const auto transfers = [&](std::size_t from, std::size_t to) {
       return std::any_of(program.begin() + static_cast<std::ptrdiff_t>(from),
                          program.begin() + static_cast<std::ptrdiff_t>(std::max(from, to)), [](const Instruction& in) {
@@ -151,9 +161,39 @@ std::vector<Reduction> reductions_of(const ExecPlan& exec, const std::vector<Ins
       r.valid = false;
     if (!r.valid) continue;
     r.order = 1 + starts_after[r.ready];
-    starts_after[r.ready] += 1 + static_cast<int>(r.scatters.size());
+    starts_after[r.ready] += 1 + static_cast<int>(r.scatters.size() + r.gathers.size());
   }
   return found;
+}
+
+// A chain shares its reduce-scatters' and all-gathers' tags with the chains of its sub-group's members and
+// its all-reduce's with those across: a tag is started by all its members or by none, so a chain is started
+// only where every collective it issues is issued by as many valid reductions as its group has members.
+void keep_whole_chains(std::vector<std::vector<Reduction>>& reductions) {
+  for (bool dropped = true; dropped;) {
+    std::unordered_map<std::int64_t, std::size_t> valid_members;
+    std::unordered_set<std::int64_t> blocked;
+    for (const auto& on_device : reductions)
+      for (const Reduction& r : on_device)
+        for (std::int64_t t : r.tags()) {
+          if (r.valid) ++valid_members[t];
+          else blocked.insert(t);
+        }
+    const auto whole = [&](const Reduction& r) {
+      std::size_t k = 0;
+      const auto groups = r.groups();  // aligned with tags(): the all-reduce's, the scatters', the gathers'
+      for (std::int64_t t : r.tags())
+        if (blocked.contains(t) || valid_members[t] != groups[k++].size()) return false;
+      return true;
+    };
+    dropped = false;
+    for (auto& on_device : reductions)
+      for (Reduction& r : on_device)
+        if (r.valid && !whole(r)) {
+          r.valid = false;
+          dropped = true;
+        }
+  }
 }
 
 }  // namespace
@@ -163,26 +203,42 @@ int overlap_collectives(ExecPlan& exec) {
   std::vector<std::vector<Reduction>> reductions(exec.programs.size());
   for (std::size_t d = 0; d < exec.programs.size(); ++d) reductions[d] = reductions_of(exec, exec.programs[d]);
   // Decided for all members at once: a tag every member overlaps, in groups whose members still issue
-  // their collectives in one order once the starts (and a chain's moved parts) stand where they go.
+  // their collectives in one order once the starts (a chain's all of them) stand where they go.
   detail::keep_agreed_by_all_members(reductions);
-  constexpr int kBeforeUse = 1 << 20;  // a chain's all-gathers: behind all issued after first_use - 1
-  std::unordered_set<std::int64_t> replaced;
-  std::vector<std::vector<Issue>> started(reductions.size());
-  for (std::size_t d = 0; d < reductions.size(); ++d)
-    for (const Reduction& r : reductions[d]) {
-      if (!r.valid) continue;
-      const auto issue = [&](std::size_t at, int after, std::int64_t tag, std::vector<int> group) {
-        replaced.insert(tag);
-        std::ranges::sort(group);
-        started[d].push_back(Issue{at, after, tag, std::move(group)});
-      };
-      int after = r.order;
-      for (const Collective& c : r.scatters) issue(r.ready, after++, c.tag, c.group);
-      issue(r.ready, after, r.tag, r.group);
-      int before = kBeforeUse;
-      for (const Collective& c : r.gathers) issue(r.first_use - 1, before++, c.tag, c.group);
-    }
-  const std::set<std::vector<int>> disordered = detail::groups_out_of_order_after(exec, replaced, std::move(started));
+  keep_whole_chains(reductions);
+  // Until neither is left, drop the reductions of groups whose members would issue their collectives in
+  // different orders and those whose starts the devices would run in orders that wait on each other across
+  // groups (a chain's links in the pairs and across them: passes/program_edits.h, starts_on_cycles).
+  for (bool dropped = true; dropped;) {
+    std::unordered_set<std::int64_t> replaced;
+    std::vector<std::vector<Issue>> started(reductions.size());
+    std::vector<std::vector<Issue>> starts = detail::issued_starts(exec);
+    for (std::size_t d = 0; d < reductions.size(); ++d)
+      for (const Reduction& r : reductions[d]) {
+        if (!r.valid) continue;
+        const auto issue = [&](int after, std::int64_t tag, std::vector<int> group) {
+          replaced.insert(tag);
+          std::ranges::sort(group);
+          started[d].push_back(Issue{r.ready, after, tag, std::move(group)});
+          starts[d].push_back(started[d].back());
+        };
+        int after = r.order;
+        for (const Collective& c : r.scatters) issue(after++, c.tag, c.group);
+        issue(after++, r.tag, r.group);
+        for (const Collective& c : r.gathers) issue(after++, c.tag, c.group);
+      }
+    const std::set<std::vector<int>> disordered = detail::groups_out_of_order_after(exec, replaced, std::move(started));
+    const std::set<std::int64_t> cyclic = detail::starts_on_cycles(std::move(starts));
+    dropped = false;
+    for (auto& on_device : reductions)
+      for (Reduction& r : on_device)
+        if (r.valid && (std::ranges::any_of(r.groups(), [&](const auto& g) { return disordered.contains(g); }) ||
+                        std::ranges::any_of(r.tags(), [&](std::int64_t t) { return cyclic.contains(t); }))) {
+          r.valid = false;
+          dropped = true;
+        }
+    if (dropped) keep_whole_chains(reductions);
+  }
   std::unordered_set<std::int64_t> overlapped;
   for (std::size_t d = 0; d < exec.programs.size(); ++d) {
     auto& program = exec.programs[d];
@@ -190,14 +246,18 @@ int overlap_collectives(ExecPlan& exec) {
     std::unordered_set<std::uint32_t> refreed;
     // What goes after one instruction goes in program order (insert_after keeps the order given).
     for (const Reduction& r : reductions[d]) {
-      if (!r.valid || std::ranges::any_of(r.groups(), [&](const auto& g) { return disordered.contains(g); })) continue;
-      // The start keeps the all-reduce's tag (and its CollectiveInfo): the blocking form is gone. A chain
-      // keeps its other collectives, blocking, moved next to the start and next to the wait.
+      if (!r.valid) continue;
+      // Each start keeps its collective's tag (and its CollectiveInfo): the blocking forms are gone. A chain's
+      // starts each read the one before (chained starts), and its waits come in chain order before the reader.
       for (std::size_t place : r.places) edit.remove(place);
-      for (const Collective& c : r.scatters) edit.insert_after(r.ready, c);
-      edit.insert_after(r.ready, CollectiveStart{comm::Primitive::all_reduce, r.group, r.tag, {r.input}, {r.output}});
-      std::vector<Instruction> at_use{CollectiveWait{r.tag}};
-      at_use.insert(at_use.end(), r.gathers.begin(), r.gathers.end());
+      std::vector<Instruction> at_use;
+      const auto start = [&](const Collective& c) {
+        edit.insert_after(r.ready, CollectiveStart{c.kind, c.group, c.tag, {c.input}, {c.output}});
+        at_use.emplace_back(CollectiveWait{c.tag});
+      };
+      std::ranges::for_each(r.scatters, start);
+      start(Collective{comm::Primitive::all_reduce, r.group, r.tag, r.input, r.output});
+      std::ranges::for_each(r.gathers, start);
       for (Instruction& in : at_use)
         if (r.first_use < program.size()) edit.insert_before(r.first_use, std::move(in));
         else edit.insert_after(program.size() - 1, std::move(in));

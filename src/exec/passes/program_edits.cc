@@ -38,12 +38,16 @@ void ProgramEdit::apply(std::vector<Instruction>& program, const std::unordered_
     return;
   }
   std::unordered_map<std::uint32_t, std::size_t> last;
+  std::unordered_map<std::int64_t, const CollectiveStart*> started;  // by tag: a wait uses its start's outputs
   for (std::size_t i = 0; i < edited.size(); ++i) {
     const auto use = [&](BufferId b) {
       if (was_freed.contains(b.value)) last[b.value] = i;
     };
     for_each_written(edited[i], use);
     for_each_read(edited[i], use);
+    if (const auto* start = std::get_if<CollectiveStart>(&edited[i])) started[start->tag] = start;
+    if (const auto* wait = std::get_if<CollectiveWait>(&edited[i]))
+      if (const auto it = started.find(wait->tag); it != started.end()) std::ranges::for_each(it->second->outputs, use);
   }
   std::map<std::size_t, std::vector<std::uint32_t>> frees;  // position -> buffers freed after it
   for (const auto& [buffer, at] : last) frees[at].push_back(buffer);
