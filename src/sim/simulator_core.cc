@@ -28,10 +28,10 @@ Simulator::Simulator(const exec::ExecPlan& exec, const Durations& durations, con
     const auto& program = exec.programs[static_cast<std::size_t>(d)];
     slots_.push_back(Slot{d, std::vector<double>(program.size(), kUnknown), std::vector<double>(program.size(), kUnknown), {}, {}});
     Agent compute{d, slot, Stream::compute}, comm{d, slot, Stream::communication}, async{d, slot, Stream::communication},
-        host{d, slot, Stream::host}, pcie{d, slot, Stream::pcie};
+        host{d, slot, Stream::host}, pcie{d, slot, Stream::pcie}, parameter_async{d, slot, Stream::communication};
     // The compute stream issues collectives and starts and waits at blocking collectives and waits; the
-    // communication stream runs collectives, sends and recvs; the starts run in order on a stream of
-    // their own (simulator.h).
+    // communication stream runs collectives, sends and recvs; the starts run in order on two streams of
+    // their own, the parameters' and gradients' apart from the activations' (simulator.h).
     for (std::uint32_t i = 0; i < program.size(); ++i) {
       const Instruction& instruction = program[i];
       const auto* local = std::get_if<exec::Local>(&instruction);
@@ -49,7 +49,7 @@ Simulator::Simulator(const exec::ExecPlan& exec, const Durations& durations, con
         comm.positions.push_back(i);
       } else if (const auto* start = std::get_if<exec::CollectiveStart>(&instruction)) {
         compute.positions.push_back(i);
-        async.positions.push_back(i);
+        (moves_parameters(*start) ? parameter_async : async).positions.push_back(i);
         if (!start->outputs.empty()) slots_.back().started.emplace(start->tag, start->outputs.front());
       } else if (!std::holds_alternative<exec::Free>(instruction)) {
         comm.positions.push_back(i);
@@ -60,7 +60,19 @@ Simulator::Simulator(const exec::ExecPlan& exec, const Durations& durations, con
     agents_.push_back(std::move(async));
     agents_.push_back(std::move(host));
     agents_.push_back(std::move(pcie));
+    agents_.push_back(std::move(parameter_async));
   }
+}
+
+bool Simulator::moves_parameters(const exec::CollectiveStart& start) const {
+  if (exec_.plan == nullptr || exec_.plan->graph == nullptr || start.outputs.empty()) return false;
+  const BufferId out = start.outputs.front();
+  if (out.index() >= exec_.buffers.size()) return false;
+  const ir::Graph& graph = *exec_.plan->graph;
+  const ir::FullTensor& tensor = graph.tensor(exec_.buffer(out).piece.tensor);
+  if (tensor.role == ir::TensorRole::parameter) return true;
+  return tensor.role == ir::TensorRole::gradient && tensor.owner.valid() &&
+         graph.tensor(tensor.owner).role == ir::TensorRole::parameter;
 }
 
 Expected<void> Simulator::run() {
@@ -201,8 +213,10 @@ void Simulator::issue_collective(const Agent& agent) {
   double& issued = slots_[agent.slot].issued[position(agent)];
   if (issued != kUnknown) return;
   issued = agent.free;
-  const bool start = std::holds_alternative<exec::CollectiveStart>(at(agent));
-  wake(kAgentsPerSlot * agent.slot + (start ? kStartsAgent : kCommunicationAgent));
+  const auto* start = std::get_if<exec::CollectiveStart>(&at(agent));
+  const std::size_t stream =
+      start == nullptr ? kCommunicationAgent : (moves_parameters(*start) ? kParameterStartsAgent : kStartsAgent);
+  wake(kAgentsPerSlot * agent.slot + stream);
 }
 
 bool Simulator::hold_until(std::size_t a, BufferId buffer) {

@@ -170,9 +170,13 @@ class Simulator {
   bool folded_ = false;
   std::vector<int> slot_of_;                        // by device: its slot, -1 when not simulated
   std::vector<Slot> slots_;
-  // Slot s's compute stream is agent kAgentsPerSlot * s, its communication stream the next, its starts'
-  // the next, then its host's and its PCIe link's (offloaded steps and their copies).
-  static constexpr std::size_t kAgentsPerSlot = 5, kCommunicationAgent = 1, kStartsAgent = 2;
+  // Slot s's compute stream is agent kAgentsPerSlot * s, its communication stream the next, its
+  // activations' starts the next, then its host's and its PCIe link's (offloaded steps and their
+  // copies), then its parameters' and gradients' starts.
+  static constexpr std::size_t kAgentsPerSlot = 6, kCommunicationAgent = 1, kStartsAgent = 2, kParameterStartsAgent = 5;
+  // A start whose output is a parameter or a parameter's gradient (a bucket, a ZeRO gather or
+  // reduce-scatter: the data-parallel communicator's) runs on the parameters' start stream.
+  bool moves_parameters(const exec::CollectiveStart& start) const;
   std::vector<Agent> agents_;
   std::vector<double> ready_;                       // by buffer
   std::vector<std::vector<std::size_t>> waiters_;   // by buffer: agents waiting for it to be written

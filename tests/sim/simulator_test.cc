@@ -120,6 +120,56 @@ TEST(Simulate, GatherStartPricedAsTheBlockingGather) {
   EXPECT_EQ(priced[0], (Priced{comm::Primitive::all_gather, {0, 1}, 4 * 8 * 4, 8 * 8 * 4}));
 }
 
+// Two start streams: a parameter's start (a ZeRO gather or a gradient bucket, the data-parallel
+// communicator's) does not hold back an activation's (a tensor-parallel sum). Device k: the gather of w
+// started at once (10 ms, [0, 10]), ones [0, 1], the all-reduce of ones started at 1 (1 ms: [1, 2], not
+// queued behind the gather until 11), its wait, ones again [2, 3], the gather's wait (10), fc [10, 11],
+// loss [11, 12]: step 12 (14 with one start stream).
+TEST(Simulate, ActivationStartDoesNotQueueBehindAParameterStart) {
+  auto f = std::make_unique<exec::testing::Fixture>();
+  exec::testing::split_plan(*f, 2, [](std::size_t, int k) { return k; });
+  f->exec.num_devices = 2;
+  f->exec.collectives.push_back({ir::TensorId(1), "D->R all-gather"});
+  f->exec.collectives.push_back({ir::TensorId(4), "V->R all-reduce"});
+  f->exec.programs.resize(2);
+  const std::vector<int> group{0, 1};
+  using exec::testing::kFc;
+  using exec::testing::kLoss;
+  using exec::testing::kOnes;
+  for (int k = 0; k < 2; ++k) {
+    const exec::BufferId x = f->load(k, f->part(kFc, k).inputs[0]);
+    plan::SubTensor rows = f->part(kFc, k).inputs[1];
+    rows.box[0] = {4 * k, 4 * (k + 1), 1};
+    const exec::BufferId shard = f->load(k, rows);
+    const exec::BufferId w = f->buffer(k, f->part(kFc, k).inputs[1]);
+    f->emit(k, exec::CollectiveStart{comm::Primitive::all_gather, group, 0, {shard}, {w}});
+    const exec::BufferId ones = f->compute(k, kOnes, k, {exec::kNoBuffer});
+    const exec::BufferId sum = f->buffer(k, f->part(kOnes, k).outputs[0]);
+    f->emit(k, exec::CollectiveStart{comm::Primitive::all_reduce, group, 1, {ones}, {sum}});
+    f->emit(k, exec::CollectiveWait{1});
+    f->compute(k, kOnes, k, {exec::kNoBuffer});
+    f->emit(k, exec::CollectiveWait{0});
+    const exec::BufferId fc = f->compute(k, kFc, k, {x, w});
+    f->emit(k, exec::Free{x});
+    f->emit(k, exec::Free{w});
+    f->compute(k, kLoss, k, {fc});
+  }
+  Durations d = fixed(1 * kMs, 0);
+  d.collective = [](const exec::Collective& c, std::int64_t) {
+    return c.kind == comm::Primitive::all_gather ? 10 * kMs : 1 * kMs;
+  };
+  auto result = simulate(f->exec, d);
+  ASSERT_TRUE(result) << result.error().to_string();
+  EXPECT_NEAR(result->step_time, 12 * kMs, 1e-12);
+  int sums = 0;
+  for (const Event& e : result->events)
+    if (e.stream == Stream::communication && e.end - e.start < 2 * kMs) {
+      ++sums;
+      EXPECT_NEAR(e.start, 1 * kMs, 1e-12);
+    }
+  EXPECT_GT(sums, 0);
+}
+
 // A late member delays the collective for all: device 1's computes take twice as long, so the started
 // all-reduce runs at 4 (its loss) and device 0 waits for it idle; blocking, it runs after device 1's
 // ones, at 6.

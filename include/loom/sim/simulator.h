@@ -2,16 +2,20 @@
 // time and where each device spends it, from durations the caller supplies (a cost model, durations.h;
 // a profile; or fixed numbers in tests). Times are in seconds.
 //
-// Each device has two in-order streams:
+// Each device has these in-order streams:
 //   compute        computes and locals (slice, scale, combine), in program order; it also issues each
 //                  collective and start where the program has it, holds at a blocking collective until
 //                  the collective ends, and at a wait until its start ends (exec_plan.h);
 //   communication  collectives, sends and recvs, in program order;
-//   starts         the starts, in program order, beside the communication stream: as DDP's reducer,
-//                  Megatron's gradient reduction and DeepSpeed's parameter prefetch run on their own
-//                  communicator's stream, a bucket or a prefetched gather does not hold back the
-//                  pipeline's transfers or the tensor-parallel collectives (their events are the
-//                  communication stream's; its busy time is the union);
+//   starts         the starts, in program order, beside the communication stream, on two streams: the
+//                  parameters' and their gradients' (buckets, ZeRO's prefetched gathers and
+//                  reduce-scatters) and the activations' (Oases' tensor-parallel sums and their chains).
+//                  As PyTorch runs each process group's collectives on that communicator's own stream
+//                  (DDP's reducer and DeepSpeed's prefetch on the data-parallel group's, Megatron's
+//                  tensor-parallel sums on the tensor-parallel group's), a bucket or a prefetched gather
+//                  holds back neither the pipeline's transfers nor the tensor-parallel collectives, and a
+//                  tensor-parallel start does not queue behind a bucket (their events are the
+//                  communication stream's; its busy time is the union; links they share are not charged);
 //   host           the optimizer steps an offload runs on the device's host CPU (exec/passes.h,
 //                  offload_to_host), in program order, priced by Durations::host_compute;
 //   pcie           the copies between GPU and host memory, in program order, priced by Durations::copy
