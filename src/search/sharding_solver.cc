@@ -80,19 +80,6 @@ std::string cost_text(WideCost cost) {
   return cost > WideCost{kForbidden} ? std::string("over 2^63") : fmt::format("{}", static_cast<std::int64_t>(cost));
 }
 
-// A choice's node and edge costs, its usage not looked at (a stage's choice may be over the limit).
-std::int64_t choice_total(const ShardingProblem& core, const ShardingChoice& choice) {
-  std::int64_t total = 0;
-  for (std::size_t i = 0; i < core.nodes.size(); ++i)
-    total = add_costs(total, core.nodes[i].costs[static_cast<std::size_t>(choice.strategies[i])]);
-  for (const ShardingEdge& edge : core.edges) {
-    const std::size_t kt = core.nodes[static_cast<std::size_t>(edge.to)].costs.size();
-    total = add_costs(total, edge.costs[static_cast<std::size_t>(choice.strategies[static_cast<std::size_t>(edge.from)]) * kt +
-                                        static_cast<std::size_t>(choice.strategies[static_cast<std::size_t>(edge.to)])]);
-  }
-  return total;
-}
-
 struct SearchOutcome {
   ShardingChoice best;
   WideCost cost = 0;
@@ -116,13 +103,8 @@ ShardingProblem marker_problem(const ShardingProblem& core) {
 bool has_near_forbidden(const ShardingProblem& core, const ShardingChoice& choice) {
   for (std::size_t i = 0; i < core.nodes.size(); ++i)
     if (core.nodes[i].costs[static_cast<std::size_t>(choice.strategies[i])] >= kNearForbidden) return true;
-  for (const ShardingEdge& edge : core.edges) {
-    const std::size_t kt = core.nodes[static_cast<std::size_t>(edge.to)].costs.size();
-    if (edge.costs[static_cast<std::size_t>(choice.strategies[static_cast<std::size_t>(edge.from)]) * kt +
-                   static_cast<std::size_t>(choice.strategies[static_cast<std::size_t>(edge.to)])] >= kNearForbidden)
-      return true;
-  }
-  return false;
+  return std::ranges::any_of(core.edges,
+                             [&](const ShardingEdge& edge) { return edge_cost(core, edge, choice) >= kNearForbidden; });
 }
 
 // The group step (sharding_groups.h): the problem over groups of tied nodes searched and solved as
@@ -157,7 +139,7 @@ void start_from_groups(const ShardingProblem& core, const NodeGroups& groups, Sh
     limits.iterations = options.iterations > 0 ? std::min(options.iterations, kGroupIterations) : kGroupIterations;
   }
   ShardingChoice grouped = group_search(core, groups, start, options.seed, limits);
-  clock.record("groups", limits.milp_deadline, choice_total(core, grouped));
+  clock.record("groups", limits.milp_deadline, choice_cost_sum(core, grouped));
   if (clock.expired()) {  // no time for the repair: the start stays
     clock.skip("group repair");
     clock.skip("group descent");
@@ -175,7 +157,7 @@ void start_from_groups(const ShardingProblem& core, const NodeGroups& groups, Sh
       if (!repair_usage(core, grouped)) grouped = start;  // the start fits
     }
     if (!candidate.start_from(grouped)) return;
-    clock.record("group repair", limits.milp_deadline, choice_total(core, grouped));
+    clock.record("group repair", limits.milp_deadline, choice_cost_sum(core, grouped));
   }
   if (clock.expired()) {
     clock.skip("group descent");
@@ -184,7 +166,7 @@ void start_from_groups(const ShardingProblem& core, const NodeGroups& groups, Sh
       grouped = expand_groups(core, groups, by_groups);
       candidate.start_from(grouped);
     }
-    clock.record("group descent", limits.milp_deadline, choice_total(core, grouped));
+    clock.record("group descent", limits.milp_deadline, choice_cost_sum(core, grouped));
   }
   LocalSearch present(core, options.seed);
   present.start_from(start);
@@ -241,7 +223,7 @@ Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const So
                               problem.usage_limit, least.peak()),
                   "raise usage_limit or give the nodes strategies of smaller usage");
   }
-  clock.record("start", std::nullopt, choice_total(core, start));
+  clock.record("start", std::nullopt, choice_cost_sum(core, start));
 
   // A problem small enough for the MILP: the local search only finds its incumbent.
   const bool use_milp = options.milp_max_cells > 0 && milp_cells(core) <= options.milp_max_cells;
@@ -265,7 +247,7 @@ Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const So
     // proxy: A, C, D, K, L, P, Q spent all 15 % of the budget here at 60 s).
     first.stop_below = kNearForbidden;
     start = local_search(markers, start, options.seed, first, nullptr, options.progress).best;
-    clock.record("feasibility", first.deadline, choice_total(core, start));
+    clock.record("feasibility", first.deadline, choice_cost_sum(core, start));
   }
 
   if (options.progress) options.progress->update(Progress{"groups", 0, 0, ""});
@@ -311,7 +293,7 @@ Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const So
       });
     outcomes[0] = local_search(core, start, options.seed, limits, priced_first, options.progress);
     clock.record("search", limits.deadline,
-                 outcomes[0].forbidden ? std::nullopt : std::optional<std::int64_t>(choice_total(core, outcomes[0].best)));
+                 outcomes[0].forbidden ? std::nullopt : std::optional<std::int64_t>(choice_cost_sum(core, outcomes[0].best)));
     // Under a deadline the MILP gets the time left, none when none is: it stops at the solve's deadline.
     const double milp_seconds = deadline ? std::chrono::duration<double>(*deadline - Clock::now()).count() : 0;
     if (use_milp && deadline && milp_seconds <= 0) clock.skip("milp");
@@ -319,7 +301,7 @@ Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const So
       if (options.progress) options.progress->update(Progress{"milp", 0, 0, "cost " + cost_text(outcomes[0].cost)});
       milp = solve_milp(core, outcomes[0].forbidden ? nullptr : &outcomes[0].best, options.milp_node_limit, milp_seconds);
       clock.record("milp", deadline,
-                   milp->choice ? std::optional<std::int64_t>(choice_total(core, *milp->choice)) : std::nullopt);
+                   milp->choice ? std::optional<std::int64_t>(choice_cost_sum(core, *milp->choice)) : std::nullopt);
     }
   }
   const SearchOutcome* best = &outcomes[0];
