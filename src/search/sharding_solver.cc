@@ -5,12 +5,13 @@
 #include <algorithm>
 #include <thread>
 
+#include "sharding_groups.h"
 #include "sharding_lagrangian.h"
 #include "sharding_local_search.h"
 #include "sharding_milp.h"
 #include "sharding_presolve.h"
-#include "sharding_groups.h"
 #include "sharding_repair.h"
+#include "sharding_stage_clock.h"
 
 namespace loom::search {
 namespace {
@@ -31,50 +32,7 @@ constexpr double kGroupMovesShare = 0.05;
 constexpr double kGroupMilpShare = 0.15;
 constexpr std::int64_t kGroupIterations = 2'000;
 
-using Clock = std::chrono::steady_clock;
-
-// The solve's clock: its start (the caller's, when given), its deadline, and the stages recorded
-// against them. Every stage gets a deadline no later than the solve's.
-class StageClock {
- public:
-  explicit StageClock(const SolveOptions& options) : started_(options.started.value_or(Clock::now())) {
-    if (options.timeout_seconds > 0) deadline_ = after(options.timeout_seconds);
-    timeout_ = options.timeout_seconds;
-  }
-  std::optional<Clock::time_point> deadline() const { return deadline_; }
-  // The point `share` of the timeout after the start; none without a timeout.
-  std::optional<Clock::time_point> at_share(double share) const {
-    if (!deadline_) return std::nullopt;
-    return after(timeout_ * share);
-  }
-  // The point `share` of the timeout from now, at most the deadline; none without a timeout.
-  std::optional<Clock::time_point> share_from_now(double share) const {
-    if (!deadline_) return std::nullopt;
-    return std::min(*deadline_, Clock::now() + seconds(timeout_ * share));
-  }
-  bool expired() const { return deadline_ && Clock::now() >= *deadline_; }
-  // A stage just ended, given until `allowed`, its best choice costing `cost` (none: no choice).
-  void record(std::string name, std::optional<Clock::time_point> allowed, std::optional<std::int64_t> cost) {
-    stages_.push_back(SolveStage{std::move(name), allowed ? since_start(*allowed) : 0, since_start(Clock::now()),
-                                 expired() ? SolveStage::End::kDeadline : SolveStage::End::kDone, cost});
-  }
-  void skip(std::string name) {
-    stages_.push_back(SolveStage{std::move(name), 0, since_start(Clock::now()), SolveStage::End::kSkipped, {}});
-  }
-  std::vector<SolveStage> take_stages() { return std::move(stages_); }
-
- private:
-  static Clock::duration seconds(double s) {
-    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-  }
-  Clock::time_point after(double s) const { return started_ + seconds(s); }
-  double since_start(Clock::time_point t) const { return std::chrono::duration<double>(t - started_).count(); }
-
-  Clock::time_point started_;
-  std::optional<Clock::time_point> deadline_;
-  double timeout_ = 0;
-  std::vector<SolveStage> stages_;
-};
+using Clock = StageClock::Clock;
 
 std::string cost_text(WideCost cost) {
   return cost > WideCost{kForbidden} ? std::string("over 2^63") : fmt::format("{}", static_cast<std::int64_t>(cost));

@@ -11,6 +11,7 @@
 //     and polished), then the local search (sharding_local_search.h) from its best: best responses and
 //     exact tree moves under an incrementally kept usage profile, one independent search per thread
 //     with its own seed, the best kept.
+// Each step ends by its share of the timeout and is recorded with its cost (sharding_stage_clock.h).
 // The result is checked by evaluate_choice, the independent evaluator.
 #pragma once
 
