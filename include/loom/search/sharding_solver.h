@@ -48,7 +48,8 @@ struct SolveOptions {
 struct SolveStage {
   enum class End { kDone, kDeadline, kSkipped };  // kDeadline: the timeout had passed when it ended;
                                                   // kSkipped: it had no time left to start
-  std::string name;       // "presolve", "start", "feasibility", "groups", "group repair", "search", "milp"
+  std::string name;       // "presolve", "start", "feasibility", "groups", "group repair", "group descent",
+                          // "start descent", "search", "milp"
   double allowed = 0;     // seconds from the start (options.started) it was given to end by; 0: no bound
   double ended = 0;       // seconds from the start when it ended
   End end = End::kDone;
