@@ -118,8 +118,8 @@ TEST(SolveShardingDeadline, TheStagesReportTheirChoicesCosts) {
 }
 
 // The start's groups descend beside the repaired group choice (the "start descent" stage, where they fit
-// the limit): the answer costs no more than either descent, whichever went on, on random grids of groups
-// under a binding limit.
+// the limit): the answer costs no more than the group descent, nor than the start descent where it went
+// on, on random grids of groups under a binding limit.
 TEST(SolveShardingDeadline, TheAnswerCostsNoMoreThanEitherDescent) {
   int with_start_descent = 0;
   for (std::uint64_t seed = 1; seed <= 12; ++seed) {
@@ -141,7 +141,10 @@ TEST(SolveShardingDeadline, TheAnswerCostsNoMoreThanEitherDescent) {
     // The descent only lowers the cost, and the start's groups cost no more than the start here: where the
     // start breaks a tie inside a group, following the root saves a 1e18 against node costs below 100.
     EXPECT_LE(*start_descent->cost, *start->cost) << "seed " << seed;
-    EXPECT_LE(result->cost.total, *start_descent->cost) << "seed " << seed;
+    // It goes on when under 3/4 of the group descent's cost (kStartDescentShare).
+    if (static_cast<double>(*start_descent->cost) < 0.75 * static_cast<double>(*descent->cost)) {
+      EXPECT_LE(result->cost.total, *start_descent->cost) << "seed " << seed;
+    }
   }
   EXPECT_GT(with_start_descent, 6) << "the start's groups fit on most grids";
 }
