@@ -192,17 +192,14 @@ class Unfolder {
     return fresh;
   }
 
-  // The step's slice groups on the full devices; one step for all its instances (they differ in tags only).
+  // The step's slice groups on the full devices; one step for all its instances (they differ in tags only:
+  // add_group_step gives an equal list's step).
   std::int64_t step(std::int64_t slice_step) {
     if (slice_step < 0 || static_cast<std::size_t>(slice_step) >= slice_.group_steps.size()) return -1;
-    const auto [it, fresh] = steps_.try_emplace(slice_step, -1);
-    if (fresh) {
-      std::vector<std::vector<int>> groups;
-      for (const std::vector<int>& group : slice_.group_steps[static_cast<std::size_t>(slice_step)])
-        groups.push_back(full_group(group));
-      it->second = out_.add_group_step(std::move(groups));
-    }
-    return it->second;
+    std::vector<std::vector<int>> groups;
+    for (const std::vector<int>& group : slice_.group_steps[static_cast<std::size_t>(slice_step)])
+      groups.push_back(full_group(group));
+    return out_.add_group_step(std::move(groups));
   }
 
   std::vector<int> full_group(const std::vector<int>& group) const {
@@ -304,14 +301,10 @@ class Unfolder {
   // (concurrent_steps.h) or its one search of a replicated weight's gradient has a group per tp rank.
   std::int64_t replica_step(ir::TensorId tensor) {
     const auto it = reducers_.find(tensor);
-    if (it == reducers_.end() || it->second.size() < 2) return -1;
-    const auto [known, fresh] = replica_steps_.try_emplace(it->second, -1);
-    if (fresh) {
-      std::vector<std::vector<int>> groups;
-      for (int d : it->second) groups.push_back(replicas(d));
-      known->second = out_.add_group_step(std::move(groups));
-    }
-    return known->second;
+    if (it == reducers_.end()) return -1;
+    std::vector<std::vector<int>> groups;
+    for (int d : it->second) groups.push_back(replicas(d));
+    return out_.add_group_step(std::move(groups));  // -1 for one reducer; every call for a tensor one step
   }
 
   // By gradient tensor: the slice devices whose optimizer steps read a piece of it (each reduces its
@@ -339,9 +332,7 @@ class Unfolder {
   std::vector<std::vector<int>> seg_;
   ExecPlan out_;
   std::map<std::pair<std::int64_t, int>, std::int64_t> tags_;  // (slice tag, instance or -1) -> tag
-  std::map<std::int64_t, std::int64_t> steps_;                 // slice step -> step
   std::map<ir::TensorId, std::vector<int>> reducers_;          // gradient_reducers, with dp > 1
-  std::map<std::vector<int>, std::int64_t> replica_steps_;     // reducing slice devices -> step
   // Per device being unfolded:
   int d_ = 0, full_ = 0;
   std::unordered_map<std::uint64_t, BufferId> copies_;

@@ -4,6 +4,8 @@
 #include <map>
 #include <utility>
 
+#include "loom/core/disjoint_sets.h"
+
 namespace loom::exec::detail {
 namespace {
 
@@ -121,20 +123,20 @@ class SendOrder {
   std::map<int, std::pair<std::ptrdiff_t, std::ptrdiff_t>> at_;  // device -> (node, rank), or (0, position)
 };
 
-// The devices of `pairs` split into the sets that pairs link, each ascending.
+// The devices of `pairs` split into the sets that pairs link, each ascending, the sets in the order of
+// their representative devices (as DisjointSets' unions pick them).
 std::vector<std::vector<int>> linked_groups(const std::vector<std::pair<int, int>>& pairs) {
-  std::map<int, int> parent;
-  const auto root = [&](int x) {
-    while (parent.at(x) != x) x = parent[x] = parent.at(parent.at(x));
-    return x;
+  std::vector<int> devices;  // ascending: device -> index keeps the representatives' order
+  for (const auto& [a, b] : pairs) devices.insert(devices.end(), {a, b});
+  std::ranges::sort(devices);
+  devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+  const auto index = [&](int device) {
+    return static_cast<std::size_t>(std::ranges::lower_bound(devices, device) - devices.begin());
   };
-  for (const auto& [a, b] : pairs) {
-    parent.try_emplace(a, a);
-    parent.try_emplace(b, b);
-    parent[root(a)] = root(b);
-  }
-  std::map<int, std::vector<int>> groups;
-  for (const auto& entry : parent) groups[root(entry.first)].push_back(entry.first);
+  DisjointSets sets(devices.size());
+  for (const auto& [a, b] : pairs) sets.unite(index(a), index(b));
+  std::map<std::size_t, std::vector<int>> groups;  // representative -> devices
+  for (std::size_t i = 0; i < devices.size(); ++i) groups[sets.find(i)].push_back(devices[i]);
   std::vector<std::vector<int>> result;
   for (auto& [r, group] : groups) result.push_back(std::move(group));
   return result;

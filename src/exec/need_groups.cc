@@ -1,6 +1,6 @@
 #include "need_groups.h"
 
-#include <numeric>
+#include "loom/core/disjoint_sets.h"
 
 namespace loom::exec::detail {
 
@@ -17,21 +17,16 @@ ConsumerNeeds group_needs(const plan::Plan& plan, ir::OpId op, ir::TensorId tens
       if (index.try_emplace(key, needs.size()).second) needs.push_back({s.device, key.piece});
     }
   }
-  // Union-find over needs and producer pieces joined by overlapping boxes.
-  std::vector<std::size_t> parent(needs.size() + producers.size());
-  std::iota(parent.begin(), parent.end(), 0);
-  const auto root = [&](std::size_t x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  };
+  // Needs (indices [0, needs)) and producer pieces (after them) joined by overlapping boxes.
+  DisjointSets sets(needs.size() + producers.size());
   for (std::size_t n = 0; n < needs.size(); ++n)
     for (std::size_t p = 0; p < producers.size(); ++p) {
       const plan::SubTensor& out = plan.sub_op(producers[p].first).outputs[producers[p].second];
-      if (plan::boxes_meet(needs[n].piece, out)) parent[root(n)] = root(needs.size() + p);
+      if (plan::boxes_meet(needs[n].piece, out)) sets.unite(n, needs.size() + p);
     }
   std::unordered_map<std::size_t, std::size_t> group_of_root;
   const auto group_at = [&](std::size_t x) {
-    auto [g, made] = group_of_root.try_emplace(root(x), result.groups.size());
+    auto [g, made] = group_of_root.try_emplace(sets.find(x), result.groups.size());
     if (made) result.groups.emplace_back();
     return g->second;
   };
@@ -41,7 +36,7 @@ ConsumerNeeds group_needs(const plan::Plan& plan, ir::OpId op, ir::TensorId tens
     result.group_of.emplace(NeedKey{needs[n].device, needs[n].piece}, g);
   }
   for (std::size_t p = 0; p < producers.size(); ++p)
-    if (group_of_root.contains(root(needs.size() + p))) {
+    if (group_of_root.contains(sets.find(needs.size() + p))) {
       const std::size_t g = group_at(needs.size() + p);
       result.groups[g].producers.push_back(producers[p]);
       result.group_of_producer.emplace(producers[p], g);

@@ -107,11 +107,7 @@ std::vector<BufferId> ProgramBuilder::collective(comm::Primitive kind, std::span
 }
 
 std::int64_t ProgramBuilder::group_step(const std::vector<std::vector<int>>& groups) {
-  if (groups.size() < 2) return -1;
-  std::vector<std::vector<int>> key = canonical_groups(groups);
-  const auto [it, fresh] = group_steps_.try_emplace(std::move(key), -1);
-  if (fresh) it->second = exec_.add_group_step(it->first);
-  return it->second;
+  return exec_.add_group_step(groups);
 }
 
 void ProgramBuilder::share_concurrent_steps() {

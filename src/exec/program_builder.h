@@ -3,7 +3,6 @@
 #pragma once
 
 #include <functional>
-#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -64,7 +63,6 @@ class ProgramBuilder {
 
   ExecPlan exec_;
   MaterializeStats stats_;
-  std::map<std::vector<std::vector<int>>, std::int64_t> group_steps_;  // groups -> CollectiveInfo::step
   ConcurrentSteps concurrent_;
 };
 

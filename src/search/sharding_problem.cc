@@ -44,6 +44,20 @@ Expected<void> check_problem(const ShardingProblem& problem) {
   return {};
 }
 
+std::int64_t edge_cost(const ShardingProblem& problem, const ShardingEdge& edge, const ShardingChoice& choice) {
+  const std::size_t to_count = problem.nodes[static_cast<std::size_t>(edge.to)].costs.size();
+  return edge.costs[static_cast<std::size_t>(choice.strategies[static_cast<std::size_t>(edge.from)]) * to_count +
+                    static_cast<std::size_t>(choice.strategies[static_cast<std::size_t>(edge.to)])];
+}
+
+std::int64_t choice_cost_sum(const ShardingProblem& problem, const ShardingChoice& choice) {
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < problem.nodes.size(); ++i)
+    total = add_costs(total, problem.nodes[i].costs[static_cast<std::size_t>(choice.strategies[i])]);
+  for (const ShardingEdge& edge : problem.edges) total = add_costs(total, edge_cost(problem, edge, choice));
+  return total;
+}
+
 Expected<ChoiceCost> evaluate_choice(const ShardingProblem& problem, const ShardingChoice& choice) {
   if (choice.strategies.size() != problem.nodes.size())
     return fail(fmt::format("the choice has {} strategies for {} nodes", choice.strategies.size(),
@@ -59,7 +73,6 @@ Expected<ChoiceCost> evaluate_choice(const ShardingProblem& problem, const Shard
     const auto k = static_cast<std::size_t>(s);
     if (node.costs[k] == kForbidden || node.usages[k] == kForbidden)
       return fail(fmt::format("{}: strategy {} is forbidden", node_label(problem, i), s));
-    cost.total = add_costs(cost.total, node.costs[k]);
     if (node.start < node.end && node.usages[k] != 0) {
       events.emplace_back(node.start, node.usages[k]);
       events.emplace_back(node.end, -node.usages[k]);
@@ -67,16 +80,12 @@ Expected<ChoiceCost> evaluate_choice(const ShardingProblem& problem, const Shard
   }
   for (std::size_t e = 0; e < problem.edges.size(); ++e) {
     const ShardingEdge& edge = problem.edges[e];
-    const auto to_count = problem.nodes[static_cast<std::size_t>(edge.to)].costs.size();
-    const std::int64_t c = edge.costs[static_cast<std::size_t>(choice.strategies[static_cast<std::size_t>(edge.from)]) *
-                                          to_count +
-                                      static_cast<std::size_t>(choice.strategies[static_cast<std::size_t>(edge.to)])];
-    if (c == kForbidden)
+    if (edge_cost(problem, edge, choice) == kForbidden)
       return fail(fmt::format("edge {} ({} -> {}): the pair of strategies ({}, {}) is forbidden", e, edge.from, edge.to,
                               choice.strategies[static_cast<std::size_t>(edge.from)],
                               choice.strategies[static_cast<std::size_t>(edge.to)]));
-    cost.total = add_costs(cost.total, c);
   }
+  cost.total = choice_cost_sum(problem, choice);
   std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first < b.first : a.second < b.second;
   });

@@ -117,6 +117,38 @@ TEST(SolveShardingDeadline, TheStagesReportTheirChoicesCosts) {
   }
 }
 
+// The start's groups descend beside the repaired group choice (the "start descent" stage, where they fit
+// the limit): the answer costs no more than the group descent, nor than the start descent where it went
+// on, on random grids of groups under a binding limit.
+TEST(SolveShardingDeadline, TheAnswerCostsNoMoreThanEitherDescent) {
+  int with_start_descent = 0;
+  for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+    const ShardingProblem p = grid_of_groups(seed, 1.3 + 0.1 * static_cast<double>(seed % 4));
+    SolveOptions options;
+    options.iterations = 200;
+    options.milp_max_cells = 2'000;  // the nodes' problem is too large for it, the groups' is not
+    const Expected<ShardingResult> result = solve_sharding(p, options);
+    ASSERT_TRUE(result.has_value()) << result.error().to_string();
+    EXPECT_TRUE(evaluate_choice(p, result->choice).has_value()) << "seed " << seed;
+    const SolveStage* start = find_stage(*result, "start");
+    const SolveStage* descent = find_stage(*result, "group descent");
+    const SolveStage* start_descent = find_stage(*result, "start descent");
+    ASSERT_TRUE(start && start->cost && descent && descent->cost) << "seed " << seed;
+    EXPECT_LE(result->cost.total, *descent->cost) << "seed " << seed;
+    if (start_descent == nullptr) continue;
+    ++with_start_descent;
+    ASSERT_TRUE(start_descent->cost) << "seed " << seed;
+    // The descent only lowers the cost, and the start's groups cost no more than the start here: where the
+    // start breaks a tie inside a group, following the root saves a 1e18 against node costs below 100.
+    EXPECT_LE(*start_descent->cost, *start->cost) << "seed " << seed;
+    // It goes on when under 3/4 of the group descent's cost (kStartDescentShare).
+    if (static_cast<double>(*start_descent->cost) < 0.75 * static_cast<double>(*descent->cost)) {
+      EXPECT_LE(result->cost.total, *start_descent->cost) << "seed " << seed;
+    }
+  }
+  EXPECT_GT(with_start_descent, 6) << "the start's groups fit on most grids";
+}
+
 // Without a timeout the same grid runs every stage to its end (node limits bound the MILP).
 TEST(SolveShardingDeadline, WithoutATimeoutEveryStageIsDone) {
   const ShardingProblem p = random_grid(6, 9);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 namespace loom::search {
 namespace {
 
@@ -75,6 +77,64 @@ TEST(ShardingProblem, RefusesForbiddenChoicesAndBadShapes) {
   bad = example();
   bad.edges[0].to = 9;
   EXPECT_FALSE(check_problem(bad).has_value());
+}
+
+// A random problem of up to 12 nodes (1-4 strategies, some forbidden; costs of 3e18, so that sums saturate) and
+// edges between random pairs, with a random usage limit.
+ShardingProblem random_problem(std::mt19937_64& rng) {
+  ShardingProblem p;
+  const auto cost = [&] {
+    const std::uint64_t r = rng() % 20;
+    return r == 0 ? kForbidden : r < 5 ? std::int64_t{3'000'000'000'000'000'000} : static_cast<std::int64_t>(rng() % 1000);
+  };
+  const int n = 1 + static_cast<int>(rng() % 12);
+  for (int i = 0; i < n; ++i) {
+    ShardingNode node;
+    node.start = static_cast<std::int64_t>(rng() % 10);
+    node.end = node.start + static_cast<std::int64_t>(rng() % 5);
+    for (std::uint64_t s = 0, k = 1 + rng() % 4; s < k; ++s) {
+      node.costs.push_back(cost());
+      node.usages.push_back(static_cast<std::int64_t>(rng() % 10));
+    }
+    p.nodes.push_back(std::move(node));
+  }
+  for (std::uint64_t e = 0, m = rng() % 20; e < m; ++e) {
+    ShardingEdge edge{static_cast<int>(rng() % static_cast<std::uint64_t>(n)), static_cast<int>(rng() % static_cast<std::uint64_t>(n)), {}};
+    edge.costs.resize(p.nodes[static_cast<std::size_t>(edge.from)].costs.size() *
+                      p.nodes[static_cast<std::size_t>(edge.to)].costs.size());
+    for (std::int64_t& c : edge.costs) c = cost();
+    p.edges.push_back(std::move(edge));
+  }
+  p.usage_limit = static_cast<std::int64_t>(rng() % 40);
+  return p;
+}
+
+TEST(ShardingProblem, ChoiceCostSumIsTheEvaluatorsTotalOnEveryChoiceItAccepts) {
+  std::mt19937_64 rng(7);
+  int accepted = 0, saturated = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const ShardingProblem p = random_problem(rng);
+    ASSERT_TRUE(check_problem(p).has_value());
+    ShardingChoice choice;
+    for (const ShardingNode& node : p.nodes) choice.strategies.push_back(static_cast<int>(rng() % node.costs.size()));
+    const Expected<ChoiceCost> cost = evaluate_choice(p, choice);
+    if (!cost) continue;
+    ++accepted;
+    saturated += cost->total == kForbidden;
+    EXPECT_EQ(choice_cost_sum(p, choice), cost->total) << "trial " << trial;
+  }
+  EXPECT_GT(accepted, 300);  // the law was checked often, on sums that saturate too
+  EXPECT_GT(saturated, 10);
+}
+
+TEST(ShardingProblem, ChoiceCostSumLooksAtNeitherTheLimitNorForbiddenCosts) {
+  ShardingProblem p = example();
+  p.usage_limit = 1;
+  EXPECT_FALSE(evaluate_choice(p, {{0, 0, 0, 1, 0}}).has_value());
+  EXPECT_EQ(choice_cost_sum(p, {{0, 0, 0, 1, 0}}), 265 + 210);
+  p.edges[0].costs[0] = kForbidden;
+  EXPECT_EQ(edge_cost(p, p.edges[0], {{0, 0, 0, 1, 0}}), kForbidden);
+  EXPECT_EQ(choice_cost_sum(p, {{0, 0, 0, 1, 0}}), kForbidden);
 }
 
 }  // namespace

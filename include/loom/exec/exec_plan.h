@@ -70,6 +70,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <variant>
 #include <vector>
@@ -175,7 +176,8 @@ struct ExecPlan {
   std::vector<CollectiveInfo> collectives;          // by tag (tags are 0, 1, ...; sends share the numbering)
   // By CollectiveInfo::step: each multi-group step's groups, each ascending and the list by its first
   // device (the ring visits members in device order, so order is no part of the price); the group of each
-  // of the step's collectives is among them.
+  // of the step's collectives is among them. Appended by add_group_step, one entry per distinct list;
+  // never edited in place.
   std::vector<std::vector<std::vector<int>>> group_steps;
   // Device classes: devices whose programs are equal up to renaming of devices and buffers share a
   // class; class_of[d] is d's class and representatives[c] the first device of class c.
@@ -187,17 +189,20 @@ struct ExecPlan {
     buffers.push_back(Buffer{device, std::move(piece), bytes, memory});
     return BufferId(static_cast<std::uint32_t>(buffers.size() - 1));
   }
-  // A fresh step of `groups` (CollectiveInfo::step), or -1 for fewer than two groups (nothing to share).
-  std::int64_t add_group_step(std::vector<std::vector<int>> groups) {
-    if (groups.size() < 2) return -1;
-    group_steps.push_back(canonical_groups(std::move(groups)));
-    return static_cast<std::int64_t>(group_steps.size() - 1);
-  }
+  // The step of `groups` (CollectiveInfo::step): the one of an equal canonical list when there is one
+  // (every layer's equal step shares it), else a fresh one; -1 for fewer than two groups (nothing to share).
+  std::int64_t add_group_step(std::vector<std::vector<int>> groups);
   // A fresh tag (the next number), described by `info`.
   std::int64_t add_tag(CollectiveInfo info) {
     collectives.push_back(std::move(info));
     return static_cast<std::int64_t>(collectives.size() - 1);
   }
+
+ private:
+  // group_steps' lists -> their index, for the first indexed_steps_ of them: add_group_step's lookup, which
+  // first indexes the lists appended to group_steps since (directly, too). Copies carry it with group_steps.
+  std::map<std::vector<std::vector<int>>, std::int64_t> step_of_groups_;
+  std::size_t indexed_steps_ = 0;
 };
 
 std::string_view name(LocalKind kind);  // "slice", "scale", "combine", "accumulate", "copy"

@@ -61,6 +61,15 @@ struct ChoiceCost {
   std::int64_t peak_time = 0;    // a time point where it is reached
 };
 
+// The cost `edge` charges for the strategies `choice` gives its ends. Unchecked: the choice has one strategy
+// in range per node (a forbidden pair gives kForbidden).
+std::int64_t edge_cost(const ShardingProblem& problem, const ShardingEdge& edge, const ShardingChoice& choice);
+
+// A choice's node and edge costs summed (saturating at kForbidden), nothing checked: the choice has one
+// strategy in range per node; forbidden costs and the usage limit are not looked at (a solver stage's choice
+// may be over the limit). evaluate_choice's total, for a choice it accepts.
+std::int64_t choice_cost_sum(const ShardingProblem& problem, const ShardingChoice& choice);
+
 // Recomputes a choice's cost from the problem alone (the independent evaluator). Errors: a choice of the
 // wrong length or a strategy out of range (naming the node), a forbidden node or edge choice (naming
 // it), a peak usage over the limit (naming the time point and the usage).

@@ -11,6 +11,7 @@
 //     and polished), then the local search (sharding_local_search.h) from its best: best responses and
 //     exact tree moves under an incrementally kept usage profile, one independent search per thread
 //     with its own seed, the best kept.
+// Each step ends by its share of the timeout and is recorded with its cost (sharding_stage_clock.h).
 // The result is checked by evaluate_choice, the independent evaluator.
 #pragma once
 
@@ -47,7 +48,8 @@ struct SolveOptions {
 struct SolveStage {
   enum class End { kDone, kDeadline, kSkipped };  // kDeadline: the timeout had passed when it ended;
                                                   // kSkipped: it had no time left to start
-  std::string name;       // "presolve", "start", "feasibility", "groups", "group repair", "search", "milp"
+  std::string name;       // "presolve", "start", "feasibility", "groups", "group repair", "group descent",
+                          // "start descent", "search", "milp"
   double allowed = 0;     // seconds from the start (options.started) it was given to end by; 0: no bound
   double ended = 0;       // seconds from the start when it ended
   End end = End::kDone;
