@@ -7,6 +7,7 @@
 
 #include "loom/api/baseline_search.h"
 #include "loom/api/resolve_request.h"
+#include "../temp_path.h"
 
 namespace loom::api {
 namespace {
@@ -52,7 +53,7 @@ TEST(BestBaseline, SwinTakesTensorParallelismWhereMemoryDemandsIt) {
   ASSERT_TRUE(dp && tp);
   ASSERT_LT(peak(**tp), peak(**dp));  // the premise: tp shards the weights dp replicates
   const std::int64_t capacity = (peak(**tp) + peak(**dp)) / 2;
-  const fs::path file = fs::temp_directory_path() / "loom_baseline_search_test_cluster.yaml";
+  const fs::path file = loom::testing::process_temp_path("loom_baseline_search_test_cluster", ".yaml");
   std::ofstream(file) << "name: \"small-a100\"\nnodes: 1\ngpus_per_node: 8\ngpu:\n  name: \"A100-small\"\n"
                       << "  peak_bf16: 312e12\n  peak_fp16: 312e12\n  peak_fp32: 19.5e12\n  memory_bytes: " << capacity
                       << "\n  memory_bandwidth: 2e12\nintra:\n  kind: nvswitch\n  bandwidth: 300e9\n  latency: 1e-6\n"

@@ -13,6 +13,7 @@
 #include "loom/api/job.h"
 #include "loom/policy/plan_size.h"
 #include "loom/policy/policy.h"
+#include "../temp_path.h"
 
 namespace loom::api {
 namespace {
@@ -22,8 +23,8 @@ namespace fs = std::filesystem;
 // An H100 cluster of `nodes` nodes of `gpus` GPUs (the presets have 8 per node: too many devices for
 // cheap explicit plans across nodes), written once per shape.
 std::string cluster_file(int nodes, int gpus) {
-  const fs::path file = fs::temp_directory_path() / ("loom_fold_across_nodes_" + std::to_string(nodes) + "x" +
-                                                     std::to_string(gpus) + ".yaml");
+  const fs::path file = loom::testing::process_temp_path(
+      "loom_fold_across_nodes_" + std::to_string(nodes) + "x" + std::to_string(gpus), ".yaml");
   std::ofstream(file) << "name: \"h100-" << nodes << "x" << gpus << "\"\nnodes: " << nodes
                       << "\ngpus_per_node: " << gpus << "\ngpu:\n  name: \"H100\"\n"
                       << "  peak_bf16: 989e12\n  peak_fp16: 989e12\n  peak_fp32: 67e12\n  memory_bytes: 85899345920\n"

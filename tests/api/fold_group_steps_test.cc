@@ -15,6 +15,7 @@
 
 #include "loom/api/job.h"
 #include "loom/sim/durations.h"
+#include "../temp_path.h"
 
 namespace loom::api {
 namespace {
@@ -23,7 +24,7 @@ namespace fs = std::filesystem;
 
 // Two nodes of two H100s and one 50 GB/s NIC each, so that two concurrent pairs across them share it.
 std::string two_by_two_one_nic() {
-  const fs::path file = fs::temp_directory_path() / "loom_fold_group_steps_2x2.yaml";
+  const fs::path file = loom::testing::process_temp_path("loom_fold_group_steps_2x2", ".yaml");
   std::ofstream(file) << "name: \"h100-2x2-nic1\"\nnodes: 2\ngpus_per_node: 2\ngpu:\n  name: \"H100\"\n"
                       << "  peak_bf16: 989e12\n  peak_fp16: 989e12\n  peak_fp32: 67e12\n  memory_bytes: 85899345920\n"
                       << "  memory_bandwidth: 3.35e12\nintra:\n  kind: nvswitch\n  bandwidth: 450e9\n  latency: 1e-6\n"

@@ -19,6 +19,7 @@
 
 #include "loom/api/job.h"
 #include "loom/sim/durations.h"
+#include "../temp_path.h"
 
 namespace loom::sim {
 namespace {
@@ -28,7 +29,7 @@ namespace fs = std::filesystem;
 // A cluster of `nodes` x `gpus` H100s with `nics` NICs per node, written once per shape.
 std::string cluster_file(int nodes, int gpus, int nics) {
   const std::string name = "h100-" + std::to_string(nodes) + "x" + std::to_string(gpus) + "-nic" + std::to_string(nics);
-  const fs::path file = fs::temp_directory_path() / ("loom_group_steps_" + name + ".yaml");
+  const fs::path file = loom::testing::process_temp_path("loom_group_steps_" + name, ".yaml");
   std::ofstream(file) << "name: \"" << name << "\"\nnodes: " << nodes << "\ngpus_per_node: " << gpus
                       << "\ngpu:\n  name: \"H100\"\n"
                       << "  peak_bf16: 989e12\n  peak_fp16: 989e12\n  peak_fp32: 67e12\n  memory_bytes: 85899345920\n"
