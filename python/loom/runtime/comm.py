@@ -175,8 +175,14 @@ class Communicator:
 
     @_blocking
     def wait(self, handle):
+        """The start's outputs, handed over: the program keeps its handle variable to its end (codegen `del`s
+        buffers, not handles), so the handle must not keep them alive past the program's `del`s, or a rank holds
+        every prefetched parameter at once (test_runtime_memory's ZeRO-3 peak)."""
         handle.work.wait()
-        return handle.result()
+        result = handle.result()
+        if hasattr(handle, "_result"):
+            handle._result = None  # the copy a chained start made the wait read; the program owns it now
+        return result
 
     @_blocking
     def chained(self, handle, k):
