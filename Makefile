@@ -6,7 +6,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := cmake ninja-build g++ make libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libfmt-dev \
                 libgtest-dev libgmock-dev libbenchmark-dev chromium ccache \
                 pkg-config coinor-libcbc-dev libz3-dev zlib1g-dev libssl-dev \
-                libonnx-dev libprotobuf-dev clang-19 libclang-rt-19-dev llvm-19
+                libonnx-dev libprotobuf-dev libmimalloc-dev clang-19 libclang-rt-19-dev llvm-19
 # The main job: plan GPT-3 1.3B on one DGX-A100 with Megatron's 3-D parallelism, simulate it and write the
 # report (the summary names build/run/report.html).
 # ccache (Debian) keeps rebuilds of a fresh clone short; CCACHE_BASEDIR makes clones share the cache.

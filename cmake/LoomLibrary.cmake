@@ -14,6 +14,7 @@ function(loom_tests name)
   file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/${name}/*.cc)
   add_executable(loom_${name}_tests ${sources})
   target_link_libraries(loom_${name}_tests PRIVATE loom_${name} ${ARG_DEPS} GTest::gtest_main GTest::gmock)
+  loom_fast_malloc(loom_${name}_tests)
   target_compile_definitions(loom_${name}_tests PRIVATE LOOM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   # Labelled by library, so a run can pick libraries (ctest -L, `make test-sanitize SANITIZE_LIBS=...`).
   gtest_discover_tests(loom_${name}_tests DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${name})
