@@ -32,11 +32,6 @@ struct Reduction {
   bool valid = true;
 };
 
-bool is_parameter_gradient(const ir::Graph& graph, ir::TensorId id) {
-  const ir::FullTensor& t = graph.tensor(id);
-  return t.role == ir::TensorRole::gradient && t.owner.valid() && graph.tensor(t.owner).role == ir::TensorRole::parameter;
-}
-
 // The all-reduces of parameter gradients whose input and output hold one box, the output whole (the
 // members' boxes are compared by the caller), in program order.
 std::vector<Reduction> reductions_of(const ExecPlan& exec, const std::vector<Instruction>& program) {
@@ -44,7 +39,7 @@ std::vector<Reduction> reductions_of(const ExecPlan& exec, const std::vector<Ins
   const auto whole_parameter_gradient = [&](const Collective& c) {
     const plan::SubTensor& in = exec.buffer(c.input).piece;
     const plan::SubTensor& out = exec.buffer(c.output).piece;
-    return is_parameter_gradient(graph, out.tensor) && out.value.is_whole() && plan::same_piece(in, out, false);
+    return ir::is_parameter_gradient(graph, out.tensor) && out.value.is_whole() && plan::same_piece(in, out, false);
   };
   std::vector<Reduction> found;
   for (const detail::BlockingAllReduce& a : detail::blocking_all_reduces(program, whole_parameter_gradient, false)) {

@@ -58,10 +58,8 @@ struct Reduction {
 // Parameters' gradients are reduced once per step by the gradient buckets; optimizer states and
 // parameters are never partial sums of a step's compute.
 bool is_step_activation(const ir::Graph& graph, ir::TensorId id) {
-  const ir::FullTensor& t = graph.tensor(id);
-  if (t.role == ir::TensorRole::activation) return true;
-  return t.role == ir::TensorRole::gradient && t.owner.valid() &&
-         graph.tensor(t.owner).role == ir::TensorRole::activation;
+  return graph.tensor(id).role == ir::TensorRole::activation ||
+         ir::is_gradient_of(graph, id, ir::TensorRole::activation);
 }
 
 // The program's chains of an activation: k reduce-scatters, an all-reduce, k all-gathers (k >= 1; a
