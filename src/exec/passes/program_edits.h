@@ -101,6 +101,18 @@ std::set<std::int64_t> starts_on_cycles(std::vector<std::vector<Issue>> starts_b
 // Every device's asynchronous starts as the program has them.
 std::vector<std::vector<Issue>> issued_starts(const ExecPlan& exec);
 
+// The orders a pass's starts would break, once every device's collectives of the `replaced` tags give way
+// to its `started` ones (by device): the groups whose members would issue their collectives in different
+// orders (groups_out_of_order_after) and the starts, the pass's and those the programs hold already, that
+// the devices would run in orders that wait on each other (starts_on_cycles). A pass drops what names one
+// and asks again, until nothing is broken.
+struct BrokenOrders {
+  std::set<std::vector<int>> disordered_groups;  // ascending members
+  std::set<std::int64_t> cyclic_starts;          // by tag (a start's: the name its members share)
+};
+BrokenOrders broken_orders(const ExecPlan& exec, const std::unordered_set<std::int64_t>& replaced,
+                           std::vector<std::vector<Issue>> started);
+
 // A pass rewrites a collective only where every member of its group does: marks invalid each candidate
 // (by device; with `tag`, `group` and `valid`) whose tag not every member of its group holds valid.
 template <class Candidate>
