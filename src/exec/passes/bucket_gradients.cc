@@ -163,22 +163,18 @@ class Bucketer {
       ProgramEdit edit;
       std::unordered_set<std::uint32_t> refreed;
       for (const Bucket& b : buckets_[d]) {
-        auto [it, fresh] = tag_of.try_emplace(b.name, 0);
-        if (fresh) {
-          std::int64_t bytes = 0;
-          for (const Reduction* r : b.members) bytes += r->bytes;
-          it->second = exec_.add_tag(CollectiveInfo{
-              .tensor = exec_.buffer(b.members.front()->output).piece.tensor,
-              .rule = fmt::format("gradient bucket: all-reduce of {} gradients ({} B)", b.members.size(), bytes),
-              .paired = -1,
-              .step = detail::shared_step(exec_, b.members)});
+        const auto describe = [](std::size_t n, std::int64_t bytes) {
+          return fmt::format("gradient bucket: all-reduce of {} gradients ({} B)", n, bytes);
+        };
+        const auto [tag, added] = detail::start_tag(exec_, tag_of, b.name, b.members, describe);
+        if (added) {
           ++stats.buckets;
           stats.bucketed_reductions += static_cast<int>(b.members.size());
         }
-        edit.insert_after(b.start, detail::start_replacing(comm::Primitive::all_reduce, it->second, b.members, edit));
+        edit.insert_after(b.start, detail::start_replacing(comm::Primitive::all_reduce, tag, b.members, edit));
         for (const Reduction* r : b.members) refreed.insert(r->input.value);  // freed after the start reads it
-        if (b.wait < program.size()) edit.insert_before(b.wait, CollectiveWait{it->second});
-        else edit.insert_after(program.size() - 1, CollectiveWait{it->second});
+        if (b.wait < program.size()) edit.insert_before(b.wait, CollectiveWait{tag});
+        else edit.insert_after(program.size() - 1, CollectiveWait{tag});
       }
       if (!edit.empty()) std::move(edit).apply(program, {}, refreed);
     }

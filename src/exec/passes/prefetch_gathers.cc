@@ -180,20 +180,16 @@ class Prefetcher {
       // Waits first: where a unit is waited for, the next one starts right after (DeepSpeed's order).
       std::vector<std::int64_t> tags;
       for (const Unit& u : units_[d]) {
-        auto [it, fresh] = tag_of.try_emplace(u.name, 0);
-        if (fresh) {
-          std::int64_t bytes = 0;
-          for (const Gather* g : u.members) bytes += exec_.buffer(g->output).bytes;
-          it->second = exec_.add_tag(CollectiveInfo{
-              .tensor = exec_.buffer(u.members.front()->output).piece.tensor,
-              .rule = fmt::format("prefetch: all-gather of {} parameters ({} B)", u.members.size(), bytes),
-              .paired = -1,
-              .step = detail::shared_step(exec_, u.members)});
+        const auto describe = [](std::size_t n, std::int64_t bytes) {
+          return fmt::format("prefetch: all-gather of {} parameters ({} B)", n, bytes);
+        };
+        const auto [tag, added] = detail::start_tag(exec_, tag_of, u.name, u.members, describe);
+        if (added) {
           ++stats.prefetches;
           stats.prefetched_gathers += static_cast<int>(u.members.size());
         }
-        tags.push_back(it->second);
-        edit.insert_before(u.wait, CollectiveWait{it->second});
+        tags.push_back(tag);
+        edit.insert_before(u.wait, CollectiveWait{tag});
       }
       for (std::size_t k = 0; k < units_[d].size(); ++k) {
         const Unit& u = units_[d][k];

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "loom/exec/exec_plan.h"
@@ -60,6 +62,25 @@ std::int64_t shared_step(const ExecPlan& exec, const std::vector<const Member*>&
   if (members.empty()) return -1;
   const std::int64_t step = step_of(members.front());
   return std::ranges::all_of(members, [&](const Member* m) { return step_of(m) == step; }) ? step : -1;
+}
+
+// The tag of the start named `name` (the name its members' units of the same collectives share) replacing the
+// collectives of `members` (each with `tag` and `output`): added to `exec` where the first member asks, its
+// CollectiveInfo naming the first member's tensor, describe(member count, bytes) and the members' shared step,
+// then looked up in `tag_of` (name -> tag). Second: whether this call added it.
+template <class Member, class Describe>
+std::pair<std::int64_t, bool> start_tag(ExecPlan& exec, std::map<std::int64_t, std::int64_t>& tag_of, std::int64_t name,
+                                        const std::vector<const Member*>& members, Describe&& describe) {
+  const auto [it, added] = tag_of.try_emplace(name, 0);
+  if (added) {
+    std::int64_t bytes = 0;
+    for (const Member* m : members) bytes += exec.buffer(m->output).bytes;
+    it->second = exec.add_tag(CollectiveInfo{.tensor = exec.buffer(members.front()->output).piece.tensor,
+                                             .rule = describe(members.size(), bytes),
+                                             .paired = -1,
+                                             .step = shared_step(exec, members)});
+  }
+  return {it->second, added};
 }
 
 // The program's blocking all-reduces over 2 or more members that `wanted` accepts and whose input an
