@@ -8,6 +8,7 @@ import datetime
 import os
 import re
 import socket
+import weakref
 
 import torch
 import torch.multiprocessing as mp
@@ -96,8 +97,7 @@ def _reused_bucket_worker(rank, world, port, out):
         rt.keep("g", sums[0], (((0, 3, 1), (0, 5, 1)), (0, 1)))  # a bucket's sum kept past the step
         steps.append({"inputs": xs, "doubled_inputs": ys, "sums": [x.clone() for x in sums],
                       "doubled": [y.clone() for y in doubled],
-                      "buffers": [first.sums[0].untyped_storage().data_ptr(),
-                                  second.sums[0].untyped_storage().data_ptr()]})
+                      "buffers": [sums[0].untyped_storage().data_ptr(), doubled[0].untyped_storage().data_ptr()]})
         rt.finish()
         steps[-1]["kept"] = rt.next_step()[0][2]
     torch.save({"steps": steps, "kept_after": [s["kept"].clone() for s in steps]}, out / f"{rank}.pt")
@@ -226,6 +226,12 @@ def _chain_worker(rank, world, port, out):
     summed = comm.all_reduce(half, across, 5, [(halves[k], (0, 2))] * 2, [(halves[k], (0, 1))] * 2)
     blocking = [half, summed, comm.all_gather(summed, pair, 6, gather_ins[0], gather_outs[0])]
     torch.save({"started": started, "blocking": blocking, "x": x}, out / f"{rank}.pt")
+    # A generated program keeps its handle variables to its end: the outputs its waits handed over must go with
+    # the program's own `del`s, the handles (all three kinds) alive.
+    watched = [weakref.ref(t) for t in started]
+    del started
+    assert all(w() is None for w in watched), f"rank {rank}: a waited start's handle keeps its outputs alive"
+    assert scatter.work is not None and total.work is not None and gather.work is not None
     dist.barrier()
     dist.destroy_process_group()
 

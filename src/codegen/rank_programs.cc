@@ -136,8 +136,7 @@ class ModuleWriter {
     const bool gather = in.kind == comm::Primitive::all_gather;
     const bool by_member = gather || in.kind == comm::Primitive::reduce_scatter;  // pieces differ by member
     const ir::FullTensor& first = graph_.tensor(piece(in.outputs.front()).tensor);
-    const bool gradients = first.role == ir::TensorRole::gradient && first.owner.valid() &&
-                           graph_.tensor(first.owner).role == ir::TensorRole::parameter;
+    const bool gradients = ir::is_parameter_gradient(graph_, first.id);
     const bool prefetch = gather && first.role == ir::TensorRole::parameter;
     const bool chained = std::ranges::any_of(in.inputs, [&](exec::BufferId b) { return in_flight_.contains(b.value); });
     comment(fmt::format("{} start #{} over ranks {} ({} B, {} tensors: {}): runs while the step goes on, as {}",

@@ -304,7 +304,7 @@ class Materializer {
     const ir::Graph& graph = *plan_.graph;
     const ir::TensorId tensor = s.outputs[k].tensor;
     if (residents_.holds(tensor) || plan::persists(graph, tensor)) return {};
-    if (weight_gradient(graph, tensor)) return {};
+    if (ir::is_parameter_gradient(graph, tensor)) return {};
     for (ir::OpId reader : readers_[tensor.index()]) {
       ConsumerNeeds& needs = consumer_needs(reader, tensor);
       const auto at = needs.group_of_producer.find(detail::OutputRef{s.id, k});
@@ -357,15 +357,9 @@ class Materializer {
     auto [it, fresh] = needs_.try_emplace({op.value, tensor.value});
     if (fresh) {
       it->second = detail::group_needs(plan_, op, tensor, producers_[tensor.index()]);
-      if (weight_gradient(*plan_.graph, tensor)) it->second.concurrent = builder_.concurrent().new_set();
+      if (ir::is_parameter_gradient(*plan_.graph, tensor)) it->second.concurrent = builder_.concurrent().new_set();
     }
     return it->second;
-  }
-
-  static bool weight_gradient(const ir::Graph& graph, ir::TensorId tensor) {
-    const ir::FullTensor& full = graph.tensor(tensor);
-    return full.role == ir::TensorRole::gradient && full.owner.valid() &&
-           graph.tensor(full.owner).role == ir::TensorRole::parameter;
   }
 
   const plan::Plan& plan_;

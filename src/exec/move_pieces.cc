@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <map>
-#include <numeric>
 #include <set>
 
 #include "fetch.h"
 #include "local_sums.h"
+#include "loom/core/disjoint_sets.h"
 
 namespace loom::exec::detail {
 namespace {
@@ -61,20 +61,15 @@ Expected<std::vector<BufferId>> move_pieces(ProgramBuilder& builder, const Searc
         result[n] = b;
     if (!result[n].valid()) open.push_back(n);
   }
-  // Union-find over the open needs and the sources, joined where boxes meet: each set is one group.
-  std::vector<std::size_t> parent(open.size() + sources.size());
-  std::iota(parent.begin(), parent.end(), 0);
-  const auto root = [&](std::size_t x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  };
+  // The open needs (indices [0, open)) and the sources (after them), joined where boxes meet: each set is one group.
+  DisjointSets sets(open.size() + sources.size());
   for (std::size_t i = 0; i < open.size(); ++i)
     for (std::size_t s = 0; s < sources.size(); ++s)
-      if (plan::boxes_meet(needs[open[i]].piece, builder.piece(sources[s]))) parent[root(i)] = root(open.size() + s);
+      if (plan::boxes_meet(needs[open[i]].piece, builder.piece(sources[s]))) sets.unite(i, open.size() + s);
   std::map<std::size_t, std::pair<std::vector<std::size_t>, std::vector<BufferId>>> groups;  // root -> needs, sources
-  for (std::size_t i = 0; i < open.size(); ++i) groups[root(i)].first.push_back(open[i]);
+  for (std::size_t i = 0; i < open.size(); ++i) groups[sets.find(i)].first.push_back(open[i]);
   for (std::size_t s = 0; s < sources.size(); ++s)
-    if (auto it = groups.find(root(open.size() + s)); it != groups.end()) it->second.second.push_back(sources[s]);
+    if (auto it = groups.find(sets.find(open.size() + s)); it != groups.end()) it->second.second.push_back(sources[s]);
   // The groups' searches run at once (one per piece's box: ZeRO's gathers and reductions of each tp
   // piece), so their steps are priced together (concurrent_steps.h).
   const ConcurrentSteps::Scope at_once(builder.concurrent(), builder.concurrent().new_set());

@@ -35,6 +35,13 @@ std::vector<char> optimizer_gradients(const Graph& graph) {
   return result;
 }
 
+bool is_gradient_of(const Graph& graph, TensorId id, TensorRole owner_role) {
+  const FullTensor& t = graph.tensor(id);
+  return t.role == TensorRole::gradient && t.owner.valid() && graph.tensor(t.owner).role == owner_role;
+}
+
+bool is_parameter_gradient(const Graph& graph, TensorId id) { return is_gradient_of(graph, id, TensorRole::parameter); }
+
 std::vector<std::vector<OpId>> consumers(const Graph& graph) {
   std::vector<std::vector<OpId>> result(graph.tensors.size());
   for (const Op& op : graph.ops)

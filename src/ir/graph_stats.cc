@@ -57,7 +57,7 @@ Expected<GraphStats> compute_stats(const Graph& graph, const OpCatalog& catalog)
         }
         break;
       case TensorRole::gradient:
-        if (t.owner.valid() && graph.tensor(t.owner).role == TensorRole::parameter) final_gradient[t.owner.value] = t.id;
+        if (is_parameter_gradient(graph, t.id)) final_gradient[t.owner.value] = t.id;
         break;
       case TensorRole::optimizer_state:
         if (!t.updates.valid()) stats.optimizer_state_bytes += static_cast<double>(t.bytes());

@@ -3,10 +3,10 @@
 
 #include <algorithm>
 #include <charconv>
-#include <numeric>
 
 #include <fmt/format.h>
 
+#include "loom/core/disjoint_sets.h"
 #include "loom/core/strings.h"
 #include "loom/plan/primitives.h"
 #include "loom/policy/stages.h"
@@ -27,24 +27,19 @@ Expected<int> parse_bound(std::string_view text, std::string_view range) {
 
 // The connected groups of split forward ops: an op joins the producer of each split activation it reads.
 std::vector<std::vector<ir::OpId>> connected_regions(const ir::Graph& graph, const TensorParallelLayout& layout) {
-  std::vector<std::size_t> parent(graph.ops.size());
-  std::iota(parent.begin(), parent.end(), 0);
-  const auto root = [&](std::size_t x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  };
+  DisjointSets regions(graph.ops.size());
   const std::vector<ir::OpId> producers = ir::producers(graph);
   for (const ir::Op& op : graph.ops) {
     if (op.pass != ir::Pass::forward || !layout.splits[op.id.index()]) continue;
     for (ir::TensorId in : op.inputs) {
       const ir::OpId p = producers[in.index()];
       if (p.valid() && layout.splits[p.index()] && layout.tensor_dims[in.index()] >= 0)
-        parent[root(op.id.index())] = root(p.index());
+        regions.unite(op.id.index(), p.index());
     }
   }
   std::vector<std::vector<ir::OpId>> groups(graph.ops.size());
   for (const ir::Op& op : graph.ops)
-    if (op.pass == ir::Pass::forward && layout.splits[op.id.index()]) groups[root(op.id.index())].push_back(op.id);
+    if (op.pass == ir::Pass::forward && layout.splits[op.id.index()]) groups[regions.find(op.id.index())].push_back(op.id);
   std::erase_if(groups, [](const auto& g) { return g.empty(); });
   std::ranges::sort(groups, {}, [](const auto& g) { return g.front().value; });
   return groups;

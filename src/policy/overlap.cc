@@ -27,10 +27,7 @@ bool writes_partial_sums(const Plan& plan, SubOpId id) {
   const ir::Graph& graph = *plan.graph;
   for (const plan::SubTensor& out : plan.sub_op(id).outputs) {
     if (out.value.is_whole()) continue;
-    const ir::FullTensor& t = graph.tensor(out.tensor);
-    const bool parameter_gradient =
-        t.role == ir::TensorRole::gradient && t.owner.valid() && graph.tensor(t.owner).role == ir::TensorRole::parameter;
-    if (!parameter_gradient) return true;
+    if (!ir::is_parameter_gradient(graph, out.tensor)) return true;
   }
   return false;
 }

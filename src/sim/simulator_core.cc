@@ -71,8 +71,7 @@ bool Simulator::moves_parameters(const exec::CollectiveStart& start) const {
   const ir::Graph& graph = *exec_.plan->graph;
   const ir::FullTensor& tensor = graph.tensor(exec_.buffer(out).piece.tensor);
   if (tensor.role == ir::TensorRole::parameter) return true;
-  return tensor.role == ir::TensorRole::gradient && tensor.owner.valid() &&
-         graph.tensor(tensor.owner).role == ir::TensorRole::parameter;
+  return ir::is_parameter_gradient(graph, tensor.id);
 }
 
 Expected<void> Simulator::run() {

@@ -39,6 +39,13 @@ std::vector<std::vector<OpId>> consumers(const Graph& graph);
 // By TensorId: 1 for the gradients optimizer steps read (each parameter's final gradient).
 std::vector<char> optimizer_gradients(const Graph& graph);
 
+// Whether tensor `id` is the gradient of a tensor of role `owner_role`: of a parameter (reduced across
+// data-parallel replicas once per step, by the gradient buckets) or of an activation (a partial sum of the
+// step's compute, which tensor parallelism reduces where it is made).
+bool is_gradient_of(const Graph& graph, TensorId id, TensorRole owner_role);
+// is_gradient_of a parameter.
+bool is_parameter_gradient(const Graph& graph, TensorId id);
+
 // Structural checks that need no operator registry: ids in range and equal to their index,
 // SSA, every op input produced earlier in program order (or a graph input/parameter/buffer),
 // the loss a scalar. Errors name the op or tensor.

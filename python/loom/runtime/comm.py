@@ -175,14 +175,11 @@ class Communicator:
 
     @_blocking
     def wait(self, handle):
-        """The start's outputs, handed over: the program keeps its handle variable to its end (codegen `del`s
-        buffers, not handles), so the handle must not keep them alive past the program's `del`s, or a rank holds
-        every prefetched parameter at once (test_runtime_memory's ZeRO-3 peak)."""
+        """The start's outputs, handed over (the handle's take()): the program keeps its handle variable to its
+        end (codegen `del`s buffers, not handles), so the handle must not keep them alive past the program's
+        `del`s, or a rank holds every prefetched parameter at once (test_runtime_memory's ZeRO-3 peak)."""
         handle.work.wait()
-        result = handle.result()
-        if hasattr(handle, "_result"):
-            handle._result = None  # the copy a chained start made the wait read; the program owns it now
-        return result
+        return handle.take()
 
     @_blocking
     def chained(self, handle, k):
@@ -334,6 +331,12 @@ class _Bucket:
     def result(self):
         return self.sums
 
+    def take(self):
+        """The sums, handed over at the wait: the handle keeps none (an activation's, reuse=False, are then freed
+        with the program's last reader; a gradient bucket's stay in the Communicator's kept buffer)."""
+        sums, self.sums = self.sums, None
+        return sums
+
 
 class _Scattered:
     """An issued reduce-scatter start: its work and the sums it writes (reduce_scatter_tensor's chunk, moved back
@@ -353,6 +356,13 @@ class _Scattered:
                 self._result = tuple(geometry.restrict(s, in_box, out_box) for s, (in_box, out_box) in zip(self.sums, self.boxes))
         return self._result
 
+    def take(self):
+        """The outputs, handed over at the wait: the handle keeps neither them (the copy a chained start made the
+        wait read) nor the sums they were cut from."""
+        result = self.result()
+        self.sums = self._result = None
+        return result
+
 
 class _Gathered:
     """An issued all-gather start: its work, every member's flat buffer (rank order), each member's pieces and
@@ -369,6 +379,13 @@ class _Gathered:
         if self._result is None:
             self._result = self._placed()
         return self._result
+
+    def take(self):
+        """The gathered tensors, handed over at the wait: the handle keeps neither them (the copy a chained start
+        made the wait read) nor the members' flat buffers they were placed from."""
+        result = self.result()
+        self.gathered = self._result = None
+        return result
 
     def _placed(self):
         inputs = [[] for _ in self.out_boxes]  # by tensor: every member's (values, piece)

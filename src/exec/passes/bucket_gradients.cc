@@ -32,11 +32,6 @@ struct Reduction {
   bool valid = true;
 };
 
-bool is_parameter_gradient(const ir::Graph& graph, ir::TensorId id) {
-  const ir::FullTensor& t = graph.tensor(id);
-  return t.role == ir::TensorRole::gradient && t.owner.valid() && graph.tensor(t.owner).role == ir::TensorRole::parameter;
-}
-
 // The all-reduces of parameter gradients whose input and output hold one box, the output whole (the
 // members' boxes are compared by the caller), in program order.
 std::vector<Reduction> reductions_of(const ExecPlan& exec, const std::vector<Instruction>& program) {
@@ -44,7 +39,7 @@ std::vector<Reduction> reductions_of(const ExecPlan& exec, const std::vector<Ins
   const auto whole_parameter_gradient = [&](const Collective& c) {
     const plan::SubTensor& in = exec.buffer(c.input).piece;
     const plan::SubTensor& out = exec.buffer(c.output).piece;
-    return is_parameter_gradient(graph, out.tensor) && out.value.is_whole() && plan::same_piece(in, out, false);
+    return ir::is_parameter_gradient(graph, out.tensor) && out.value.is_whole() && plan::same_piece(in, out, false);
   };
   std::vector<Reduction> found;
   for (const detail::BlockingAllReduce& a : detail::blocking_all_reduces(program, whole_parameter_gradient, false)) {
@@ -168,22 +163,18 @@ class Bucketer {
       ProgramEdit edit;
       std::unordered_set<std::uint32_t> refreed;
       for (const Bucket& b : buckets_[d]) {
-        auto [it, fresh] = tag_of.try_emplace(b.name, 0);
-        if (fresh) {
-          std::int64_t bytes = 0;
-          for (const Reduction* r : b.members) bytes += r->bytes;
-          it->second = exec_.add_tag(CollectiveInfo{
-              .tensor = exec_.buffer(b.members.front()->output).piece.tensor,
-              .rule = fmt::format("gradient bucket: all-reduce of {} gradients ({} B)", b.members.size(), bytes),
-              .paired = -1,
-              .step = detail::shared_step(exec_, b.members)});
+        const auto describe = [](std::size_t n, std::int64_t bytes) {
+          return fmt::format("gradient bucket: all-reduce of {} gradients ({} B)", n, bytes);
+        };
+        const auto [tag, added] = detail::start_tag(exec_, tag_of, b.name, b.members, describe);
+        if (added) {
           ++stats.buckets;
           stats.bucketed_reductions += static_cast<int>(b.members.size());
         }
-        edit.insert_after(b.start, detail::start_replacing(comm::Primitive::all_reduce, it->second, b.members, edit));
+        edit.insert_after(b.start, detail::start_replacing(comm::Primitive::all_reduce, tag, b.members, edit));
         for (const Reduction* r : b.members) refreed.insert(r->input.value);  // freed after the start reads it
-        if (b.wait < program.size()) edit.insert_before(b.wait, CollectiveWait{it->second});
-        else edit.insert_after(program.size() - 1, CollectiveWait{it->second});
+        if (b.wait < program.size()) edit.insert_before(b.wait, CollectiveWait{tag});
+        else edit.insert_after(program.size() - 1, CollectiveWait{tag});
       }
       if (!edit.empty()) std::move(edit).apply(program, {}, refreed);
     }

@@ -8,8 +8,6 @@
 // waits stand in chain order right before the sum's first reader.
 #include <algorithm>
 #include <map>
-#include <numeric>
-#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -58,10 +56,8 @@ struct Reduction {
 // Parameters' gradients are reduced once per step by the gradient buckets; optimizer states and
 // parameters are never partial sums of a step's compute.
 bool is_step_activation(const ir::Graph& graph, ir::TensorId id) {
-  const ir::FullTensor& t = graph.tensor(id);
-  if (t.role == ir::TensorRole::activation) return true;
-  return t.role == ir::TensorRole::gradient && t.owner.valid() &&
-         graph.tensor(t.owner).role == ir::TensorRole::activation;
+  return graph.tensor(id).role == ir::TensorRole::activation ||
+         ir::is_gradient_of(graph, id, ir::TensorRole::activation);
 }
 
 // The program's chains of an activation: k reduce-scatters, an all-reduce, k all-gathers (k >= 1; a
@@ -196,6 +192,61 @@ void keep_whole_chains(std::vector<std::vector<Reduction>>& reductions) {
   }
 }
 
+// The starts the valid reductions would issue, by device, and the tags of the blocking collectives they
+// replace. A reduction's starts all stand right after its writer, `order` placing them among the others
+// there; a chain's in the order its collectives run: reduce-scatters, the all-reduce, all-gathers.
+struct PlannedStarts {
+  std::unordered_set<std::int64_t> replaced;
+  std::vector<std::vector<Issue>> by_device;
+};
+
+PlannedStarts planned_starts(const std::vector<std::vector<Reduction>>& reductions) {
+  PlannedStarts planned{.replaced = {}, .by_device = std::vector<std::vector<Issue>>(reductions.size())};
+  for (std::size_t d = 0; d < reductions.size(); ++d)
+    for (const Reduction& r : reductions[d]) {
+      if (!r.valid) continue;
+      const auto issue = [&](int after, std::int64_t tag, std::vector<int> group) {
+        planned.replaced.insert(tag);
+        std::ranges::sort(group);
+        planned.by_device[d].push_back(Issue{r.ready, after, tag, std::move(group)});
+      };
+      int after = r.order;
+      for (const Collective& c : r.scatters) issue(after++, c.tag, c.group);
+      issue(after++, r.tag, r.group);
+      for (const Collective& c : r.gathers) issue(after++, c.tag, c.group);
+    }
+  return planned;
+}
+
+// Marks invalid each valid reduction that issues a collective to a group `broken` names or starts a tag on
+// one of its cycles: gloo and NCCL would match the group's collectives wrongly, or the devices' start
+// streams would wait on each other. Whether any was.
+bool drop_broken(std::vector<std::vector<Reduction>>& reductions, const detail::BrokenOrders& broken) {
+  bool dropped = false;
+  for (auto& on_device : reductions)
+    for (Reduction& r : on_device)
+      if (r.valid &&
+          (std::ranges::any_of(r.groups(), [&](const auto& g) { return broken.disordered_groups.contains(g); }) ||
+           std::ranges::any_of(r.tags(), [&](std::int64_t t) { return broken.cyclic_starts.contains(t); }))) {
+        r.valid = false;
+        dropped = true;
+      }
+  return dropped;
+}
+
+// Until neither is left, drops the reductions of groups whose members would issue their collectives in
+// different orders and those whose starts the devices would run in orders that wait on each other across
+// groups (a chain's links in the pairs and across them: passes/program_edits.h, starts_on_cycles). A drop
+// changes where the others' collectives stand (a dropped reduction stays blocking where it was) and may
+// leave a chain started by some of its members only, so each round asks again on what is left.
+void keep_ordered(const ExecPlan& exec, std::vector<std::vector<Reduction>>& reductions) {
+  for (;;) {
+    PlannedStarts planned = planned_starts(reductions);
+    if (!drop_broken(reductions, detail::broken_orders(exec, planned.replaced, std::move(planned.by_device)))) return;
+    keep_whole_chains(reductions);
+  }
+}
+
 }  // namespace
 
 int overlap_collectives(ExecPlan& exec) {
@@ -206,39 +257,7 @@ int overlap_collectives(ExecPlan& exec) {
   // their collectives in one order once the starts (a chain's all of them) stand where they go.
   detail::keep_agreed_by_all_members(reductions);
   keep_whole_chains(reductions);
-  // Until neither is left, drop the reductions of groups whose members would issue their collectives in
-  // different orders and those whose starts the devices would run in orders that wait on each other across
-  // groups (a chain's links in the pairs and across them: passes/program_edits.h, starts_on_cycles).
-  for (bool dropped = true; dropped;) {
-    std::unordered_set<std::int64_t> replaced;
-    std::vector<std::vector<Issue>> started(reductions.size());
-    std::vector<std::vector<Issue>> starts = detail::issued_starts(exec);
-    for (std::size_t d = 0; d < reductions.size(); ++d)
-      for (const Reduction& r : reductions[d]) {
-        if (!r.valid) continue;
-        const auto issue = [&](int after, std::int64_t tag, std::vector<int> group) {
-          replaced.insert(tag);
-          std::ranges::sort(group);
-          started[d].push_back(Issue{r.ready, after, tag, std::move(group)});
-          starts[d].push_back(started[d].back());
-        };
-        int after = r.order;
-        for (const Collective& c : r.scatters) issue(after++, c.tag, c.group);
-        issue(after++, r.tag, r.group);
-        for (const Collective& c : r.gathers) issue(after++, c.tag, c.group);
-      }
-    const std::set<std::vector<int>> disordered = detail::groups_out_of_order_after(exec, replaced, std::move(started));
-    const std::set<std::int64_t> cyclic = detail::starts_on_cycles(std::move(starts));
-    dropped = false;
-    for (auto& on_device : reductions)
-      for (Reduction& r : on_device)
-        if (r.valid && (std::ranges::any_of(r.groups(), [&](const auto& g) { return disordered.contains(g); }) ||
-                        std::ranges::any_of(r.tags(), [&](std::int64_t t) { return cyclic.contains(t); }))) {
-          r.valid = false;
-          dropped = true;
-        }
-    if (dropped) keep_whole_chains(reductions);
-  }
+  keep_ordered(exec, reductions);
   std::unordered_set<std::int64_t> overlapped;
   for (std::size_t d = 0; d < exec.programs.size(); ++d) {
     auto& program = exec.programs[d];

@@ -3,7 +3,6 @@
 // one computes.
 #include <algorithm>
 #include <map>
-#include <set>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -157,20 +156,17 @@ class Prefetcher {
     for (bool dropped = true; dropped;) {
       std::unordered_set<std::int64_t> moved;
       std::vector<std::vector<Issue>> started(units_.size());
-      std::vector<std::vector<Issue>> starts = detail::issued_starts(exec_);
       for (std::size_t d = 0; d < units_.size(); ++d)
         for (const Unit& u : units_[d]) {
           for (const Gather* g : u.members) moved.insert(g->tag);
           // Issued before the instruction at u.start: behind what comes after the one before it.
           started[d].push_back(Issue{u.start, u.order - static_cast<int>(units_[d].size()), u.name, u.devices});
-          starts[d].push_back(started[d].back());
         }
-      const std::set<std::vector<int>> disordered = detail::groups_out_of_order_after(exec_, moved, std::move(started));
-      const std::set<std::int64_t> cyclic = detail::starts_on_cycles(std::move(starts));
+      const detail::BrokenOrders broken = detail::broken_orders(exec_, moved, std::move(started));
       dropped = false;
       for (auto& units : units_)
         dropped |= std::erase_if(units, [&](const Unit& u) {
-                     return disordered.contains(u.devices) || cyclic.contains(u.name);
+                     return broken.disordered_groups.contains(u.devices) || broken.cyclic_starts.contains(u.name);
                    }) > 0;
     }
   }
@@ -184,20 +180,16 @@ class Prefetcher {
       // Waits first: where a unit is waited for, the next one starts right after (DeepSpeed's order).
       std::vector<std::int64_t> tags;
       for (const Unit& u : units_[d]) {
-        auto [it, fresh] = tag_of.try_emplace(u.name, 0);
-        if (fresh) {
-          std::int64_t bytes = 0;
-          for (const Gather* g : u.members) bytes += exec_.buffer(g->output).bytes;
-          it->second = exec_.add_tag(CollectiveInfo{
-              .tensor = exec_.buffer(u.members.front()->output).piece.tensor,
-              .rule = fmt::format("prefetch: all-gather of {} parameters ({} B)", u.members.size(), bytes),
-              .paired = -1,
-              .step = detail::shared_step(exec_, u.members)});
+        const auto describe = [](std::size_t n, std::int64_t bytes) {
+          return fmt::format("prefetch: all-gather of {} parameters ({} B)", n, bytes);
+        };
+        const auto [tag, added] = detail::start_tag(exec_, tag_of, u.name, u.members, describe);
+        if (added) {
           ++stats.prefetches;
           stats.prefetched_gathers += static_cast<int>(u.members.size());
         }
-        tags.push_back(it->second);
-        edit.insert_before(u.wait, CollectiveWait{it->second});
+        tags.push_back(tag);
+        edit.insert_before(u.wait, CollectiveWait{tag});
       }
       for (std::size_t k = 0; k < units_[d].size(); ++k) {
         const Unit& u = units_[d][k];

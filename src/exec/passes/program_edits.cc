@@ -223,6 +223,15 @@ std::set<std::int64_t> starts_on_cycles(std::vector<std::vector<Issue>> starts_b
   return out;
 }
 
+BrokenOrders broken_orders(const ExecPlan& exec, const std::unordered_set<std::int64_t>& replaced,
+                           std::vector<std::vector<Issue>> started) {
+  std::vector<std::vector<Issue>> starts = issued_starts(exec);
+  for (std::size_t d = 0; d < starts.size() && d < started.size(); ++d)
+    starts[d].insert(starts[d].end(), started[d].begin(), started[d].end());
+  return {.disordered_groups = groups_out_of_order_after(exec, replaced, std::move(started)),
+          .cyclic_starts = starts_on_cycles(std::move(starts))};
+}
+
 std::set<std::vector<int>> groups_out_of_order_after(const ExecPlan& exec, const std::unordered_set<std::int64_t>& replaced,
                                                      std::vector<std::vector<Issue>> started) {
   std::vector<std::vector<Issue>> issues = issued_collectives(exec);

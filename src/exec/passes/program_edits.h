@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "loom/exec/exec_plan.h"
@@ -62,6 +64,25 @@ std::int64_t shared_step(const ExecPlan& exec, const std::vector<const Member*>&
   return std::ranges::all_of(members, [&](const Member* m) { return step_of(m) == step; }) ? step : -1;
 }
 
+// The tag of the start named `name` (the name its members' units of the same collectives share) replacing the
+// collectives of `members` (each with `tag` and `output`): added to `exec` where the first member asks, its
+// CollectiveInfo naming the first member's tensor, describe(member count, bytes) and the members' shared step,
+// then looked up in `tag_of` (name -> tag). Second: whether this call added it.
+template <class Member, class Describe>
+std::pair<std::int64_t, bool> start_tag(ExecPlan& exec, std::map<std::int64_t, std::int64_t>& tag_of, std::int64_t name,
+                                        const std::vector<const Member*>& members, Describe&& describe) {
+  const auto [it, added] = tag_of.try_emplace(name, 0);
+  if (added) {
+    std::int64_t bytes = 0;
+    for (const Member* m : members) bytes += exec.buffer(m->output).bytes;
+    it->second = exec.add_tag(CollectiveInfo{.tensor = exec.buffer(members.front()->output).piece.tensor,
+                                             .rule = describe(members.size(), bytes),
+                                             .paired = -1,
+                                             .step = shared_step(exec, members)});
+  }
+  return {it->second, added};
+}
+
 // The program's blocking all-reduces over 2 or more members that `wanted` accepts and whose input an
 // instruction of the program writes (a Compute, with `compute_writers_only`), in program order.
 template <class Wanted>
@@ -100,6 +121,18 @@ std::set<std::int64_t> starts_on_cycles(std::vector<std::vector<Issue>> starts_b
 
 // Every device's asynchronous starts as the program has them.
 std::vector<std::vector<Issue>> issued_starts(const ExecPlan& exec);
+
+// The orders a pass's starts would break, once every device's collectives of the `replaced` tags give way
+// to its `started` ones (by device): the groups whose members would issue their collectives in different
+// orders (groups_out_of_order_after) and the starts, the pass's and those the programs hold already, that
+// the devices would run in orders that wait on each other (starts_on_cycles). A pass drops what names one
+// and asks again, until nothing is broken.
+struct BrokenOrders {
+  std::set<std::vector<int>> disordered_groups;  // ascending members
+  std::set<std::int64_t> cyclic_starts;          // by tag (a start's: the name its members share)
+};
+BrokenOrders broken_orders(const ExecPlan& exec, const std::unordered_set<std::int64_t>& replaced,
+                           std::vector<std::vector<Issue>> started);
 
 // A pass rewrites a collective only where every member of its group does: marks invalid each candidate
 // (by device; with `tag`, `group` and `valid`) whose tag not every member of its group holds valid.
