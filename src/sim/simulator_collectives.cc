@@ -46,9 +46,10 @@ Expected<void> Simulator::release(std::int64_t tag) {
   const exec::CollectiveCall c = *exec::collective_call(at(first));
   LOOM_ASSIGN_OR_RETURN(const double seconds, duration(c, done.bytes));
   LOOM_ASSIGN_OR_RETURN(const double checked_seconds, checked(seconds, first));
-  LOOM_ASSIGN_OR_RETURN(const double end, collective_end(at(first), done.start, checked_seconds, done.slots));
+  const std::uint8_t links = links_of(at(first));
+  LOOM_ASSIGN_OR_RETURN(const double end, collective_end(at(first), links, done.start, checked_seconds, done.slots));
   // A collective crossing links: its spans, which the next pass's other streams share the links with.
-  if (const std::uint8_t links = links_of(at(first)); links != 0) {
+  if (links != 0) {
     const auto stream = static_cast<std::size_t>(link_stream(at(first)));
     for (std::size_t slot : done.slots) spans_now_.by_slot[slot][stream].push_back(LinkSpan{done.start, end, links});
   }
@@ -78,9 +79,8 @@ Expected<double> Simulator::duration(const exec::CollectiveCall& c, std::int64_t
   return durations_.collective(priced_collective(c), bytes);
 }
 
-Expected<double> Simulator::collective_end(const exec::Instruction& instruction, double start, double duration,
-                                           const std::vector<std::size_t>& slots) {
-  const std::uint8_t links = links_of(instruction);
+Expected<double> Simulator::collective_end(const exec::Instruction& instruction, std::uint8_t links, double start,
+                                           double duration, const std::vector<std::size_t>& slots) {
   const auto stream = static_cast<std::size_t>(link_stream(instruction));
   double end = start + duration;
   for (std::size_t slot : slots) {

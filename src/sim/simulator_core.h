@@ -158,9 +158,9 @@ class Simulator {
   Expected<std::unordered_map<std::int64_t, PendingCollective>::iterator> open(const exec::CollectiveCall& c);
   // Every member has arrived: the collective runs on all of them at once.
   Expected<void> release(std::int64_t tag);
-  // A collective's (`instruction`'s) end: its start plus its duration, or under contention or shared
-  // links its slowest member's end.
-  Expected<double> collective_end(const exec::Instruction& instruction, double start, double duration,
+  // A collective's (`instruction`'s, crossing `links`) end: its start plus its duration, or under
+  // contention or shared links its slowest member's end.
+  Expected<double> collective_end(const exec::Instruction& instruction, std::uint8_t links, double start, double duration,
                                   const std::vector<std::size_t>& slots);
   // The stream a collective (the communication stream) or a start (one of the start streams) runs on.
   LinkStream link_stream(const exec::Instruction& instruction) const;

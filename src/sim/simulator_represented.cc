@@ -51,8 +51,8 @@ Expected<std::pair<double, double>> Simulator::span(const exec::CollectiveCall& 
   for (std::uint64_t k : m.keys) start = std::max(start, reached(static_cast<std::size_t>(k >> 32), static_cast<std::uint32_t>(k)));
   LOOM_ASSIGN_OR_RETURN(const double seconds, duration(c, m.bytes));
   const auto& program = exec_.programs[static_cast<std::size_t>(slots_[static_cast<std::size_t>(m.keys.front() >> 32)].device)];
-  LOOM_ASSIGN_OR_RETURN(const double end,
-                        collective_end(program[static_cast<std::uint32_t>(m.keys.front())], start, seconds, slots_of(m.keys)));
+  const exec::Instruction& instruction = program[static_cast<std::uint32_t>(m.keys.front())];
+  LOOM_ASSIGN_OR_RETURN(const double end, collective_end(instruction, links_of(instruction), start, seconds, slots_of(m.keys)));
   return spans_[c.tag] = {start, end};
 }
 
