@@ -228,23 +228,6 @@ Expected<Durations> model_durations(const exec::ExecPlan& exec, const cost::Comp
     return s.outputs.empty() ? 0.0 : static_cast<double>(s.outputs.front().local_shape().numel()) / adam;
   };
   durations.copy = [pcie, launch](std::int64_t bytes, int) { return launch + static_cast<double>(bytes) / pcie; };
-  // The links a group crosses on its devices: a node's (two members on one node) and the NICs (two nodes).
-  durations.links = [gpus = cluster.gpus_per_node](const exec::Collective& c) -> std::uint8_t {
-    if (c.group.size() < 2) return 0;
-    const auto [low, high] = std::ranges::minmax(c.group);
-    const int first = low / gpus, last = high / gpus;
-    if (first == last) return kNodeLinks;
-    // More members than nodes in [first, last]: two share one; else look.
-    bool shared = static_cast<std::size_t>(last - first + 1) < c.group.size();
-    if (!shared) {
-      std::vector<int> nodes;
-      nodes.reserve(c.group.size());
-      for (int d : c.group) nodes.push_back(d / gpus);
-      std::ranges::sort(nodes);
-      shared = std::ranges::adjacent_find(nodes) != nodes.end();
-    }
-    return shared ? kNodeLinks | kNetworkLinks : kNetworkLinks;
-  };
   durations.contention = options.contention;
   if (cluster.shared != cluster::SharedCores{})
     share_cores(durations, exec, cluster.shared, options.busy_processes > 0 ? options.busy_processes : exec.num_devices,

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <memory>
 #include <numeric>
 
 #include "loom/sim/comm_index.h"
@@ -61,25 +60,6 @@ Expected<void> check_input(const exec::ExecPlan& exec, const Durations& duration
   return {};
 }
 
-// Runs `make`'s simulator pass after pass, each sharing links with the spans of the one before, until the
-// spans repeat (shared_links.h); one pass when no two starts of the two start streams share a link at once.
-// `passes`: how many ran.
-template <class Make>
-Expected<std::unique_ptr<Simulator>> run_sharing_links(const Make& make, int& passes) {
-  std::unique_ptr<Simulator> sim = make(detail::LinkSpans{});
-  LOOM_RETURN_IF_ERROR(sim->run());
-  passes = 1;
-  if (!sim->link_spans().shared_at_once()) return sim;
-  while (passes < detail::kMaxLinkPasses) {
-    detail::LinkSpans before = sim->take_link_spans();
-    sim = make(before);
-    LOOM_RETURN_IF_ERROR(sim->run());
-    ++passes;
-    if (sim->link_spans().same_as(before, detail::kLinkSpanTolerance)) break;
-  }
-  return sim;
-}
-
 }  // namespace
 
 Expected<SimResult> simulate(const exec::FoldedStep& folded, const Durations& durations) {
@@ -92,16 +72,9 @@ Expected<SimResult> simulate(const exec::FoldedStep& folded, const Durations& du
   std::vector<int> represented_by(exec.class_of.size());
   for (std::size_t d = 0; d < represented_by.size(); ++d)
     represented_by[d] = exec.representatives[static_cast<std::size_t>(exec.class_of[d])];
-  int passes = 1;
-  LOOM_ASSIGN_OR_RETURN(auto by_class, run_sharing_links(
-                                           [&](detail::LinkSpans sharing) {
-                                             return std::make_unique<Simulator>(exec, durations, index, represented_by,
-                                                                                /*folded=*/true, std::move(sharing));
-                                           },
-                                           passes));
-  SimResult result = by_class->result();
-  result.link_passes = passes;
-  return result;
+  Simulator by_class(exec, durations, index, std::move(represented_by), /*folded=*/true);
+  LOOM_RETURN_IF_ERROR(by_class.run());
+  return by_class.result();
 }
 
 Expected<SimResult> simulate(const exec::ExecPlan& exec, const Durations& durations, SimOptions options) {
@@ -118,32 +91,17 @@ Expected<SimResult> simulate(const exec::ExecPlan& exec, const Durations& durati
       std::vector<int> represented_by(every_device.size());
       for (std::size_t d = 0; d < represented_by.size(); ++d)
         represented_by[d] = exec.representatives[static_cast<std::size_t>(exec.class_of[d])];
-      int passes = 1;
-      auto by_class = run_sharing_links(
-          [&](detail::LinkSpans sharing) {
-            return std::make_unique<Simulator>(exec, durations, index, represented_by, false, std::move(sharing));
-          },
-          passes);
-      const Expected<std::string> mismatch =
-          by_class ? (*by_class)->check_represented() : std::unexpected(by_class.error());
-      if (mismatch && mismatch->empty()) {
-        SimResult result = (*by_class)->result();
-        result.link_passes = passes;
-        return result;
-      }
+      Simulator by_class(exec, durations, index, std::move(represented_by));
+      const Expected<void> ran = by_class.run();
+      const Expected<std::string> mismatch = ran ? by_class.check_represented() : std::unexpected(ran.error());
+      if (mismatch && mismatch->empty()) return by_class.result();
       fallback = mismatch ? *mismatch : "simulating one device per class failed: " + mismatch.error().message;
     }
   }
-  int passes = 1;
-  LOOM_ASSIGN_OR_RETURN(auto full, run_sharing_links(
-                                       [&](detail::LinkSpans sharing) {
-                                         return std::make_unique<Simulator>(exec, durations, index, every_device, false,
-                                                                            std::move(sharing));
-                                       },
-                                       passes));
-  SimResult result = full->result();
+  Simulator full(exec, durations, index, std::move(every_device));
+  LOOM_RETURN_IF_ERROR(full.run());
+  SimResult result = full.result();
   result.symmetry_fallback = std::move(fallback);
-  result.link_passes = passes;
   return result;
 }
 

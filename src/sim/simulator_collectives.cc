@@ -46,13 +46,7 @@ Expected<void> Simulator::release(std::int64_t tag) {
   const exec::CollectiveCall c = *exec::collective_call(at(first));
   LOOM_ASSIGN_OR_RETURN(const double seconds, duration(c, done.bytes));
   LOOM_ASSIGN_OR_RETURN(const double checked_seconds, checked(seconds, first));
-  const std::uint8_t links = links_of(at(first));
-  LOOM_ASSIGN_OR_RETURN(const double end, collective_end(at(first), links, done.start, checked_seconds, done.slots));
-  // A collective crossing links: its spans, which the next pass's other streams share the links with.
-  if (links != 0) {
-    const auto stream = static_cast<std::size_t>(link_stream(at(first)));
-    for (std::size_t slot : done.slots) spans_now_.by_slot[slot][stream].push_back(LinkSpan{done.start, end, links});
-  }
+  LOOM_ASSIGN_OR_RETURN(const double end, collective_end(done.start, checked_seconds, done.slots));
   const std::string name = label(at(first));
   for (std::size_t m : done.parked) {
     Agent& member = agents_[m];
@@ -79,30 +73,13 @@ Expected<double> Simulator::duration(const exec::CollectiveCall& c, std::int64_t
   return durations_.collective(priced_collective(c), bytes);
 }
 
-Expected<double> Simulator::collective_end(const exec::Instruction& instruction, std::uint8_t links, double start,
-                                           double duration, const std::vector<std::size_t>& slots) {
-  const auto stream = static_cast<std::size_t>(link_stream(instruction));
+Expected<double> Simulator::collective_end(double start, double duration, const std::vector<std::size_t>& slots) {
   double end = start + duration;
   for (std::size_t slot : slots) {
-    OtherSpans shared{};
-    if (links != 0)
-      for (std::size_t s = 0, k = 0; s < kLinkStreams; ++s)
-        if (s != stream) shared[k++] = sharing_.of(slot, static_cast<LinkStream>(s));
-    LOOM_ASSIGN_OR_RETURN(const double member_end, stretched(slot, start, duration, shared, links));
+    LOOM_ASSIGN_OR_RETURN(const double member_end, stretched(slot, start, duration));
     end = std::max(end, member_end);
   }
   return end;
-}
-
-LinkStream Simulator::link_stream(const exec::Instruction& instruction) const {
-  const auto* start = std::get_if<exec::CollectiveStart>(&instruction);
-  if (start == nullptr) return LinkStream::communication;
-  return moves_parameters(*start) ? LinkStream::parameters : LinkStream::activations;
-}
-
-std::uint8_t Simulator::links_of(const exec::Instruction& instruction) const {
-  if (!durations_.links) return 0;
-  return durations_.links(priced_collective(*exec::collective_call(instruction)));
 }
 
 // Errors: a group whose programs do not all run it, a member whose representative has no collective at

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "loom/exec/exec_text.h"
 #include "loom/exec/passes.h"
@@ -18,10 +17,10 @@ using exec::BufferId;
 using exec::Instruction;
 
 Simulator::Simulator(const exec::ExecPlan& exec, const Durations& durations, const CommIndex& index,
-                     std::vector<int> represented_by, bool folded, LinkSpans sharing)
+                     std::vector<int> represented_by, bool folded)
     : exec_(exec), durations_(durations), index_(index), represented_by_(std::move(represented_by)), folded_(folded),
       slot_of_(static_cast<std::size_t>(exec.num_devices), -1), ready_(exec.buffers.size(), kUnknown),
-      waiters_(exec.buffers.size()), sharing_(std::move(sharing)) {
+      waiters_(exec.buffers.size()) {
   for (int d = 0; d < exec.num_devices; ++d) {
     if (represented_by_[static_cast<std::size_t>(d)] != d) continue;
     const std::size_t slot = slots_.size();
@@ -63,7 +62,6 @@ Simulator::Simulator(const exec::ExecPlan& exec, const Durations& durations, con
     agents_.push_back(std::move(pcie));
     agents_.push_back(std::move(parameter_async));
   }
-  spans_now_.by_slot.resize(slots_.size());
 }
 
 bool Simulator::moves_parameters(const exec::CollectiveStart& start) const {
@@ -258,54 +256,24 @@ Expected<void> Simulator::reach(std::size_t slot, std::uint32_t position, double
 }
 
 // The compute stream is first run as far as it can go: it then waits for this communication or a later
-// one on its device, so it stays idle past its last recorded interval until this one ends. The compute
-// stream's intervals and each stream's shared spans are sorted and disjoint: the walk goes from one edge
-// of any of them to the next, at the speed they give between.
-Expected<double> Simulator::stretched(std::size_t slot, double start, double duration, const OtherSpans& shared,
-                                      std::uint8_t links) {
+// one on its device, so it stays idle past its last recorded interval until this one ends.
+Expected<double> Simulator::stretched(std::size_t slot, double start, double duration) {
   const double factor = durations_.contention;
-  const bool sharing =
-      links != 0 && std::ranges::any_of(shared, [](const std::vector<LinkSpan>* s) { return s != nullptr && !s->empty(); });
-  if ((factor == 1 && !sharing) || duration == 0) return start + duration;
-  using Busy = std::vector<std::pair<double, double>>;
-  static const Busy kNone;
-  if (factor != 1) {
-    Agent& compute = agents_[kAgentsPerSlot * slot];
-    if (compute.queued) LOOM_RETURN_IF_ERROR(advance(kAgentsPerSlot * slot));
-  }
-  const Busy& busy = factor != 1 ? slots_[slot].busy : kNone;
-  auto b = std::ranges::upper_bound(busy, start, {}, &std::pair<double, double>::second);
-  // Per other stream: its next span ending after t that crosses one of `links`.
-  using Spans = std::vector<LinkSpan>;
-  std::array<Spans::const_iterator, kLinkStreams - 1> l{}, l_end{};
-  for (std::size_t k = 0; k < shared.size(); ++k) {
-    static const Spans kNoSpans;
-    const Spans& spans = sharing && shared[k] != nullptr ? *shared[k] : kNoSpans;
-    l[k] = std::ranges::upper_bound(spans, start, {}, &LinkSpan::end);
-    l_end[k] = spans.end();
-  }
+  if (factor == 1 || duration == 0) return start + duration;
+  Agent& compute = agents_[kAgentsPerSlot * slot];
+  if (compute.queued) LOOM_RETURN_IF_ERROR(advance(kAgentsPerSlot * slot));
+  const auto& busy = slots_[slot].busy;
+  auto it = std::ranges::upper_bound(busy, start, {}, &std::pair<double, double>::second);
   double t = start, left = duration;
-  while (true) {
-    double slowdown = 1, next = std::numeric_limits<double>::infinity();
-    if (b != busy.end()) {
-      if (b->first <= t) slowdown *= factor;
-      next = std::min(next, b->first <= t ? b->second : b->first);
-    }
-    double sharers = 1;
-    for (std::size_t k = 0; k < l.size(); ++k) {
-      while (l[k] != l_end[k] && (l[k]->links & links) == 0) ++l[k];
-      if (l[k] == l_end[k]) continue;
-      if (l[k]->start <= t) sharers += 1;  // another stream's collective crosses a link of the same kind
-      next = std::min(next, l[k]->start <= t ? l[k]->end : l[k]->start);
-    }
-    slowdown *= sharers;
-    if (left * slowdown <= next - t) return t + left * slowdown;
-    left -= (next - t) / slowdown;
-    t = next;
-    if (b != busy.end() && b->second <= t) ++b;
-    for (std::size_t k = 0; k < l.size(); ++k)
-      if (l[k] != l_end[k] && l[k]->end <= t) ++l[k];
+  for (; it != busy.end(); ++it) {
+    const double from = std::max(it->first, t);
+    if (left <= from - t) return t + left;  // done in the gap before this interval
+    left -= from - t;
+    if (left <= (it->second - from) / factor) return from + left * factor;
+    left -= (it->second - from) / factor;
+    t = it->second;
   }
+  return t + left;
 }
 
 Expected<void> Simulator::check_finished() const {

@@ -4,14 +4,11 @@
 //   simulator_collectives.cc  a collective's members, their arrivals and its release;
 //   simulator_represented.cc  the check, after a run, that each represented device sees its
 //                             representative's times (symmetry.h);
-//   simulator_result.cc       the events and each device's times;
-//   shared_links.h            the spans of the starts that share links, pass to pass.
+//   simulator_result.cc       the events and each device's times.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -23,7 +20,6 @@
 #include "loom/exec/instruction_buffers.h"
 #include "loom/sim/comm_index.h"
 #include "loom/sim/simulator.h"
-#include "shared_links.h"
 
 namespace loom::sim::detail {
 
@@ -78,13 +74,8 @@ class Simulator {
   // representing themselves.
   // `folded`: only the representatives have programs (exec/fold.h), and collectives' members arrive when
   // their representatives do.
-  // `sharing`: the start streams' spans of the pass before (shared_links.h); empty in the first pass.
   Simulator(const exec::ExecPlan& exec, const Durations& durations, const CommIndex& index, std::vector<int> represented_by,
-            bool folded = false, LinkSpans sharing = {});
-
-  // After run(): the start streams' spans of this pass, which the next pass shares links with.
-  const LinkSpans& link_spans() const { return spans_now_; }
-  LinkSpans take_link_spans() { return std::move(spans_now_); }
+            bool folded = false);
 
   Expected<void> run();
 
@@ -136,13 +127,9 @@ class Simulator {
   bool hold_until(std::size_t a, exec::BufferId buffer);
   // The communication stream of `slot` reached `position` at `time`: wakes what waits for it.
   Expected<void> reach(std::size_t slot, std::uint32_t position, double time);
-  // The spans of the pass before of the streams other than one (shared_links.h); null where none.
-  using OtherSpans = std::array<const std::vector<LinkSpan>*, kLinkStreams - 1>;
   // When communication of `duration` started at `start` on `slot` ends, progressing at 1/contention of
-  // its speed while the slot's compute stream is busy and, given `shared` (the other streams' spans of the
-  // pass before) and the `links` it crosses, at 1/(1 + k) of it while k spans there cross one of them.
-  Expected<double> stretched(std::size_t slot, double start, double duration, const OtherSpans& shared = {},
-                             std::uint8_t links = 0);
+  // its speed while the slot's compute stream is busy.
+  Expected<double> stretched(std::size_t slot, double start, double duration);
   Expected<void> check_finished() const;
 
   // simulator_collectives.cc: collectives.
@@ -158,14 +145,8 @@ class Simulator {
   Expected<std::unordered_map<std::int64_t, PendingCollective>::iterator> open(const exec::CollectiveCall& c);
   // Every member has arrived: the collective runs on all of them at once.
   Expected<void> release(std::int64_t tag);
-  // A collective's (`instruction`'s, crossing `links`) end: its start plus its duration, or under
-  // contention or shared links its slowest member's end.
-  Expected<double> collective_end(const exec::Instruction& instruction, std::uint8_t links, double start, double duration,
-                                  const std::vector<std::size_t>& slots);
-  // The stream a collective (the communication stream) or a start (one of the start streams) runs on.
-  LinkStream link_stream(const exec::Instruction& instruction) const;
-  // The links a collective or start crosses (Durations::links), 0 without the hook.
-  std::uint8_t links_of(const exec::Instruction& instruction) const;
+  // A collective's end: its start plus its duration, or under contention its slowest member's end.
+  Expected<double> collective_end(double start, double duration, const std::vector<std::size_t>& slots);
   Expected<Members> members(const exec::CollectiveCall& c) const;
   Expected<Members> folded_members(const exec::CollectiveCall& c, std::span<const Site> sites) const;
   // A collective's (or start's) label and what it moves: its input, or a start's inputs together.
@@ -204,8 +185,6 @@ class Simulator {
   std::unordered_map<std::int64_t, std::pair<double, double>> spans_;  // by tag, for check_represented
   std::vector<std::size_t> worklist_;
   std::vector<Event> events_;
-  LinkSpans sharing_;    // the pass before's (shared_links.h)
-  LinkSpans spans_now_;  // this pass's
 };
 
 }  // namespace loom::sim::detail

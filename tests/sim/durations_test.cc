@@ -239,20 +239,6 @@ TEST(ModelDurations, SiblingPairsShareTheirNodesNic) {
   }
 }
 
-// The links a group crosses (the simulator's shared links): dgx-a100x2 has 8 GPUs a node.
-TEST(ModelDurations, LinksNameTheNodesAndNicsAGroupCrosses) {
-  Models s;
-  ASSERT_TRUE(s.durations.links);
-  const auto links = [&](std::vector<int> group) {
-    return s.durations.links(collective(comm::Primitive::all_reduce, std::move(group)));
-  };
-  EXPECT_EQ(links({0, 1}), kNodeLinks);
-  EXPECT_EQ(links({3, 11}), kNetworkLinks);  // one GPU a node: the NICs only
-  EXPECT_EQ(links({0, 1, 8, 9}), kNodeLinks | kNetworkLinks);
-  EXPECT_EQ(links(devices(0, 16)), kNodeLinks | kNetworkLinks);
-  EXPECT_EQ(links({5}), 0);
-}
-
 // The hooks price a whole plan: a simulation of the hand-built data-parallel plan runs with them.
 TEST(ModelDurations, SimulateWithThem) {
   Models s;

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include "../exec/exec_test_plans.h"
-#include "two_stream_plans.h"
 
 namespace loom::sim {
 namespace {
@@ -127,7 +126,34 @@ TEST(Simulate, GatherStartPricedAsTheBlockingGather) {
 // queued behind the gather until 11), its wait, ones again [2, 3], the gather's wait (10), fc [10, 11],
 // loss [11, 12]: step 12 (14 with one start stream).
 TEST(Simulate, ActivationStartDoesNotQueueBehindAParameterStart) {
-  auto f = testing::gather_beside_sum();
+  auto f = std::make_unique<exec::testing::Fixture>();
+  exec::testing::split_plan(*f, 2, [](std::size_t, int k) { return k; });
+  f->exec.num_devices = 2;
+  f->exec.collectives.push_back({ir::TensorId(1), "D->R all-gather"});
+  f->exec.collectives.push_back({ir::TensorId(4), "V->R all-reduce"});
+  f->exec.programs.resize(2);
+  const std::vector<int> group{0, 1};
+  using exec::testing::kFc;
+  using exec::testing::kLoss;
+  using exec::testing::kOnes;
+  for (int k = 0; k < 2; ++k) {
+    const exec::BufferId x = f->load(k, f->part(kFc, k).inputs[0]);
+    plan::SubTensor rows = f->part(kFc, k).inputs[1];
+    rows.box[0] = {4 * k, 4 * (k + 1), 1};
+    const exec::BufferId shard = f->load(k, rows);
+    const exec::BufferId w = f->buffer(k, f->part(kFc, k).inputs[1]);
+    f->emit(k, exec::CollectiveStart{comm::Primitive::all_gather, group, 0, {shard}, {w}});
+    const exec::BufferId ones = f->compute(k, kOnes, k, {exec::kNoBuffer});
+    const exec::BufferId sum = f->buffer(k, f->part(kOnes, k).outputs[0]);
+    f->emit(k, exec::CollectiveStart{comm::Primitive::all_reduce, group, 1, {ones}, {sum}});
+    f->emit(k, exec::CollectiveWait{1});
+    f->compute(k, kOnes, k, {exec::kNoBuffer});
+    f->emit(k, exec::CollectiveWait{0});
+    const exec::BufferId fc = f->compute(k, kFc, k, {x, w});
+    f->emit(k, exec::Free{x});
+    f->emit(k, exec::Free{w});
+    f->compute(k, kLoss, k, {fc});
+  }
   Durations d = fixed(1 * kMs, 0);
   d.collective = [](const exec::Collective& c, std::int64_t) {
     return c.kind == comm::Primitive::all_gather ? 10 * kMs : 1 * kMs;

@@ -19,9 +19,7 @@
 //                CPU Adam throughput (cluster::Cluster::cpu_adam_share: every GPU's process updates at
 //                once, after the backward), whichever the update rule;
 //   copy         launch overhead + bytes over the GPU's share of its PCIe switch's uplink
-//                (Cluster::pcie_share: the data-parallel ranks behind one switch copy at once);
-//   links        kNodeLinks where two members of the group share a node, kNetworkLinks where it spans
-//                two nodes (the NICs), for the simulator's shared links between its start streams.
+//                (Cluster::pcie_share: the data-parallel ranks behind one switch copy at once).
 // Times are cached: computes by (op, local shapes of inputs and outputs), which is all the ComputeModel
 // reads of a sub-op, collectives by (kind, group, bytes, group step), p2p by (source, destination, bytes), so a
 // plan of a million instructions prices each distinct instance once (data-parallel replicas and

@@ -15,8 +15,7 @@
 //                  tensor-parallel sums on the tensor-parallel group's), a bucket or a prefetched gather
 //                  holds back neither the pipeline's transfers nor the tensor-parallel collectives, and a
 //                  tensor-parallel start does not queue behind a bucket (their events are the
-//                  communication stream's; its busy time is the union); collectives of these streams
-//                  crossing links of one kind on one device at once share them (below);
+//                  communication stream's; its busy time is the union; links they share are not charged);
 //   host           the optimizer steps an offload runs on the device's host CPU (exec/passes.h,
 //                  offload_to_host), in program order, priced by Durations::host_compute;
 //   pcie           the copies between GPU and host memory, in program order, priced by Durations::copy
@@ -32,16 +31,6 @@
 // max(send issue, recv issue) + p2p time. Communication overlaps compute wherever the data allows; with
 // Durations::contention = f > 1 it progresses at 1/f of its speed while its device computes (a
 // collective ends when its slowest member's transfer does).
-//
-// Shared links. With Durations::links set, collectives of a device's streams (the communication stream's
-// blocking collectives and the two start streams' starts) that cross a kind of link (inside a node, a
-// NIC) at once share it: while k collectives of the device's other streams cross a link of the same kind,
-// one progresses at 1/(1 + k) of its speed. A tensor-parallel sum across nodes (blocking or started) and a
-// gradient bucket over the nodes' NICs split the NIC, as NCCL's kernels of two communicators do. The
-// simulation is repeated, each pass slowing the collectives by the other streams' spans of the pass
-// before, until the spans repeat (src/sim/shared_links.h; SimResult::link_passes): the fixed point is
-// processor sharing of the link. A plan whose streams never cross one kind of link at once runs one pass
-// and prices as without the hook. Not charged: sends and recvs, and copies over PCIe.
 //
 // Since each stream runs its instructions in a fixed order, every start time is the maximum of the times
 // it waits for, so the simulation resolves instructions as their inputs become known (a worklist over the
@@ -89,17 +78,10 @@ struct Durations {
   // A copy of `bytes` between `device`'s GPU and host memory (over its PCIe link). Required when the
   // plan has one.
   std::function<double(std::int64_t bytes, int device)> copy;
-  // Which kinds of link a collective's group crosses on its devices: kNodeLinks (two members share a
-  // node), kNetworkLinks (members on two nodes), or both. Optional: without it no links are shared
-  // (the collectives of a device's streams run as if alone; see "Shared links" above).
-  std::function<std::uint8_t(const exec::Collective&)> links;
   // Communication overlapping compute on its device takes this many times longer for the overlap (as
   // measured contention for SMs and memory bandwidth slows NCCL kernels); 1: no slowdown. At least 1.
   double contention = 1;
 };
-
-// Durations::links' bits.
-constexpr std::uint8_t kNodeLinks = 1, kNetworkLinks = 2;
 
 // What Durations::collective is handed for a collective or a start (see there).
 exec::Collective priced_collective(const exec::CollectiveCall& call);
@@ -146,7 +128,6 @@ struct SimResult {
   std::vector<int> simulated_devices;  // ascending: every device, or one per device class
   std::vector<int> represented_by;     // by device: the simulated device whose times it has (itself if simulated)
   std::string symmetry_fallback;       // why a plan with device classes ran in full; empty otherwise
-  int link_passes = 1;                 // passes run to share links (above, "Shared links"); 1: none shared
 
   bool symmetric() const { return simulated_devices.size() < devices.size(); }
 
