@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "loom/ops/registry.h"
 #include "loom/plan/primitives.h"
@@ -38,6 +39,34 @@ TEST(PlanJson, RoundTripsByteIdenticallyAndValidates) {
   EXPECT_TRUE(validate_plan(*back, 2)) << validate_plan(*back, 2).error().to_string();
   EXPECT_EQ(back->live_sub_ops().size(), plan.live_sub_ops().size());
   EXPECT_EQ(plan_to_text(*back), plan_to_text(*back));
+}
+
+// The writer quotes plain names itself and hands the rest to the JSON library, and writes the sub-ops in two
+// halves (one per core): every live sub-op is one entry, in id order, its name as given whatever it holds.
+TEST(PlanJson, WritesEveryNameAsTheJsonLibraryReadsIt) {
+  const ir::Graph& graph = testing::graph();
+  Plan plan = split_plan(graph);
+  const std::vector<std::string> odd = {"quote \" and backslash \\", "tab\there", "caf\xc3\xa9", "plain[0/2]", ""};
+  std::vector<std::string> names;
+  std::size_t k = 0;
+  for (SubOp& s : plan.sub_ops)
+    if (s.live) {
+      s.name = odd[k % odd.size()] + std::to_string(k);
+      ++k;
+      names.push_back(s.name);
+    }
+  const std::string text = plan_to_json(plan);
+  const nlohmann::json doc = nlohmann::json::parse(text);
+  ASSERT_EQ(doc["sub_ops"].size(), names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(doc["sub_ops"][i]["id"].get<int>(), static_cast<int>(i));
+    EXPECT_EQ(doc["sub_ops"][i]["name"].get<std::string>(), names[i]);
+  }
+  // A plan whose first half of sub-ops is all dead (each op's whole part replaced by its parts): the second
+  // half's first entry opens the list.
+  const std::string split = plan_to_json(split_plan(graph));
+  EXPECT_NE(split.find("\"sub_ops\": [\n  {\"id\": 0,"), std::string::npos) << split.substr(0, 200);
+  EXPECT_EQ(nlohmann::json::parse(split)["sub_ops"].size(), split_plan(graph).live_sub_ops().size());
 }
 
 TEST(PlanJson, KeepsRecomputationAndResidence) {
