@@ -21,6 +21,8 @@ constexpr std::int64_t kMovesDivisor = 16;
 // Tree and region moves of a round's search over groups: 4 per group, at most a node round's, at least 200.
 constexpr std::int64_t kMovesPerGroup = 4;
 constexpr std::int64_t kLeastGroupMoves = 200;
+// Passes after the first draw their seeds this far apart (a pass uses seed, seed + 1 and seed + round).
+constexpr std::uint64_t kPassSeedStep = 1000;
 
 // Per node, its time points [first, last) among the distinct starts of live nodes (as UsageProfile's).
 struct Points {
@@ -184,6 +186,27 @@ LagrangianOutcome lagrangian_search(const ShardingProblem& core, const ShardingC
     const double step = theta * std::max(upper - bound, kLeastGap * upper) / norm;
     for (std::size_t p = 0; p < points.count; ++p)
       lambda[p] = std::max(0.0, lambda[p] + step * (static_cast<double>(usage[p]) - limit));
+  }
+  return out;
+}
+
+LagrangianOutcome lagrangian_passes(const ShardingProblem& core, const ShardingChoice& start, std::uint64_t seed,
+                                    const LagrangianLimits& limits) {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point began = Clock::now();
+  LagrangianOutcome out = lagrangian_search(core, start, seed, limits);
+  if (!limits.deadline) return out;
+  for (std::uint64_t pass = 1; out.rounds == limits.rounds * static_cast<int>(pass); ++pass) {
+    const Clock::time_point now = Clock::now();
+    if (now + (now - began) > *limits.deadline) break;  // another pass as long as the last would be cut
+    began = now;
+    LagrangianOutcome again = lagrangian_search(core, out.best, seed + kPassSeedStep * pass, limits);
+    out.iterations += again.iterations;
+    out.rounds += again.rounds;
+    if (again.cost < out.cost) {
+      out.cost = again.cost;
+      out.best = std::move(again.best);
+    }
   }
   return out;
 }

@@ -154,15 +154,20 @@ void start_from_groups(const ShardingProblem& core, const NodeGroups& groups, Sh
   if (candidate.current_cost() < present.current_cost()) start = grouped;
 }
 
+// `clock`, when given (the first search's only: the clock is not shared between threads), records the
+// stage "lagrangian" (its passes' best choice, from which the local search goes on).
 SearchOutcome local_search(const ShardingProblem& core, const ShardingChoice& start, std::uint64_t seed,
-                           const LocalSearchLimits& limits, const LagrangianLimits* lagrangian, ProgressLine* progress) {
+                           const LocalSearchLimits& limits, const LagrangianLimits* lagrangian, ProgressLine* progress,
+                           StageClock* clock = nullptr) {
   LocalSearch search(core, seed);
   std::int64_t lagrangian_moves = 0;
   if (lagrangian) {
     if (progress) progress->update(Progress{"lagrangian", 0, lagrangian->rounds, ""});
-    LagrangianOutcome priced = lagrangian_search(core, start, seed, *lagrangian);
+    LagrangianOutcome priced = lagrangian_passes(core, start, seed, *lagrangian);
     lagrangian_moves = priced.iterations;
     search.start_from(priced.best);
+    // Not when the solve's deadline has passed: the search after it is then the stage that met it.
+    if (clock && !clock->expired()) clock->record("lagrangian", lagrangian->deadline, choice_cost_sum(core, priced.best));
   } else {
     search.start_from(start);
   }
@@ -272,7 +277,7 @@ Expected<ShardingResult> solve_sharding(const ShardingProblem& problem, const So
         outcomes[static_cast<std::size_t>(t)] =
             local_search(core, start, options.seed + static_cast<std::uint64_t>(t), beside, priced, nullptr);
       });
-    outcomes[0] = local_search(core, start, options.seed, limits, priced_first, options.progress);
+    outcomes[0] = local_search(core, start, options.seed, limits, priced_first, options.progress, &clock);
     clock.record("search", limits.deadline,
                  outcomes[0].forbidden ? std::nullopt : std::optional<std::int64_t>(choice_cost_sum(core, outcomes[0].best)));
     // Under a deadline the MILP gets the time left, none when none is: it stops at the solve's deadline.
