@@ -19,8 +19,16 @@ void* operator new(std::size_t bytes) {
   if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
   throw std::bad_alloc();
 }
+// The nothrow form too (std::stable_sort's temporary buffer), so that every allocation the replaced operator
+// delete frees came from malloc: under AddressSanitizer an unreplaced form is its own operator new, which
+// `free` may not release (alloc-dealloc-mismatch).
+void* operator new(std::size_t bytes, const std::nothrow_t&) noexcept {
+  allocated_bytes += bytes;
+  return std::malloc(bytes == 0 ? 1 : bytes);
+}
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace loom::comm {
 namespace {
